@@ -1,0 +1,64 @@
+"""Fixtures that run the conformance suite on every backend.
+
+The ``backend`` fixture is parametrized over the embedded store and the Cloud
+Bigtable emulator. The emulator is started once per test session on a free
+loopback port and stopped at the end. Without the emulator the emulator half
+is skipped, except under ``CI=true``, where a missing emulator fails the run.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tsmodel.backends.base import Backend
+from tsmodel.errors import EmulatorNotFoundError
+
+BACKENDS = ["embedded", "emulator"]
+
+
+@pytest.fixture(scope="session")
+def emulator() -> Iterator[object]:
+    from tsmodel.emulator import Emulator, find_emulator
+
+    try:
+        binary = find_emulator()
+    except EmulatorNotFoundError as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true and the Bigtable emulator is missing: {exc}", pytrace=False)
+        pytest.skip(f"Bigtable emulator not installed: {exc}")
+    emu = Emulator(binary)
+    emu.start()
+    try:
+        yield emu
+    finally:
+        emu.stop()
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    """One backend per kind for the whole session; tests use unique table names."""
+    if request.param == "embedded":
+        from tsmodel.backends.embedded import EmbeddedBackend
+
+        b: Backend = EmbeddedBackend()
+    else:
+        from tsmodel.backends.bigtable import BigtableBackend
+
+        emu = request.getfixturevalue("emulator")
+        b = BigtableBackend(
+            project="tsmodel-test", instance="tsmodel-test", emulator_host=emu.host_port
+        )
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+@pytest.fixture
+def table_name() -> str:
+    """A table name no other test uses."""
+    return "t_" + uuid.uuid4().hex[:12]

@@ -1,0 +1,71 @@
+"""Storage backends: the protocol, the embedded store, and Cloud Bigtable.
+
+Only :mod:`tsmodel.backends.bigtable` imports ``google.cloud``; it is imported
+lazily, when a Bigtable URL is opened.
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import parse_qs, urlsplit
+
+from tsmodel.backends.base import Backend, Features
+from tsmodel.errors import ConfigurationError
+
+__all__ = ["Backend", "Features", "open_backend"]
+
+_URL_FORMS = (
+    "None or 'memory://' (embedded, in memory), 'sqlite:///path/to/file.db' "
+    "(embedded, in a file), 'bigtable://PROJECT/INSTANCE' (Cloud Bigtable; "
+    "uses BIGTABLE_EMULATOR_HOST when it is set) or "
+    "'bigtable-emulator://HOST:PORT/PROJECT/INSTANCE'"
+)
+
+
+def open_backend(url: str | None = None) -> Backend:
+    """Open the backend a connection URL names.
+
+    Args:
+        url: see :func:`tsmodel.connect` for the accepted forms.
+
+    Returns:
+        A ready backend.
+
+    Raises:
+        ConfigurationError: the URL is not understood.
+    """
+    if url is None or url in ("", "memory://", "sqlite://", "sqlite://:memory:", "embedded://"):
+        from tsmodel.backends.embedded import EmbeddedBackend
+
+        return EmbeddedBackend()
+    parts = urlsplit(url)
+    if parts.scheme in ("sqlite", "embedded"):
+        path = (parts.netloc + parts.path) if parts.netloc else parts.path
+        if not path or path == "/:memory:":
+            path = ":memory:"
+        from tsmodel.backends.embedded import EmbeddedBackend
+
+        return EmbeddedBackend(path)
+    if parts.scheme in ("bigtable", "bigtable-emulator"):
+        return _open_bigtable(url, parts.scheme, parts.netloc, parts.path, parts.query)
+    raise ConfigurationError(f"cannot open {url!r}: expected {_URL_FORMS}")
+
+
+def _open_bigtable(url: str, scheme: str, netloc: str, path: str, query: str) -> Backend:
+    segments = [s for s in path.split("/") if s]
+    options = {k: v[-1] for k, v in parse_qs(query).items()}
+    if scheme == "bigtable":
+        segments = [netloc, *segments]
+        emulator_host = os.environ.get("BIGTABLE_EMULATOR_HOST") or None
+    else:
+        emulator_host = netloc
+    if len(segments) != 2 or not all(segments) or not emulator_host and scheme != "bigtable":
+        raise ConfigurationError(f"cannot open {url!r}: expected {_URL_FORMS}")
+    from tsmodel.backends.bigtable import BigtableBackend
+
+    return BigtableBackend(
+        project=segments[0],
+        instance=segments[1],
+        emulator_host=emulator_host,
+        app_profile_id=options.get("app_profile"),
+    )

@@ -1,0 +1,337 @@
+"""The backend protocol and the backend-neutral value objects it speaks.
+
+Value objects here do no I/O. Backends convert them to their own wire format
+(protobuf for Cloud Bigtable, SQL for the embedded store) at the edge.
+
+Semantics follow Cloud Bigtable:
+
+* Row keys are bytes, sorted by unsigned byte order.
+* A cell is addressed by (row key, family, qualifier, timestamp). Timestamps
+  are microseconds since the epoch, in whole milliseconds. Writing a cell at an
+  existing address replaces its value.
+* Within a row, cells come out ordered by family (name order), qualifier (byte
+  order), then timestamp newest first.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator, Sequence
+from datetime import timedelta
+from typing import Protocol, Union, runtime_checkable
+
+import attrs
+
+__all__ = [
+    "RowRange",
+    "RowSet",
+    "ReadFilter",
+    "ReadRequest",
+    "Cell",
+    "Row",
+    "SetCell",
+    "DeleteCells",
+    "DeleteFamily",
+    "DeleteRow",
+    "Mutation",
+    "RowMutation",
+    "MutationStatus",
+    "MutationOutcome",
+    "GcRule",
+    "TableSpec",
+    "Features",
+    "Backend",
+]
+
+
+@attrs.frozen
+class RowRange:
+    """Row keys ``start <= key < end``; ``None`` leaves a side unbounded."""
+
+    start: bytes | None = None
+    end: bytes | None = None
+
+    @classmethod
+    def prefix(cls, prefix: bytes) -> RowRange:
+        """The range of every row key that starts with ``prefix``."""
+        return cls(prefix or None, prefix_successor(prefix))
+
+    def contains(self, key: bytes) -> bool:
+        """Whether ``key`` lies in the range."""
+        if self.start is not None and key < self.start:
+            return False
+        return self.end is None or key < self.end
+
+    def is_empty(self) -> bool:
+        """Whether no key can lie in the range."""
+        return self.start is not None and self.end is not None and self.start >= self.end
+
+
+def prefix_successor(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key starting with ``prefix``.
+
+    Returns ``None`` when there is none (empty prefix or all ``0xff``).
+    """
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+@attrs.frozen
+class RowSet:
+    """Rows to read: exact keys and ranges. Both empty means the whole table."""
+
+    keys: tuple[bytes, ...] = ()
+    ranges: tuple[RowRange, ...] = ()
+
+    def is_whole_table(self) -> bool:
+        return not self.keys and not self.ranges
+
+    def contains(self, key: bytes) -> bool:
+        if self.is_whole_table():
+            return True
+        return key in self.keys or any(r.contains(key) for r in self.ranges)
+
+
+@attrs.frozen
+class ReadFilter:
+    """Server-side cell filters, applied in this order.
+
+    Attributes:
+        families: keep cells of these families only (``None``: all).
+        columns: keep only these ``(family, qualifier)`` columns (``None``: all).
+        qualifier_start: keep qualifiers ``>= qualifier_start`` (``None``: no bound).
+        qualifier_end: keep qualifiers ``< qualifier_end`` (``None``: no bound).
+        timestamp_start: keep cells with timestamp ``>=`` this, in microseconds.
+        timestamp_end: keep cells with timestamp ``<`` this, in microseconds.
+        cells_per_column: after the filters above, keep the newest N cells of
+            each column (``None``: all versions).
+        strip_values: return cells with empty values (keys and qualifiers only).
+
+    A row none of whose cells pass is not returned at all.
+    """
+
+    families: tuple[str, ...] | None = None
+    columns: tuple[tuple[str, bytes], ...] | None = None
+    qualifier_start: bytes | None = None
+    qualifier_end: bytes | None = None
+    timestamp_start: int | None = None
+    timestamp_end: int | None = None
+    cells_per_column: int | None = None
+    strip_values: bool = False
+
+
+@attrs.frozen
+class ReadRequest:
+    """One read of one table.
+
+    Attributes:
+        table: table name.
+        rows: which rows; an empty :class:`RowSet` reads the whole table.
+        filter: server-side cell filters.
+        limit: at most this many rows (rows with at least one cell left
+            after filtering); ``None`` or ``0`` for no limit.
+        reverse: return rows in descending key order. Only allowed when the
+            backend's ``features.reverse_scan`` is true.
+    """
+
+    table: str
+    rows: RowSet = attrs.field(factory=RowSet)
+    filter: ReadFilter = attrs.field(factory=ReadFilter)
+    limit: int | None = None
+    reverse: bool = False
+
+
+@attrs.frozen
+class Cell:
+    """One timestamped cell version."""
+
+    family: str
+    qualifier: bytes
+    timestamp: int
+    value: bytes
+
+
+@attrs.frozen
+class Row:
+    """A row as read: its key and its cells (family, qualifier, newest first)."""
+
+    key: bytes
+    cells: tuple[Cell, ...]
+
+
+@attrs.frozen
+class SetCell:
+    """Write one cell. ``timestamp`` is microseconds, a whole number of ms."""
+
+    family: str
+    qualifier: bytes
+    timestamp: int
+    value: bytes
+
+
+@attrs.frozen
+class DeleteCells:
+    """Delete the versions of one column with ``start <= timestamp < end``."""
+
+    family: str
+    qualifier: bytes
+    timestamp_start: int | None = None
+    timestamp_end: int | None = None
+
+
+@attrs.frozen
+class DeleteFamily:
+    """Delete every cell of one family in the row."""
+
+    family: str
+
+
+@attrs.frozen
+class DeleteRow:
+    """Delete the whole row."""
+
+
+Mutation = Union[SetCell, DeleteCells, DeleteFamily, DeleteRow]
+
+
+@attrs.frozen
+class RowMutation:
+    """Mutations applied atomically to one row."""
+
+    key: bytes
+    mutations: tuple[Mutation, ...]
+
+
+class MutationStatus(enum.Enum):
+    """What is known about one row mutation after a bulk write."""
+
+    #: The mutation was applied.
+    APPLIED = "applied"
+    #: The mutation was certainly not applied (bad request, missing table...).
+    FAILED = "failed"
+    #: The outcome is unknown (timeout, lost connection). Retrying is safe
+    #: because tsmodel writes explicit timestamps.
+    UNKNOWN = "unknown"
+
+
+@attrs.frozen
+class MutationOutcome:
+    """The outcome of one :class:`RowMutation` in a bulk write."""
+
+    status: MutationStatus
+    error: BaseException | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is MutationStatus.APPLIED
+
+
+@attrs.frozen
+class GcRule:
+    """A garbage-collection rule of a column family.
+
+    Either a leaf (``max_versions`` and/or ``max_age``; when both are given
+    they combine with ``mode``) or a combination of ``rules``.
+
+    Attributes:
+        max_versions: keep at most this many versions per column.
+        max_age: delete cells whose *cell timestamp* is older than this.
+        rules: nested rules combined with ``mode``.
+        mode: ``"union"`` (delete when any rule says so) or
+            ``"intersection"`` (delete when every rule says so).
+    """
+
+    max_versions: int | None = None
+    max_age: timedelta | None = None
+    rules: tuple[GcRule, ...] = ()
+    mode: str = attrs.field(default="union", validator=attrs.validators.in_(("union", "intersection")))
+
+    def is_empty(self) -> bool:
+        return self.max_versions is None and self.max_age is None and not self.rules
+
+
+@attrs.frozen
+class TableSpec:
+    """A table and its column families with their GC rules."""
+
+    name: str
+    families: tuple[tuple[str, GcRule], ...]
+
+    def family_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.families)
+
+
+@attrs.frozen
+class Features:
+    """What a backend can do; code and tests read these flags."""
+
+    #: Rows can be read in descending key order (``ReadRequest.reverse``).
+    reverse_scan: bool = False
+    #: Garbage collection runs at once (the embedded store) rather than
+    #: eventually (Cloud Bigtable).
+    immediate_gc: bool = False
+    #: Data survives closing the connection.
+    persistent: bool = False
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """The primitives every storage backend provides.
+
+    Everything else in tsmodel is built on these. A backend never raises a
+    foreign exception: failures come out as :class:`~tsmodel.errors.BackendError`
+    (or a subclass) with the original exception as ``__cause__``.
+    """
+
+    features: Features
+
+    def create_table(self, spec: TableSpec) -> None:
+        """Create the table with its families, or add missing families to it.
+
+        Idempotent: an existing table keeps its data; families that exist get
+        the GC rule of ``spec``; families not in ``spec`` are left alone.
+        """
+        ...
+
+    def delete_table(self, name: str) -> None:
+        """Delete a table and its data. A missing table is not an error."""
+        ...
+
+    def list_tables(self) -> list[str]:
+        """The names of all tables, sorted."""
+        ...
+
+    def describe_table(self, name: str) -> TableSpec:
+        """The table's families and GC rules.
+
+        Raises:
+            TableNotFoundError: the table does not exist.
+        """
+        ...
+
+    def mutate_rows(self, table: str, entries: Sequence[RowMutation]) -> list[MutationOutcome]:
+        """Apply each entry atomically to its row; entries are independent.
+
+        Returns one outcome per entry, in order. Never raises for the failure
+        of single entries; raises :class:`BackendError` only when the call
+        could not be attempted at all (then nothing was applied), e.g. with
+        :class:`TableNotFoundError` for a missing table.
+        """
+        ...
+
+    def read_rows(self, request: ReadRequest) -> Iterator[Row]:
+        """Stream the rows of ``request`` in key order (descending if reversed).
+
+        Rows with no cell left after filtering are skipped. The iterator reads
+        lazily: rows are not all held in memory.
+
+        Raises:
+            TableNotFoundError: the table does not exist.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release connections and files. Idempotent."""
+        ...

@@ -1,0 +1,120 @@
+"""The exception hierarchy of tsmodel.
+
+Every exception tsmodel raises derives from :class:`TsModelError`. Each
+subclass also derives from the builtin that matches its meaning, so code that
+catches ``ValueError`` or ``TypeError`` keeps working.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tsmodel.connection import WriteResult
+
+__all__ = [
+    "TsModelError",
+    "DeclarationError",
+    "ValidationError",
+    "FieldTypeError",
+    "KeyEncodingError",
+    "KeyDecodingError",
+    "QueryError",
+    "ScanRefusedError",
+    "DoesNotExist",
+    "BackendError",
+    "TableNotFoundError",
+    "SaveError",
+    "ConfigurationError",
+    "EmulatorNotFoundError",
+]
+
+
+class TsModelError(Exception):
+    """Base class of every error raised by tsmodel."""
+
+
+class DeclarationError(TsModelError, TypeError):
+    """A model class is declared in a way that cannot work.
+
+    Raised when the class is defined, never on first use.
+    """
+
+
+class ValidationError(TsModelError, ValueError):
+    """A value cannot be stored as declared.
+
+    Attributes:
+        model: the model class name, or ``None``.
+        field: the field name, or ``None``.
+        value: the offending value.
+    """
+
+    def __init__(
+        self, message: str, *, model: str | None = None, field: str | None = None,
+        value: Any = None,
+    ) -> None:
+        prefix = ""
+        if model and field:
+            prefix = f"{model}.{field}: "
+        elif model:
+            prefix = f"{model}: "
+        super().__init__(prefix + message)
+        self.model = model
+        self.field = field
+        self.value = value
+
+
+class FieldTypeError(ValidationError, TypeError):
+    """A value has the wrong Python type for its field."""
+
+
+class KeyEncodingError(ValidationError):
+    """A key field value cannot be encoded into a row key segment."""
+
+
+class KeyDecodingError(TsModelError, ValueError):
+    """A row key does not match the model's key layout."""
+
+
+class QueryError(TsModelError, ValueError):
+    """A query cannot be built as asked."""
+
+
+class ScanRefusedError(QueryError):
+    """The query cannot be served from a row-key prefix and would scan the table.
+
+    Pass ``allow_scan=True`` to run it anyway.
+    """
+
+
+class DoesNotExist(TsModelError, LookupError):
+    """No row matches a lookup. Each model class has its own subclass."""
+
+
+class BackendError(TsModelError, RuntimeError):
+    """The storage backend failed. ``__cause__`` holds the backend's exception."""
+
+
+class TableNotFoundError(BackendError, LookupError):
+    """A table does not exist on the backend."""
+
+
+class SaveError(TsModelError, RuntimeError):
+    """Some entities were not written, or their outcome is unknown.
+
+    Attributes:
+        result: the :class:`~tsmodel.WriteResult` with one outcome per entity.
+    """
+
+    def __init__(self, message: str, result: WriteResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class ConfigurationError(TsModelError, ValueError):
+    """A connection URL or setting is not understood."""
+
+
+class EmulatorNotFoundError(TsModelError, FileNotFoundError):
+    """The Cloud Bigtable emulator (``cbtemulator``) is not installed."""
