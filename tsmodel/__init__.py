@@ -1,0 +1,72 @@
+"""tsmodel: an ORM-style time-series mapper for Google Cloud Bigtable.
+
+Declare a model, and tsmodel derives its row keys, lays its events out in
+cells following Google's time-series schema patterns, keeps its current-value
+table in step and answers time-range and latest-value queries::
+
+    import tsmodel as ts
+
+    @ts.model(table="METRIC", family="METRIC", current="CURRENT_METRIC")
+    class ServerMetric:
+        hostname: str = ts.key()
+        ts: datetime = ts.timestamp(unit="ms")
+        cpu1_usr: float = ts.value("CPU/CPU1_USR")
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from tsmodel.backends.base import Backend, Features, GcRule, TableSpec
+from tsmodel.codecs import Bool, Codec, Float64, Int64, Raw, Text, Utf8
+from tsmodel.connection import (
+    Connection, EntityResult, WriteResult, WriteStatus, connect, get_default_connection,
+    set_default_connection, table_specs,
+)
+from tsmodel.errors import (
+    BackendError, ConfigurationError, DeclarationError, DoesNotExist, EmulatorNotFoundError,
+    FieldTypeError, KeyDecodingError, KeyEncodingError, QueryError, SaveError,
+    ScanRefusedError, TableNotFoundError, TsModelError, ValidationError,
+)
+from tsmodel.fields import constant, key, salt, timestamp, value
+from tsmodel.mapper import current_row_key, decode_row_key, row_key
+from tsmodel.model import Model, model
+from tsmodel.query import QuerySet, ReadPlan
+from tsmodel.serialization import Protobuf, Serialization
+from tsmodel.spec import ModelSpec, spec_of
+from tsmodel.timestamps import from_micros, to_micros
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    # declaring models
+    "model", "Model", "key", "timestamp", "value", "constant", "salt", "Protobuf",
+    "Serialization", "ModelSpec", "spec_of",
+    # codecs
+    "Codec", "Int64", "Float64", "Utf8", "Bool", "Raw", "Text",
+    # row keys
+    "row_key", "current_row_key", "decode_row_key", "floor_timestamp",
+    # connections and writes
+    "connect", "Connection", "get_default_connection", "set_default_connection",
+    "WriteResult", "EntityResult", "WriteStatus", "table_specs",
+    # queries
+    "QuerySet", "ReadPlan",
+    # backends
+    "Backend", "Features", "GcRule", "TableSpec",
+    # errors
+    "TsModelError", "DeclarationError", "ValidationError", "FieldTypeError",
+    "KeyEncodingError", "KeyDecodingError", "QueryError", "ScanRefusedError",
+    "DoesNotExist", "BackendError", "TableNotFoundError", "SaveError",
+    "ConfigurationError", "EmulatorNotFoundError",
+]
+
+
+def floor_timestamp(dt: datetime, unit_us: int = 1_000) -> datetime:
+    """Round ``dt`` down to a whole number of ``unit_us`` microseconds (default: ms).
+
+    Row keys refuse timestamps finer than their unit rather than truncate
+    them silently; use this to truncate on purpose, e.g.
+    ``floor_timestamp(datetime.now(timezone.utc))``.
+    """
+    us = to_micros(dt)
+    return from_micros(us - us % unit_us).astimezone(dt.tzinfo)

@@ -1,0 +1,160 @@
+"""Field declarations: ``key()``, ``timestamp()``, ``value()``, ``constant()``, ``salt()``.
+
+``key``, ``timestamp`` and ``value`` are thin wrappers over :func:`attrs.field`
+that record what the field means for Bigtable in the field's ``metadata``.
+``constant`` and ``salt`` are markers: they take a place in the row key but
+are not attributes of instances.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from tsmodel.codecs import Codec
+
+__all__ = ["key", "timestamp", "value", "constant", "salt", "KeyInfo", "TimestampInfo",
+           "ValueInfo", "Constant", "Salt", "META"]
+
+#: The metadata key under which tsmodel stores a field's declaration.
+META = "tsmodel"
+
+
+@attrs.frozen
+class KeyInfo:
+    """A key field: promoted into the row key."""
+
+    width: int | None = None
+    pad: str = " "
+    align: str = "left"
+    max_length: int = 256
+
+
+@attrs.frozen
+class TimestampInfo:
+    """The event time: the last row key segment and every cell's timestamp."""
+
+    unit: str = "ms"
+    digits: int | None = None
+    format: str | None = None
+    millis: bool = False
+    reverse: bool = False
+
+
+@attrs.frozen
+class ValueInfo:
+    """A value field: one column (or one field of the serialized message)."""
+
+    qualifier: str | None = None
+    family: str | None = None
+    codec: Codec | None = None
+    allow_nan: bool = False
+
+
+@attrs.frozen
+class Constant:
+    """A literal row key segment, such as ``BATTERY``."""
+
+    text: str
+
+
+@attrs.frozen
+class Salt:
+    """A salt segment: ``crc32`` of the ``on`` fields' encoded segments mod ``buckets``."""
+
+    buckets: int
+    on: tuple[str, ...]
+
+
+def key(
+    *, width: int | None = None, pad: str = " ", align: str = "left", max_length: int = 256,
+) -> Any:
+    """Declare a key field: a ``str`` or ``int`` promoted into the row key.
+
+    Args:
+        width: fixed width in bytes. Strings are padded with ``pad``; integers
+            are left-padded with zeros and need a width. Without a width a
+            string is variable width and may not contain the separator.
+        pad: padding character of fixed-width strings.
+        align: ``"left"`` (default) pads on the right, like the reference's
+            ``"ZXZZT "``; ``"right"`` pads on the left.
+        max_length: the most bytes of a variable-width string (bounds the key
+            size, which Bigtable limits to 4 KB).
+
+    Returns:
+        An attrs field; assign it in the class body.
+    """
+    return attrs.field(metadata={META: KeyInfo(width, pad, align, max_length)})
+
+
+def timestamp(
+    *, unit: str = "ms", digits: int | None = None, format: str | None = None,
+    millis: bool = False, reverse: bool = False,
+) -> Any:
+    """Declare the event time: a timezone-aware ``datetime``.
+
+    It is the last segment of the row key and the timestamp of every cell the
+    event writes, so writes are idempotent and the newest event wins by event
+    time.
+
+    Args:
+        unit: ``"ms"`` (13 digits, the default), ``"us"`` (16) or ``"s"`` (10):
+            epoch units as zero-padded digits.
+        digits: override the number of digits of an epoch unit.
+        format: an order-preserving UTC format instead of epoch digits, e.g.
+            ``"%Y-%m-%d-%H%M"``; only ``%Y %m %d %j %H %M %S %f``, most
+            significant first.
+        millis: with ``format``, append three digits of milliseconds.
+        reverse: store ``10**digits - 1 - t`` so that newest rows sort first
+            (epoch units only).
+
+    Returns:
+        An attrs field.
+    """
+    return attrs.field(metadata={META: TimestampInfo(unit, digits, format, millis, reverse)})
+
+
+def value(
+    qualifier: str | None = None, *, family: str | None = None, codec: Codec | None = None,
+    default: Any = attrs.NOTHING, allow_nan: bool = False,
+) -> Any:
+    """Declare a value field: one column of the event's row.
+
+    Args:
+        qualifier: the column qualifier (default: the field name). Keep it
+            short: it is stored with every cell.
+        family: the column family (default: the model's family).
+        codec: how the value becomes bytes (default: from the annotation:
+            int, float, str, bool, bytes).
+        default: a default value; ``None`` makes the field optional (no cell
+            is written for ``None``).
+        allow_nan: accept float NaN (refused by default).
+
+    Returns:
+        An attrs field.
+    """
+    info = ValueInfo(qualifier, family, codec, allow_nan)
+    return attrs.field(default=default, metadata={META: info})
+
+
+def constant(text: str) -> Any:
+    """A literal row key segment at this place in the key, e.g. ``constant("BATTERY")``.
+
+    Assign it to any name in the class body without an annotation; it does not
+    become an attribute of instances.
+    """
+    return Constant(text)
+
+
+def salt(buckets: int, *, on: tuple[str, ...] | list[str] | str) -> Any:
+    """A salt segment at this place in the key.
+
+    Args:
+        buckets: number of salt values (``0 .. buckets-1``); each time range
+            read then runs one scan per salt value and merges them by time.
+        on: the field(s) hashed (with a stable CRC-32, never Python's
+            randomized ``hash``), e.g. the timestamp field.
+    """
+    names = (on,) if isinstance(on, str) else tuple(on)
+    return Salt(buckets, names)

@@ -1,0 +1,358 @@
+"""Row keys: segments, their encoders, and the layout that joins them.
+
+Pure functions, no I/O. A row key is a sequence of segments joined by a
+one-byte separator (``#`` by default). Every segment encoder:
+
+* round-trips exactly (``decode(encode(v)) == v``);
+* preserves order (``encode(a) < encode(b)`` exactly when ``a < b``), so the
+  byte order of keys equals the tuple order of their values;
+* refuses a value that does not fit, and never truncates it.
+
+Fixed-width segments always take the same number of bytes; variable-width
+segments may not contain the separator nor any byte that sorts below it, so
+that the key of one entity can never fall inside another entity's range.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from tsmodel.timestamps import TimestampEncoding
+
+__all__ = [
+    "Segment",
+    "ConstantSegment",
+    "StrSegment",
+    "IntSegment",
+    "TimestampSegment",
+    "SaltSegment",
+    "KeyLayout",
+    "stable_hash",
+]
+
+
+class SegmentValueError(ValueError):
+    """A value does not fit its segment; the mapper adds model and field names."""
+
+
+class Segment:
+    """One part of a row key."""
+
+    #: The field this segment encodes, or ``None`` for constants and salts.
+    field: str | None = None
+    #: Exact width in bytes, or ``None`` for variable width.
+    width: int | None = None
+
+    @property
+    def max_width(self) -> int:
+        """The most bytes the segment can take."""
+        assert self.width is not None
+        return self.width
+
+    def encode(self, value: Any) -> bytes:
+        raise NotImplementedError
+
+    def decode(self, data: bytes) -> Any:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+
+@attrs.frozen
+class ConstantSegment(Segment):
+    """A literal, such as ``BATTERY``."""
+
+    text: str
+
+    @property
+    def width(self) -> int:  # type: ignore[override]
+        return len(self.text.encode("utf-8"))
+
+    def encode(self, value: Any = None) -> bytes:
+        return self.text.encode("utf-8")
+
+    def decode(self, data: bytes) -> str:
+        if data != self.text.encode("utf-8"):
+            raise SegmentValueError(f"expected the constant {self.text!r}, got {data!r}")
+        return self.text
+
+    def describe(self) -> str:
+        return f"constant {self.text!r}"
+
+
+@attrs.frozen
+class StrSegment(Segment):
+    """A string field, fixed width (padded) or variable width.
+
+    Attributes:
+        field: the field name.
+        width: fixed width in UTF-8 bytes, or ``None`` for variable width.
+        pad: the padding character of fixed-width values.
+        align: ``"left"`` pads on the right (``"ZXZZT "``); ``"right"`` pads on
+            the left.
+        max_length: the most UTF-8 bytes of a variable-width value.
+        separator: the key's separator; a variable-width value may not contain
+            it nor any character that sorts below it.
+    """
+
+    field: str  # type: ignore[assignment]
+    width: int | None = None  # type: ignore[assignment]
+    pad: str = " "
+    align: str = "left"
+    max_length: int = 256
+    separator: bytes = b"#"
+
+    @property
+    def max_width(self) -> int:
+        return self.width if self.width is not None else self.max_length
+
+    def encode(self, value: str) -> bytes:
+        if not isinstance(value, str):
+            raise SegmentValueError(f"expected str, got {type(value).__name__} {value!r}")
+        data = value.encode("utf-8")
+        if self.width is None:
+            return self._encode_variable(value, data)
+        return self._encode_fixed(value, data)
+
+    def _encode_variable(self, value: str, data: bytes) -> bytes:
+        if not data:
+            raise SegmentValueError("an empty string cannot be a variable-width key segment")
+        if len(data) > self.max_length:
+            raise SegmentValueError(
+                f"{value!r} is {len(data)} bytes, over max_length={self.max_length}"
+            )
+        low = min(data)
+        if low <= self.separator[0]:
+            what = "the separator" if low == self.separator[0] else f"byte {bytes([low])!r}"
+            raise SegmentValueError(
+                f"{value!r} contains {what}; a variable-width key segment may not contain the "
+                f"separator {self.separator.decode()!r} or characters that sort below it, or "
+                "one entity's rows could fall inside another's range. Declare a fixed width "
+                "(ts.key(width=N)) or another separator"
+            )
+        return data
+
+    def _encode_fixed(self, value: str, data: bytes) -> bytes:
+        assert self.width is not None
+        if len(data) > self.width:
+            raise SegmentValueError(
+                f"{value!r} is {len(data)} bytes, wider than the field's width {self.width}; "
+                "values are never truncated: widen the field"
+            )
+        pad = self.pad.encode("utf-8")
+        edge = data[-1:] if self.align == "left" else data[:1]
+        if data and (edge == pad or min(data) < pad[0]):
+            raise SegmentValueError(
+                f"{value!r} cannot be padded with {self.pad!r}: a value may not "
+                f"{'end' if self.align == 'left' else 'start'} with the pad character nor "
+                "contain characters that sort below it (the key would be ambiguous or "
+                "out of order)"
+            )
+        filler = pad * (self.width - len(data))
+        return data + filler if self.align == "left" else filler + data
+
+    def decode(self, data: bytes) -> str:
+        if self.width is not None:
+            pad = self.pad.encode("utf-8")
+            data = data.rstrip(pad) if self.align == "left" else data.lstrip(pad)
+        return data.decode("utf-8")
+
+    def describe(self) -> str:
+        if self.width is None:
+            return f"{self.field}: variable-width string (at most {self.max_length} bytes)"
+        side = "right" if self.align == "left" else "left"
+        return f"{self.field}: string, {self.width} bytes, {side}-padded with {self.pad!r}"
+
+
+@attrs.frozen
+class IntSegment(Segment):
+    """A non-negative integer left-padded with zeros to a fixed width."""
+
+    field: str  # type: ignore[assignment]
+    width: int  # type: ignore[assignment]
+
+    def encode(self, value: int) -> bytes:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SegmentValueError(f"expected int, got {type(value).__name__} {value!r}")
+        if value < 0:
+            raise SegmentValueError(
+                f"{value} is negative; zero-padded integer key segments hold 0 .. "
+                f"{10**self.width - 1} (negative numbers would sort wrongly)"
+            )
+        text = str(value)
+        if len(text) > self.width:
+            raise SegmentValueError(
+                f"{value} has {len(text)} digits, more than the field's width {self.width}"
+            )
+        return text.zfill(self.width).encode("ascii")
+
+    def decode(self, data: bytes) -> int:
+        if not data.isdigit():
+            raise SegmentValueError(f"expected {self.width} digits, got {data!r}")
+        return int(data)
+
+    def describe(self) -> str:
+        return f"{self.field}: integer, {self.width} digits, zero-padded"
+
+
+@attrs.frozen
+class TimestampSegment(Segment):
+    """The event time, through a :class:`~tsmodel.timestamps.TimestampEncoding`.
+
+    Values are integer microseconds since the epoch (UTC).
+    """
+
+    field: str  # type: ignore[assignment]
+    encoding: TimestampEncoding
+
+    @property
+    def width(self) -> int:  # type: ignore[override]
+        return self.encoding.width
+
+    def encode(self, value: int) -> bytes:
+        problem = self.encoding.check(value)
+        if problem:
+            raise SegmentValueError(problem)
+        return self.encoding.encode_us(value)
+
+    def decode(self, data: bytes) -> int:
+        try:
+            return self.encoding.decode_us(data)
+        except ValueError as exc:
+            raise SegmentValueError(str(exc)) from exc
+
+    def describe(self) -> str:
+        return f"{self.field}: {self.encoding.describe()}"
+
+
+def stable_hash(data: bytes) -> int:
+    """A hash that is the same in every process and language: CRC-32 (IEEE)."""
+    return zlib.crc32(data)
+
+
+@attrs.frozen
+class SaltSegment(Segment):
+    """``stable_hash`` of the encoded ``on`` segments, modulo ``buckets``.
+
+    The salt spreads sequential writes over ``buckets`` key ranges; a time
+    range read then needs one scan per salt value.
+    """
+
+    buckets: int
+    on: tuple[str, ...]
+
+    @property
+    def width(self) -> int:  # type: ignore[override]
+        return len(str(self.buckets - 1))
+
+    def salt_of(self, encoded: Mapping[str, bytes]) -> int:
+        """The salt of an entity, from the encoded segments it is computed on."""
+        return stable_hash(b"#".join(encoded[name] for name in self.on)) % self.buckets
+
+    def encode(self, value: int) -> bytes:
+        return str(value).zfill(self.width).encode("ascii")
+
+    def decode(self, data: bytes) -> int:
+        if not data.isdigit() or int(data) >= self.buckets:
+            raise SegmentValueError(f"expected a salt 0..{self.buckets - 1}, got {data!r}")
+        return int(data)
+
+    def all_values(self) -> range:
+        return range(self.buckets)
+
+    def describe(self) -> str:
+        return f"salt: crc32({', '.join(self.on)}) mod {self.buckets}, {self.width} digit(s)"
+
+
+@attrs.frozen
+class KeyLayout:
+    """An ordered list of segments joined by a separator."""
+
+    segments: tuple[Segment, ...]
+    separator: bytes = b"#"
+
+    @property
+    def max_length(self) -> int:
+        """The longest key this layout can produce, in bytes."""
+        seps = len(self.separator) * max(len(self.segments) - 1, 0)
+        return sum(s.max_width for s in self.segments) + seps
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return tuple(s.field for s in self.segments if s.field is not None)
+
+    def salt(self) -> SaltSegment | None:
+        return next((s for s in self.segments if isinstance(s, SaltSegment)), None)
+
+    def encode_segments(self, values: Mapping[str, Any]) -> dict[str, bytes]:
+        """Encode every field segment; raises :class:`SegmentValueError` with ``.field``."""
+        encoded: dict[str, bytes] = {}
+        for seg in self.segments:
+            if seg.field is None:
+                continue
+            try:
+                encoded[seg.field] = seg.encode(values[seg.field])
+            except SegmentValueError as exc:
+                exc.field = seg.field  # type: ignore[attr-defined]
+                raise
+        return encoded
+
+    def join(self, encoded: Mapping[str, bytes], salt: int | None = None) -> bytes:
+        """The row key from encoded field segments (and the salt, if any)."""
+        parts = []
+        for seg in self.segments:
+            if seg.field is not None:
+                parts.append(encoded[seg.field])
+            elif isinstance(seg, SaltSegment):
+                parts.append(seg.encode(seg.salt_of(encoded) if salt is None else salt))
+            else:
+                parts.append(seg.encode(None))
+        return self.separator.join(parts)
+
+    def encode(self, values: Mapping[str, Any]) -> bytes:
+        """The row key of ``values`` (field name to value; timestamps in µs)."""
+        return self.join(self.encode_segments(values))
+
+    def prefix(self, encoded: Sequence[bytes]) -> bytes:
+        """The key prefix of the first ``len(encoded)`` segments, with a trailing separator."""
+        return b"".join(part + self.separator for part in encoded)
+
+    def decode(self, key: bytes) -> dict[str, Any]:
+        """The field values of a row key (salt under ``"__salt__"``).
+
+        Raises:
+            SegmentValueError: the key does not match the layout.
+        """
+        values: dict[str, Any] = {}
+        pos = 0
+        last = len(self.segments) - 1
+        for i, seg in enumerate(self.segments):
+            end = self._segment_end(key, pos, seg, i == last)
+            value = seg.decode(key[pos:end])
+            if seg.field is not None:
+                values[seg.field] = value
+            elif isinstance(seg, SaltSegment):
+                values["__salt__"] = value
+            pos = end + len(self.separator)
+        return values
+
+    def _segment_end(self, key: bytes, pos: int, seg: Segment, is_last: bool) -> int:
+        if is_last:
+            end = len(key)
+            if seg.width is not None and end - pos != seg.width:
+                raise SegmentValueError(f"key {key!r} does not end with a {seg.width}-byte segment")
+            return end
+        if seg.width is not None:
+            end = pos + seg.width
+        else:
+            end = key.find(self.separator, pos)
+            if end < 0:
+                raise SegmentValueError(f"key {key!r} is missing a separator after offset {pos}")
+        if key[end : end + len(self.separator)] != self.separator:
+            raise SegmentValueError(f"key {key!r} has no separator at offset {end}")
+        return end

@@ -1,0 +1,412 @@
+"""The ``@model`` class decorator and the ``Model`` base class.
+
+The decorator inspects the class once, when it is created: it validates the
+declaration, turns the class into an attrs class and attaches one frozen
+:class:`~tsmodel.spec.ModelSpec`. Every mistake that can be seen from the
+declaration raises :class:`~tsmodel.errors.DeclarationError` then, never on
+the first write.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+import typing
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Union, overload
+
+import attrs
+from typing_extensions import Self, dataclass_transform
+
+from tsmodel import errors
+from tsmodel.codecs import codec_for
+from tsmodel.fields import (
+    META, Constant, KeyInfo, Salt, TimestampInfo, ValueInfo, key, timestamp, value,
+)
+from tsmodel.keys import (
+    ConstantSegment, IntSegment, KeyLayout, SaltSegment, Segment, StrSegment, TimestampSegment,
+)
+from tsmodel.spec import SPEC_ATTR, ModelSpec, ValueSpec
+from tsmodel.timestamps import EpochEncoding, FormatEncoding, TimestampEncoding, default_digits
+
+if TYPE_CHECKING:
+    from tsmodel.query import QuerySet
+    from tsmodel.serialization import Serialization
+
+__all__ = ["model", "Model"]
+
+T = TypeVar("T", bound=type)
+
+#: Bigtable's limit on the size of a row key.
+MAX_ROW_KEY_BYTES = 4096
+_RESERVED = frozenset({"range", "latest", "current", "DoesNotExist"})
+
+
+class Model:
+    """Optional base class: gives type checkers the query class methods.
+
+    ``@model`` adds the same methods to classes that do not derive from it.
+    """
+
+    __slots__ = ()
+    __tsmodel__: ClassVar[ModelSpec]
+    DoesNotExist: ClassVar[type[errors.DoesNotExist]]
+
+    @classmethod
+    def range(
+        cls, start: datetime, end: datetime, *, allow_scan: bool = False, **key_fields: Any,
+    ) -> QuerySet[Self]:
+        """Events with ``start <= timestamp < end``; see :meth:`tsmodel.QuerySet.range`."""
+        from tsmodel.query import QuerySet
+
+        return QuerySet(cls).range(start, end, allow_scan=allow_scan, **key_fields)
+
+    @classmethod
+    def latest(cls, **key_fields: Any) -> Self:
+        """The newest event of one entity; see :meth:`tsmodel.QuerySet.latest`."""
+        from tsmodel.query import QuerySet
+
+        return QuerySet(cls).latest(**key_fields)
+
+    @classmethod
+    def current(cls, **key_prefix: Any) -> QuerySet[Self]:
+        """The newest event of every entity (or of a key prefix), from the current table."""
+        from tsmodel.query import QuerySet
+
+        return QuerySet(cls).current(**key_prefix)
+
+
+@overload
+def model(cls: T, /) -> T: ...
+
+
+@overload
+def model(
+    *, table: str, family: str, current: str | None = None, separator: str = "#",
+    serialization: Serialization | None = None, allow_hotspot: bool = False,
+) -> Callable[[T], T]: ...
+
+
+@dataclass_transform(kw_only_default=True, field_specifiers=(attrs.field, key, timestamp, value))
+def model(
+    cls: Any = None, /, *, table: str | None = None, family: str | None = None,
+    current: str | None = None, separator: str = "#",
+    serialization: Serialization | None = None, allow_hotspot: bool = False,
+) -> Any:
+    """Declare a model class: its table, row key, timestamp and value columns.
+
+    Fields are declared in the class body with :func:`key`, :func:`timestamp`
+    and :func:`value`; :func:`constant` and :func:`salt` add row key segments.
+    Key segments come in declaration order; the timestamp must be the last.
+
+    Args:
+        table: the main table, e.g. ``"METRIC"``.
+        family: the default column family of value fields, e.g. ``"METRIC"``.
+        current: the current-value table (e.g. ``"CURRENT_METRIC"``), keyed by
+            the row key without its time; every save also writes it.
+        separator: one ASCII punctuation character between key segments.
+        serialization: store the whole event as one serialized cell (e.g.
+            :class:`tsmodel.Protobuf`) instead of a column per value field.
+        allow_hotspot: accept a row key whose first varying segment is the
+            timestamp (every write then goes to the same node: only for low
+            write rates).
+
+    Raises:
+        DeclarationError: the declaration cannot work; the message says why
+            and how to fix it.
+    """
+
+    def wrap(klass: type) -> type:
+        if table is None or family is None:
+            raise errors.DeclarationError(
+                f"{klass.__name__}: @tsmodel.model needs table=... and family=..."
+            )
+        options = _Options(table, family, current, separator, serialization, allow_hotspot)
+        return _build(klass, options)
+
+    if cls is not None:
+        raise errors.DeclarationError(
+            f"{cls.__name__}: use @tsmodel.model(table=..., family=...), with arguments"
+        )
+    return wrap
+
+
+@attrs.frozen
+class _Options:
+    table: str
+    family: str
+    current: str | None
+    separator: str
+    serialization: Serialization | None
+    allow_hotspot: bool
+
+
+def _build(cls: type, options: _Options) -> type:
+    name = cls.__name__
+    _check_names(name, options)
+    items = _declared_items(cls)
+    hints = _type_hints(cls)
+    for attr, item in items:
+        if isinstance(item, (Constant, Salt)):
+            delattr(cls, attr)
+    new_cls = attrs.define(cls, kw_only=True, slots=True, eq=True)
+    spec = _make_spec(name, items, hints, options)
+    _check_unmapped(name, hints, items)
+    setattr(new_cls, SPEC_ATTR, spec)
+    new_cls.DoesNotExist = type(  # type: ignore[attr-defined]
+        "DoesNotExist", (errors.DoesNotExist,), {"__module__": cls.__module__,
+                                                 "__qualname__": f"{cls.__qualname__}.DoesNotExist"}
+    )
+    if not issubclass(new_cls, Model):
+        for method in ("range", "latest", "current"):
+            setattr(new_cls, method, classmethod(getattr(Model, method).__func__))
+    return new_cls
+
+
+def _check_names(name: str, options: _Options) -> None:
+    sep = options.separator
+    if len(sep) != 1 or not sep.isascii() or sep.isalnum() or sep.isspace():
+        raise errors.DeclarationError(
+            f"{name}: separator {sep!r} must be one ASCII punctuation character such as '#'"
+        )
+    for what, value in (("table", options.table), ("family", options.family),
+                        ("current", options.current)):
+        if value is not None and (not value or not all(c.isalnum() or c in "_-." for c in value)):
+            raise errors.DeclarationError(
+                f"{name}: {what}={value!r}: use letters, digits, '_', '-' and '.' only"
+            )
+    if options.current is not None and options.current == options.table:
+        raise errors.DeclarationError(f"{name}: current= must name a table other than table=")
+
+
+def _declared_items(cls: type) -> list[tuple[str, Any]]:
+    items = []
+    for attr, item in cls.__dict__.items():
+        if isinstance(item, (Constant, Salt)):
+            items.append((attr, item))
+        elif META in (getattr(item, "metadata", None) or {}):
+            items.append((attr, item.metadata[META]))
+    return items
+
+
+def _type_hints(cls: type) -> dict[str, Any]:
+    module = sys.modules.get(cls.__module__)
+    try:
+        return typing.get_type_hints(cls, vars(module) if module else None, include_extras=False)
+    except Exception as exc:  # NameError, TypeError from forward references
+        raise errors.DeclarationError(
+            f"{cls.__name__}: cannot resolve the field annotations ({exc}); "
+            "import the types they name at module level"
+        ) from exc
+
+
+def _check_unmapped(name: str, hints: dict[str, Any], items: list[tuple[str, Any]]) -> None:
+    declared = {attr for attr, _ in items}
+    for attr, hint in hints.items():
+        if attr in declared or typing.get_origin(hint) is ClassVar or hint is ClassVar:
+            continue
+        raise errors.DeclarationError(
+            f"{name}.{attr}: every field must be declared with tsmodel.key(), "
+            "tsmodel.timestamp() or tsmodel.value(); annotate class constants with ClassVar"
+        )
+
+
+def _make_spec(
+    name: str, items: list[tuple[str, Any]], hints: dict[str, Any], options: _Options,
+) -> ModelSpec:
+    sep = options.separator.encode("ascii")
+    segments: list[Segment] = []
+    ts_segments: list[TimestampSegment] = []
+    values: list[ValueSpec] = []
+    for attr, info in items:
+        if attr in _RESERVED:
+            raise errors.DeclarationError(f"{name}.{attr}: the name {attr!r} is reserved by tsmodel")
+        if isinstance(info, ValueInfo):
+            values.append(_value_spec(name, attr, info, hints.get(attr), options.family))
+            continue
+        if ts_segments and not isinstance(info, TimestampInfo):
+            raise errors.DeclarationError(
+                f"{name}.{attr}: key segments after the timestamp make time-range reads of one "
+                "entity impossible; declare the timestamp last among the key segments"
+            )
+        seg = _segment(name, attr, info, hints.get(attr), sep)
+        segments.append(seg)
+        if isinstance(seg, TimestampSegment):
+            ts_segments.append(seg)
+    key = KeyLayout(tuple(segments), sep)
+    ts_seg = _check_key(name, key, ts_segments, options)
+    _check_values(name, values)
+    current_key = None
+    if options.current is not None:
+        kept = [s for s in segments if not isinstance(s, (TimestampSegment, SaltSegment))]
+        current_key = KeyLayout(tuple(kept), sep)
+    return ModelSpec(
+        name=name, table=options.table, family=options.family,
+        current_table=options.current, key=key, current_key=current_key,
+        timestamp=ts_seg, key_fields=tuple(s.field for s in segments
+                                           if s.field is not None and s is not ts_seg),
+        values=tuple(values), serialization=_bind_serialization(name, options, values),
+    )
+
+
+def _segment(name: str, attr: str, info: Any, hint: Any, sep: bytes) -> Segment:
+    if isinstance(info, Constant):
+        if not info.text or sep.decode() in info.text:
+            raise errors.DeclarationError(
+                f"{name}.{attr}: constant {info.text!r} must be non-empty and must not "
+                f"contain the separator {sep.decode()!r}"
+            )
+        return ConstantSegment(info.text)
+    if isinstance(info, Salt):
+        if info.buckets < 2:
+            raise errors.DeclarationError(f"{name}.{attr}: a salt needs at least 2 buckets")
+        return SaltSegment(info.buckets, info.on)
+    if isinstance(info, TimestampInfo):
+        if hint is not datetime:
+            raise errors.DeclarationError(
+                f"{name}.{attr}: a timestamp field must be annotated 'datetime', not {hint!r}"
+            )
+        return TimestampSegment(attr, _timestamp_encoding(name, attr, info))
+    return _key_segment(name, attr, info, hint, sep)
+
+
+def _key_segment(name: str, attr: str, info: KeyInfo, hint: Any, sep: bytes) -> Segment:
+    if hint is int:
+        if info.width is None or info.width < 1:
+            raise errors.DeclarationError(
+                f"{name}.{attr}: an int key field needs width=N (zero-padded to N digits so that "
+                "keys sort in numeric order), e.g. tsmodel.key(width=10)"
+            )
+        return IntSegment(attr, info.width)
+    if hint is not str:
+        raise errors.DeclarationError(
+            f"{name}.{attr}: key fields must be annotated str or int, not {hint!r}"
+        )
+    if len(info.pad) != 1 or len(info.pad.encode("utf-8")) != 1:
+        raise errors.DeclarationError(f"{name}.{attr}: pad must be one ASCII character")
+    if info.align not in ("left", "right"):
+        raise errors.DeclarationError(f"{name}.{attr}: align must be 'left' or 'right'")
+    if info.width is not None and info.width < 1:
+        raise errors.DeclarationError(f"{name}.{attr}: width must be at least 1")
+    return StrSegment(attr, info.width, info.pad, info.align, info.max_length, sep)
+
+
+def _timestamp_encoding(name: str, attr: str, info: TimestampInfo) -> TimestampEncoding:
+    if info.format is not None:
+        if info.reverse:
+            raise errors.DeclarationError(
+                f"{name}.{attr}: reverse=True needs epoch digits (unit='ms'...), not a format"
+            )
+        try:
+            return FormatEncoding(info.format, info.millis)
+        except ValueError as exc:
+            raise errors.DeclarationError(f"{name}.{attr}: {exc}") from exc
+    if info.unit not in ("ms", "us", "s"):
+        raise errors.DeclarationError(
+            f"{name}.{attr}: unit={info.unit!r}; use 'ms' (13 digits), 'us' (16) or 's' (10)"
+        )
+    digits = info.digits if info.digits is not None else default_digits(info.unit)
+    if digits < default_digits(info.unit):
+        raise errors.DeclarationError(
+            f"{name}.{attr}: {digits} digits of epoch {info.unit} run out before today and "
+            f"would not sort in time order; use at least {default_digits(info.unit)}"
+        )
+    return EpochEncoding(info.unit, digits, info.reverse)
+
+
+def _check_key(
+    name: str, key: KeyLayout, ts_segments: list[TimestampSegment], options: _Options,
+) -> TimestampSegment:
+    salt = key.salt()
+    if not ts_segments:
+        why = (f"a salted key needs a timestamp to merge the {salt.buckets} per-salt scans by "
+               "time" if salt else "a time-series model needs the event time")
+        raise errors.DeclarationError(
+            f"{name}: no timestamp field: {why}; declare one with tsmodel.timestamp()"
+        )
+    if len(ts_segments) > 1:
+        raise errors.DeclarationError(
+            f"{name}: two timestamp fields ({', '.join(s.field for s in ts_segments)}); a model "
+            "has exactly one event time. Store other times as value fields"
+        )
+    ts_seg = ts_segments[0]
+    _check_leading(name, key, ts_seg, options.allow_hotspot)
+    if salt is not None:
+        _check_salt(name, key, salt)
+    if key.max_length > MAX_ROW_KEY_BYTES:
+        raise errors.DeclarationError(
+            f"{name}: row keys can reach {key.max_length} bytes, over Bigtable's 4 KB limit "
+            f"({MAX_ROW_KEY_BYTES}); lower max_length= of variable-width key fields or widths"
+        )
+    return ts_seg
+
+
+def _check_leading(name: str, key: KeyLayout, ts_seg: TimestampSegment, allow: bool) -> None:
+    varying = [s for s in key.segments if not isinstance(s, ConstantSegment)]
+    if varying and varying[0] is ts_seg and not allow:
+        shown = key.separator.decode().join(
+            s.text if isinstance(s, ConstantSegment) else f"<{s.field}>" for s in key.segments
+        )
+        raise errors.DeclarationError(
+            f"{name}: the row key {shown} starts with the timestamp, so every write goes to "
+            "the same node (hotspotting). Promote a field before it (tsmodel.key(), e.g. "
+            "BATTERY#<user>#<ts>), or add tsmodel.salt(...) before it; pass "
+            "allow_hotspot=True only for low write rates"
+        )
+
+
+def _check_salt(name: str, key: KeyLayout, salt: SaltSegment) -> None:
+    known = set(key.fields)
+    for field in salt.on:
+        if field not in known:
+            raise errors.DeclarationError(
+                f"{name}: salt(on={field!r}) names no key field; a salt hashes key fields "
+                f"or the timestamp ({', '.join(sorted(known))})"
+            )
+
+
+def _value_spec(
+    name: str, attr: str, info: ValueInfo, hint: Any, default_family: str,
+) -> ValueSpec:
+    base, optional = _unwrap_optional(hint)
+    codec = info.codec or codec_for(base)
+    if codec is None:
+        raise errors.DeclarationError(
+            f"{name}.{attr}: no codec for {hint!r}; annotate int, float, str, bool or bytes, "
+            "or pass codec=... to tsmodel.value()"
+        )
+    qualifier = info.qualifier if info.qualifier is not None else attr
+    if not qualifier:
+        raise errors.DeclarationError(f"{name}.{attr}: the qualifier must not be empty")
+    family = info.family or default_family
+    return ValueSpec(attr, family, qualifier.encode("utf-8"), codec, optional, info.allow_nan)
+
+
+def _unwrap_optional(hint: Any) -> tuple[Any, bool]:
+    origin = typing.get_origin(hint)
+    if origin is Union or (sys.version_info >= (3, 10) and origin is types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(hint)) == 2:
+            return args[0], True
+    return hint, False
+
+
+def _check_values(name: str, values: list[ValueSpec]) -> None:
+    seen: dict[tuple[str, bytes], str] = {}
+    for v in values:
+        column = (v.family, v.qualifier)
+        if column in seen:
+            raise errors.DeclarationError(
+                f"{name}: fields {seen[column]!r} and {v.name!r} both use the column "
+                f"{v.family}:{v.qualifier.decode()}; give each value field its own qualifier"
+            )
+        seen[column] = v.name
+
+
+def _bind_serialization(
+    name: str, options: _Options, values: list[ValueSpec],
+) -> Serialization | None:
+    if options.serialization is None:
+        return None
+    return options.serialization.bind(name, options.family, tuple(values))

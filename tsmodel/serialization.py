@@ -1,0 +1,162 @@
+"""Serializing a whole event into one cell (the "serialized" patterns).
+
+:class:`Protobuf` stores the value fields of an event as one protobuf message
+in one column. Give it your own message class (its fields are matched to the
+value fields by name), or let tsmodel generate a message from the value
+fields: field numbers then follow the declaration order, so add new value
+fields at the end and never reorder them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import DecodeError, Message
+
+from tsmodel import errors
+from tsmodel.codecs import Bool, Float64, Int64, Raw, Utf8
+from tsmodel.spec import ValueSpec
+
+__all__ = ["Serialization", "Protobuf", "BoundSerialization"]
+
+_FDP = descriptor_pb2.FieldDescriptorProto
+_PROTO_TYPES: dict[type, int] = {
+    Int64: _FDP.TYPE_INT64,
+    Float64: _FDP.TYPE_DOUBLE,
+    Utf8: _FDP.TYPE_STRING,
+    Bool: _FDP.TYPE_BOOL,
+    Raw: _FDP.TYPE_BYTES,
+}
+_COMPATIBLE: dict[int, set[int]] = {
+    _FDP.TYPE_INT64: {FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_SINT64,
+                      FieldDescriptor.TYPE_SFIXED64, FieldDescriptor.TYPE_INT32,
+                      FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_UINT32,
+                      FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_FIXED64,
+                      FieldDescriptor.TYPE_FIXED32, FieldDescriptor.TYPE_SFIXED32},
+    _FDP.TYPE_DOUBLE: {FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT},
+    _FDP.TYPE_STRING: {FieldDescriptor.TYPE_STRING},
+    _FDP.TYPE_BOOL: {FieldDescriptor.TYPE_BOOL},
+    _FDP.TYPE_BYTES: {FieldDescriptor.TYPE_BYTES},
+}
+
+
+class Serialization:
+    """How a model's value fields become one cell. Subclasses implement ``bind``."""
+
+    def bind(self, model: str, family: str, values: tuple[ValueSpec, ...]) -> BoundSerialization:
+        raise NotImplementedError
+
+
+@attrs.frozen
+class BoundSerialization:
+    """A serialization checked against one model: encodes and decodes its values."""
+
+    family: str
+    qualifier: bytes
+    message_class: type[Message]
+    fields: tuple[ValueSpec, ...]
+
+    def encode(self, values: Mapping[str, Any]) -> bytes:
+        """One serialized message holding every non-``None`` value."""
+        msg = self.message_class()
+        for v in self.fields:
+            item = values[v.name]
+            if item is not None:
+                setattr(msg, v.name, item)
+        return bytes(msg.SerializeToString(deterministic=True))
+
+    def decode(self, data: bytes) -> dict[str, Any]:
+        """The value fields of a serialized message.
+
+        Raises:
+            ValueError: ``data`` is not a valid message.
+        """
+        msg = self.message_class()
+        try:
+            msg.ParseFromString(data)
+        except DecodeError as exc:
+            raise ValueError(f"cannot parse {self.message_class.__name__}: {exc}") from exc
+        out: dict[str, Any] = {}
+        for v in self.fields:
+            present = _has(msg, v.name)
+            out[v.name] = getattr(msg, v.name) if present or not v.optional else None
+        return out
+
+
+def _has(msg: Message, name: str) -> bool:
+    try:
+        return bool(msg.HasField(name))
+    except ValueError:  # proto3 scalar without presence
+        return True
+
+
+@attrs.frozen
+class Protobuf(Serialization):
+    """Store the whole event as one protobuf message in one column.
+
+    Args:
+        message: a generated message class whose fields are named like the
+            model's value fields; ``None`` generates one from the value fields.
+        qualifier: the column qualifier of the serialized cell.
+    """
+
+    message: type[Message] | None = None
+    qualifier: str = "blob"
+
+    def bind(self, model: str, family: str, values: tuple[ValueSpec, ...]) -> BoundSerialization:
+        if not self.qualifier:
+            raise errors.DeclarationError(f"{model}: Protobuf(qualifier=...) must not be empty")
+        for v in values:
+            if v.family != family:
+                raise errors.DeclarationError(
+                    f"{model}.{v.name}: a serialized model stores one cell in family "
+                    f"{family!r}; value fields cannot name another family ({v.family!r})"
+                )
+        cls = self.message or _generate(model, values)
+        if self.message is not None:
+            _check_message(model, self.message.DESCRIPTOR, values)
+        return BoundSerialization(family, self.qualifier.encode("utf-8"), cls, values)
+
+
+def _proto_type(model: str, v: ValueSpec) -> int:
+    for codec_cls, proto_type in _PROTO_TYPES.items():
+        if isinstance(v.codec, codec_cls):
+            return proto_type
+    raise errors.DeclarationError(
+        f"{model}.{v.name}: codec {v.codec.name!r} has no protobuf type; use int, float, "
+        "str, bool or bytes fields, or pass your own message class"
+    )
+
+
+def _generate(model: str, values: tuple[ValueSpec, ...]) -> type[Message]:
+    """A proto2 message with one optional field per value field, numbered in order."""
+    file = descriptor_pb2.FileDescriptorProto(
+        name=f"tsmodel_generated/{model}.proto", package="tsmodel.generated", syntax="proto2",
+    )
+    message = file.message_type.add(name=model)
+    for number, v in enumerate(values, start=1):
+        message.field.add(
+            name=v.name, number=number, type=_proto_type(model, v), label=_FDP.LABEL_OPTIONAL,
+        )
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    descriptor = pool.FindMessageTypeByName(f"tsmodel.generated.{model}")
+    return message_factory.GetMessageClass(descriptor)  # type: ignore[no-any-return]
+
+
+def _check_message(model: str, descriptor: Descriptor, values: tuple[ValueSpec, ...]) -> None:
+    for v in values:
+        field = descriptor.fields_by_name.get(v.name)
+        if field is None:
+            raise errors.DeclarationError(
+                f"{model}.{v.name}: message {descriptor.full_name} has no field {v.name!r}"
+            )
+        if field.type not in _COMPATIBLE[_proto_type(model, v)]:
+            raise errors.DeclarationError(
+                f"{model}.{v.name}: message field {descriptor.full_name}.{v.name} has an "
+                f"incompatible protobuf type for a {v.codec.name} value"
+            )

@@ -1,0 +1,94 @@
+"""The frozen specification that ``@model`` attaches to a model class."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from tsmodel.codecs import Codec
+from tsmodel.keys import KeyLayout, SaltSegment, TimestampSegment
+
+if TYPE_CHECKING:
+    from tsmodel.serialization import Serialization
+
+__all__ = ["ValueSpec", "ModelSpec", "spec_of"]
+
+#: The class attribute holding a model's :class:`ModelSpec`.
+SPEC_ATTR = "__tsmodel__"
+
+
+@attrs.frozen
+class ValueSpec:
+    """One value field and the column it is stored in."""
+
+    name: str
+    family: str
+    qualifier: bytes
+    codec: Codec
+    optional: bool
+    allow_nan: bool
+
+
+@attrs.frozen
+class ModelSpec:
+    """Everything tsmodel derived from a model declaration, validated once.
+
+    Attributes:
+        name: the model class name.
+        table: the main table.
+        family: the default column family.
+        current_table: the current-value table, or ``None``.
+        key: the main table's row key layout.
+        current_key: the current-value table's layout (the key without the
+            timestamp and the salt), or ``None``.
+        timestamp: the timestamp segment.
+        key_fields: the key fields other than the timestamp, in key order.
+        values: the value fields in declaration order.
+        serialization: how the whole event is serialized into one column,
+            or ``None`` for a column per value field.
+    """
+
+    name: str
+    table: str
+    family: str
+    current_table: str | None
+    key: KeyLayout
+    current_key: KeyLayout | None
+    timestamp: TimestampSegment
+    key_fields: tuple[str, ...]
+    values: tuple[ValueSpec, ...]
+    serialization: Serialization | None = None
+
+    @property
+    def timestamp_field(self) -> str:
+        return self.timestamp.field
+
+    @property
+    def salt(self) -> SaltSegment | None:
+        return self.key.salt()
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        """Every column family the model writes, sorted."""
+        names = {v.family for v in self.values} | {self.family}
+        return tuple(sorted(names))
+
+    def value(self, name: str) -> ValueSpec:
+        for v in self.values:
+            if v.name == name:
+                return v
+        raise KeyError(name)
+
+
+def spec_of(model: Any) -> ModelSpec:
+    """The :class:`ModelSpec` of a model class or instance.
+
+    Raises:
+        TypeError: ``model`` was not declared with ``@tsmodel.model``.
+    """
+    cls = model if isinstance(model, type) else type(model)
+    spec = cls.__dict__.get(SPEC_ATTR)
+    if not isinstance(spec, ModelSpec):
+        raise TypeError(f"{cls.__name__} is not a tsmodel model: decorate it with @tsmodel.model")
+    return spec

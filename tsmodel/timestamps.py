@@ -1,0 +1,320 @@
+"""Timestamp encodings for row keys.
+
+All arithmetic is done on integer microseconds since the Unix epoch (UTC), so
+encodings are exact. An encoding has a *unit* (its granularity): a timestamp
+that is not a whole number of units is refused, never truncated, because the
+key could not give it back.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+
+import attrs
+
+__all__ = [
+    "EPOCH",
+    "to_micros",
+    "from_micros",
+    "ceil_to",
+    "TimestampEncoding",
+    "EpochEncoding",
+    "FormatEncoding",
+]
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_US = timedelta(microseconds=1)
+
+#: Microseconds per unit name.
+UNITS: dict[str, int] = {"us": 1, "ms": 1_000, "s": 1_000_000}
+_DEFAULT_DIGITS = {"us": 16, "ms": 13, "s": 10}
+
+
+def to_micros(dt: datetime) -> int:
+    """Microseconds since the epoch of a timezone-aware datetime.
+
+    Raises:
+        TypeError: ``dt`` is not a datetime.
+        ValueError: ``dt`` is naive.
+    """
+    if not isinstance(dt, datetime):
+        raise TypeError(f"expected a timezone-aware datetime, got {type(dt).__name__} {dt!r}")
+    if dt.tzinfo is None or dt.utcoffset() is None:
+        raise ValueError(
+            f"naive datetime {dt.isoformat()} refused: its instant is ambiguous; "
+            "attach a timezone, e.g. dt.replace(tzinfo=datetime.timezone.utc)"
+        )
+    return (dt - EPOCH) // _US
+
+
+def from_micros(us: int) -> datetime:
+    """The UTC datetime ``us`` microseconds after the epoch."""
+    return EPOCH + timedelta(microseconds=us)
+
+
+def ceil_to(us: int, unit: int) -> int:
+    """Round ``us`` up to a whole number of ``unit`` microseconds."""
+    return -((-us) // unit) * unit
+
+
+class TimestampEncoding:
+    """How a timestamp is written into a row key segment of fixed width."""
+
+    #: Width of the encoded segment, in bytes.
+    width: int
+    #: Granularity, in microseconds.
+    unit: int
+    #: Whether newer timestamps sort first.
+    reverse: bool
+    #: Smallest and largest encodable microsecond values (inclusive).
+    min_us: int
+    max_us: int
+
+    def encode_us(self, us: int) -> bytes:
+        raise NotImplementedError
+
+    def decode_us(self, data: bytes) -> int:
+        raise NotImplementedError
+
+    def check(self, us: int) -> str | None:
+        """Why ``us`` cannot be encoded, or ``None`` when it can."""
+        if not self.min_us <= us <= self.max_us:
+            return (
+                f"outside the encodable range {from_micros(self.min_us).isoformat()} .. "
+                f"{from_micros(self.max_us).isoformat()} of {self.describe()}"
+            )
+        if us % self.unit:
+            return (
+                f"not a whole number of {_unit_name(self.unit)}, the unit of {self.describe()}; "
+                f"round it first (tsmodel.floor_timestamp(dt, {self.unit}))"
+            )
+        return None
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+
+@attrs.frozen
+class EpochEncoding(TimestampEncoding):
+    """Epoch units as zero-padded decimal digits, e.g. 13-digit milliseconds.
+
+    With ``reverse`` the digits are ``10**digits - 1 - t``: newest first.
+    """
+
+    unit_name: str = "ms"
+    digits: int = 13
+    reverse: bool = False
+
+    @property
+    def unit(self) -> int:  # type: ignore[override]
+        return UNITS[self.unit_name]
+
+    @property
+    def width(self) -> int:  # type: ignore[override]
+        return self.digits
+
+    @property
+    def min_us(self) -> int:  # type: ignore[override]
+        return 0
+
+    @property
+    def max_us(self) -> int:  # type: ignore[override]
+        return (10**self.digits - 1) * self.unit
+
+    def encode_us(self, us: int) -> bytes:
+        n = us // self.unit
+        if self.reverse:
+            n = 10**self.digits - 1 - n
+        return str(n).zfill(self.digits).encode("ascii")
+
+    def decode_us(self, data: bytes) -> int:
+        if len(data) != self.digits or not data.isdigit():
+            raise ValueError(f"expected {self.digits} digits, got {data!r}")
+        n = int(data)
+        if self.reverse:
+            n = 10**self.digits - 1 - n
+        return n * self.unit
+
+    def describe(self) -> str:
+        rev = "reversed " if self.reverse else ""
+        return f"{rev}{self.digits}-digit epoch {self.unit_name}"
+
+
+def default_digits(unit_name: str) -> int:
+    return _DEFAULT_DIGITS[unit_name]
+
+
+# strftime directives allowed in an order-preserving format:
+# (rank, width, unit in microseconds when it is the finest directive)
+_DAY_US = 86_400_000_000
+_DIRECTIVES: dict[str, tuple[int, int, int]] = {
+    "Y": (0, 4, 0),
+    "m": (1, 2, 0),
+    "d": (2, 2, _DAY_US),
+    "j": (2, 3, _DAY_US),
+    "H": (3, 2, 3_600_000_000),
+    "M": (4, 2, 60_000_000),
+    "S": (5, 2, 1_000_000),
+    "f": (6, 6, 1),
+}
+_REFUSED = {
+    "y": "two-digit years sort 2099 before 2000",
+    "b": "month names sort alphabetically, not in time order",
+    "B": "month names sort alphabetically, not in time order",
+    "a": "weekday names do not sort in time order",
+    "A": "weekday names do not sort in time order",
+    "I": "12-hour clocks sort 01 PM before 02 AM",
+    "p": "AM/PM markers do not sort in time order",
+    "z": "offsets vary; tsmodel always encodes UTC",
+    "Z": "zone names vary; tsmodel always encodes UTC",
+}
+_TOKEN = re.compile(r"%(.)|([^%]+)")
+
+
+@attrs.frozen
+class FormatEncoding(TimestampEncoding):
+    """An order-preserving calendar format in UTC, e.g. ``%Y%m%d%H%M%S``.
+
+    Args:
+        fmt: strftime-like format using only ``%Y %m %d %j %H %M %S %f``, from
+            the most significant field down, with no gap, plus literals.
+        millis: append three digits of milliseconds (needs ``%S`` last).
+    """
+
+    fmt: str
+    millis: bool = False
+    reverse: bool = attrs.field(default=False, init=False)
+    _tokens: tuple[tuple[str, str], ...] = attrs.field(init=False, repr=False)
+    _finest: int = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        tokens, finest = parse_format(self.fmt, self.millis)
+        object.__setattr__(self, "_tokens", tokens)
+        object.__setattr__(self, "_finest", finest)
+
+    @property
+    def unit(self) -> int:  # type: ignore[override]
+        return 1_000 if self.millis else self._finest
+
+    @property
+    def width(self) -> int:  # type: ignore[override]
+        total = sum(len(t) if kind == "lit" else _DIRECTIVES[t][1] for kind, t in self._tokens)
+        return total + (3 if self.millis else 0)
+
+    @property
+    def min_us(self) -> int:  # type: ignore[override]
+        return to_micros(datetime(1, 1, 1, tzinfo=timezone.utc))
+
+    @property
+    def max_us(self) -> int:  # type: ignore[override]
+        return to_micros(datetime(9999, 12, 31, 23, 59, 59, 999_000, tzinfo=timezone.utc))
+
+    def encode_us(self, us: int) -> bytes:
+        dt = from_micros(us)
+        parts = [t if kind == "lit" else _field_text(dt, t) for kind, t in self._tokens]
+        if self.millis:
+            parts.append(f"{dt.microsecond // 1000:03d}")
+        return "".join(parts).encode("ascii")
+
+    def decode_us(self, data: bytes) -> int:
+        text = data.decode("ascii")
+        if len(text) != self.width:
+            raise ValueError(f"expected {self.width} characters for {self.fmt!r}, got {text!r}")
+        values = {"Y": 1970, "m": 1, "d": 1, "H": 0, "M": 0, "S": 0, "f": 0}
+        pos = 0
+        for kind, t in self._tokens:
+            size = len(t) if kind == "lit" else _DIRECTIVES[t][1]
+            chunk = text[pos : pos + size]
+            pos += size
+            if kind == "lit":
+                if chunk != t:
+                    raise ValueError(f"expected {t!r} at offset {pos - size} of {text!r}")
+            elif not chunk.isdigit():
+                raise ValueError(f"expected digits for %{t} in {text!r}")
+            else:
+                values[t] = int(chunk)
+        return _components_to_us(values, text[pos:], self.millis)
+
+    def describe(self) -> str:
+        return f"format {self.fmt!r}" + (" + milliseconds" if self.millis else "")
+
+
+def parse_format(fmt: str, millis: bool) -> tuple[tuple[tuple[str, str], ...], int]:
+    """Check that ``fmt`` sorts in time order; return its tokens and finest unit.
+
+    Raises:
+        ValueError: the format does not sort in time order, with the reason.
+    """
+    tokens: list[tuple[str, str]] = []
+    ranks: list[int] = []
+    for directive, literal in _TOKEN.findall(fmt):
+        if literal:
+            tokens.append(("lit", literal))
+            continue
+        if directive in _REFUSED:
+            raise ValueError(f"%{directive} in {fmt!r} cannot be used: {_REFUSED[directive]}")
+        if directive not in _DIRECTIVES:
+            raise ValueError(
+                f"%{directive} in {fmt!r} is not allowed in a row key; use only "
+                "%Y %m %d %j %H %M %S %f, most significant first"
+            )
+        tokens.append(("dir", directive))
+        ranks.append(_DIRECTIVES[directive][0])
+    names = [t for kind, t in tokens if kind == "dir"]
+    expected = _expected_order(names)
+    if names != expected[: len(names)]:
+        raise ValueError(
+            f"{fmt!r} does not sort in time order: fields must run from the most "
+            f"significant down with no gap ({' '.join('%' + n for n in expected)}), "
+            f"got {' '.join('%' + n for n in names) or 'none'}"
+        )
+    finest = _DIRECTIVES[names[-1]][2]
+    if not finest:
+        raise ValueError(
+            f"{fmt!r} stops at a month or year: that is a time bucket, not a timestamp; "
+            "go down to at least the day (%Y%m%d)"
+        )
+    if millis and names[-1] != "S":
+        raise ValueError(f"millis=True appends milliseconds after seconds: {fmt!r} must end with %S")
+    return tuple(tokens), finest
+
+
+def _expected_order(names: list[str]) -> list[str]:
+    if "j" in names:
+        return ["Y", "j", "H", "M", "S", "f"]
+    return ["Y", "m", "d", "H", "M", "S", "f"]
+
+
+def _field_text(dt: datetime, directive: str) -> str:
+    if directive == "Y":
+        return f"{dt.year:04d}"
+    if directive == "j":
+        return f"{dt.timetuple().tm_yday:03d}"
+    if directive == "f":
+        return f"{dt.microsecond:06d}"
+    attr = {"m": "month", "d": "day", "H": "hour", "M": "minute", "S": "second"}[directive]
+    return f"{getattr(dt, attr):02d}"
+
+
+def _components_to_us(values: dict[str, int], rest: str, millis: bool) -> int:
+    if "j" in values:
+        base = datetime(values["Y"], 1, 1, tzinfo=timezone.utc) + timedelta(days=values["j"] - 1)
+        dt = base.replace(hour=values["H"], minute=values["M"], second=values["S"])
+    else:
+        dt = datetime(
+            values["Y"], values["m"], values["d"], values["H"], values["M"], values["S"],
+            tzinfo=timezone.utc,
+        )
+    micro = values["f"]
+    if millis:
+        if len(rest) != 3 or not rest.isdigit():
+            raise ValueError(f"expected 3 digits of milliseconds, got {rest!r}")
+        micro = int(rest) * 1000
+    return to_micros(dt) + micro
+
+
+def _unit_name(unit: int) -> str:
+    names = {1: "microseconds", 1_000: "milliseconds", 1_000_000: "seconds",
+             60_000_000: "minutes", 3_600_000_000: "hours", _DAY_US: "days"}
+    return names.get(unit, f"{unit} microseconds")
