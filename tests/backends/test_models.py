@@ -1,0 +1,365 @@
+"""Model-level conformance: the same writes and queries on every backend.
+
+Runs on the embedded store and on the Cloud Bigtable emulator (see
+``conftest.py``). Each test declares its models with unique table names, so
+tests share the session's backend without seeing each other's rows.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any, Optional
+
+import pytest
+
+import tsmodel as ts
+from tsmodel.backends.base import Backend, RowMutation, SetCell
+
+T0 = datetime.fromtimestamp(1426535612.045, timezone.utc)
+
+
+def metric_model(*, current: bool = True) -> Any:
+    suffix = uuid.uuid4().hex[:10]
+
+    @ts.model(table=f"METRIC_{suffix}", family="METRIC",
+              current=f"CURRENT_METRIC_{suffix}" if current else None)
+    class ServerMetric:
+        hostname: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        cpu1_usr: float = ts.value("CPU/CPU1_USR")
+        blk_read: int = ts.value("IO/BLK_READ")
+        note: Optional[str] = ts.value("NOTE", default=None)
+
+    return ServerMetric
+
+
+def battery_model() -> Any:
+    suffix = uuid.uuid4().hex[:10]
+
+    @ts.model(table=f"BATTERY_{suffix}", family="METRIC")
+    class Battery:
+        kind = ts.constant("BATTERY")
+        salt = ts.salt(3, on="time")
+        time: datetime = ts.timestamp(format="%Y%m%d%H%M%S", millis=True)
+        user: str = ts.value("USER")
+        percentage: int = ts.value("PERCENTAGE")
+
+    return Battery
+
+
+@pytest.fixture
+def conn(backend: Backend) -> ts.Connection:
+    return ts.Connection(backend, batch_size=7)
+
+
+def fleet(model: Any, hosts: int = 3, points: int = 20, step: int = 5) -> list[Any]:
+    return [
+        model(hostname=f"server{h}.aaa.bbb.com", time=T0 + timedelta(seconds=step * i),
+              cpu1_usr=h + i / 100, blk_read=1000 * h + i)
+        for h in range(hosts) for i in range(points)
+    ]
+
+
+def test_range_returns_one_host_in_time_order(conn: ts.Connection) -> None:
+    Metric = metric_model()
+    conn.create_tables(Metric)
+    events = fleet(Metric)
+    random.Random(1).shuffle(events)
+    result = conn.save_all(events)
+    assert result.ok and len(result.written) == len(events)
+    start, end = T0 + timedelta(seconds=10), T0 + timedelta(seconds=50)
+    got = list(Metric.range(start, end, hostname="server1.aaa.bbb.com").using(conn))
+    expected = sorted((e for e in events if e.hostname == "server1.aaa.bbb.com"
+                       and start <= e.time < end), key=lambda e: e.time)
+    assert got == expected
+    assert len(got) == 8
+
+
+def test_range_boundaries_are_half_open(conn: ts.Connection) -> None:
+    Metric = metric_model()
+    conn.create_tables(Metric)
+    conn.save_all(fleet(Metric, hosts=1, points=5))
+    host = "server0.aaa.bbb.com"
+    exact = list(Metric.range(T0, T0 + timedelta(seconds=10), hostname=host).using(conn))
+    assert [e.time for e in exact] == [T0, T0 + timedelta(seconds=5)]
+    # A start 1 microsecond after an event excludes it; an end 1 ms after includes it.
+    later = list(Metric.range(T0 + timedelta(microseconds=1), T0 + timedelta(seconds=10,
+                                                                            milliseconds=1),
+                              hostname=host).using(conn))
+    assert [e.time for e in later] == [T0 + timedelta(seconds=5), T0 + timedelta(seconds=10)]
+
+
+def test_range_never_returns_rows_of_a_host_sharing_a_prefix(conn: ts.Connection) -> None:
+    Metric = metric_model()
+    conn.create_tables(Metric)
+    names = ["a", "ab", "a.b", "a-b", "b", "aa"]
+    conn.save_all([Metric(hostname=n, time=T0, cpu1_usr=1.0, blk_read=i)
+                   for i, n in enumerate(names)])
+    for n in names:
+        got = list(Metric.range(T0, T0 + timedelta(days=1), hostname=n).using(conn))
+        assert [e.hostname for e in got] == [n]
+
+
+def test_newest_first_limit_and_first(conn: ts.Connection) -> None:
+    Metric = metric_model()
+    conn.create_tables(Metric)
+    conn.save_all(fleet(Metric, hosts=2, points=10))
+    qs = Metric.range(T0, T0 + timedelta(hours=1), hostname="server1.aaa.bbb.com").using(conn)
+    newest = list(qs.newest_first().limit(3))
+    assert [e.blk_read for e in newest] == [1009, 1008, 1007]
+    assert qs.first() is not None and qs.first().blk_read == 1000
+    assert [e.blk_read for e in qs.limit(2)] == [1000, 1001]
+    assert [e.blk_read for e in qs[:2]] == [1000, 1001]
+    assert qs.count() == 10
+
+
+def test_only_reads_a_subset_of_value_fields(conn: ts.Connection) -> None:
+    Metric = metric_model()
+    conn.create_tables(Metric)
+    conn.save_all(fleet(Metric, hosts=1, points=3))
+    got = list(Metric.range(T0, T0 + timedelta(hours=1), hostname="server0.aaa.bbb.com")
+               .only("blk_read").using(conn))
+    assert [e.blk_read for e in got] == [0, 1, 2]
+    assert all(e.cpu1_usr is None for e in got)
+
+
+def test_partial_prefix_and_scan(conn: ts.Connection) -> None:
+    Metric = metric_model()
+    conn.create_tables(Metric)
+    events = fleet(Metric, hosts=3, points=4)
+    conn.save_all(events)
+    start, end = T0 + timedelta(seconds=5), T0 + timedelta(seconds=15)
+    with pytest.raises(ts.ScanRefusedError, match="allow_scan"):
+        Metric.range(start, end)
+    scanned = list(Metric.range(start, end, allow_scan=True).using(conn))
+    assert sorted((e.hostname, e.time) for e in scanned) == sorted(
+        (e.hostname, e.time) for e in events if start <= e.time < end)
+
+
+def test_latest_ignores_late_older_events(conn: ts.Connection) -> None:
+    """Shuffled and replayed writes: the current table keeps the newest by event time."""
+    Metric = metric_model()
+    conn.create_tables(Metric)
+    events = fleet(Metric, hosts=4, points=15)
+    rng = random.Random(7)
+    rng.shuffle(events)
+    conn.save_all(events)
+    # Replay some old events one by one, after the newest were written.
+    for e in rng.sample(events, 10):
+        conn.save(e)
+    for h in range(4):
+        host = f"server{h}.aaa.bbb.com"
+        latest = conn.latest(Metric, hostname=host)
+        assert latest.time == T0 + timedelta(seconds=5 * 14)
+        assert latest.blk_read == 1000 * h + 14
+    current = list(Metric.current().using(conn))
+    assert [e.hostname for e in current] == [f"server{h}.aaa.bbb.com" for h in range(4)]
+    assert all(e.blk_read % 1000 == 14 for e in current)
+    one = list(Metric.current(hostname="server2.aaa.bbb.com").using(conn))
+    assert [e.blk_read for e in one] == [2014]
+
+
+def test_latest_without_current_table_reads_newest_row(conn: ts.Connection) -> None:
+    Metric = metric_model(current=False)
+    conn.create_tables(Metric)
+    conn.save_all(fleet(Metric, hosts=2, points=6))
+    got = conn.latest(Metric, hostname="server1.aaa.bbb.com")
+    assert got.blk_read == 1005
+    with pytest.raises(Metric.DoesNotExist):
+        conn.latest(Metric, hostname="nobody")
+    with pytest.raises(ts.QueryError, match="no current-value table"):
+        Metric.current()
+
+
+def test_latest_missing_entity_raises_model_does_not_exist(conn: ts.Connection) -> None:
+    Metric = metric_model()
+    conn.create_tables(Metric)
+    with pytest.raises(Metric.DoesNotExist) as info:
+        conn.latest(Metric, hostname="ghost")
+    assert isinstance(info.value, ts.DoesNotExist)
+    assert "ghost" in str(info.value)
+
+
+def test_optional_value_none_resave_is_exact(conn: ts.Connection) -> None:
+    Metric = metric_model()
+    conn.create_tables(Metric)
+    first = Metric(hostname="h", time=T0, cpu1_usr=1.0, blk_read=1, note="hello")
+    conn.save(first)
+    again = Metric(hostname="h", time=T0, cpu1_usr=2.0, blk_read=2, note=None)
+    conn.save(again)
+    assert list(Metric.range(T0, T0 + timedelta(seconds=1), hostname="h").using(conn)) == [again]
+    assert conn.latest(Metric, hostname="h") == again
+
+
+def test_newer_event_without_optional_value_hides_older_value(conn: ts.Connection) -> None:
+    Metric = metric_model()
+    conn.create_tables(Metric)
+    conn.save(Metric(hostname="h", time=T0, cpu1_usr=1.0, blk_read=1, note="old"))
+    newer = Metric(hostname="h", time=T0 + timedelta(seconds=1), cpu1_usr=2.0, blk_read=2)
+    conn.save(newer)
+    assert conn.latest(Metric, hostname="h") == newer
+
+
+def test_salted_range_merges_salts_by_time(conn: ts.Connection) -> None:
+    Battery = battery_model()
+    conn.create_tables(Battery)
+    base = datetime(2015, 3, 1, 12, 45, 1, 1000, tzinfo=timezone.utc)
+    events = [Battery(time=base + timedelta(milliseconds=i), user=u, percentage=p)
+              for i, (u, p) in enumerate([("Corrie", 98), ("Jo", 54), ("Corrie", 96),
+                                          ("Sam", 43), ("Sam", 38)] * 4)]
+    random.Random(3).shuffle(events)
+    conn.save_all(events)
+    keys = {ts.row_key(e)[:10] for e in events}
+    assert len(keys) > 1, "events should spread over several salts"
+    qs = Battery.range(base, base + timedelta(milliseconds=12)).using(conn)
+    plan = qs.explain()
+    assert len(plan.requests) == 3 and plan.merge == "time"
+    got = list(qs)
+    assert got == sorted((e for e in events if e.time < base + timedelta(milliseconds=12)),
+                         key=lambda e: e.time)
+    newest = list(qs.newest_first().limit(2))
+    assert [e.time for e in newest] == [base + timedelta(milliseconds=11),
+                                        base + timedelta(milliseconds=10)]
+
+
+def test_bad_entity_writes_nothing(conn: ts.Connection, backend: Backend) -> None:
+    Metric = metric_model()
+    conn.create_tables(Metric)
+    good = fleet(Metric, hosts=1, points=3)
+    bad = Metric(hostname="x#y", time=T0, cpu1_usr=1.0, blk_read=1)
+    with pytest.raises(ts.KeyEncodingError, match="x#y"):
+        conn.save_all([*good, bad])
+    assert list(Metric.range(T0, T0 + timedelta(days=1), allow_scan=True).using(conn)) == []
+
+
+def test_failures_are_reported_entity_by_entity(conn: ts.Connection, backend: Backend) -> None:
+    """A table without the family: every entity fails, each one reported."""
+    Metric = metric_model()
+    backend.create_table(ts.TableSpec(Metric.__tsmodel__.table,
+                                      (("OTHER", ts.GcRule(max_versions=1)),)))
+    backend.create_table(ts.TableSpec(Metric.__tsmodel__.current_table,
+                                      (("METRIC", ts.GcRule(max_versions=1)),)))
+    events = fleet(Metric, hosts=2, points=2)
+    result = conn.save_all(events, raise_on_failure=False)
+    assert len(result) == 4 and not result.ok
+    assert [r.entity for r in result.failed] == events
+    assert all(r.error is not None for r in result.failed)
+    assert all(len(r.tables) == 1 for r in result.failed), "companions not attempted"
+    with pytest.raises(ts.SaveError) as info:
+        conn.save_all(events)
+    assert len(info.value.result.failed) == 4
+
+
+def test_companion_failure_is_reported_partial(conn: ts.Connection, backend: Backend) -> None:
+    Metric = metric_model()
+    spec = Metric.__tsmodel__
+    backend.create_table(ts.TableSpec(spec.table, (("METRIC", ts.GcRule(max_versions=1)),)))
+    events = fleet(Metric, hosts=1, points=3)
+    result = conn.save_all(events, raise_on_failure=False)
+    assert [r.status for r in result.results] == [ts.WriteStatus.PARTIAL] * 3
+    assert all(dict(r.tables)[spec.table].ok for r in result.results)
+    # The main table has the events.
+    got = list(Metric.range(T0, T0 + timedelta(days=1), hostname="server0.aaa.bbb.com")
+               .using(conn))
+    assert got == events
+
+
+def test_missing_table_fails_every_entity(conn: ts.Connection) -> None:
+    Metric = metric_model()
+    result = conn.save_all(fleet(Metric, hosts=1, points=2), raise_on_failure=False)
+    assert len(result.failed) == 2
+    assert all(isinstance(r.error, ts.TableNotFoundError) for r in result.failed)
+
+
+def test_reading_a_missing_table_raises(conn: ts.Connection) -> None:
+    Metric = metric_model()
+    with pytest.raises(ts.TableNotFoundError):
+        list(Metric.range(T0, T0 + timedelta(days=1), hostname="h").using(conn))
+
+
+def test_protobuf_serialized_model(conn: ts.Connection) -> None:
+    suffix = uuid.uuid4().hex[:10]
+
+    @ts.model(table=f"BALLOON_{suffix}", family="m",
+              serialization=ts.Protobuf(qualifier="measurements_blob"))
+    class Balloon:
+        location: str = ts.key()
+        balloon: int = ts.key(width=4)
+        time: datetime = ts.timestamp(format="%Y-%m-%d-%H%M")
+        pressure: int = ts.value()
+        temperature: float = ts.value()
+        humidity: Optional[int] = ts.value(default=None)
+
+    conn.create_tables(Balloon)
+    t = datetime(2021, 3, 5, 12, 0, tzinfo=timezone.utc)
+    events = [Balloon(location="us-west2", balloon=3698, time=t + timedelta(minutes=i),
+                      pressure=94558 + i, temperature=9.5 + i / 10,
+                      humidity=None if i == 2 else 60 + i) for i in range(5)]
+    conn.save_all(events)
+    assert ts.row_key(events[0]) == b"us-west2#3698#2021-03-05-1200"
+    got = list(Balloon.range(t + timedelta(minutes=1), t + timedelta(minutes=4),
+                             location="us-west2", balloon=3698).using(conn))
+    assert got == events[1:4]
+    assert got[1].humidity is None
+
+
+def test_reversed_timestamp_model_reads_newest_first(conn: ts.Connection) -> None:
+    suffix = uuid.uuid4().hex[:10]
+
+    @ts.model(table=f"REV_{suffix}", family="d")
+    class Reading:
+        sensor: str = ts.key(width=4)
+        time: datetime = ts.timestamp(reverse=True)
+        level: float = ts.value()
+
+    conn.create_tables(Reading)
+    events = [Reading(sensor="s1", time=T0 + timedelta(seconds=i), level=float(i))
+              for i in range(6)]
+    conn.save_all(events)
+    got = list(Reading.range(T0 + timedelta(seconds=1), T0 + timedelta(seconds=4),
+                             sensor="s1").using(conn))
+    assert [e.level for e in got] == [3.0, 2.0, 1.0]
+    assert conn.latest(Reading, sensor="s1").level == 5.0
+    assert [e.level for e in Reading.range(T0, T0 + timedelta(hours=1), sensor="s1")
+            .newest_first().limit(2).using(conn)] == [5.0, 4.0]
+
+
+def test_create_tables_is_idempotent(conn: ts.Connection, backend: Backend) -> None:
+    Metric = metric_model()
+    conn.create_tables(Metric)
+    conn.save(fleet(Metric, hosts=1, points=1)[0])
+    conn.create_tables(Metric)
+    assert conn.latest(Metric, hostname="server0.aaa.bbb.com").blk_read == 0
+    tables = backend.list_tables()
+    assert Metric.__tsmodel__.table in tables and Metric.__tsmodel__.current_table in tables
+
+
+def test_cells_carry_the_event_time(backend: Backend, conn: ts.Connection) -> None:
+    """Every cell's timestamp is the event time in ms: writes are idempotent."""
+    from tsmodel.backends.base import ReadRequest
+
+    Metric = metric_model()
+    conn.create_tables(Metric)
+    event = fleet(Metric, hosts=1, points=1)[0]
+    conn.save(event)
+    conn.save(event)
+    rows = list(backend.read_rows(ReadRequest(Metric.__tsmodel__.table)))
+    assert len(rows) == 1
+    assert {c.timestamp for c in rows[0].cells} == {ts.to_micros(event.time)}
+    assert len(rows[0].cells) == 2  # cpu1_usr and blk_read; note is None
+
+
+def test_rows_written_by_hand_decode(backend: Backend, conn: ts.Connection) -> None:
+    """Rows written without tsmodel, in the model's layout, come back as instances."""
+    Metric = metric_model()
+    conn.create_tables(Metric)
+    us = ts.to_micros(T0)
+    backend.mutate_rows(Metric.__tsmodel__.table, [RowMutation(
+        b"server9#1426535612045",
+        (SetCell("METRIC", b"CPU/CPU1_USR", us, ts.Float64().encode(0.02)),
+         SetCell("METRIC", b"IO/BLK_READ", us, ts.Int64().encode(253453634))),
+    )])
+    got = Metric.range(T0, T0 + timedelta(seconds=1), hostname="server9").using(conn).first()
+    assert got == Metric(hostname="server9", time=T0, cpu1_usr=0.02, blk_read=253453634)
