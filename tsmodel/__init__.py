@@ -20,13 +20,30 @@ from datetime import datetime
 from tsmodel.backends.base import Backend, Features, GcRule, TableSpec
 from tsmodel.codecs import Bool, Codec, Float64, Int64, Raw, Text, Utf8
 from tsmodel.connection import (
-    Connection, EntityResult, WriteResult, WriteStatus, connect, get_default_connection,
-    set_default_connection, table_specs,
+    Connection,
+    EntityResult,
+    WriteResult,
+    WriteStatus,
+    connect,
+    get_default_connection,
+    set_default_connection,
+    table_specs,
 )
 from tsmodel.errors import (
-    BackendError, ConfigurationError, DeclarationError, DoesNotExist, EmulatorNotFoundError,
-    FieldTypeError, KeyDecodingError, KeyEncodingError, QueryError, SaveError,
-    ScanRefusedError, TableNotFoundError, TsModelError, ValidationError,
+    BackendError,
+    ConfigurationError,
+    DeclarationError,
+    DoesNotExist,
+    EmulatorNotFoundError,
+    FieldTypeError,
+    KeyDecodingError,
+    KeyEncodingError,
+    QueryError,
+    SaveError,
+    ScanRefusedError,
+    TableNotFoundError,
+    TsModelError,
+    ValidationError,
 )
 from tsmodel.fields import constant, key, salt, timestamp, value
 from tsmodel.mapper import current_row_key, decode_row_key, row_key

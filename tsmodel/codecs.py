@@ -124,7 +124,7 @@ class Text:
         return f"Text({self.kind.__name__})"
 
 
-_BY_TYPE: dict[Any, Codec] = {
+_BY_TYPE: dict[Any, Any] = {
     int: Int64(),
     float: Float64(),
     str: Utf8(),
@@ -135,7 +135,8 @@ _BY_TYPE: dict[Any, Codec] = {
 
 def codec_for(annotation: Any) -> Codec | None:
     """The default codec for a field annotation (``int``, ``float``...), if any."""
-    return _BY_TYPE.get(annotation)
+    codec: Codec | None = _BY_TYPE.get(annotation)
+    return codec
 
 
 def is_nan(value: Any) -> bool:

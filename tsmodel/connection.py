@@ -19,7 +19,14 @@ import attrs
 from tsmodel import errors
 from tsmodel.backends import open_backend
 from tsmodel.backends.base import (
-    Backend, Features, GcRule, MutationOutcome, MutationStatus, ReadRequest, Row, RowMutation,
+    Backend,
+    Features,
+    GcRule,
+    MutationOutcome,
+    MutationStatus,
+    ReadRequest,
+    Row,
+    RowMutation,
     TableSpec,
 )
 from tsmodel.mapper import EncodedEvent, encode_event
@@ -198,7 +205,8 @@ class Connection:
             batch = range(start, min(start + self.batch_size, len(events)))
             self._write_batch(events, batch, outcomes)
         result = WriteResult(tuple(
-            EntityResult(ev.entity, _status(out), tuple(out)) for ev, out in zip(events, outcomes)
+            EntityResult(ev.entity, _status(out), tuple(out))
+            for ev, out in zip(events, outcomes, strict=True)
         ))
         if raise_on_failure:
             result.raise_for_failures()
@@ -221,7 +229,7 @@ class Connection:
         except errors.BackendError as exc:
             failed = MutationOutcome(MutationStatus.FAILED, exc)
             results = [failed] * len(rows)
-        for i, outcome in zip(indexes, results):
+        for i, outcome in zip(indexes, results, strict=True):
             outcomes[i].append((table, outcome))
 
     def _write_current(self, events: Sequence[EncodedEvent], batch: range,
@@ -246,7 +254,7 @@ class Connection:
             rows = [events[newest[s]].current_row_mutation() for s in slots]
             sub: list[list[tuple[str, MutationOutcome]]] = [[] for _ in slots]
             self._write_rows(table, rows, list(range(len(slots))), sub)  # type: ignore[arg-type]
-            for slot, out in zip(slots, sub):
+            for slot, out in zip(slots, sub, strict=True):
                 for i in members[slot]:
                     outcomes[i].append(out[0])
 

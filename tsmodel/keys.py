@@ -100,8 +100,8 @@ class StrSegment(Segment):
             it nor any character that sorts below it.
     """
 
-    field: str  # type: ignore[assignment]
-    width: int | None = None  # type: ignore[assignment]
+    field: str
+    width: int | None = None
     pad: str = " "
     align: str = "left"
     max_length: int = 256
@@ -173,8 +173,8 @@ class StrSegment(Segment):
 class IntSegment(Segment):
     """A non-negative integer left-padded with zeros to a fixed width."""
 
-    field: str  # type: ignore[assignment]
-    width: int  # type: ignore[assignment]
+    field: str
+    width: int
 
     def encode(self, value: int) -> bytes:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -207,7 +207,7 @@ class TimestampSegment(Segment):
     Values are integer microseconds since the epoch (UTC).
     """
 
-    field: str  # type: ignore[assignment]
+    field: str
     encoding: TimestampEncoding
 
     @property

@@ -184,7 +184,8 @@ def _decode_values(spec: ModelSpec, cells: dict[tuple[str, bytes], Cell]) -> dic
         cell = cells.get((ser.family, ser.qualifier))
         if cell is None:
             return {v.name: None for v in spec.values}
-        return ser.decode(cell.value)
+        decoded: dict[str, Any] = ser.decode(cell.value)
+        return decoded
     out: dict[str, Any] = {}
     for v in spec.values:
         cell = cells.get((v.family, v.qualifier))

@@ -22,17 +22,31 @@ from typing_extensions import Self, dataclass_transform
 from tsmodel import errors
 from tsmodel.codecs import codec_for
 from tsmodel.fields import (
-    META, Constant, KeyInfo, Salt, TimestampInfo, ValueInfo, key, timestamp, value,
+    META,
+    Constant,
+    KeyInfo,
+    Salt,
+    TimestampInfo,
+    ValueInfo,
+    key,
+    timestamp,
+    value,
 )
 from tsmodel.keys import (
-    ConstantSegment, IntSegment, KeyLayout, SaltSegment, Segment, StrSegment, TimestampSegment,
+    ConstantSegment,
+    IntSegment,
+    KeyLayout,
+    SaltSegment,
+    Segment,
+    StrSegment,
+    TimestampSegment,
 )
 from tsmodel.spec import SPEC_ATTR, ModelSpec, ValueSpec
 from tsmodel.timestamps import EpochEncoding, FormatEncoding, TimestampEncoding, default_digits
 
 if TYPE_CHECKING:
     from tsmodel.query import QuerySet
-    from tsmodel.serialization import Serialization
+    from tsmodel.serialization import BoundSerialization, Serialization
 
 __all__ = ["model", "Model"]
 
@@ -170,11 +184,11 @@ def _check_names(name: str, options: _Options) -> None:
         raise errors.DeclarationError(
             f"{name}: separator {sep!r} must be one ASCII punctuation character such as '#'"
         )
-    for what, value in (("table", options.table), ("family", options.family),
-                        ("current", options.current)):
-        if value is not None and (not value or not all(c.isalnum() or c in "_-." for c in value)):
+    for what, text in (("table", options.table), ("family", options.family),
+                       ("current", options.current)):
+        if text is not None and (not text or not all(c.isalnum() or c in "_-." for c in text)):
             raise errors.DeclarationError(
-                f"{name}: {what}={value!r}: use letters, digits, '_', '-' and '.' only"
+                f"{name}: {what}={text!r}: use letters, digits, '_', '-' and '.' only"
             )
     if options.current is not None and options.current == options.table:
         raise errors.DeclarationError(f"{name}: current= must name a table other than table=")
@@ -221,7 +235,9 @@ def _make_spec(
     values: list[ValueSpec] = []
     for attr, info in items:
         if attr in _RESERVED:
-            raise errors.DeclarationError(f"{name}.{attr}: the name {attr!r} is reserved by tsmodel")
+            raise errors.DeclarationError(
+                f"{name}.{attr}: the name {attr!r} is reserved by tsmodel"
+            )
         if isinstance(info, ValueInfo):
             values.append(_value_spec(name, attr, info, hints.get(attr), options.family))
             continue
@@ -406,7 +422,7 @@ def _check_values(name: str, values: list[ValueSpec]) -> None:
 
 def _bind_serialization(
     name: str, options: _Options, values: list[ValueSpec],
-) -> Serialization | None:
+) -> BoundSerialization | None:
     if options.serialization is None:
         return None
     return options.serialization.bind(name, options.family, tuple(values))

@@ -12,14 +12,14 @@ from __future__ import annotations
 import collections
 import heapq
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 
 from tsmodel import errors
-from tsmodel.backends.base import ReadFilter, ReadRequest, Row, RowRange, RowSet
+from tsmodel.backends.base import ReadFilter, ReadRequest, RowRange, RowSet
 from tsmodel.keys import ConstantSegment, KeyLayout, SaltSegment, SegmentValueError
 from tsmodel.mapper import decode_row
 from tsmodel.spec import ModelSpec, spec_of
@@ -309,7 +309,7 @@ class QuerySet(Generic[M]):
             kept = _reverse_bounded(kept, s.limit)
         return itertools.islice(kept, s.limit) if s.limit is not None else kept
 
-    def _merge(self, streams: list[Iterator[M]], how: str, descending: bool) -> Iterator[M]:
+    def _merge(self, streams: Sequence[Iterator[M]], how: str, descending: bool) -> Iterator[M]:
         if len(streams) == 1:
             return streams[0]
         if how == "time":
@@ -454,7 +454,8 @@ class _Compiler:
         if not ranges:
             return ()
         row_filter = self._filter()
-        reverse = s.newest_first and not (s.mode == "range" and self.spec.timestamp.encoding.reverse)
+        natural_desc = s.mode == "range" and self.spec.timestamp.encoding.reverse
+        reverse = s.newest_first and not natural_desc
         use_reverse = reverse and self.reverse_scan
         limit = s.limit if exact and s.limit else None
         return tuple(

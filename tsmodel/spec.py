@@ -10,7 +10,7 @@ from tsmodel.codecs import Codec
 from tsmodel.keys import KeyLayout, SaltSegment, TimestampSegment
 
 if TYPE_CHECKING:
-    from tsmodel.serialization import Serialization
+    from tsmodel.serialization import BoundSerialization
 
 __all__ = ["ValueSpec", "ModelSpec", "spec_of"]
 
@@ -58,7 +58,7 @@ class ModelSpec:
     timestamp: TimestampSegment
     key_fields: tuple[str, ...]
     values: tuple[ValueSpec, ...]
-    serialization: Serialization | None = None
+    serialization: BoundSerialization | None = None
 
     @property
     def timestamp_field(self) -> str:

@@ -8,6 +8,7 @@ key could not give it back.
 
 from __future__ import annotations
 
+import abc
 import re
 from datetime import datetime, timedelta, timezone
 
@@ -45,7 +46,7 @@ def to_micros(dt: datetime) -> int:
             f"naive datetime {dt.isoformat()} refused: its instant is ambiguous; "
             "attach a timezone, e.g. dt.replace(tzinfo=datetime.timezone.utc)"
         )
-    return (dt - EPOCH) // _US
+    return int((dt - EPOCH) // _US)
 
 
 def from_micros(us: int) -> datetime:
@@ -58,24 +59,39 @@ def ceil_to(us: int, unit: int) -> int:
     return -((-us) // unit) * unit
 
 
-class TimestampEncoding:
+class TimestampEncoding(abc.ABC):
     """How a timestamp is written into a row key segment of fixed width."""
 
-    #: Width of the encoded segment, in bytes.
-    width: int
-    #: Granularity, in microseconds.
-    unit: int
     #: Whether newer timestamps sort first.
     reverse: bool
-    #: Smallest and largest encodable microsecond values (inclusive).
-    min_us: int
-    max_us: int
 
+    @property
+    @abc.abstractmethod
+    def width(self) -> int:
+        """Width of the encoded segment, in bytes."""
+
+    @property
+    @abc.abstractmethod
+    def unit(self) -> int:
+        """Granularity, in microseconds."""
+
+    @property
+    @abc.abstractmethod
+    def min_us(self) -> int:
+        """Smallest encodable value, in microseconds (inclusive)."""
+
+    @property
+    @abc.abstractmethod
+    def max_us(self) -> int:
+        """Largest encodable value, in microseconds (inclusive)."""
+
+    @abc.abstractmethod
     def encode_us(self, us: int) -> bytes:
-        raise NotImplementedError
+        """The segment bytes of ``us``, which :meth:`check` accepted."""
 
+    @abc.abstractmethod
     def decode_us(self, data: bytes) -> int:
-        raise NotImplementedError
+        """The microseconds a segment encodes; ``ValueError`` if malformed."""
 
     def check(self, us: int) -> str | None:
         """Why ``us`` cannot be encoded, or ``None`` when it can."""
@@ -91,8 +107,9 @@ class TimestampEncoding:
             )
         return None
 
+    @abc.abstractmethod
     def describe(self) -> str:
-        raise NotImplementedError
+        """The encoding in words, for messages and plans."""
 
 
 @attrs.frozen
@@ -107,20 +124,20 @@ class EpochEncoding(TimestampEncoding):
     reverse: bool = False
 
     @property
-    def unit(self) -> int:  # type: ignore[override]
+    def unit(self) -> int:
         return UNITS[self.unit_name]
 
     @property
-    def width(self) -> int:  # type: ignore[override]
+    def width(self) -> int:
         return self.digits
 
     @property
-    def min_us(self) -> int:  # type: ignore[override]
+    def min_us(self) -> int:
         return 0
 
     @property
-    def max_us(self) -> int:  # type: ignore[override]
-        return (10**self.digits - 1) * self.unit
+    def max_us(self) -> int:
+        return int(10**self.digits - 1) * self.unit
 
     def encode_us(self, us: int) -> bytes:
         n = us // self.unit
@@ -194,20 +211,20 @@ class FormatEncoding(TimestampEncoding):
         object.__setattr__(self, "_finest", finest)
 
     @property
-    def unit(self) -> int:  # type: ignore[override]
+    def unit(self) -> int:
         return 1_000 if self.millis else self._finest
 
     @property
-    def width(self) -> int:  # type: ignore[override]
+    def width(self) -> int:
         total = sum(len(t) if kind == "lit" else _DIRECTIVES[t][1] for kind, t in self._tokens)
         return total + (3 if self.millis else 0)
 
     @property
-    def min_us(self) -> int:  # type: ignore[override]
+    def min_us(self) -> int:
         return to_micros(datetime(1, 1, 1, tzinfo=timezone.utc))
 
     @property
-    def max_us(self) -> int:  # type: ignore[override]
+    def max_us(self) -> int:
         return to_micros(datetime(9999, 12, 31, 23, 59, 59, 999_000, tzinfo=timezone.utc))
 
     def encode_us(self, us: int) -> bytes:
@@ -276,7 +293,9 @@ def parse_format(fmt: str, millis: bool) -> tuple[tuple[tuple[str, str], ...], i
             "go down to at least the day (%Y%m%d)"
         )
     if millis and names[-1] != "S":
-        raise ValueError(f"millis=True appends milliseconds after seconds: {fmt!r} must end with %S")
+        raise ValueError(
+            f"millis=True appends milliseconds after seconds: {fmt!r} must end with %S"
+        )
     return tuple(tokens), finest
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
-from typing import Protocol, Union, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import attrs
 
@@ -193,7 +193,7 @@ class DeleteRow:
     """Delete the whole row."""
 
 
-Mutation = Union[SetCell, DeleteCells, DeleteFamily, DeleteRow]
+Mutation = SetCell | DeleteCells | DeleteFamily | DeleteRow
 
 
 @attrs.frozen
@@ -246,7 +246,9 @@ class GcRule:
     max_versions: int | None = None
     max_age: timedelta | None = None
     rules: tuple[GcRule, ...] = ()
-    mode: str = attrs.field(default="union", validator=attrs.validators.in_(("union", "intersection")))
+    mode: str = attrs.field(
+        default="union", validator=attrs.validators.in_(("union", "intersection"))
+    )
 
     def is_empty(self) -> bool:
         return self.max_versions is None and self.max_age is None and not self.rules
