@@ -118,7 +118,9 @@ class ReadFilter:
     qualifier_end: bytes | None = None
     timestamp_start: int | None = None
     timestamp_end: int | None = None
-    cells_per_column: int | None = None
+    cells_per_column: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
+    )
     strip_values: bool = False
 
 
