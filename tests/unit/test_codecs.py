@@ -1,0 +1,220 @@
+"""Value codecs: exact byte layouts and round trips.
+
+``Int64`` is Bigtable's counter format (8-byte big-endian two's complement),
+``Float64`` an 8-byte big-endian IEEE 754 double, ``Text`` the readable
+decimal text of the reference tables (``MD:BID: 600.55``).
+"""
+
+import math
+import struct
+from datetime import datetime, timezone
+
+import pytest
+from hypothesis import given, settings
+
+import tsmodel as ts
+from tests import strategies as tst
+from tsmodel.backends.base import Cell, Row, SetCell
+from tsmodel.codecs import codec_for
+from tsmodel.mapper import decode_row, encode_event
+
+PROPS = settings(max_examples=200, deadline=None)
+DAY = datetime(2015, 3, 16, tzinfo=timezone.utc)
+
+
+# -- Int64 ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value, data", [
+    (0, b"\x00" * 8),
+    (1, b"\x00" * 7 + b"\x01"),
+    (-1, b"\xff" * 8),
+    (256, b"\x00" * 6 + b"\x01\x00"),
+    (-2, b"\xff" * 7 + b"\xfe"),
+    (2**63 - 1, b"\x7f" + b"\xff" * 7),
+    (-(2**63), b"\x80" + b"\x00" * 7),
+    (253453634, bytes.fromhex("000000000f1b6542")),
+])
+def test_int64_is_8_byte_big_endian_twos_complement(value, data):
+    assert ts.Int64().encode(value) == data
+    assert ts.Int64().decode(data) == value
+    assert type(ts.Int64().decode(data)) is int
+
+
+@pytest.mark.parametrize("value", [2**63, -(2**63) - 1, 10**30])
+def test_int64_overflow(value):
+    with pytest.raises(OverflowError, match="64-bit"):
+        ts.Int64().encode(value)
+
+
+@PROPS
+@given(value=tst.int64s())
+def test_int64_round_trip(value):
+    data = ts.Int64().encode(value)
+    assert len(data) == 8
+    assert data == value.to_bytes(8, "big", signed=True)
+    assert ts.Int64().decode(data) == value
+
+
+# -- Float64 -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value, data", [
+    (1.0, bytes.fromhex("3ff0000000000000")),
+    (-2.0, bytes.fromhex("c000000000000000")),
+    (0.0, b"\x00" * 8),
+    (-0.0, b"\x80" + b"\x00" * 7),
+    (0.02, bytes.fromhex("3f947ae147ae147b")),
+    (math.inf, bytes.fromhex("7ff0000000000000")),
+    (-math.inf, bytes.fromhex("fff0000000000000")),
+])
+def test_float64_is_big_endian_ieee754(value, data):
+    assert ts.Float64().encode(value) == data
+    back = ts.Float64().decode(data)
+    assert back == value and math.copysign(1, back) == math.copysign(1, value)
+
+
+def test_float64_nan_round_trips():
+    data = ts.Float64().encode(math.nan)
+    assert len(data) == 8 and data[:2] == b"\x7f\xf8"
+    assert math.isnan(ts.Float64().decode(data))
+
+
+def test_float64_accepts_ints():
+    assert ts.Float64().encode(3) == struct.pack(">d", 3.0)
+    assert type(ts.Float64().decode(ts.Float64().encode(3))) is float
+
+
+@PROPS
+@given(value=tst.float64s())
+def test_float64_round_trip(value):
+    data = ts.Float64().encode(value)
+    assert data == struct.pack(">d", value)
+    back = ts.Float64().decode(data)
+    if math.isnan(value):
+        assert math.isnan(back)
+    else:
+        assert back == value and math.copysign(1, back) == math.copysign(1, value)
+
+
+# -- Utf8, Bool, Raw ------------------------------------------------------------------------
+
+
+def test_utf8():
+    assert ts.Utf8().encode("Zürich") == "Zürich".encode()
+    assert ts.Utf8().decode(b"Z\xc3\xbcrich") == "Zürich"
+    with pytest.raises(UnicodeDecodeError):
+        ts.Utf8().decode(b"\xff")
+
+
+@PROPS
+@given(value=tst.unicode_text())
+def test_utf8_round_trip(value):
+    assert ts.Utf8().decode(ts.Utf8().encode(value)) == value
+
+
+def test_bool():
+    assert ts.Bool().encode(True) == b"\x01"
+    assert ts.Bool().encode(False) == b"\x00"
+    assert ts.Bool().decode(b"\x01") is True
+    assert ts.Bool().decode(b"\x00") is False
+
+
+def test_raw():
+    assert ts.Raw().encode(b"\x00\xff") == b"\x00\xff"
+    assert ts.Raw().encode(bytearray(b"ab")) == b"ab"
+    assert ts.Raw().encode(memoryview(b"ab")) == b"ab"
+    assert type(ts.Raw().encode(bytearray(b"ab"))) is bytes
+
+
+@PROPS
+@given(value=tst.byte_strings())
+def test_raw_round_trip(value):
+    assert ts.Raw().decode(ts.Raw().encode(value)) == value
+
+
+# -- Text ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec, value, data", [
+    (ts.Text(float), 600.55, b"600.55"),
+    (ts.Text(float), 0.02, b"0.02"),
+    (ts.Text(float), 1500, b"1500.0"),
+    (ts.Text(int), 89000, b"89000"),
+    (ts.Text(int), -3, b"-3"),
+    (ts.Text(str), "ZXZZT", b"ZXZZT"),
+    (ts.Text(), "NASDAQ", b"NASDAQ"),
+])
+def test_text_stores_readable_text(codec, value, data):
+    assert codec.encode(value) == data
+    back = codec.decode(data)
+    assert back == value and type(back) is codec.kind
+
+
+def test_text_python_types():
+    assert ts.Text(float).python_type == (float, int)
+    assert ts.Text(int).python_type is int
+    assert ts.Text(str).python_type is str
+    assert repr(ts.Text(float)) == "Text(float)"
+
+
+def test_text_of_another_kind_is_refused():
+    with pytest.raises(TypeError, match="int, float or str"):
+        ts.Text(bytes)
+
+
+@PROPS
+@given(value=tst.float64s())
+def test_text_float_round_trip(value):
+    back = ts.Text(float).decode(ts.Text(float).encode(value))
+    assert (math.isnan(back) and math.isnan(value)) or back == value
+
+
+@PROPS
+@given(value=tst.int64s())
+def test_text_int_round_trip(value):
+    assert ts.Text(int).decode(ts.Text(int).encode(value)) == value
+
+
+# -- defaults from annotations ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("annotation, codec", [(int, ts.Int64), (float, ts.Float64),
+                                               (str, ts.Utf8), (bool, ts.Bool),
+                                               (bytes, ts.Raw)])
+def test_default_codec_of_each_annotation(annotation, codec):
+    assert isinstance(codec_for(annotation), codec)
+
+
+@pytest.mark.parametrize("annotation", [list, dict, datetime, object, None])
+def test_no_default_codec_for_other_annotations(annotation):
+    assert codec_for(annotation) is None
+
+
+@ts.model(table="QUOTE", family="MD")
+class TextQuote:
+    exchange: str = ts.key(width=6)
+    symbol: str = ts.key(width=5)
+    time: datetime = ts.timestamp()
+    bid: float = ts.value("BID", codec=ts.Text(float))
+    bid_size: int = ts.value("BIDSIZE", codec=ts.Text(int))
+    blk: int = ts.value("BLK")
+
+
+def test_model_cells_use_the_declared_codecs():
+    q = TextQuote(exchange="NASDAQ", symbol="ZXZZT", time=DAY, bid=600.55, bid_size=500, blk=1)
+    event = encode_event(ts.spec_of(TextQuote), q)
+    cells = {m.qualifier: m for m in event.mutations}
+    assert all(isinstance(m, SetCell) for m in event.mutations)
+    assert cells[b"BID"].value == b"600.55"
+    assert cells[b"BIDSIZE"].value == b"500"
+    assert cells[b"BLK"].value == b"\x00" * 7 + b"\x01"
+    row = Row(event.key, tuple(Cell(m.family, m.qualifier, m.timestamp, m.value)
+                               for m in event.mutations))
+    assert decode_row(ts.spec_of(TextQuote), TextQuote, row) == q
+
+
+def test_text_int_field_refuses_bool():
+    q = TextQuote(exchange="NASDAQ", symbol="ZXZZT", time=DAY, bid=1.0, bid_size=True, blk=1)
+    with pytest.raises(ts.FieldTypeError, match="bid_size"):
+        encode_event(ts.spec_of(TextQuote), q)
