@@ -118,7 +118,7 @@ def epoch_datetimes(unit: str = "ms", digits: int | None = None) -> st.SearchStr
 
 
 # Year 1 .. the last millisecond of 9999: the range of FormatEncoding.
-_FORMAT_MIN_US = -62_135_596_800_000_000
+_FORMAT_MIN_US = 0  # cell timestamps cannot be negative: formats start at 1970
 _FORMAT_MAX_US = 253_402_300_799_999_000
 
 

@@ -44,6 +44,8 @@ class Int64:
             raise OverflowError(f"{value} does not fit in a signed 64-bit integer") from exc
 
     def decode(self, data: bytes) -> int:
+        if len(data) != 8:
+            raise ValueError(f"an int64 cell holds 8 bytes, got {len(data)}: {data!r}")
         return int(_INT64.unpack(data)[0])
 
 
@@ -54,9 +56,14 @@ class Float64:
     name = "float64"
 
     def encode(self, value: float) -> bytes:
-        return _FLOAT64.pack(value)
+        try:
+            return _FLOAT64.pack(value)
+        except (struct.error, OverflowError) as exc:
+            raise OverflowError(f"{value} does not fit in a 64-bit float") from exc
 
     def decode(self, data: bytes) -> float:
+        if len(data) != 8:
+            raise ValueError(f"a float64 cell holds 8 bytes, got {len(data)}: {data!r}")
         return float(_FLOAT64.unpack(data)[0])
 
 

@@ -18,6 +18,7 @@ __all__ = [
     "ValidationError",
     "FieldTypeError",
     "KeyEncodingError",
+    "KeyTypeError",
     "KeyDecodingError",
     "QueryError",
     "ScanRefusedError",
@@ -71,6 +72,16 @@ class FieldTypeError(ValidationError, TypeError):
 
 class KeyEncodingError(ValidationError):
     """A key field value cannot be encoded into a row key segment."""
+
+
+def key_error(exc: ValueError, *, model: str, field: str | None, value: object) -> KeyEncodingError:
+    """The tsmodel error for a segment encoder's refusal (type errors stay TypeErrors)."""
+    cls = KeyTypeError if isinstance(exc, TypeError) else KeyEncodingError
+    return cls(str(exc), model=model, field=field, value=value)
+
+
+class KeyTypeError(KeyEncodingError, FieldTypeError):
+    """A key field value has the wrong Python type."""
 
 
 class KeyDecodingError(TsModelError, ValueError):

@@ -5,7 +5,8 @@ one-byte separator (``#`` by default). Every segment encoder:
 
 * round-trips exactly (``decode(encode(v)) == v``);
 * preserves order (``encode(a) < encode(b)`` exactly when ``a < b``), so the
-  byte order of keys equals the tuple order of their values;
+  byte order of keys equals the tuple order of their values (right-aligned
+  strings order by length first, like numbers);
 * refuses a value that does not fit, and never truncates it.
 
 Fixed-width segments always take the same number of bytes; variable-width
@@ -37,6 +38,10 @@ __all__ = [
 
 class SegmentValueError(ValueError):
     """A value does not fit its segment; the mapper adds model and field names."""
+
+
+class SegmentTypeError(SegmentValueError, TypeError):
+    """A value has the wrong Python type for its segment."""
 
 
 class Segment:
@@ -93,8 +98,9 @@ class StrSegment(Segment):
         field: the field name.
         width: fixed width in UTF-8 bytes, or ``None`` for variable width.
         pad: the padding character of fixed-width values.
-        align: ``"left"`` pads on the right (``"ZXZZT "``); ``"right"`` pads on
-            the left.
+        align: ``"left"`` pads on the right (``"ZXZZT "``) and keeps string
+            order; ``"right"`` pads on the left, which orders values by length
+            first (numeric-string order: ``"  9" < " 10"``), not as strings.
         max_length: the most UTF-8 bytes of a variable-width value.
         separator: the key's separator; a variable-width value may not contain
             it nor any character that sorts below it.
@@ -113,7 +119,7 @@ class StrSegment(Segment):
 
     def encode(self, value: str) -> bytes:
         if not isinstance(value, str):
-            raise SegmentValueError(f"expected str, got {type(value).__name__} {value!r}")
+            raise SegmentTypeError(f"expected str, got {type(value).__name__} {value!r}")
         data = value.encode("utf-8")
         if self.width is None:
             return self._encode_variable(value, data)
@@ -157,6 +163,8 @@ class StrSegment(Segment):
         return data + filler if self.align == "left" else filler + data
 
     def decode(self, data: bytes) -> str:
+        if self.width is None and not data:
+            raise SegmentValueError(f"{self.field}: empty variable-width segment")
         if self.width is not None:
             pad = self.pad.encode("utf-8")
             data = data.rstrip(pad) if self.align == "left" else data.lstrip(pad)
@@ -178,7 +186,7 @@ class IntSegment(Segment):
 
     def encode(self, value: int) -> bytes:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise SegmentValueError(f"expected int, got {type(value).__name__} {value!r}")
+            raise SegmentTypeError(f"expected int, got {type(value).__name__} {value!r}")
         if value < 0:
             raise SegmentValueError(
                 f"{value} is negative; zero-padded integer key segments hold 0 .. "

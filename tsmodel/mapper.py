@@ -70,8 +70,8 @@ def encode_event(spec: ModelSpec, entity: Any) -> EncodedEvent:
         encoded = spec.key.encode_segments(values)
     except SegmentValueError as exc:
         field = getattr(exc, "field", None)
-        raise errors.KeyEncodingError(
-            str(exc), model=spec.name, field=field, value=getattr(entity, field or "", None)
+        raise errors.key_error(
+            exc, model=spec.name, field=field, value=getattr(entity, field or "", None)
         ) from None
     key = spec.key.join(encoded)
     current_key = spec.current_key.join(encoded) if spec.current_key is not None else None
@@ -219,20 +219,26 @@ def current_row_key(entity: Any) -> bytes:
 def decode_row_key(model: type, key: bytes | str) -> dict[str, Any]:
     """The typed key fields of a row key of ``model``'s main table.
 
-    The timestamp comes back as a UTC ``datetime``; a salt under ``"salt"``.
+    The timestamp comes back as a UTC ``datetime``; the salt, if any, under
+    ``"__salt__"``.
 
     Raises:
-        KeyDecodingError: the key does not match the model's key layout.
+        KeyDecodingError: the key does not match the model's key layout, or is
+            not the key tsmodel would write for the values it holds (a wrong
+            salt, a non-canonical padding).
     """
     spec = spec_of(model)
     raw = key.encode("utf-8") if isinstance(key, str) else key
     try:
         values = spec.key.decode(raw)
+        canonical = spec.key.encode(values)
     except SegmentValueError as exc:
         raise errors.KeyDecodingError(f"{spec.name}: row key {raw!r}: {exc}") from None
+    if canonical != raw:
+        raise errors.KeyDecodingError(
+            f"{spec.name}: row key {raw!r} is not canonical: its values encode to {canonical!r}"
+        )
     values[spec.timestamp_field] = from_micros(values[spec.timestamp_field])
-    if "__salt__" in values:
-        values["salt"] = values.pop("__salt__")
     return values
 
 

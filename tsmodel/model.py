@@ -9,6 +9,7 @@ the first write.
 
 from __future__ import annotations
 
+import string
 import sys
 import types
 import typing
@@ -180,7 +181,7 @@ def _build(cls: type, options: _Options) -> type:
 
 def _check_names(name: str, options: _Options) -> None:
     sep = options.separator
-    if len(sep) != 1 or not sep.isascii() or sep.isalnum() or sep.isspace():
+    if len(sep) != 1 or sep not in string.punctuation:
         raise errors.DeclarationError(
             f"{name}: separator {sep!r} must be one ASCII punctuation character such as '#'"
         )
@@ -205,9 +206,8 @@ def _declared_items(cls: type) -> list[tuple[str, Any]]:
 
 
 def _type_hints(cls: type) -> dict[str, Any]:
-    module = sys.modules.get(cls.__module__)
     try:
-        return typing.get_type_hints(cls, vars(module) if module else None, include_extras=False)
+        return typing.get_type_hints(cls)
     except Exception as exc:  # NameError, TypeError from forward references
         raise errors.DeclarationError(
             f"{cls.__name__}: cannot resolve the field annotations ({exc}); "
@@ -277,6 +277,11 @@ def _segment(name: str, attr: str, info: Any, hint: Any, sep: bytes) -> Segment:
     if isinstance(info, Salt):
         if info.buckets < 2:
             raise errors.DeclarationError(f"{name}.{attr}: a salt needs at least 2 buckets")
+        if not info.on:
+            raise errors.DeclarationError(
+                f"{name}.{attr}: salt(on=...) must name at least one field to hash (usually "
+                "the timestamp); hashing nothing puts every row under the same salt"
+            )
         return SaltSegment(info.buckets, info.on)
     if isinstance(info, TimestampInfo):
         if hint is not datetime:
@@ -305,6 +310,8 @@ def _key_segment(name: str, attr: str, info: KeyInfo, hint: Any, sep: bytes) -> 
         raise errors.DeclarationError(f"{name}.{attr}: align must be 'left' or 'right'")
     if info.width is not None and info.width < 1:
         raise errors.DeclarationError(f"{name}.{attr}: width must be at least 1")
+    if info.max_length < 1:
+        raise errors.DeclarationError(f"{name}.{attr}: max_length must be at least 1")
     return StrSegment(attr, info.width, info.pad, info.align, info.max_length, sep)
 
 

@@ -211,7 +211,8 @@ class QuerySet(Generic[M]):
             raise TypeError("QuerySet supports only [:n] slices; use .limit(n)")
         if item.stop is None:
             return self
-        return self.limit(item.stop)
+        current = self._state.limit if self._state is not None else None
+        return self.limit(item.stop if current is None else min(current, item.stop))
 
     def __repr__(self) -> str:
         s = self._state
@@ -379,7 +380,7 @@ class _Compiler:
         if scan and not self.state.allow_scan:
             raise errors.ScanRefusedError(self._scan_message(layout, leftover))
         ranges = self._ranges(prefixes, reached_time)
-        requests = self._requests(table, ranges, exact=not leftover and reached_time or current)
+        requests = self._requests(table, ranges, exact=not leftover and (reached_time or current))
         checks, accept = self._client_checks(leftover, reached_time or current)
         merge = "time" if len(requests) > 1 and not current else "concat"
         plan = ReadPlan(self.spec.name, table, requests, merge, checks, scan,
@@ -393,8 +394,8 @@ class _Compiler:
             try:
                 out[name] = seg.encode(value)
             except SegmentValueError as exc:
-                raise errors.KeyEncodingError(str(exc), model=self.spec.name, field=name,
-                                              value=value) from None
+                raise errors.key_error(exc, model=self.spec.name, field=name,
+                                       value=value) from None
         return out
 
     def _prefixes(self, layout: KeyLayout,
@@ -504,7 +505,8 @@ class _Compiler:
             "<salt>" if isinstance(s, SaltSegment) else f"<{s.field}>"
             for s in layout.segments)
         if leftover:
-            what = (f"{', '.join(leftover)} do not form a prefix of the row key {order} "
+            names = ", ".join(leftover)
+            what = (f"the key field(s) {names} do not form a prefix of the row key {order} "
                     "(a key field before them is missing)")
         else:
             what = f"no key field narrows the row key {order}"

@@ -31,13 +31,11 @@ _PROTO_TYPES: dict[type, int] = {
     Bool: _FDP.TYPE_BOOL,
     Raw: _FDP.TYPE_BYTES,
 }
+# Message field types that hold every value of the model's codec, and only those.
 _COMPATIBLE: dict[int, set[int]] = {
     _FDP.TYPE_INT64: {FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_SINT64,
-                      FieldDescriptor.TYPE_SFIXED64, FieldDescriptor.TYPE_INT32,
-                      FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_UINT32,
-                      FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_FIXED64,
-                      FieldDescriptor.TYPE_FIXED32, FieldDescriptor.TYPE_SFIXED32},
-    _FDP.TYPE_DOUBLE: {FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT},
+                      FieldDescriptor.TYPE_SFIXED64},
+    _FDP.TYPE_DOUBLE: {FieldDescriptor.TYPE_DOUBLE},
     _FDP.TYPE_STRING: {FieldDescriptor.TYPE_STRING},
     _FDP.TYPE_BOOL: {FieldDescriptor.TYPE_BOOL},
     _FDP.TYPE_BYTES: {FieldDescriptor.TYPE_BYTES},
@@ -65,6 +63,8 @@ class BoundSerialization:
         msg = self.message_class()
         for v in self.fields:
             item = values[v.name]
+            if isinstance(item, (bytearray, memoryview)):
+                item = bytes(item)
             if item is not None:
                 setattr(msg, v.name, item)
         return bytes(msg.SerializeToString(deterministic=True))
@@ -157,6 +157,13 @@ def _check_message(model: str, descriptor: Descriptor, values: tuple[ValueSpec, 
             )
         if field.type not in _COMPATIBLE[_proto_type(model, v)]:
             raise errors.DeclarationError(
-                f"{model}.{v.name}: message field {descriptor.full_name}.{v.name} has an "
-                f"incompatible protobuf type for a {v.codec.name} value"
+                f"{model}.{v.name}: message field {descriptor.full_name}.{v.name} cannot hold "
+                f"every {v.codec.name} value; use int64/sint64/sfixed64 for int, double for "
+                "float, string, bool or bytes"
+            )
+        if v.optional and not field.has_presence:
+            raise errors.DeclarationError(
+                f"{model}.{v.name}: the value is Optional but message field "
+                f"{descriptor.full_name}.{v.name} has no presence, so None would come back "
+                "as a zero value; declare it 'optional' in the .proto"
             )

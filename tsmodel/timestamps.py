@@ -9,6 +9,7 @@ key could not give it back.
 from __future__ import annotations
 
 import abc
+import calendar
 import re
 from datetime import datetime, timedelta, timezone
 
@@ -47,6 +48,10 @@ def to_micros(dt: datetime) -> int:
             "attach a timezone, e.g. dt.replace(tzinfo=datetime.timezone.utc)"
         )
     return int((dt - EPOCH) // _US)
+
+
+#: The last whole millisecond a datetime can hold.
+_MAX_US = (datetime(9999, 12, 31, 23, 59, 59, 999_000, tzinfo=timezone.utc) - EPOCH) // _US
 
 
 def from_micros(us: int) -> datetime:
@@ -97,13 +102,13 @@ class TimestampEncoding(abc.ABC):
         """Why ``us`` cannot be encoded, or ``None`` when it can."""
         if not self.min_us <= us <= self.max_us:
             return (
-                f"outside the encodable range {from_micros(self.min_us).isoformat()} .. "
-                f"{from_micros(self.max_us).isoformat()} of {self.describe()}"
+                f"{_show(us)} is outside the encodable range {from_micros(self.min_us).isoformat()}"
+                f" .. {from_micros(self.max_us).isoformat()} of {self.describe()}"
             )
         if us % self.unit:
             return (
-                f"not a whole number of {_unit_name(self.unit)}, the unit of {self.describe()}; "
-                f"round it first (tsmodel.floor_timestamp(dt, {self.unit}))"
+                f"{_show(us)} is not a whole number of {_unit_name(self.unit)}, the unit of "
+                f"{self.describe()}; round it first (tsmodel.floor_timestamp(dt, {self.unit}))"
             )
         return None
 
@@ -137,7 +142,7 @@ class EpochEncoding(TimestampEncoding):
 
     @property
     def max_us(self) -> int:
-        return int(10**self.digits - 1) * self.unit
+        return min(int(10**self.digits - 1) * self.unit, _MAX_US)
 
     def encode_us(self, us: int) -> bytes:
         n = us // self.unit
@@ -221,11 +226,11 @@ class FormatEncoding(TimestampEncoding):
 
     @property
     def min_us(self) -> int:
-        return to_micros(datetime(1, 1, 1, tzinfo=timezone.utc))
+        return 0  # cell timestamps cannot be negative
 
     @property
     def max_us(self) -> int:
-        return to_micros(datetime(9999, 12, 31, 23, 59, 59, 999_000, tzinfo=timezone.utc))
+        return _MAX_US
 
     def encode_us(self, us: int) -> bytes:
         dt = from_micros(us)
@@ -279,6 +284,8 @@ def parse_format(fmt: str, millis: bool) -> tuple[tuple[tuple[str, str], ...], i
         tokens.append(("dir", directive))
         ranks.append(_DIRECTIVES[directive][0])
     names = [t for kind, t in tokens if kind == "dir"]
+    if not names:
+        raise ValueError(f"{fmt!r} has no time fields; a timestamp format needs at least %Y%m%d")
     expected = _expected_order(names)
     if names != expected[: len(names)]:
         raise ValueError(
@@ -318,7 +325,11 @@ def _field_text(dt: datetime, directive: str) -> str:
 
 def _components_to_us(values: dict[str, int], rest: str, millis: bool) -> int:
     if "j" in values:
-        base = datetime(values["Y"], 1, 1, tzinfo=timezone.utc) + timedelta(days=values["j"] - 1)
+        year = values["Y"]
+        days = 366 if calendar.isleap(year) else 365
+        if not 1 <= values["j"] <= days:
+            raise ValueError(f"day of year {values['j']:03d} does not exist in {year}")
+        base = datetime(year, 1, 1, tzinfo=timezone.utc) + timedelta(days=values["j"] - 1)
         dt = base.replace(hour=values["H"], minute=values["M"], second=values["S"])
     else:
         dt = datetime(
@@ -331,6 +342,13 @@ def _components_to_us(values: dict[str, int], rest: str, millis: bool) -> int:
             raise ValueError(f"expected 3 digits of milliseconds, got {rest!r}")
         micro = int(rest) * 1000
     return to_micros(dt) + micro
+
+
+def _show(us: int) -> str:
+    try:
+        return from_micros(us).isoformat()
+    except OverflowError:
+        return f"{us} us since the epoch"
 
 
 def _unit_name(unit: int) -> str:

@@ -144,10 +144,6 @@ def test_spec_of_a_plain_class_is_a_type_error():
         ts.row_key(Plain())
 
 
-@pytest.mark.xfail(strict=True, raises=ts.DeclarationError, reason="bug: _type_hints passes "
-                   "the user module as globalns to typing.get_type_hints, so Model's own "
-                   "string annotations (ClassVar[ModelSpec]) cannot be resolved: subclassing "
-                   "ts.Model fails")
 def test_subclassing_the_model_base_class_works():
     @ts.model(table="T", family="F")
     class Sub(ts.Model):
@@ -262,9 +258,6 @@ def test_formats_that_sort_are_accepted(fmt):
     assert ts.spec_of(M).timestamp.encoding.fmt == fmt
 
 
-@pytest.mark.xfail(strict=True, raises=IndexError, reason="bug: parse_format indexes "
-                   "names[-1] on a format with no directive and raises IndexError instead of "
-                   "DeclarationError")
 @pytest.mark.parametrize("fmt", ["", "fixed"])
 def test_format_without_directives_is_a_declaration_error(fmt):
     body, ann = with_time(fmt)
@@ -355,8 +348,6 @@ def test_salt_on_several_fields():
     assert ts.spec_of(M).salt.on == ("host", "time")
 
 
-@pytest.mark.xfail(strict=True, reason="bug: salt(on=()) is accepted; it hashes nothing, so "
-                   "every key gets salt 0 and the salt spreads no writes")
 def test_salt_on_nothing_is_refused():
     refused("salt", body={"s": ts.salt(3, on=()), "host": ts.key(), "time": ts.timestamp()},
             annotations={"host": str, "time": datetime})
@@ -474,9 +465,6 @@ def test_punctuation_separators_are_accepted(sep):
     assert ts.spec_of(M).key.separator == sep.encode()
 
 
-@pytest.mark.xfail(strict=True, reason="bug: _check_names accepts ASCII control characters "
-                   "(e.g. NUL, DEL) as separator although the contract is 'one ASCII "
-                   "punctuation character'")
 @pytest.mark.parametrize("sep", ["\x00", "\x7f"])
 def test_control_character_separator_is_refused(sep):
     refused("separator", body=HOST_TIME[0], annotations=HOST_TIME[1], separator=sep)

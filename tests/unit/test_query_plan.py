@@ -378,10 +378,6 @@ def test_current_of_a_non_prefix_needs_allow_scan():
     assert plan.scan is True and plan.client_filters == ("symbol == 'IBM'",)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="bug: _Compiler.compile passes "
-                   "exact=(not leftover and reached_time or current): for current() the "
-                   "server-side limit is pushed even when a client-side key filter follows, so "
-                   "fewer rows than asked come back")
 def test_current_scan_with_a_client_filter_does_not_push_the_limit():
     plan = Quote.current(symbol="IBM", allow_scan=True).limit(2).explain()
     assert plan.client_filters
@@ -451,9 +447,6 @@ def test_negative_slice_stop_raises_value_error():
         host_range()[:-1]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="bug: QuerySet.__getitem__ "
-                   "replaces the limit, so qs[:3][:10] reads 10 rows, unlike list slicing "
-                   "(should be min of the two)")
 def test_slice_of_a_slice_never_widens():
     assert only_request(host_range()[:3][:10].explain()).limit == 3
 

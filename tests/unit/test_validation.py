@@ -184,9 +184,6 @@ def test_wrong_type_of_key_value_is_a_validation_error(entity, field, value):
     assert type(value).__name__ in str(err)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="bug: a key value of the wrong "
-                   "Python type raises KeyEncodingError, which is not a TypeError/"
-                   "FieldTypeError (value fields and timestamps do raise FieldTypeError)")
 def test_wrong_type_of_key_value_is_a_type_error():
     err = refusal(meter(meter="987654"))
     assert isinstance(err, TypeError)
@@ -251,9 +248,6 @@ def test_int_too_big_for_int64():
     assert "64-bit" in str(err)
 
 
-@pytest.mark.xfail(strict=True, raises=struct.error, reason="bug: Float64.encode lets "
-                   "struct.error escape for an int too big for a double; _checked_value only "
-                   "catches ValueError/OverflowError/UnicodeError, so no ValidationError")
 def test_int_too_big_for_a_double():
     err = refusal(metric(cpu1_usr=10**400))
     assert_names(err, "ServerMetric", "cpu1_usr", 10**400)
@@ -342,17 +336,12 @@ def test_floor_timestamp_refuses_naive_datetimes():
     pytest.param(lambda: metric(time=datetime(2300, 1, 1, tzinfo=UTC)), id="out-of-range"),
     pytest.param(lambda: metric(time=T0 + timedelta(microseconds=1)), id="sub-unit"),
 ])
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="bug: the timestamp messages of "
-                   "TimestampEncoding.check do not name the offending value (STYLE rule 4)")
 def test_timestamp_refusals_name_the_value(entity):
     e = entity()
     err = refusal(e)
     assert e.time.isoformat() in str(err) or repr(e.time) in str(err), str(err)
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError, reason="bug: TimestampEncoding.check "
-                   "formats from_micros(max_us) in its message; with digits >= 15 (ms) max_us "
-                   "is past datetime.max, so an out-of-range value raises OverflowError")
 def test_wide_epoch_out_of_range_is_a_validation_error():
     @ts.model(table="T", family="F")
     class Wide:
@@ -363,9 +352,6 @@ def test_wide_epoch_out_of_range_is_a_validation_error():
         ts.row_key(Wide(host="h", time=datetime(1960, 1, 1, tzinfo=UTC)))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="bug: calendar formats accept "
-                   "years 1..1969 (FormatEncoding.min_us is year 1) and the event gets a "
-                   "negative cell timestamp, which Bigtable refuses at write time")
 def test_calendar_format_before_1970_is_refused_before_writing():
     @ts.model(table="T", family="F")
     class Daily:
