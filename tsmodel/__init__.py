@@ -9,7 +9,7 @@ table in step and answers time-range and latest-value queries::
     @ts.model(table="METRIC", family="METRIC", current="CURRENT_METRIC")
     class ServerMetric:
         hostname: str = ts.key()
-        ts: datetime = ts.timestamp(unit="ms")
+        time: datetime = ts.timestamp(unit="ms")
         cpu1_usr: float = ts.value("CPU/CPU1_USR")
 """
 
@@ -38,6 +38,7 @@ from tsmodel.errors import (
     FieldTypeError,
     KeyDecodingError,
     KeyEncodingError,
+    KeyTypeError,
     QueryError,
     SaveError,
     ScanRefusedError,
@@ -72,7 +73,7 @@ __all__ = [
     "Backend", "Features", "GcRule", "TableSpec",
     # errors
     "TsModelError", "DeclarationError", "ValidationError", "FieldTypeError",
-    "KeyEncodingError", "KeyDecodingError", "QueryError", "ScanRefusedError",
+    "KeyEncodingError", "KeyTypeError", "KeyDecodingError", "QueryError", "ScanRefusedError",
     "DoesNotExist", "BackendError", "TableNotFoundError", "SaveError",
     "ConfigurationError", "EmulatorNotFoundError",
 ]

@@ -320,7 +320,8 @@ def connect(url: str | None = None, *, default: bool = True,
 
     Args:
         url: ``None`` or ``"memory://"`` for an in-memory embedded store;
-            ``"sqlite:///path/to/file.db"`` for an embedded store in a file;
+            ``"sqlite:///relative/file.db"`` or ``"sqlite:////absolute/file.db"``
+            for an embedded store in a file (SQLAlchemy's convention);
             ``"bigtable://PROJECT/INSTANCE"`` for Cloud Bigtable (application
             default credentials; ``BIGTABLE_EMULATOR_HOST`` is honoured);
             ``"bigtable-emulator://HOST:PORT/PROJECT/INSTANCE"`` for the

@@ -136,10 +136,11 @@ class StrSegment(Segment):
         if low <= self.separator[0]:
             what = "the separator" if low == self.separator[0] else f"byte {bytes([low])!r}"
             raise SegmentValueError(
-                f"{value!r} contains {what}; a variable-width key segment may not contain the "
-                f"separator {self.separator.decode()!r} or characters that sort below it, or "
-                "one entity's rows could fall inside another's range. Declare a fixed width "
-                "(ts.key(width=N)) or another separator"
+                f"{value!r} contains {what}; a variable-width key segment may contain neither "
+                f"the separator {self.separator.decode()!r} (one entity's rows could fall "
+                "inside another's range) nor characters that sort below it (keys would not "
+                "sort like their values). Declare a fixed width (ts.key(width=N)) or another "
+                "separator"
             )
         return data
 

@@ -85,11 +85,11 @@ class Model:
         return QuerySet(cls).latest(**key_fields)
 
     @classmethod
-    def current(cls, **key_prefix: Any) -> QuerySet[Self]:
+    def current(cls, *, allow_scan: bool = False, **key_prefix: Any) -> QuerySet[Self]:
         """The newest event of every entity (or of a key prefix), from the current table."""
         from tsmodel.query import QuerySet
 
-        return QuerySet(cls).current(**key_prefix)
+        return QuerySet(cls).current(allow_scan=allow_scan, **key_prefix)
 
 
 @overload

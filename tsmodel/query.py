@@ -224,7 +224,8 @@ class QuerySet(Generic[M]):
             span = f" [{s.start_us}us, {s.end_us}us)"
         extra = (f" limit={s.limit}" if s.limit is not None else "") + (
             " newest_first" if s.newest_first else "")
-        return f"<QuerySet {self._spec.name} {s.mode}{span} {fields}{extra}>".replace("  ", " ")
+        text = " ".join(p for p in (self._spec.name, s.mode + span, fields) if p)
+        return f"<QuerySet {text}{extra}>"
 
     # -- running ------------------------------------------------------------------
 
@@ -242,7 +243,7 @@ class QuerySet(Generic[M]):
         return self._run(plan, accept, conn)
 
     def count(self) -> int:
-        """How many events match (values are not transferred)."""
+        """How many events match (reads and decodes them; nothing is cached)."""
         return sum(1 for _ in self.iterator())
 
     def first(self) -> M | None:
@@ -382,7 +383,8 @@ class _Compiler:
         ranges = self._ranges(prefixes, reached_time)
         requests = self._requests(table, ranges, exact=not leftover and (reached_time or current))
         checks, accept = self._client_checks(leftover, reached_time or current)
-        merge = "time" if len(requests) > 1 and not current else "concat"
+        # Per-salt reads are in time order only when the time range is in the key.
+        merge = "time" if len(requests) > 1 and reached_time and not current else "concat"
         plan = ReadPlan(self.spec.name, table, requests, merge, checks, scan,
                         self._reason(layout, used, reached_time, leftover, current))
         return plan, accept
@@ -521,7 +523,10 @@ class _Compiler:
             parts.append(f"key prefix from {', '.join(f for f in layout.fields if f in used)}")
         salt = layout.salt()
         if salt is not None and not current:
-            parts.append(f"{salt.buckets} salt values")
+            if all(name in used for name in salt.on):
+                parts.append("one salt value, computed from the key fields given")
+            else:
+                parts.append(f"{salt.buckets} salt values, one read each")
         if reached_time:
             parts.append("time range in the row key")
         elif not current:

@@ -15,8 +15,8 @@ from tsmodel.errors import ConfigurationError
 __all__ = ["Backend", "Features", "open_backend"]
 
 _URL_FORMS = (
-    "None or 'memory://' (embedded, in memory), 'sqlite:///path/to/file.db' "
-    "(embedded, in a file), 'bigtable://PROJECT/INSTANCE' (Cloud Bigtable; "
+    "None or 'memory://' (embedded, in memory), 'sqlite:///relative/file.db' or "
+    "'sqlite:////absolute/file.db' (embedded, in a file), 'bigtable://PROJECT/INSTANCE' (Cloud Bigtable; "
     "uses BIGTABLE_EMULATOR_HOST when it is set) or "
     "'bigtable-emulator://HOST:PORT/PROJECT/INSTANCE'"
 )
@@ -40,8 +40,13 @@ def open_backend(url: str | None = None) -> Backend:
         return EmbeddedBackend()
     parts = urlsplit(url)
     if parts.scheme in ("sqlite", "embedded"):
-        path = (parts.netloc + parts.path) if parts.netloc else parts.path
-        if not path or path == "/:memory:":
+        if parts.netloc:
+            raise ConfigurationError(
+                f"cannot open {url!r}: like SQLAlchemy, write sqlite:///relative/path.db or "
+                "sqlite:////absolute/path.db (three slashes, then the path)"
+            )
+        path = parts.path[1:]  # drop the slash that ends the empty authority
+        if not path or path == ":memory:":
             path = ":memory:"
         from tsmodel.backends.embedded import EmbeddedBackend
 
