@@ -8,6 +8,7 @@ are not attributes of instances.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import attrs
@@ -40,6 +41,8 @@ class TimestampInfo:
     format: str | None = None
     millis: bool = False
     reverse: bool = False
+    bucket: str | timedelta | None = None
+    label: str | None = None
 
 
 @attrs.frozen
@@ -90,7 +93,8 @@ def key(
 
 def timestamp(
     *, unit: str = "ms", digits: int | None = None, format: str | None = None,
-    millis: bool = False, reverse: bool = False,
+    millis: bool = False, reverse: bool = False, bucket: str | timedelta | None = None,
+    label: str | None = None,
 ) -> Any:
     """Declare the event time: a timezone-aware ``datetime``.
 
@@ -108,11 +112,20 @@ def timestamp(
         millis: with ``format``, append three digits of milliseconds.
         reverse: store ``10**digits - 1 - t`` so that newest rows sort first
             (epoch units only).
+        bucket: put the *time bucket* in the row key instead of the time:
+            ``"minute"``, ``"hour"``, ``"day"`` (``20170726``), ``"week"``
+            (``2021-W09``), ``"month"`` (``201707``) or a ``timedelta``. The
+            model then needs a bucket layout (``layout=ts.cells()``,
+            ``ts.columns()`` or ``ts.offsets(step)``); the event time is the
+            cell timestamp (or the offset column).
+        label: the bucket label's format, checked to sort in time order
+            (e.g. ``"%Y-%m-%d"`` for days, ``"%GW%V"`` for weeks).
 
     Returns:
         An attrs field.
     """
-    return attrs.field(metadata={META: TimestampInfo(unit, digits, format, millis, reverse)})
+    info = TimestampInfo(unit, digits, format, millis, reverse, bucket, label)
+    return attrs.field(metadata={META: info})
 
 
 def value(

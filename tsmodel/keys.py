@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 
+from tsmodel.buckets import Bucket
 from tsmodel.timestamps import TimestampEncoding
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "IntSegment",
     "TimestampSegment",
     "SaltSegment",
+    "BucketSegment",
     "KeyLayout",
     "stable_hash",
 ]
@@ -237,6 +239,36 @@ class TimestampSegment(Segment):
 
     def describe(self) -> str:
         return f"{self.field}: {self.encoding.describe()}"
+
+
+@attrs.frozen
+class BucketSegment(Segment):
+    """The label of the time bucket holding the event time (e.g. ``20170726``).
+
+    Encodes microseconds to the label of their bucket; decodes a label to the
+    bucket's start.
+    """
+
+    field: str
+    bucket: Bucket
+
+    @property
+    def width(self) -> int:  # type: ignore[override]
+        return self.bucket.width
+
+    def encode(self, value: int) -> bytes:
+        if value < 0:
+            raise SegmentValueError(f"{value} us is before 1970; cell timestamps cannot be")
+        return self.bucket.label(self.bucket.start(value))
+
+    def decode(self, data: bytes) -> int:
+        try:
+            return self.bucket.parse(data)
+        except ValueError as exc:
+            raise SegmentValueError(str(exc)) from exc
+
+    def describe(self) -> str:
+        return f"{self.field}: {self.bucket.describe()}"
 
 
 def stable_hash(data: bytes) -> int:

@@ -6,16 +6,16 @@ mutation exists, so a bad value can never leave a write half done.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, TypeVar
 
 import attrs
 
 from tsmodel import errors
-from tsmodel.backends.base import Cell, DeleteCells, Mutation, Row, RowMutation, SetCell
+from tsmodel.backends.base import Mutation, Row, RowMutation, SetCell
 from tsmodel.codecs import is_nan
 from tsmodel.keys import SegmentValueError
+from tsmodel.layouts import _Offsets, rows, value_cells
 from tsmodel.spec import ModelSpec, ValueSpec, spec_of
 from tsmodel.timestamps import from_micros, to_micros
 
@@ -24,6 +24,9 @@ __all__ = ["EncodedEvent", "encode_event", "decode_row", "row_key", "current_row
 
 M = TypeVar("M")
 _MS = 1_000
+#: Bigtable advises keeping a value under ~10 MB.
+MAX_VALUE_BYTES = 10 * 1024 * 1024
+_ROW_LAYOUT = rows()
 
 
 @attrs.frozen
@@ -35,7 +38,9 @@ class EncodedEvent:
         key: its row key in the main table.
         current_key: its row key in the current-value table, or ``None``.
         timestamp: the event time in microseconds.
-        mutations: the cell mutations, the same in every table.
+        mutations: the cell mutations of the main table (per the model's layout).
+        current_mutations: the cells of the current-value table (a column per
+            value field, or the serialized event), at the event time.
     """
 
     entity: Any
@@ -43,6 +48,7 @@ class EncodedEvent:
     current_key: bytes | None
     timestamp: int
     mutations: tuple[Mutation, ...]
+    current_mutations: tuple[Mutation, ...] = ()
 
     def row_mutation(self) -> RowMutation:
         return RowMutation(self.key, self.mutations)
@@ -50,7 +56,7 @@ class EncodedEvent:
     def current_row_mutation(self) -> RowMutation | None:
         if self.current_key is None:
             return None
-        return RowMutation(self.current_key, self.mutations)
+        return RowMutation(self.current_key, self.current_mutations)
 
 
 def encode_event(spec: ModelSpec, entity: Any) -> EncodedEvent:
@@ -75,9 +81,41 @@ def encode_event(spec: ModelSpec, entity: Any) -> EncodedEvent:
         ) from None
     key = spec.key.join(encoded)
     current_key = spec.current_key.join(encoded) if spec.current_key is not None else None
-    cell_ts = values[spec.timestamp_field] // _MS * _MS
-    return EncodedEvent(entity, key, current_key, values[spec.timestamp_field],
-                        _cell_mutations(spec, entity, cell_ts))
+    us = values[spec.timestamp_field]
+    _check_layout_time(spec, entity, us)
+    checked = {v.name: _checked_value(spec, v, getattr(entity, v.name)) for v in spec.values}
+    main = spec.layout.mutations(spec, us, checked)
+    _check_sizes(spec, main)
+    current = value_cells(spec, checked, us // _MS * _MS) if current_key is not None else ()
+    return EncodedEvent(entity, key, current_key, us, main, current)
+
+
+def _check_layout_time(spec: ModelSpec, entity: Any, us: int) -> None:
+    name = spec.timestamp_field
+    if spec.bucket is not None and us % _MS:
+        raise errors.ValidationError(
+            f"{getattr(entity, name)} has microseconds; cell timestamps hold whole "
+            "milliseconds: round it with tsmodel.floor_timestamp(dt)",
+            model=spec.name, field=name, value=getattr(entity, name),
+        )
+    layout = spec.layout
+    if isinstance(layout, _Offsets) and spec.bucket is not None and \
+            layout.misaligned(spec.bucket, us):
+        raise errors.ValidationError(
+            f"{getattr(entity, name)} is not on a {layout.describe().split('per ')[-1]} step "
+            "of its bucket; an offset column holds one event per step",
+            model=spec.name, field=name, value=getattr(entity, name),
+        )
+
+
+def _check_sizes(spec: ModelSpec, mutations: tuple[Mutation, ...]) -> None:
+    for m in mutations:
+        if isinstance(m, SetCell) and len(m.value) > MAX_VALUE_BYTES:
+            raise errors.ValidationError(
+                f"a cell value of {len(m.value)} bytes is over the ~10 MB Bigtable advises "
+                f"for one value ({m.family}:{m.qualifier!r}); split the event",
+                model=spec.name, value=len(m.value),
+            )
 
 
 def _key_values(spec: ModelSpec, entity: Any) -> dict[str, Any]:
@@ -91,22 +129,6 @@ def _key_values(spec: ModelSpec, entity: Any) -> dict[str, Any]:
     except ValueError as exc:
         raise errors.ValidationError(str(exc), model=spec.name, field=name, value=raw) from None
     return values
-
-
-def _cell_mutations(spec: ModelSpec, entity: Any, cell_ts: int) -> tuple[Mutation, ...]:
-    checked = {v.name: _checked_value(spec, v, getattr(entity, v.name)) for v in spec.values}
-    ser = spec.serialization
-    if ser is not None:
-        return (SetCell(ser.family, ser.qualifier, cell_ts, ser.encode(checked)),)
-    out: list[Mutation] = []
-    for v in spec.values:
-        item = checked[v.name]
-        if item is None:
-            # Erase this event's cell, so a re-save with None is exact and idempotent.
-            out.append(DeleteCells(v.family, v.qualifier, cell_ts, cell_ts + _MS))
-        else:
-            out.append(SetCell(v.family, v.qualifier, cell_ts, v.codec.encode(item)))
-    return tuple(out)
 
 
 def _checked_value(spec: ModelSpec, v: ValueSpec, item: Any) -> Any:
@@ -144,53 +166,51 @@ def _as_tuple(t: type | tuple[type, ...]) -> tuple[type, ...]:
     return t if isinstance(t, tuple) else (t,)
 
 
-def decode_row(spec: ModelSpec, cls: type[M], row: Row, *, current: bool = False) -> M:
-    """The instance stored in a row of the main table (or the current-value table).
+def decode_events(spec: ModelSpec, cls: type[M], row: Row, *, current: bool = False,
+                  only: tuple[str, ...] | None = None) -> list[M]:
+    """The events stored in one row of the main table (or the current-value table).
 
-    Only the cells of the row's newest event time are used, so cells of an
-    older event never mix into a newer one. Value fields without a cell are
+    A row-per-event row gives one event; a bucket row gives its events oldest
+    first. In a current-value row (and a row-per-event row) only the cells of
+    the newest event time are used, so cells of an older event never mix into
+    a newer one. Value fields without a cell, or left out by ``only``, are
     ``None``.
+
+    Raises:
+        KeyDecodingError: the row key does not match the model's key layout.
     """
     layout = spec.current_key if current else spec.key
     assert layout is not None
     try:
-        values = layout.decode(row.key)
+        keys = layout.decode(row.key)
     except SegmentValueError as exc:
         raise errors.KeyDecodingError(f"{spec.name}: row key {row.key!r}: {exc}") from None
-    values.pop("__salt__", None)
-    newest = _newest_cells(row.cells)
-    event_ts = max((c.timestamp for c in newest.values()), default=0)
-    if spec.timestamp_field in values:
-        values[spec.timestamp_field] = from_micros(values[spec.timestamp_field])
+    keys.pop("__salt__", None)
+    name = spec.timestamp_field
+    key_time = keys.pop(name, None)
+    if current or not spec.layout.bucketed:
+        found = list(_ROW_LAYOUT.events(spec, row.cells, None))
+        events = [(key_time if key_time is not None else ts, values) for ts, values in found]
     else:
-        values[spec.timestamp_field] = from_micros(event_ts)
-    kept = {col: cell for col, cell in newest.items() if cell.timestamp == event_ts}
-    values.update(_decode_values(spec, kept))
-    return cls(**values)
-
-
-def _newest_cells(cells: Iterable[Cell]) -> dict[tuple[str, bytes], Cell]:
-    newest: dict[tuple[str, bytes], Cell] = {}
-    for cell in cells:
-        col = (cell.family, cell.qualifier)
-        if col not in newest or cell.timestamp > newest[col].timestamp:
-            newest[col] = cell
-    return newest
-
-
-def _decode_values(spec: ModelSpec, cells: dict[tuple[str, bytes], Cell]) -> dict[str, Any]:
-    ser = spec.serialization
-    if ser is not None:
-        cell = cells.get((ser.family, ser.qualifier))
-        if cell is None:
-            return {v.name: None for v in spec.values}
-        decoded: dict[str, Any] = ser.decode(cell.value)
-        return decoded
-    out: dict[str, Any] = {}
-    for v in spec.values:
-        cell = cells.get((v.family, v.qualifier))
-        out[v.name] = None if cell is None else v.codec.decode(cell.value)
+        events = list(spec.layout.events(spec, row.cells, key_time))
+    out = []
+    for us, values in events:
+        if only is not None:
+            values = {k: (v if k in only else None) for k, v in values.items()}
+        out.append(cls(**keys, **{name: from_micros(us)}, **values))
     return out
+
+
+def decode_row(spec: ModelSpec, cls: type[M], row: Row, *, current: bool = False) -> M:
+    """The single event of a row-per-event row or of a current-value row.
+
+    Raises:
+        KeyDecodingError: the row key does not match, or the row holds no event.
+    """
+    events = decode_events(spec, cls, row, current=current)
+    if not events:
+        raise errors.KeyDecodingError(f"{spec.name}: row {row.key!r} holds no event")
+    return events[-1]
 
 
 def row_key(entity: Any) -> bytes:

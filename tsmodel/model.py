@@ -14,7 +14,7 @@ import sys
 import types
 import typing
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Union, overload
 
 import attrs
@@ -33,7 +33,10 @@ from tsmodel.fields import (
     timestamp,
     value,
 )
+from tsmodel import sizing
+from tsmodel.buckets import make_bucket
 from tsmodel.keys import (
+    BucketSegment,
     ConstantSegment,
     IntSegment,
     KeyLayout,
@@ -42,6 +45,7 @@ from tsmodel.keys import (
     StrSegment,
     TimestampSegment,
 )
+from tsmodel.layouts import Layout, rows
 from tsmodel.spec import SPEC_ATTR, ModelSpec, ValueSpec
 from tsmodel.timestamps import EpochEncoding, FormatEncoding, TimestampEncoding, default_digits
 
@@ -100,6 +104,8 @@ def model(cls: T, /) -> T: ...
 def model(
     *, table: str, family: str, current: str | None = None, separator: str = "#",
     serialization: Serialization | None = None, allow_hotspot: bool = False,
+    layout: Layout | None = None, max_rate: float | None = None,
+    retention: timedelta | None = None, max_versions: int | None = None,
 ) -> Callable[[T], T]: ...
 
 
@@ -108,6 +114,8 @@ def model(
     cls: Any = None, /, *, table: str | None = None, family: str | None = None,
     current: str | None = None, separator: str = "#",
     serialization: Serialization | None = None, allow_hotspot: bool = False,
+    layout: Layout | None = None, max_rate: float | None = None,
+    retention: timedelta | None = None, max_versions: int | None = None,
 ) -> Any:
     """Declare a model class: its table, row key, timestamp and value columns.
 
@@ -126,6 +134,17 @@ def model(
         allow_hotspot: accept a row key whose first varying segment is the
             timestamp (every write then goes to the same node: only for low
             write rates).
+        layout: how events become cells: :func:`tsmodel.rows` (a row per
+            event, the default), or for a bucketed timestamp
+            :func:`tsmodel.cells`, :func:`tsmodel.columns`,
+            :func:`tsmodel.offsets`.
+        max_rate: the most events per second one entity sends. Sizes the
+            version limit of bucket rows and refuses buckets whose rows would
+            pass ~100 MB.
+        retention: keep cells this long (a max-age GC rule counted from the
+            cell timestamp, i.e. the event time).
+        max_versions: the version limit of bucket rows, if not derived from
+            ``max_rate``.
 
     Raises:
         DeclarationError: the declaration cannot work; the message says why
@@ -137,7 +156,8 @@ def model(
             raise errors.DeclarationError(
                 f"{klass.__name__}: @tsmodel.model needs table=... and family=..."
             )
-        options = _Options(table, family, current, separator, serialization, allow_hotspot)
+        options = _Options(table, family, current, separator, serialization, allow_hotspot,
+                           layout, max_rate, retention, max_versions)
         return _build(klass, options)
 
     if cls is not None:
@@ -155,6 +175,10 @@ class _Options:
     separator: str
     serialization: Serialization | None
     allow_hotspot: bool
+    layout: Layout | None = None
+    max_rate: float | None = None
+    retention: timedelta | None = None
+    max_versions: int | None = None
 
 
 def _build(cls: type, options: _Options) -> type:
@@ -231,7 +255,7 @@ def _make_spec(
 ) -> ModelSpec:
     sep = options.separator.encode("ascii")
     segments: list[Segment] = []
-    ts_segments: list[TimestampSegment] = []
+    ts_segments: list[TimestampSegment | BucketSegment] = []
     values: list[ValueSpec] = []
     for attr, info in items:
         if attr in _RESERVED:
@@ -248,22 +272,66 @@ def _make_spec(
             )
         seg = _segment(name, attr, info, hints.get(attr), sep)
         segments.append(seg)
-        if isinstance(seg, TimestampSegment):
+        if isinstance(seg, (TimestampSegment, BucketSegment)):
             ts_segments.append(seg)
     key = KeyLayout(tuple(segments), sep)
     ts_seg = _check_key(name, key, ts_segments, options)
     _check_values(name, values)
     current_key = None
     if options.current is not None:
-        kept = [s for s in segments if not isinstance(s, (TimestampSegment, SaltSegment))]
+        kept = [s for s in segments
+                if not isinstance(s, (TimestampSegment, BucketSegment, SaltSegment))]
         current_key = KeyLayout(tuple(kept), sep)
-    return ModelSpec(
+    spec = ModelSpec(
         name=name, table=options.table, family=options.family,
         current_table=options.current, key=key, current_key=current_key,
         timestamp=ts_seg, key_fields=tuple(s.field for s in segments
                                            if s.field is not None and s is not ts_seg),
         values=tuple(values), serialization=_bind_serialization(name, options, values),
+        layout=options.layout or rows(), max_rate=options.max_rate,
+        retention=options.retention,
     )
+    return _finish_layout(spec, options)
+
+
+def _finish_layout(spec: ModelSpec, options: _Options) -> ModelSpec:
+    """Check the layout, derive the version limit, and apply the size guard."""
+    problem = spec.layout.check(spec)
+    if problem:
+        raise errors.DeclarationError(f"{spec.name}: {problem}")
+    if options.max_rate is not None and not options.max_rate > 0:
+        raise errors.DeclarationError(f"{spec.name}: max_rate must be positive events/second")
+    if options.retention is not None and options.retention <= timedelta(0):
+        raise errors.DeclarationError(f"{spec.name}: retention must be a positive timedelta")
+    versions = _version_limit(spec, options)
+    sizing.check_row_size(spec)
+    return attrs.evolve(spec, max_versions=versions)
+
+
+def _version_limit(spec: ModelSpec, options: _Options) -> int | None:
+    if spec.layout.read_versions is not None:
+        if options.max_versions not in (None, 1):
+            raise errors.DeclarationError(
+                f"{spec.name}: max_versions applies to bucket rows of ts.cells() or "
+                "ts.columns(); this layout keeps one version per column"
+            )
+        return 1
+    needed = sizing.events_per_bucket(spec)
+    limit = options.max_versions if options.max_versions is not None else needed
+    if needed is not None and limit is not None and needed > limit:
+        raise errors.DeclarationError(
+            f"{spec.name}: at max_rate={spec.max_rate}/s a {spec.bucket.name if spec.bucket else ''}"
+            f" bucket gets up to {needed} cells per column, over max_versions={limit}: "
+            "garbage collection would delete events of the current bucket. Raise "
+            "max_versions, or choose a smaller bucket"
+        )
+    if limit is None and spec.retention is None:
+        raise errors.DeclarationError(
+            f"{spec.name}: a {spec.layout.name} bucket keeps one cell version per event and "
+            "needs a garbage-collection rule: declare max_rate= (versions for a full bucket "
+            "are derived from it), max_versions=, or retention= (a max age)"
+        )
+    return limit
 
 
 def _segment(name: str, attr: str, info: Any, hint: Any, sep: bytes) -> Segment:
@@ -288,6 +356,16 @@ def _segment(name: str, attr: str, info: Any, hint: Any, sep: bytes) -> Segment:
             raise errors.DeclarationError(
                 f"{name}.{attr}: a timestamp field must be annotated 'datetime', not {hint!r}"
             )
+        if info.bucket is not None:
+            try:
+                return BucketSegment(attr, make_bucket(info.bucket, info.label))
+            except ValueError as exc:
+                raise errors.DeclarationError(f"{name}.{attr}: {exc}") from exc
+        if info.bucket is not None:
+            try:
+                return BucketSegment(attr, make_bucket(info.bucket, info.label))
+            except ValueError as exc:
+                raise errors.DeclarationError(f"{name}.{attr}: {exc}") from exc
         return TimestampSegment(attr, _timestamp_encoding(name, attr, info))
     return _key_segment(name, attr, info, hint, sep)
 
@@ -339,8 +417,9 @@ def _timestamp_encoding(name: str, attr: str, info: TimestampInfo) -> TimestampE
 
 
 def _check_key(
-    name: str, key: KeyLayout, ts_segments: list[TimestampSegment], options: _Options,
-) -> TimestampSegment:
+    name: str, key: KeyLayout, ts_segments: list[TimestampSegment | BucketSegment],
+    options: _Options,
+) -> TimestampSegment | BucketSegment:
     salt = key.salt()
     if not ts_segments:
         why = (f"a salted key needs a timestamp to merge the {salt.buckets} per-salt scans by "
@@ -365,7 +444,9 @@ def _check_key(
     return ts_seg
 
 
-def _check_leading(name: str, key: KeyLayout, ts_seg: TimestampSegment, allow: bool) -> None:
+def _check_leading(
+    name: str, key: KeyLayout, ts_seg: TimestampSegment | BucketSegment, allow: bool
+) -> None:
     varying = [s for s in key.segments if not isinstance(s, ConstantSegment)]
     if varying and varying[0] is ts_seg and not allow:
         shown = key.separator.decode().join(

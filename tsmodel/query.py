@@ -13,15 +13,21 @@ import collections
 import heapq
 import itertools
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 
 from tsmodel import errors
 from tsmodel.backends.base import ReadFilter, ReadRequest, RowRange, RowSet
-from tsmodel.keys import ConstantSegment, KeyLayout, SaltSegment, SegmentValueError
-from tsmodel.mapper import decode_row
+from tsmodel.keys import (
+    ConstantSegment,
+    KeyLayout,
+    SaltSegment,
+    SegmentValueError,
+    TimestampSegment,
+)
+from tsmodel.mapper import decode_events
 from tsmodel.spec import ModelSpec, spec_of
 from tsmodel.timestamps import ceil_to, to_micros
 
@@ -266,9 +272,9 @@ class QuerySet(Generic[M]):
             qs: QuerySet[M] = self.current(**key_fields)
         else:
             self._check_complete(key_fields, spec.key_fields)
-            enc = spec.timestamp.encoding
+            lo, hi = _time_span(spec)
             qs = QuerySet(self.model, connection=self._connection, state=_State(
-                "range", enc.min_us, enc.max_us + enc.unit, tuple(key_fields.items())))
+                "range", lo, hi, tuple(key_fields.items())))
             qs = qs.newest_first()
         found = qs.first()
         if found is None:
@@ -298,18 +304,21 @@ class QuerySet(Generic[M]):
         s = self._state
         assert s is not None
         current = s.mode == "current"
-        streams = [
-            (decode_row(self._spec, self.model, row, current=current)
-             for row in conn.read(req))
-            for req in plan.requests
-        ]
-        natural_desc = not current and self._spec.timestamp.encoding.reverse
+        streams = [self._events(conn, req, current) for req in plan.requests]
+        natural_desc = not current and self._spec.reversed_time
         descending = natural_desc != any(req.reverse for req in plan.requests)
         merged = self._merge(streams, plan.merge, descending)
         kept: Iterator[M] = (item for item in merged if accept(item))
         if s.newest_first and not descending:
             kept = _reverse_bounded(kept, s.limit)
         return itertools.islice(kept, s.limit) if s.limit is not None else kept
+
+    def _events(self, conn: Connection, req: ReadRequest, current: bool) -> Iterator[M]:
+        """The events of one read, in the read's order (bucket rows reversed too)."""
+        only = self._state.only if self._state is not None else None
+        for row in conn.read(req):
+            events = decode_events(self._spec, self.model, row, current=current, only=only)
+            yield from (reversed(events) if req.reverse else events)
 
     def _merge(self, streams: Sequence[Iterator[M]], how: str, descending: bool) -> Iterator[M]:
         if len(streams) == 1:
@@ -353,6 +362,14 @@ class QuerySet(Generic[M]):
             )
 
 
+def _time_span(spec: ModelSpec) -> tuple[int, int]:
+    """Every event time a model can store, as [start, end) microseconds."""
+    if isinstance(spec.timestamp, TimestampSegment):
+        enc = spec.timestamp.encoding
+        return enc.min_us, enc.max_us + enc.unit
+    return 0, to_micros(datetime(9999, 12, 31, tzinfo=timezone.utc))
+
+
 def _reverse_bounded(items: Iterator[M], limit: int | None) -> Iterator[M]:
     """Reverse a stream, holding at most ``limit`` items when a limit is set."""
     buffer: collections.deque[M] = collections.deque(items, maxlen=limit or None)
@@ -381,7 +398,8 @@ class _Compiler:
         if scan and not self.state.allow_scan:
             raise errors.ScanRefusedError(self._scan_message(layout, leftover))
         ranges = self._ranges(prefixes, reached_time)
-        requests = self._requests(table, ranges, exact=not leftover and (reached_time or current))
+        requests = self._requests(table, ranges, exact=not leftover and (
+            reached_time or current or self.spec.time_unit >= _MS))
         checks, accept = self._client_checks(leftover, reached_time or current)
         # Per-salt reads are in time order only when the time range is in the key.
         merge = "time" if len(requests) > 1 and reached_time and not current else "concat"
@@ -440,9 +458,16 @@ class _Compiler:
         return [RowRange(p + lo, p + hi) for p in prefixes]
 
     def _time_key_bounds(self) -> tuple[bytes, bytes] | None:
-        enc = self.spec.timestamp.encoding
         s = self.state
         assert s.start_us is not None and s.end_us is not None
+        bucket = self.spec.bucket
+        if bucket is not None:
+            start, end = max(ceil_to(s.start_us, _MS), 0), ceil_to(s.end_us, _MS)
+            if start >= end:
+                return None
+            return bucket.label(bucket.start(start)), bucket.label(bucket.start(end - 1)) + b"\x00"
+        assert isinstance(self.spec.timestamp, TimestampSegment)
+        enc = self.spec.timestamp.encoding
         start = max(ceil_to(s.start_us, enc.unit), enc.min_us)
         end = min(ceil_to(s.end_us, enc.unit), enc.max_us + enc.unit)
         if start >= end:
@@ -457,10 +482,11 @@ class _Compiler:
         if not ranges:
             return ()
         row_filter = self._filter()
-        natural_desc = s.mode == "range" and self.spec.timestamp.encoding.reverse
+        natural_desc = s.mode == "range" and self.spec.reversed_time
         reverse = s.newest_first and not natural_desc
         use_reverse = reverse and self.reverse_scan
-        limit = s.limit if exact and s.limit else None
+        rows_are_events = s.mode == "current" or not self.spec.layout.bucketed
+        limit = s.limit if exact and s.limit and rows_are_events else None
         return tuple(
             ReadRequest(table, RowSet(ranges=(r,)) if r != RowRange() else RowSet(), row_filter,
                         limit if (not reverse or use_reverse) else None, use_reverse)
@@ -469,16 +495,25 @@ class _Compiler:
 
     def _filter(self) -> ReadFilter:
         spec, s = self.spec, self.state
+        main = s.mode == "range"
         columns = None
-        if s.only is not None and spec.serialization is None:
+        value_columns = not main or spec.layout.name in ("rows", "cells")
+        if s.only is not None and spec.serialization is None and value_columns:
             columns = tuple((spec.value(n).family, spec.value(n).qualifier) for n in s.only)
         ts_start = ts_end = None
-        if s.mode == "range":
+        qualifiers = None
+        if main:
             assert s.start_us is not None and s.end_us is not None
             ts_start = max(s.start_us // _MS * _MS, 0)
             ts_end = ceil_to(s.end_us, _MS)
-        return ReadFilter(families=spec.families, columns=columns, timestamp_start=ts_start,
-                          timestamp_end=ts_end, cells_per_column=1)
+            qualifiers = spec.layout.qualifier_range(spec, s.start_us, s.end_us)
+        return ReadFilter(
+            families=spec.families, columns=columns,
+            qualifier_start=qualifiers[0] if qualifiers else None,
+            qualifier_end=qualifiers[1] if qualifiers else None,
+            timestamp_start=ts_start, timestamp_end=ts_end,
+            cells_per_column=spec.layout.read_versions if main else 1,
+        )
 
     def _client_checks(self, leftover: list[str],
                        exact_time: bool) -> tuple[tuple[str, ...], Callable[[Any], bool]]:
@@ -486,8 +521,8 @@ class _Compiler:
         wanted = {name: value for name, value in s.fields if name in leftover}
         checks = [f"{name} == {value!r}" for name, value in wanted.items()]
         ts_name = self.spec.timestamp_field
-        unit = self.spec.timestamp.encoding.unit
-        need_time = s.mode == "range" and (not exact_time or unit < _MS)
+        # The cell timestamp filter is exact when event times are whole milliseconds.
+        need_time = s.mode == "range" and self.spec.time_unit < _MS
         if need_time:
             checks.append(f"{s.start_us} <= {ts_name} (us) < {s.end_us}")
         if not checks:

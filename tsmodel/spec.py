@@ -6,10 +6,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from tsmodel.buckets import Bucket
 from tsmodel.codecs import Codec
-from tsmodel.keys import KeyLayout, SaltSegment, TimestampSegment
+from tsmodel.keys import BucketSegment, KeyLayout, SaltSegment, TimestampSegment
+from tsmodel.layouts import Layout, rows
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from tsmodel.serialization import BoundSerialization
 
 __all__ = ["ValueSpec", "ModelSpec", "spec_of"]
@@ -47,6 +51,10 @@ class ModelSpec:
         values: the value fields in declaration order.
         serialization: how the whole event is serialized into one column,
             or ``None`` for a column per value field.
+        layout: how events become cells (:mod:`tsmodel.layouts`).
+        max_rate: the most events per second of one entity, if declared.
+        retention: how long cells are kept (a max-age GC rule), if declared.
+        max_versions: the versions per column kept in the main table.
     """
 
     name: str
@@ -55,10 +63,31 @@ class ModelSpec:
     current_table: str | None
     key: KeyLayout
     current_key: KeyLayout | None
-    timestamp: TimestampSegment
+    timestamp: TimestampSegment | BucketSegment
     key_fields: tuple[str, ...]
     values: tuple[ValueSpec, ...]
     serialization: BoundSerialization | None = None
+    layout: Layout = attrs.field(factory=rows)
+    max_rate: float | None = None
+    retention: timedelta | None = None
+    max_versions: int | None = 1
+
+    @property
+    def reversed_time(self) -> bool:
+        """Whether newer events sort first in the row key (reversed timestamps)."""
+        return isinstance(self.timestamp, TimestampSegment) and self.timestamp.encoding.reverse
+
+    @property
+    def time_unit(self) -> int:
+        """The granularity of event times, in microseconds (ms for bucket layouts)."""
+        if isinstance(self.timestamp, TimestampSegment):
+            return self.timestamp.encoding.unit
+        return 1_000
+
+    @property
+    def bucket(self) -> Bucket | None:
+        """The time bucket of the row key, or ``None`` for a row per event."""
+        return self.timestamp.bucket if isinstance(self.timestamp, BucketSegment) else None
 
     @property
     def timestamp_field(self) -> str:

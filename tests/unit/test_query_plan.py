@@ -238,15 +238,17 @@ def test_key_prefix_reads_the_prefix_with_a_cell_time_filter():
     assert req.rows.ranges == (RowRange(b"NYSE  #", b"NYSE  $"),)
     assert req.filter.timestamp_start == 1426535612000000
     assert req.filter.timestamp_end == 1426535613000000
-    assert plan.client_filters == ("1426535612000000 <= time (us) < 1426535613000000",)
+    # Cell timestamps are the event times in whole ms: the filter is exact.
+    assert plan.client_filters == ()
     assert plan.scan is False
     assert "key prefix from exchange" in plan.reason
     assert "cell timestamp filter" in plan.reason
 
 
-def test_key_prefix_does_not_push_the_limit():
-    # rows outside the time range come back from the prefix: a server limit would cut short
-    assert only_request(Quote.range(T1, T2, exchange="NYSE").limit(5).explain()).limit is None
+def test_key_prefix_pushes_the_limit():
+    # rows outside the time range have no cell left after the exact timestamp filter, so
+    # they are not returned and do not count toward the server-side limit
+    assert only_request(Quote.range(T1, T2, exchange="NYSE").limit(5).explain()).limit == 5
 
 
 def test_non_prefix_query_is_refused_when_built():
@@ -270,7 +272,7 @@ def test_allow_scan_returns_a_scan_plan_with_a_client_filter():
     assert plan.scan is True
     assert req.rows.is_whole_table()
     assert "symbol == 'IBM'" in plan.client_filters
-    assert "1426535612000000 <= time (us) < 1426535613000000" in plan.client_filters
+    assert plan.client_filters == ("symbol == 'IBM'",)  # time: exact server filter
     assert req.filter.timestamp_start == 1426535612000000
     assert "(SCAN)" in str(plan)
     assert req.limit is None
