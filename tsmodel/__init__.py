@@ -47,6 +47,7 @@ from tsmodel.errors import (
     ValidationError,
 )
 from tsmodel.fields import constant, key, salt, timestamp, value
+from tsmodel.layouts import Layout, cells, columns, offsets, rows
 from tsmodel.mapper import current_row_key, decode_row_key, row_key
 from tsmodel.model import Model, model
 from tsmodel.query import QuerySet, ReadPlan
@@ -59,6 +60,7 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     # declaring models
     "model", "Model", "key", "timestamp", "value", "constant", "salt", "Protobuf",
+    "Layout", "rows", "cells", "columns", "offsets",
     "Serialization", "ModelSpec", "spec_of",
     # codecs
     "Codec", "Int64", "Float64", "Utf8", "Bool", "Raw", "Text",

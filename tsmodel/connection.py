@@ -297,14 +297,18 @@ def _status(out: list[tuple[str, MutationOutcome]]) -> WriteStatus:
 def table_specs(spec: ModelSpec) -> list[TableSpec]:
     """The tables a model needs, with families and GC rules.
 
-    Each event is one row and one version per cell, and the current-value
-    table keeps only the newest version: both keep one version per column.
+    The main table keeps ``spec.max_versions`` versions per column: one for a
+    row per event or a column per offset, enough for a full bucket for the
+    new-cells and new-columns layouts. A declared ``retention`` adds a max-age
+    rule (union: a cell goes when either rule says so). The current-value
+    table keeps one version per column.
     """
-    one_version = GcRule(max_versions=1)
-    families = tuple((f, one_version) for f in spec.families)
-    tables = [TableSpec(spec.table, families)]
+    main_rule = GcRule(max_versions=spec.max_versions, max_age=spec.retention)
+    tables = [TableSpec(spec.table, tuple((f, main_rule) for f in spec.families))]
     if spec.current_table is not None:
-        tables.append(TableSpec(spec.current_table, families))
+        one_version = GcRule(max_versions=1)
+        tables.append(TableSpec(spec.current_table,
+                                tuple((f, one_version) for f in spec.families)))
     return tables
 
 

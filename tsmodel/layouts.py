@@ -240,7 +240,8 @@ def _offset_kind(bucket: Bucket, step: int) -> tuple[str, bool]:
 
 def _offset_step_problem(bucket: Bucket, step: int) -> str | None:
     if isinstance(bucket, FixedBucket) and bucket.duration % step:
-        return f"offsets step {timedelta(microseconds=step)} does not divide the {bucket.name} bucket"
+        step_text = timedelta(microseconds=step)
+        return f"offsets step {step_text} does not divide the {bucket.name} bucket"
     if isinstance(bucket, (WeekBucket, MonthBucket)) and _DAY % step:
         return f"offsets step {timedelta(microseconds=step)} does not divide a day"
     return None

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Union, overload
 import attrs
 from typing_extensions import Self, dataclass_transform
 
-from tsmodel import errors
+from tsmodel import errors, sizing
+from tsmodel.buckets import make_bucket
 from tsmodel.codecs import codec_for
 from tsmodel.fields import (
     META,
@@ -33,8 +34,6 @@ from tsmodel.fields import (
     timestamp,
     value,
 )
-from tsmodel import sizing
-from tsmodel.buckets import make_bucket
 from tsmodel.keys import (
     BucketSegment,
     ConstantSegment,
@@ -320,8 +319,9 @@ def _version_limit(spec: ModelSpec, options: _Options) -> int | None:
     limit = options.max_versions if options.max_versions is not None else needed
     if needed is not None and limit is not None and needed > limit:
         raise errors.DeclarationError(
-            f"{spec.name}: at max_rate={spec.max_rate}/s a {spec.bucket.name if spec.bucket else ''}"
-            f" bucket gets up to {needed} cells per column, over max_versions={limit}: "
+            f"{spec.name}: at max_rate={spec.max_rate}/s a "
+            f"{spec.bucket.name if spec.bucket else ''} bucket gets up to {needed} cells per "
+            f"column, over max_versions={limit}: "
             "garbage collection would delete events of the current bucket. Raise "
             "max_versions, or choose a smaller bucket"
         )

@@ -504,7 +504,10 @@ class _Compiler:
         qualifiers = None
         if main:
             assert s.start_us is not None and s.end_us is not None
-            ts_start = max(s.start_us // _MS * _MS, 0)
+            # Events of whole ms: t >= start exactly when t >= ceil(start). Finer
+            # events have ms-floored cell timestamps and are checked client-side.
+            exact_ms = spec.time_unit >= _MS
+            ts_start = max(ceil_to(s.start_us, _MS) if exact_ms else s.start_us // _MS * _MS, 0)
             ts_end = ceil_to(s.end_us, _MS)
             qualifiers = spec.layout.qualifier_range(spec, s.start_us, s.end_us)
         return ReadFilter(
