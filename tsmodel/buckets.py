@@ -166,7 +166,7 @@ class MonthBucket(Bucket):
 
     def __attrs_post_init__(self) -> None:
         check_month_label(self.label_format)
-        object.__setattr__(self, "_encoding", FormatEncoding(self.label_format + "01",
+        object.__setattr__(self, "_encoding", FormatEncoding(self.label_format + "%d",
                                                              millis=False))
 
     @property

@@ -92,6 +92,8 @@ def _describe_request(req: ReadRequest) -> list[str]:
     if f.columns:
         parts.append("columns=" + ",".join(f"{fam}:{q.decode(errors='replace')}"
                                            for fam, q in f.columns))
+    if f.qualifier_start is not None or f.qualifier_end is not None:
+        parts.append(f"qualifiers [{f.qualifier_start!r}, {f.qualifier_end!r})")
     if f.timestamp_start is not None or f.timestamp_end is not None:
         parts.append(f"cell timestamps [{f.timestamp_start}, {f.timestamp_end}) us")
     if f.cells_per_column:

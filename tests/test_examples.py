@@ -1,0 +1,27 @@
+"""Every script in examples/ runs to completion on the embedded store."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
+
+
+def test_there_are_examples() -> None:
+    assert {p.name for p in EXAMPLES} >= {"server_metrics.py", "weather_balloons.py",
+                                          "energy_meters.py"}
+
+
+@pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
+def test_example_runs(script: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TSMODEL_URL"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip(), "an example prints what it did"
+    assert "Traceback" not in done.stderr
