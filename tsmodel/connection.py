@@ -221,6 +221,19 @@ class Connection:
             self._write_rows(table, [events[i].row_mutation() for i in indexes],
                              indexes, outcomes)
         self._write_current(events, batch, outcomes)
+        self._write_alternates(events, batch, outcomes)
+
+    def _write_alternates(self, events: Sequence[EncodedEvent], batch: range,
+                          outcomes: list[list[tuple[str, MutationOutcome]]]) -> None:
+        """Write each alternate-key table, for entities the main table did not refuse."""
+        by_table: dict[str, list[tuple[int, RowMutation]]] = {}
+        for i in batch:
+            if outcomes[i][0][1].status is MutationStatus.FAILED:
+                continue
+            for table, row in events[i].alternates:
+                by_table.setdefault(table, []).append((i, row))
+        for table, items in by_table.items():
+            self._write_rows(table, [row for _, row in items], [i for i, _ in items], outcomes)
 
     def _write_rows(self, table: str, rows: list[RowMutation], indexes: list[int],
                     outcomes: list[list[tuple[str, MutationOutcome]]]) -> None:
@@ -301,10 +314,12 @@ def table_specs(spec: ModelSpec) -> list[TableSpec]:
     row per event or a column per offset, enough for a full bucket for the
     new-cells and new-columns layouts. A declared ``retention`` adds a max-age
     rule (union: a cell goes when either rule says so). The current-value
-    table keeps one version per column.
+    table keeps one version per column. Alternate-key tables get the main
+    table's rules; snapshot tables are created by the snapshot job.
     """
     main_rule = GcRule(max_versions=spec.max_versions, max_age=spec.retention)
-    tables = [TableSpec(spec.table, tuple((f, main_rule) for f in spec.families))]
+    tables = [TableSpec(t.table, tuple((f, main_rule) for f in spec.families))
+              for t in (spec, *spec.alternates)]
     if spec.current_table is not None:
         one_version = GcRule(max_versions=1)
         tables.append(TableSpec(spec.current_table,

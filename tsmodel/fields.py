@@ -15,8 +15,9 @@ import attrs
 
 from tsmodel.codecs import Codec
 
-__all__ = ["key", "timestamp", "value", "constant", "salt", "KeyInfo", "TimestampInfo",
-           "ValueInfo", "Constant", "Salt", "META"]
+__all__ = ["key", "timestamp", "value", "constant", "salt", "alternate", "snapshot",
+           "KeyInfo", "TimestampInfo", "ValueInfo", "Constant", "Salt", "Alternate", "Snapshot",
+           "META"]
 
 #: The metadata key under which tsmodel stores a field's declaration.
 META = "tsmodel"
@@ -171,3 +172,54 @@ def salt(buckets: int, *, on: tuple[str, ...] | list[str] | str) -> Any:
     """
     names = (on,) if isinstance(on, str) else tuple(on)
     return Salt(buckets, names)
+
+
+@attrs.frozen
+class Alternate:
+    """An alternate-key table: the same events under another row key order."""
+
+    table: str
+    segments: tuple[Any, ...]
+
+
+@attrs.frozen
+class Snapshot:
+    """Per-period snapshot tables, built by a batch job from the main table."""
+
+    pattern: str
+    period: str | timedelta
+    segments: tuple[Any, ...] | None
+
+
+def alternate(table: str, *segments: Any) -> Alternate:
+    """Declare an alternate-key table, kept in step with every save.
+
+    Args:
+        table: the table name, e.g. ``"GAME_BY_DAY"``.
+        *segments: the row key, in order: names of the model's key fields
+            and timestamp (each as declared), names of value fields to
+            promote into the key (a ``str`` value field is variable width;
+            give ``("score", ts.key(width=6))`` for another encoding),
+            ``ts.constant(...)`` and ``ts.salt(...)``. Every key field of the
+            model must appear, so that a row gives the whole event back.
+
+    Example: the schema guide's game scores keyed ``LoL#Corrie#20150301`` can
+    keep ``ts.alternate("GAME_BY_DAY", "game", "time", "player")`` to answer
+    "all LoL games in March" from a key prefix.
+    """
+    return Alternate(table, tuple(segments))
+
+
+def snapshot(pattern: str, *, period: str | timedelta = "day",
+             key: tuple[Any, ...] | None = None) -> Snapshot:
+    """Declare per-period snapshot tables (the guide's ``SENSOR_YYYYMMDD``).
+
+    Args:
+        pattern: the table name of a period, formatted with ``period`` (the
+            period's start, a UTC datetime), e.g. ``"SENSOR_{period:%Y%m%d}"``.
+        period: ``"hour"``, ``"day"`` (default), ``"week"``, ``"month"`` or a
+            ``timedelta``.
+        key: the snapshot's row key segments (as for :func:`alternate`);
+            default: the main table's key.
+    """
+    return Snapshot(pattern, period, key)

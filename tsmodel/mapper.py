@@ -41,6 +41,7 @@ class EncodedEvent:
         mutations: the cell mutations of the main table (per the model's layout).
         current_mutations: the cells of the current-value table (a column per
             value field, or the serialized event), at the event time.
+        alternates: ``(table, row mutation)`` for each alternate-key table.
     """
 
     entity: Any
@@ -49,6 +50,7 @@ class EncodedEvent:
     timestamp: int
     mutations: tuple[Mutation, ...]
     current_mutations: tuple[Mutation, ...] = ()
+    alternates: tuple[tuple[str, RowMutation], ...] = ()
 
     def row_mutation(self) -> RowMutation:
         return RowMutation(self.key, self.mutations)
@@ -71,6 +73,15 @@ def encode_event(spec: ModelSpec, entity: Any) -> EncodedEvent:
             f"expected a {spec.name} instance, got {type(entity).__name__}",
             model=spec.name, value=entity,
         )
+    event = _encode(spec, entity)
+    if not spec.alternates:
+        return event
+    alternates = tuple((alt.table, _encode(alt, entity).row_mutation())
+                       for alt in spec.alternates)
+    return attrs.evolve(event, alternates=alternates)
+
+
+def _encode(spec: ModelSpec, entity: Any) -> EncodedEvent:
     values = _key_values(spec, entity)
     try:
         encoded = spec.key.encode_segments(values)
@@ -197,7 +208,8 @@ def decode_events(spec: ModelSpec, cls: type[M], row: Row, *, current: bool = Fa
     for us, values in events:
         if only is not None:
             values = {k: (v if k in only else None) for k, v in values.items()}
-        out.append(cls(**keys, **{name: from_micros(us)}, **values))
+        # Promoted values are in the key (and, serialized, in the blob too).
+        out.append(cls(**{**values, **keys, name: from_micros(us)}))
     return out
 
 

@@ -13,7 +13,7 @@ import string
 import sys
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Union, overload
 
@@ -23,8 +23,11 @@ from typing_extensions import Self, dataclass_transform
 from tsmodel import errors, sizing
 from tsmodel.buckets import make_bucket
 from tsmodel.codecs import codec_for
+from tsmodel.companions import derive_alternate, derive_snapshot
 from tsmodel.fields import (
     META,
+    Alternate,
+    Snapshot,
     Constant,
     KeyInfo,
     Salt,
@@ -105,6 +108,7 @@ def model(
     serialization: Serialization | None = None, allow_hotspot: bool = False,
     layout: Layout | None = None, max_rate: float | None = None,
     retention: timedelta | None = None, max_versions: int | None = None,
+    alternates: Sequence[Alternate] = (), snapshot: Snapshot | None = None,
 ) -> Callable[[T], T]: ...
 
 
@@ -115,6 +119,7 @@ def model(
     serialization: Serialization | None = None, allow_hotspot: bool = False,
     layout: Layout | None = None, max_rate: float | None = None,
     retention: timedelta | None = None, max_versions: int | None = None,
+    alternates: Sequence[Alternate] = (), snapshot: Snapshot | None = None,
 ) -> Any:
     """Declare a model class: its table, row key, timestamp and value columns.
 
@@ -144,6 +149,11 @@ def model(
             cell timestamp, i.e. the event time).
         max_versions: the version limit of bucket rows, if not derived from
             ``max_rate``.
+        alternates: alternate-key tables (:func:`tsmodel.alternate`), written
+            with every save; queries read the table whose key prefix serves
+            the fields given.
+        snapshot: per-period snapshot tables (:func:`tsmodel.snapshot`), built
+            by :func:`tsmodel.build_snapshot`.
 
     Raises:
         DeclarationError: the declaration cannot work; the message says why
@@ -156,7 +166,8 @@ def model(
                 f"{klass.__name__}: @tsmodel.model needs table=... and family=..."
             )
         options = _Options(table, family, current, separator, serialization, allow_hotspot,
-                           layout, max_rate, retention, max_versions)
+                           layout, max_rate, retention, max_versions, tuple(alternates),
+                           snapshot)
         return _build(klass, options)
 
     if cls is not None:
@@ -178,6 +189,8 @@ class _Options:
     max_rate: float | None = None
     retention: timedelta | None = None
     max_versions: int | None = None
+    alternates: tuple[Alternate, ...] = ()
+    snapshot: Snapshot | None = None
 
 
 def _build(cls: type, options: _Options) -> type:
@@ -290,7 +303,32 @@ def _make_spec(
         layout=options.layout or rows(), max_rate=options.max_rate,
         retention=options.retention,
     )
-    return _finish_layout(spec, options)
+    spec = _finish_layout(spec, options)
+    return _with_companions(spec, options, hints, sep)
+
+
+def _with_companions(spec: ModelSpec, options: _Options, hints: dict[str, Any],
+                     sep: bytes) -> ModelSpec:
+    """Derive and check the alternate-key and snapshot table specs."""
+    def make(attr: str, info: Any, hint: Any) -> Segment:
+        return _segment(spec.name, attr, info, hint, sep)
+
+    alternates = tuple(derive_alternate(spec, a, hints, {}, make) for a in options.alternates)
+    tables = [spec.table, spec.current_table, *(a.table for a in alternates)]
+    if len({t for t in tables if t}) != len([t for t in tables if t]):
+        raise errors.DeclarationError(f"{spec.name}: two of its tables have the same name")
+    snap = derive_snapshot(spec, options.snapshot, hints, {}, make) if options.snapshot else None
+    for derived in (*alternates, *([snap.template] if snap else [])):
+        _check_leading(spec.name, derived.key, derived.timestamp, options.allow_hotspot)
+        if derived.key.max_length > MAX_ROW_KEY_BYTES:
+            raise errors.DeclarationError(
+                f"{spec.name}: row keys of {derived.table!r} can reach "
+                f"{derived.key.max_length} bytes, over Bigtable's 4 KB limit"
+            )
+        problem = derived.layout.check(derived)
+        if problem:
+            raise errors.DeclarationError(f"{spec.name} ({derived.table}): {problem}")
+    return attrs.evolve(spec, alternates=alternates, snapshot=snap)
 
 
 def _finish_layout(spec: ModelSpec, options: _Options) -> ModelSpec:

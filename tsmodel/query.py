@@ -164,9 +164,9 @@ class QuerySet(Generic[M]):
         end_us = self._time_bound("end", end)
         if start_us > end_us:
             raise errors.QueryError(f"{self._spec.name}: start {start} is after end {end}")
-        self._check_fields(key_fields, self._spec.key_fields)
+        self._check_fields(key_fields, _queryable_fields(self._spec))
         state = _State("range", start_us, end_us, tuple(key_fields.items()), allow_scan)
-        _Compiler(self._spec, state, reverse_scan=False).compile()  # fail fast, no I/O
+        _choose_plan(self._spec, state, reverse_scan=False)  # fail fast, no I/O
         return QuerySet(self.model, connection=self._connection, state=state)
 
     def current(self, *, allow_scan: bool = False, **key_prefix: Any) -> QuerySet[M]:
@@ -241,14 +241,17 @@ class QuerySet(Generic[M]):
         """The read plan of this query, without reading anything."""
         return self._compile()[0]
 
+    def _compile(self) -> tuple[ReadPlan, Callable[[Any], bool]]:
+        plan, accept, _ = self._compile_spec()
+        return plan, accept
+
     def __iter__(self) -> Iterator[M]:
         return self.iterator()
 
     def iterator(self) -> Iterator[M]:
         """Stream the matching instances; nothing is cached."""
-        plan, accept = self._compile()
-        conn = self._conn()
-        return self._run(plan, accept, conn)
+        plan, accept, spec = self._compile_spec()
+        return self._run(plan, accept, self._conn(), spec)
 
     def count(self) -> int:
         """How many events match (reads and decodes them; nothing is cached)."""
@@ -295,19 +298,19 @@ class QuerySet(Generic[M]):
 
         return get_default_connection()
 
-    def _compile(self) -> tuple[ReadPlan, Callable[[Any], bool]]:
+    def _compile_spec(self) -> tuple[ReadPlan, Callable[[Any], bool], ModelSpec]:
         s = self._state
         if s is None:
             raise TypeError(f"start with {self._spec.name}.range(...) or .current(...)")
-        return _Compiler(self._spec, s, self._conn().features.reverse_scan).compile()
+        return _choose_plan(self._spec, s, self._conn().features.reverse_scan)
 
     def _run(self, plan: ReadPlan, accept: Callable[[Any], bool],
-             conn: Connection) -> Iterator[M]:
+             conn: Connection, spec: ModelSpec) -> Iterator[M]:
         s = self._state
         assert s is not None
         current = s.mode == "current"
-        streams = [self._events(conn, req, current) for req in plan.requests]
-        natural_desc = not current and self._spec.reversed_time
+        streams = [self._events(conn, req, current, spec) for req in plan.requests]
+        natural_desc = not current and spec.reversed_time
         descending = natural_desc != any(req.reverse for req in plan.requests)
         merged = self._merge(streams, plan.merge, descending)
         kept: Iterator[M] = (item for item in merged if accept(item))
@@ -315,11 +318,12 @@ class QuerySet(Generic[M]):
             kept = _reverse_bounded(kept, s.limit)
         return itertools.islice(kept, s.limit) if s.limit is not None else kept
 
-    def _events(self, conn: Connection, req: ReadRequest, current: bool) -> Iterator[M]:
+    def _events(self, conn: Connection, req: ReadRequest, current: bool,
+                spec: ModelSpec) -> Iterator[M]:
         """The events of one read, in the read's order (bucket rows reversed too)."""
         only = self._state.only if self._state is not None else None
         for row in conn.read(req):
-            events = decode_events(self._spec, self.model, row, current=current, only=only)
+            events = decode_events(spec, self.model, row, current=current, only=only)
             yield from (reversed(events) if req.reverse else events)
 
     def _merge(self, streams: Sequence[Iterator[M]], how: str, descending: bool) -> Iterator[M]:
@@ -364,6 +368,47 @@ class QuerySet(Generic[M]):
             )
 
 
+def _queryable_fields(spec: ModelSpec) -> tuple[str, ...]:
+    """Fields a range query may name: key fields of the main or an alternate table."""
+    names = list(spec.key_fields)
+    for alt in spec.alternates:
+        names.extend(f for f in alt.key_fields if f not in names)
+    return tuple(names)
+
+
+def _choose_plan(spec: ModelSpec, state: _State,
+                 reverse_scan: bool) -> tuple[ReadPlan, Callable[[Any], bool], ModelSpec]:
+    """Compile on the table whose row key serves the query best.
+
+    A candidate must use every field given as a key prefix; among those, a
+    plan with the time range in the row key wins, then the main table.
+    """
+    if state.mode != "range" or not spec.alternates:
+        plan, accept = _Compiler(spec, state, reverse_scan).compile()
+        return plan, accept, spec
+    best: tuple[tuple[bool, bool], ReadPlan, Callable[[Any], bool], ModelSpec] | None = None
+    strict = attrs.evolve(state, allow_scan=False)
+    for cand in (spec, *spec.alternates):
+        if not all(name in cand.key_fields for name, _ in state.fields):
+            continue
+        compiler = _Compiler(cand, strict, reverse_scan)
+        try:
+            plan, accept = compiler.compile()
+        except errors.ScanRefusedError:
+            continue
+        score = (compiler.reached_time, cand is spec)
+        if best is None or score > best[0]:
+            best = (score, plan, accept, cand)
+    if best is None:
+        plan, accept = _Compiler(spec, state, reverse_scan).compile()
+        return plan, accept, spec
+    _, plan, accept, chosen = best
+    which = "main table" if chosen is spec else "alternate-key table"
+    plan = attrs.evolve(plan, reason=f"{which} {chosen.table!r} serves these fields; "
+                                     + plan.reason)
+    return plan, accept, chosen
+
+
 def _time_span(spec: ModelSpec) -> tuple[int, int]:
     """Every event time a model can store, as [start, end) microseconds."""
     if isinstance(spec.timestamp, TimestampSegment):
@@ -395,7 +440,7 @@ class _Compiler:
         given = self._encode_given(layout)
         prefixes, used, reached_time = self._prefixes(layout, given)
         self._complete = current and len(used) == len(layout.fields)
-        leftover = [name for name in given if name not in used]
+        leftover = [name for name, _ in self.state.fields if name not in used]
         scan = bool(leftover) or (not used and not reached_time and not current)
         if scan and not self.state.allow_scan:
             raise errors.ScanRefusedError(self._scan_message(layout, leftover))
@@ -407,12 +452,15 @@ class _Compiler:
         merge = "time" if len(requests) > 1 and reached_time and not current else "concat"
         plan = ReadPlan(self.spec.name, table, requests, merge, checks, scan,
                         self._reason(layout, used, reached_time, leftover, current))
+        self.reached_time = reached_time
         return plan, accept
 
     def _encode_given(self, layout: KeyLayout) -> dict[str, bytes]:
         out = {}
         for name, value in self.state.fields:
-            seg = next(s for s in layout.segments if s.field == name)
+            seg = next((s for s in layout.segments if s.field == name), None)
+            if seg is None:
+                continue  # not in this key: filtered client-side
             try:
                 out[name] = seg.encode(value)
             except SegmentValueError as exc:

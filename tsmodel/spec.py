@@ -14,6 +14,8 @@ from tsmodel.layouts import Layout, rows
 if TYPE_CHECKING:
     from datetime import timedelta
 
+    from tsmodel.companions import SnapshotSpec
+
     from tsmodel.serialization import BoundSerialization
 
 __all__ = ["ValueSpec", "ModelSpec", "spec_of"]
@@ -55,6 +57,9 @@ class ModelSpec:
         max_rate: the most events per second of one entity, if declared.
         retention: how long cells are kept (a max-age GC rule), if declared.
         max_versions: the versions per column kept in the main table.
+        alternates: the specs of the alternate-key tables (same events,
+            another row key order), written with every save.
+        snapshot: the per-period snapshot tables, if declared.
     """
 
     name: str
@@ -71,6 +76,8 @@ class ModelSpec:
     max_rate: float | None = None
     retention: timedelta | None = None
     max_versions: int | None = 1
+    alternates: tuple[ModelSpec, ...] = ()
+    snapshot: SnapshotSpec | None = None
 
     @property
     def reversed_time(self) -> bool:
