@@ -46,7 +46,7 @@ from tsmodel.errors import (
     TsModelError,
     ValidationError,
 )
-from tsmodel.fields import constant, key, salt, timestamp, value
+from tsmodel.fields import alternate, constant, key, salt, snapshot, timestamp, value
 from tsmodel.layouts import Layout, cells, columns, offsets, rows
 from tsmodel.mapper import current_row_key, decode_row_key, row_key
 from tsmodel.model import Model, model
@@ -55,12 +55,17 @@ from tsmodel.serialization import Protobuf, Serialization
 from tsmodel.spec import ModelSpec, spec_of
 from tsmodel.timestamps import from_micros, to_micros
 
+from tsmodel.repair import RepairReport, repair  # noqa: E402  (needs the query layer)
+from tsmodel.snapshots import SnapshotError, SnapshotReport, build_snapshot  # noqa: E402
+
 __version__ = "0.1.0.dev0"
 
 __all__ = [
     # declaring models
     "model", "Model", "key", "timestamp", "value", "constant", "salt", "Protobuf",
-    "Layout", "rows", "cells", "columns", "offsets",
+    "Layout", "rows", "cells", "columns", "offsets", "alternate", "snapshot",
+    # companion-table jobs
+    "build_snapshot", "SnapshotReport", "SnapshotError", "repair", "RepairReport",
     "Serialization", "ModelSpec", "spec_of",
     # codecs
     "Codec", "Int64", "Float64", "Utf8", "Bool", "Raw", "Text",

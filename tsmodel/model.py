@@ -61,7 +61,7 @@ T = TypeVar("T", bound=type)
 
 #: Bigtable's limit on the size of a row key.
 MAX_ROW_KEY_BYTES = 4096
-_RESERVED = frozenset({"range", "latest", "current", "DoesNotExist"})
+_RESERVED = frozenset({"range", "latest", "current", "snapshot", "DoesNotExist"})
 
 
 class Model:
@@ -89,6 +89,13 @@ class Model:
         from tsmodel.query import QuerySet
 
         return QuerySet(cls).latest(**key_fields)
+
+    @classmethod
+    def snapshot(cls, period: datetime, **key_prefix: Any) -> QuerySet[Self]:
+        """Every event of one period, from its snapshot table; see :meth:`QuerySet.snapshot`."""
+        from tsmodel.query import QuerySet
+
+        return QuerySet(cls).snapshot(period, **key_prefix)
 
     @classmethod
     def current(cls, *, allow_scan: bool = False, **key_prefix: Any) -> QuerySet[Self]:
@@ -210,7 +217,7 @@ def _build(cls: type, options: _Options) -> type:
                                                  "__qualname__": f"{cls.__qualname__}.DoesNotExist"}
     )
     if not issubclass(new_cls, Model):
-        for method in ("range", "latest", "current"):
+        for method in ("range", "latest", "current", "snapshot"):
             setattr(new_cls, method, classmethod(getattr(Model, method).__func__))
     return new_cls
 

@@ -118,6 +118,7 @@ class _State:
     limit: int | None = None
     newest_first: bool = False
     only: tuple[str, ...] | None = None
+    snapshot_us: int | None = None
 
 
 class QuerySet(Generic[M]):
@@ -185,6 +186,29 @@ class QuerySet(Generic[M]):
         self._check_fields(key_prefix, self._spec.current_key.fields)
         state = _State("current", fields=tuple(key_prefix.items()), allow_scan=allow_scan)
         _Compiler(self._spec, state, reverse_scan=False).compile()  # fail fast, no I/O
+        return QuerySet(self.model, connection=self._connection, state=state)
+
+    def snapshot(self, period: datetime, **key_prefix: Any) -> QuerySet[M]:
+        """Every event of one period, read from that period's snapshot table.
+
+        The snapshot table (e.g. ``SENSOR_20170726``) holds only that period,
+        so reading all of it is the designed query: no scan is refused.
+
+        Args:
+            period: any instant of the period (timezone-aware).
+            **key_prefix: key fields of the snapshot's key, as a prefix.
+
+        Raises:
+            QueryError: the model declares no snapshot.
+        """
+        snap = self._spec.snapshot
+        if snap is None:
+            raise errors.QueryError(
+                f"{self._spec.name} declares no snapshot (snapshot=ts.snapshot(...))")
+        start, end = snap.bounds(self._time_bound("period", period))
+        self._check_fields(key_prefix, snap.template.key_fields)
+        state = _State("range", start, end, tuple(key_prefix.items()), allow_scan=True,
+                       snapshot_us=start)
         return QuerySet(self.model, connection=self._connection, state=state)
 
     def limit(self, n: int) -> QuerySet[M]:
@@ -383,6 +407,11 @@ def _choose_plan(spec: ModelSpec, state: _State,
     A candidate must use every field given as a key prefix; among those, a
     plan with the time range in the row key wins, then the main table.
     """
+    if state.snapshot_us is not None:
+        assert spec.snapshot is not None
+        spec = spec.snapshot.spec_for(state.snapshot_us)
+        plan, accept = _Compiler(spec, state, reverse_scan).compile()
+        return plan, accept, spec
     if state.mode != "range" or not spec.alternates:
         plan, accept = _Compiler(spec, state, reverse_scan).compile()
         return plan, accept, spec

@@ -1,0 +1,185 @@
+"""Repair: bring the companion tables back in step with the main table.
+
+A save writes the main table first, then the current-value table and the
+alternate-key tables; a companion write can fail after the main write
+succeeded (the entity's result is then ``partial``), and a main write whose
+outcome was unknown can leave companions without a main row. ``repair``
+rereads the main table over a time range and:
+
+* rewrites every event into the alternate-key tables and the current-value
+  table (idempotent: the same cells at the same timestamps; an older event
+  never replaces a newer one in the current-value table);
+* deletes alternate-key events in the range that the main table does not
+  hold;
+* deletes current-value cells in the range whose event the main table does
+  not hold, and rewrites that entity's newest event from the main table.
+
+Afterwards the companions hold what a clean run would have written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from typing import Any
+
+import attrs
+
+from tsmodel.backends.base import (
+    DeleteCells,
+    MutationOutcome,
+    MutationStatus,
+    ReadFilter,
+    ReadRequest,
+    RowMutation,
+    RowSet,
+)
+from tsmodel.connection import Connection, get_default_connection
+from tsmodel.mapper import EncodedEvent, _encode, decode_events, encode_event
+from tsmodel.query import QuerySet
+from tsmodel.spec import ModelSpec, spec_of
+from tsmodel.timestamps import EPOCH, to_micros
+
+__all__ = ["RepairReport", "repair"]
+
+_MS = 1_000
+
+
+@attrs.frozen
+class RepairReport:
+    """What a repair did.
+
+    Attributes:
+        events: main-table events replayed into the companions.
+        alternate_events_deleted: alternate-key events the main table lacks.
+        current_rows_fixed: current-value rows that held an event the main
+            table lacks.
+        failed: companion writes that failed (run the repair again).
+    """
+
+    events: int
+    alternate_events_deleted: int
+    current_rows_fixed: int
+    failed: int
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0
+
+
+def repair(model: type, start: datetime, end: datetime, *,
+           connection: Connection | None = None, batch_size: int = 1000,
+           **key_prefix: Any) -> RepairReport:
+    """Rewrite the companion tables of ``model`` from its main table over [start, end).
+
+    Args:
+        model: the model class.
+        start: inclusive, timezone-aware.
+        end: exclusive, timezone-aware.
+        connection: the connection (default: the default connection).
+        batch_size: events per write batch.
+        **key_prefix: limit the repair to the entities of a key prefix.
+
+    Returns:
+        A :class:`RepairReport`.
+    """
+    conn = connection or get_default_connection()
+    spec = spec_of(model)
+    main: QuerySet[Any] = QuerySet(model, connection=conn).range(start, end, allow_scan=True, **key_prefix)
+    held: set[tuple[bytes, int]] = set()
+    events = failed = 0
+    batch: list[EncodedEvent] = []
+    for entity in main.iterator():
+        event = encode_event(spec, entity)
+        held.add((event.key, event.timestamp))
+        batch.append(event)
+        if len(batch) >= batch_size:
+            failed += _replay(conn, batch)
+            events += len(batch)
+            batch = []
+    failed += _replay(conn, batch)
+    events += len(batch)
+    span = (to_micros(start), to_micros(end))
+    deleted = sum(_prune_alternate(conn, spec, alt, model, span, held)
+                  for alt in spec.alternates)
+    fixed = _fix_current(conn, spec, model, span, held) if spec.current_table else 0
+    return RepairReport(events, deleted, fixed, failed)
+
+
+def _replay(conn: Connection, batch: list[EncodedEvent]) -> int:
+    """Write the batch's companions as if its main writes had just succeeded."""
+    if not batch:
+        return 0
+    applied = MutationOutcome(MutationStatus.APPLIED)
+    outcomes = [[("main", applied)] for _ in batch]
+    conn._write_current(batch, range(len(batch)), outcomes)
+    conn._write_alternates(batch, range(len(batch)), outcomes)
+    return sum(1 for out in outcomes for _, o in out[1:] if not o.ok)
+
+
+def _main_identity(spec: ModelSpec, entity: Any) -> tuple[bytes, int]:
+    event = _encode(spec, entity)
+    return event.key, event.timestamp
+
+
+def _prune_alternate(conn: Connection, spec: ModelSpec, alt: ModelSpec, model: type,
+                     span: tuple[int, int], held: set[tuple[bytes, int]]) -> int:
+    """Delete the alternate table's events in the span that the main table lacks."""
+    request = ReadRequest(alt.table, RowSet(), ReadFilter(
+        families=alt.families, timestamp_start=span[0], timestamp_end=span[1],
+        cells_per_column=alt.layout.read_versions))
+    doomed: list[RowMutation] = []
+    for row in conn.read(request):
+        entity: Any
+        for entity in decode_events(alt, model, row):
+            if _main_identity(spec, entity) not in held:
+                doomed.append(_erase(alt, row.key, _encode(alt, entity).mutations))
+    _apply(conn, alt.table, doomed)
+    return len(doomed)
+
+
+def _erase(spec: ModelSpec, key: bytes, written: Iterable[Any]) -> RowMutation:
+    """Mutations deleting exactly the cells an event wrote."""
+    deletes = tuple(DeleteCells(m.family, m.qualifier, m.timestamp, m.timestamp + _MS)
+                    for m in written if hasattr(m, "value"))
+    return RowMutation(key, deletes)
+
+
+def _apply(conn: Connection, table: str, rows: list[RowMutation]) -> None:
+    if rows:
+        conn.backend.mutate_rows(table, rows)
+
+
+def _fix_current(conn: Connection, spec: ModelSpec, model: type, span: tuple[int, int],
+                 held: set[tuple[bytes, int]]) -> int:
+    """Replace current-value events in the span that the main table lacks."""
+    assert spec.current_table is not None and spec.current_key is not None
+    request = ReadRequest(spec.current_table, RowSet(), ReadFilter(
+        families=spec.families, cells_per_column=1))
+    fixed = 0
+    for row in conn.read(request):
+        found: list[Any] = decode_events(spec, model, row, current=True)
+        if not found:
+            continue
+        entity = found[0]
+        identity = _main_identity(spec, entity)
+        if not span[0] <= identity[1] < span[1] or identity in held:
+            continue
+        newest_ts = identity[1] // _MS * _MS
+        conn.backend.mutate_rows(spec.current_table, [RowMutation(row.key, tuple(
+            DeleteCells(c.family, c.qualifier, newest_ts, newest_ts + _MS)
+            for c in row.cells if c.timestamp == newest_ts))])
+        _rewrite_newest(conn, spec, model, entity)
+        fixed += 1
+    return fixed
+
+
+def _rewrite_newest(conn: Connection, spec: ModelSpec, model: type, entity: Any) -> None:
+    """Save the entity's newest main-table event again: it becomes current."""
+    assert spec.current_key is not None
+    keys = {name: getattr(entity, name) for name in spec.current_key.fields}
+    everything: QuerySet[Any] = QuerySet(model, connection=conn).range(
+        EPOCH, datetime(9999, 12, 31, tzinfo=timezone.utc), allow_scan=True, **keys)
+    newest = everything.newest_first().first()
+    if newest is not None:
+        conn.save(newest)
