@@ -51,12 +51,11 @@ from tsmodel.layouts import Layout, cells, columns, offsets, rows
 from tsmodel.mapper import current_row_key, decode_row_key, row_key
 from tsmodel.model import Model, model
 from tsmodel.query import QuerySet, ReadPlan
+from tsmodel.repair import RepairReport, repair
 from tsmodel.serialization import Protobuf, Serialization
+from tsmodel.snapshots import SnapshotError, SnapshotReport, build_snapshot
 from tsmodel.spec import ModelSpec, spec_of
 from tsmodel.timestamps import from_micros, to_micros
-
-from tsmodel.repair import RepairReport, repair  # noqa: E402  (needs the query layer)
-from tsmodel.snapshots import SnapshotError, SnapshotReport, build_snapshot  # noqa: E402
 
 __version__ = "0.1.0.dev0"
 

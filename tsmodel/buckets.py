@@ -74,14 +74,6 @@ class Bucket(abc.ABC):
     def describe(self) -> str:
         return f"{self.name} bucket, label {self.label_format!r} ({self.width} bytes)"
 
-    def starts(self, first_us: int, last_us: int) -> list[int]:
-        """Starts of the buckets from the one holding ``first_us`` to the one holding ``last_us``."""
-        out, cur, end = [], self.start(first_us), self.start(last_us)
-        while cur <= end:
-            out.append(cur)
-            cur = self.next(cur)
-        return out
-
 
 @attrs.frozen
 class FixedBucket(Bucket):

@@ -27,10 +27,10 @@ from tsmodel.companions import derive_alternate, derive_snapshot
 from tsmodel.fields import (
     META,
     Alternate,
-    Snapshot,
     Constant,
     KeyInfo,
     Salt,
+    Snapshot,
     TimestampInfo,
     ValueInfo,
     key,

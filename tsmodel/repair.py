@@ -85,7 +85,8 @@ def repair(model: type, start: datetime, end: datetime, *,
     """
     conn = connection or get_default_connection()
     spec = spec_of(model)
-    main: QuerySet[Any] = QuerySet(model, connection=conn).range(start, end, allow_scan=True, **key_prefix)
+    main: QuerySet[Any] = QuerySet(model, connection=conn).range(
+        start, end, allow_scan=True, **key_prefix)
     held: set[tuple[bytes, int]] = set()
     events = failed = 0
     batch: list[EncodedEvent] = []

@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from datetime import timedelta
 
     from tsmodel.companions import SnapshotSpec
-
     from tsmodel.serialization import BoundSerialization
 
 __all__ = ["ValueSpec", "ModelSpec", "spec_of"]

@@ -20,7 +20,6 @@ from tsmodel.backends.base import (
     Backend,
     MutationOutcome,
     MutationStatus,
-    ReadFilter,
     ReadRequest,
     Row,
     RowMutation,

@@ -16,7 +16,8 @@ __all__ = ["Backend", "Features", "open_backend"]
 
 _URL_FORMS = (
     "None or 'memory://' (embedded, in memory), 'sqlite:///relative/file.db' "
-    "or 'sqlite:////absolute/file.db' (embedded, in a file), 'bigtable://PROJECT/INSTANCE' (Cloud Bigtable; "
+    "or 'sqlite:////absolute/file.db' (embedded, in a file), "
+    "'bigtable://PROJECT/INSTANCE' (Cloud Bigtable; "
     "uses BIGTABLE_EMULATOR_HOST when it is set) or "
     "'bigtable-emulator://HOST:PORT/PROJECT/INSTANCE'"
 )
