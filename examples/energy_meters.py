@@ -2,8 +2,9 @@
 
 The schema guide's IoT example: row key ``METER#DATE`` (``0000987654#20170726``:
 the meter id left-padded to 10 digits, an 8-digit date), and 96 columns
-``0000`` ... ``2345`` holding the reading of each quarter hour. Run it with no
-server::
+``0000`` ... ``2345`` holding the reading of each quarter hour. A nightly job
+copies one day of every meter into its own table, ``SENSOR_20170726``, for
+"all data for a given day" queries. Run it with no server::
 
     python examples/energy_meters.py
 """
@@ -18,7 +19,8 @@ import tsmodel as ts
 
 
 @ts.model(table="SENSOR", family="METER", current="CURRENT_SENSOR",
-          layout=ts.offsets(timedelta(minutes=15)))
+          layout=ts.offsets(timedelta(minutes=15)),
+          snapshot=ts.snapshot("SENSOR_{period:%Y%m%d}", period="day"))
 class MeterReading:
     """One quarter-hour reading of one meter."""
 
@@ -28,7 +30,7 @@ class MeterReading:
 
 
 DAY = datetime(2017, 7, 26, tzinfo=timezone.utc)
-METERS = [987654, 123456, 555000]
+METERS = [987654, 123456, 555000, *range(1000, 1197)]  # 200 meters
 
 
 def main() -> None:
@@ -56,9 +58,18 @@ def main() -> None:
     for r in across:
         print(f"  {r.time:%Y-%m-%d %H:%M}  {r.kwh:6.2f} kWh")
 
-    print("\nlatest reading of every meter (CURRENT_SENSOR):")
-    for r in MeterReading.current():
+    print("\nlatest reading of three meters (CURRENT_SENSOR):")
+    for r in MeterReading.current().limit(3):
         print(f"  {r.meter:>10}  {r.time:%Y-%m-%d %H:%M}  {r.kwh:6.2f} kWh")
+
+    print("\nnightly snapshot job for 2017-07-26:")
+    report = ts.build_snapshot(MeterReading, DAY, batch_size=2000)
+    print(" ", report)
+    print(" ", ts.build_snapshot(MeterReading, DAY))
+    day_rows = MeterReading.snapshot(DAY)
+    print(day_rows.explain())
+    total = sum(r.kwh for r in day_rows)
+    print(f"all meters on {DAY:%Y-%m-%d}: {day_rows.count()} readings, {total:,.1f} kWh")
     db.close()
 
 

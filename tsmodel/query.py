@@ -470,7 +470,8 @@ class _Compiler:
         prefixes, used, reached_time = self._prefixes(layout, given)
         self._complete = current and len(used) == len(layout.fields)
         leftover = [name for name, _ in self.state.fields if name not in used]
-        scan = bool(leftover) or (not used and not reached_time and not current)
+        whole_table_ok = current or self.state.snapshot_us is not None  # designed reads
+        scan = bool(leftover) or (not used and not reached_time and not whole_table_ok)
         if scan and not self.state.allow_scan:
             raise errors.ScanRefusedError(self._scan_message(layout, leftover))
         ranges = self._ranges(prefixes, reached_time)
@@ -646,6 +647,8 @@ class _Compiler:
                 parts.append(f"{salt.buckets} salt values, one read each")
         if reached_time:
             parts.append("time range in the row key")
+        elif self.state.snapshot_us is not None:
+            parts.append("a snapshot table holds one period: read it whole")
         elif not current:
             parts.append("time range by cell timestamp filter only")
         if leftover:
