@@ -19,7 +19,8 @@ from tsmodel.layouts import _Offsets, rows, value_cells
 from tsmodel.spec import ModelSpec, ValueSpec, spec_of
 from tsmodel.timestamps import from_micros, to_micros
 
-__all__ = ["EncodedEvent", "encode_event", "decode_row", "row_key", "current_row_key",
+__all__ = ["EncodedEvent", "encode_event", "encode_row", "decode_events", "decode_row",
+           "row_key", "current_row_key",
            "decode_row_key"]
 
 M = TypeVar("M")
@@ -73,15 +74,23 @@ def encode_event(spec: ModelSpec, entity: Any) -> EncodedEvent:
             f"expected a {spec.name} instance, got {type(entity).__name__}",
             model=spec.name, value=entity,
         )
-    event = _encode(spec, entity)
+    event = encode_row(spec, entity)
     if not spec.alternates:
         return event
-    alternates = tuple((alt.table, _encode(alt, entity).row_mutation())
+    alternates = tuple((alt.table, encode_row(alt, entity).row_mutation())
                        for alt in spec.alternates)
     return attrs.evolve(event, alternates=alternates)
 
 
-def _encode(spec: ModelSpec, entity: Any) -> EncodedEvent:
+def encode_row(spec: ModelSpec, entity: Any) -> EncodedEvent:
+    """Encode an instance for one table's spec (a derived one: alternate, snapshot).
+
+    Unlike :func:`encode_event`, it does not check that ``spec`` is the
+    instance's own model spec, and it encodes no alternate tables.
+
+    Raises:
+        ValidationError: a value cannot be stored in that table.
+    """
     values = _key_values(spec, entity)
     try:
         encoded = spec.key.encode_segments(values)

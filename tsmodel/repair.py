@@ -35,7 +35,7 @@ from tsmodel.backends.base import (
     RowSet,
 )
 from tsmodel.connection import Connection, get_default_connection
-from tsmodel.mapper import EncodedEvent, _encode, decode_events, encode_event
+from tsmodel.mapper import EncodedEvent, decode_events, encode_event, encode_row
 from tsmodel.query import QuerySet
 from tsmodel.spec import ModelSpec, spec_of
 from tsmodel.timestamps import EPOCH, to_micros
@@ -119,7 +119,7 @@ def _replay(conn: Connection, batch: list[EncodedEvent]) -> int:
 
 
 def _main_identity(spec: ModelSpec, entity: Any) -> tuple[bytes, int]:
-    event = _encode(spec, entity)
+    event = encode_row(spec, entity)
     return event.key, event.timestamp
 
 
@@ -134,7 +134,7 @@ def _prune_alternate(conn: Connection, spec: ModelSpec, alt: ModelSpec, model: t
         entity: Any
         for entity in decode_events(alt, model, row):
             if _main_identity(spec, entity) not in held:
-                doomed.append(_erase(alt, row.key, _encode(alt, entity).mutations))
+                doomed.append(_erase(alt, row.key, encode_row(alt, entity).mutations))
     _apply(conn, alt.table, doomed)
     return len(doomed)
 

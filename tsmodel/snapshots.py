@@ -32,7 +32,7 @@ from tsmodel.backends.base import (
     TableSpec,
 )
 from tsmodel.connection import Connection, get_default_connection, table_specs
-from tsmodel.mapper import _encode, decode_events
+from tsmodel.mapper import decode_events, encode_row
 from tsmodel.spec import ModelSpec, spec_of
 from tsmodel.timestamps import from_micros, to_micros
 
@@ -136,7 +136,7 @@ def _copy(conn: Connection, spec: ModelSpec, target: ModelSpec, job: _Job,
         rows += 1
         event: Any
         for event in decode_events(spec, model, row):
-            pending.append(_encode(target, event).row_mutation())
+            pending.append(encode_row(target, event).row_mutation())
         last_key = row.key
         if len(pending) >= batch_size:
             events += _write(conn, target.table, pending, job, last_key, bar)
