@@ -10,15 +10,17 @@ emulator`` command start it on a free loopback port with :class:`Emulator`::
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, NoReturn
 
 from tsmodel.errors import EmulatorNotFoundError
 
@@ -121,6 +123,29 @@ def _accepts_connections(host: str, port: int) -> bool:
         return False
 
 
+def _port_in_use(host: str, port: int) -> bool:
+    """Whether another program holds ``host:port`` (bound, or accepting connections).
+
+    Other reasons a bind fails (an address that is not local...) are left to
+    the emulator to report.
+    """
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET,
+                       socket.SOCK_STREAM) as sock:
+        if sys.platform != "win32":  # as the emulator does: TIME_WAIT is no obstacle
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return _accepts_connections(host, port)  # e.g. a server on the wildcard address
+
+
+#: Seconds the started process must stay alive once its port answers: an
+#: emulator that cannot listen exits within milliseconds, while the answer may
+#: come from another program that took the port in the meantime.
+_SETTLE = 0.25
+
+
 class Emulator:
     """A ``cbtemulator`` process on a loopback port.
 
@@ -164,13 +189,19 @@ class Emulator:
     def start(self, timeout: float = 30.0) -> None:
         """Start the emulator and wait until it accepts connections.
 
+        A given port is checked first: when another program listens on it,
+        the emulator is not started. Once the port answers, the process must
+        still be alive a moment later, so that another program answering in
+        its place is not taken for it.
+
         Args:
             timeout: seconds to wait for the port to open.
 
         Raises:
             EmulatorNotFoundError: no binary was given and none is installed.
-            RuntimeError: already running, the process exited, or the port did
-                not open in time; the message holds the emulator's output.
+            RuntimeError: already running, the port is in use, the process
+                exited, or the port did not open in time; the message holds
+                the emulator's output.
         """
         if self.running:
             raise RuntimeError(f"the emulator is already running on {self.host_port}")
@@ -178,6 +209,10 @@ class Emulator:
         self.binary = binary
         if self.port is None:
             self.port = _free_port(self.host)
+        elif _port_in_use(self.host, self.port):
+            raise RuntimeError(
+                f"cannot start the emulator on {self.host_port}: the port is in use by "
+                "another program; pick another port, or leave it out for a free one")
         self._output = tempfile.TemporaryFile()
         self._process = subprocess.Popen(
             [binary, "-host", self.host, "-port", str(self.port)],
@@ -188,26 +223,28 @@ class Emulator:
     def _wait_until_ready(self, timeout: float) -> None:
         assert self._process is not None and self.port is not None
         deadline = time.monotonic() + timeout
+        answered: float | None = None  # when the port first answered
         while True:
-            ready = _accepts_connections(self.host, self.port)
             code = self._process.poll()
-            if ready and code is None:
-                return
+            now = time.monotonic()
             if code is not None:
-                output = self.output()
-                self.stop()
-                raise RuntimeError(
-                    f"{self.binary} exited with status {code} before listening on "
-                    f"{self.host_port}; its output:\n{output}"
-                )
-            if time.monotonic() > deadline:
-                output = self.output()
-                self.stop()
-                raise RuntimeError(
-                    f"{self.binary} did not listen on {self.host_port} within "
-                    f"{timeout:g} s; its output:\n{output}"
-                )
+                self._fail(f"exited with status {code} before listening on {self.host_port}"
+                           + (" (something answered on the port: another program may hold it)"
+                              if answered is not None else ""))
+            if answered is not None and now - answered >= _SETTLE:
+                return
+            if not _accepts_connections(self.host, self.port):
+                answered = None
+            elif answered is None:
+                answered = now
+            if answered is None and now > deadline:
+                self._fail(f"did not listen on {self.host_port} within {timeout:g} s")
             time.sleep(0.05)
+
+    def _fail(self, what: str) -> NoReturn:
+        output = self.output()
+        self.stop()
+        raise RuntimeError(f"{self.binary} {what}; its output:\n{output}")
 
     def output(self) -> str:
         """What the emulator has printed so far (stdout and stderr)."""

@@ -6,8 +6,10 @@ supervision runs tiny stand-in scripts, so nothing here needs the Cloud SDK.
 
 from __future__ import annotations
 
+import socket
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -185,3 +187,62 @@ def test_stop_kills_a_process_that_ignores_terminate(tmp_path: Path) -> None:
     assert not emu.running
     emu.stop()
 
+
+
+# -- a busy port -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A loopback port another program listens on (and accepts connections)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+@needs_posix
+def test_start_refuses_a_busy_port_without_starting(tmp_path: Path, busy_port: int) -> None:
+    marker = tmp_path / "started"
+    binary = make_executable(tmp_path / "cbtemulator",
+                             f"#!/bin/sh\ntouch {marker}\nexec sleep 30\n")
+    emu = Emulator(str(binary), port=busy_port)
+    with pytest.raises(RuntimeError) as info:
+        emu.start(timeout=10)
+    message = str(info.value)
+    assert f"cannot start the emulator on 127.0.0.1:{busy_port}: the port is in use" in message
+    assert "pick another port" in message
+    assert not marker.exists()  # nothing was started
+    assert not emu.running
+
+
+@needs_posix
+def test_start_is_not_fooled_by_another_server_on_the_port(
+    tmp_path: Path, busy_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The port is taken between the check and the start: the other server answers
+    # at once, while the emulator fails to listen and exits a moment later.
+    monkeypatch.setattr(emulator_module, "_port_in_use", lambda host, port: False)
+    binary = make_executable(
+        tmp_path / "cbtemulator",
+        "#!/bin/sh\nsleep 0.1\necho \"failed to start emulator: bind: address already in use\"\n"
+        "exit 1\n",
+    )
+    emu = Emulator(str(binary), port=busy_port)
+    with pytest.raises(RuntimeError) as info:
+        emu.start(timeout=10)
+    message = str(info.value)
+    assert "exited with status 1" in message
+    assert "another program may hold it" in message
+    assert "address already in use" in message
+    assert not emu.running
+
+
+def test_port_in_use() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        assert emulator_module._port_in_use("127.0.0.1", port)  # bound
+        sock.listen()
+        assert emulator_module._port_in_use("127.0.0.1", port)  # listening
+    assert not emulator_module._port_in_use("127.0.0.1", port)

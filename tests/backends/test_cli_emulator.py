@@ -1,0 +1,209 @@
+"""The ``tsmodel`` command against the Cloud Bigtable emulator.
+
+``schema plan/apply`` run against the session's emulator (each test on an
+instance of its own); ``tsmodel emulator`` starts its own and must stop it
+on SIGTERM and on Ctrl-C (SIGINT).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tsmodel.backends.base import GcRule, TableSpec
+from tsmodel.backends.bigtable import BigtableBackend
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = str(ROOT / "examples" / "server_metrics.py")
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items()
+            if k not in ("TSMODEL_URL", "BIGTABLE_EMULATOR_HOST")}
+
+
+def tsmodel(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tsmodel", *args], cwd=ROOT, env=_env(),
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def instance(emulator: Any) -> tuple[str, str]:
+    """``(url, instance)`` of an empty instance on the session's emulator."""
+    name = "cli" + uuid.uuid4().hex[:10]
+    return f"bigtable-emulator://{emulator.host_port}/tsmodel-cli/{name}", name
+
+
+def _backend(emulator: Any, name: str) -> BigtableBackend:
+    return BigtableBackend(project="tsmodel-cli", instance=name,
+                           emulator_host=emulator.host_port)
+
+
+def test_schema_plan_apply_on_the_emulator(emulator: Any, instance: tuple[str, str]) -> None:
+    url, name = instance
+    pending = tsmodel("schema", "plan", EXAMPLE, "--url", url, "--check")
+    assert pending.returncode == 3, pending.stderr
+    assert "create table  METRIC" in pending.stdout
+    applied = tsmodel("schema", "apply", EXAMPLE, "--url", url, "--json")
+    assert applied.returncode == 0, applied.stderr
+    assert [c["table"] for c in json.loads(applied.stdout)["applied"]] == [
+        "METRIC", "CURRENT_METRIC"]
+    done = tsmodel("schema", "plan", EXAMPLE, "--url", url, "--check")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("No changes")
+    backend = _backend(emulator, name)
+    try:
+        assert backend.list_tables() == ["CURRENT_METRIC", "METRIC"]
+    finally:
+        backend.close()
+
+
+def test_schema_changes_rules_and_drops_on_the_emulator(emulator: Any,
+                                                        instance: tuple[str, str]) -> None:
+    url, name = instance
+    backend = _backend(emulator, name)
+    try:
+        backend.create_table(TableSpec("METRIC", (("METRIC", GcRule(max_versions=4)),)))
+        backend.create_table(TableSpec("SCRATCH", (("S", GcRule()),)))
+        plan = tsmodel("schema", "plan", EXAMPLE, "--url", url)
+        assert "change gc rule  METRIC          METRIC  max_versions=4 -> max_versions=1" \
+            in plan.stdout, plan.stdout
+        assert "left alone: SCRATCH (--drop-table NAME deletes one" in plan.stdout
+        assert tsmodel("schema", "apply", EXAMPLE, "--url", url, "--drop").returncode == 0
+        assert backend.list_tables() == ["CURRENT_METRIC", "METRIC", "SCRATCH"]
+        dropped = tsmodel("schema", "apply", EXAMPLE, "--url", url, "--drop-table", "SCRATCH")
+        assert dropped.returncode == 0, dropped.stderr
+        assert backend.list_tables() == ["CURRENT_METRIC", "METRIC"]
+        assert dict(backend.describe_table("METRIC").families) == {
+            "METRIC": GcRule(max_versions=1)}
+    finally:
+        backend.close()
+
+
+def _one_line_error(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("tsmodel: error: ")
+    return line
+
+
+def test_an_unreachable_emulator_is_one_line_error() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens there once closed
+    started = time.monotonic()
+    line = _one_line_error(tsmodel("schema", "plan", EXAMPLE, "--url",
+                                   f"bigtable-emulator://127.0.0.1:{port}/p/i"))
+    assert f"cannot reach the Bigtable emulator at 127.0.0.1:{port}" in line, line
+    assert "--connect-timeout" in line
+    assert time.monotonic() - started < 30  # not the client's minute of retries
+
+
+def test_an_emulator_that_does_not_answer_times_out() -> None:
+    with socket.socket() as sock:  # accepts connections, never speaks gRPC
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        started = time.monotonic()
+        for action in ("plan", "apply"):
+            line = _one_line_error(tsmodel("schema", action, EXAMPLE, "--url",
+                                           f"bigtable-emulator://127.0.0.1:{port}/p/i",
+                                           "--connect-timeout", "0.5"))
+            assert f"the Bigtable emulator at 127.0.0.1:{port} does not answer" in line, line
+            assert "within 0.5 s" in line
+        assert time.monotonic() - started < 30
+
+
+# -- tsmodel emulator --------------------------------------------------------------------
+
+
+def _start(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "tsmodel", "emulator", *args], cwd=ROOT,
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _first_line(proc: subprocess.Popen[str], timeout: float = 60) -> str:
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.append(proc.stdout.readline()),  # type: ignore[union-attr]
+                              daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if not lines:
+        proc.kill()
+        pytest.fail(f"tsmodel emulator printed nothing in {timeout} s")
+    return lines[0].strip()
+
+
+def _listening(host_port: str) -> bool:
+    host, _, port = host_port.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_the_emulator_command_serves_until_stopped(emulator: Any, stop: signal.Signals) -> None:
+    proc = _start()
+    try:
+        line = _first_line(proc)
+        assert line.startswith("export BIGTABLE_EMULATOR_HOST=127.0.0.1:"), line
+        host_port = line.split("=", 1)[1]
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == (
+            f"export TSMODEL_URL=bigtable-emulator://{host_port}/local/local")
+        backend = BigtableBackend(project="p", instance="i", emulator_host=host_port)
+        try:
+            backend.create_table(TableSpec("T", (("F", GcRule()),)))
+            assert backend.list_tables() == ["T"]
+        finally:
+            backend.close()
+        proc.send_signal(stop)
+        assert proc.wait(timeout=30) == 0
+        assert not _listening(host_port), "the emulator still listens after the command ended"
+        assert "emulator stopped" in (proc.stderr.read() if proc.stderr else "")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_emulator_command_takes_a_port_and_prints_json(emulator: Any) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = _start("--port", str(port), "--json", "--project", "p", "--instance", "i")
+    try:
+        info = json.loads(_first_line(proc))
+        assert info == {"BIGTABLE_EMULATOR_HOST": f"127.0.0.1:{port}",
+                        "TSMODEL_URL": f"bigtable-emulator://127.0.0.1:{port}/p/i",
+                        "host": "127.0.0.1", "port": port}
+        assert _listening(f"127.0.0.1:{port}")
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_emulator_command_reports_a_busy_port(emulator: Any) -> None:
+    host, _, port = emulator.host_port.rpartition(":")
+    done = subprocess.run([sys.executable, "-m", "tsmodel", "emulator", "--port", port],
+                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
+    line = _one_line_error(done)
+    assert f"cannot start the emulator on 127.0.0.1:{port}: the port is in use" in line, line

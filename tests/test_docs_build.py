@@ -1,0 +1,90 @@
+"""The documentation site builds with ``mkdocs build --strict``.
+
+Strict mode fails on any warning: a broken link or anchor between pages, a
+page missing from the navigation, a docstring the API reference cannot
+render. Without mkdocs installed the build is skipped, except under
+``CI=true``, where it must run (``pip install -e '.[test]'`` installs it).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tsmodel
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "mkdocs.yml"
+PAGES = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
+
+
+def _need_mkdocs() -> None:
+    missing = [m for m in ("mkdocs", "mkdocstrings", "mkdocstrings_handlers.python", "pymdownx")
+               if not _installed(m)]
+    if not missing:
+        return
+    reason = f"{', '.join(missing)} not installed (pip install -e '.[docs]')"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true and the docs cannot be built: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _nav_pages() -> list[str]:
+    """The pages of mkdocs.yml's ``nav:`` (one ``- Title: page.md`` per line)."""
+    text = CONFIG.read_text(encoding="utf-8")
+    nav = text.split("\nnav:\n", 1)[1].split("\n\n", 1)[0]
+    return re.findall(r"^\s+- [^:]+: (\S+\.md)$", nav, re.M)
+
+
+def test_every_page_is_in_the_navigation() -> None:
+    nav = _nav_pages()
+    assert sorted(nav) == PAGES, "docs/*.md and the nav of mkdocs.yml differ"
+    for page in ("index.md", "row-keys.md", "patterns.md", "queries.md", "writes.md",
+                 "companions.md", "backends.md", "errors.md", "schema.md", "cli.md", "api.md"):
+        assert page in nav, page
+    assert nav[0] == "index.md"
+
+
+def test_the_api_reference_covers_the_public_api() -> None:
+    text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^::: tsmodel\.(?:model\.)?(\w+)$", text, re.M))
+    missing = [name for name in tsmodel.__all__ if name not in listed]
+    assert not missing, f"add to docs/api.md: {missing}"
+    for module in ("schema", "retention", "advice", "emulator", "cli"):
+        assert f"::: tsmodel.{module}" in text, module
+
+
+def test_mkdocs_build_strict(tmp_path: Path) -> None:
+    _need_mkdocs()
+    site = tmp_path / "site"
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(CONFIG),
+         "--site-dir", str(site)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    warnings = [line for line in done.stderr.splitlines() if "WARNING" in line]
+    assert done.returncode == 0, "mkdocs build --strict failed:\n" + \
+        "\n".join(warnings or done.stderr.splitlines()[-20:])
+    for page in ("cli", "schema", "row-keys", "api"):
+        assert (site / page / "index.html").is_file(), page
+    api = (site / "api" / "index.html").read_text(encoding="utf-8")
+    for name in ("tsmodel.Connection.save_all", "tsmodel.schema.plan", "tsmodel.cli.main",
+                 "tsmodel.decode_row_key", "tsmodel.retention.retention_problems",
+                 "tsmodel.advice.advise"):
+        assert f'id="{name}"' in api, f"the API reference lacks {name}"
+    schema_page = (site / "schema" / "index.html").read_text(encoding="utf-8")
+    assert 'id="retention-max-age-counts-from-the-event-time"' in schema_page

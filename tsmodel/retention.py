@@ -1,0 +1,234 @@
+"""What a garbage-collection rule keeps, and the guard against writing what it deletes at once.
+
+A max-age GC rule counts from the *cell timestamp*, and tsmodel writes the
+event time there: a backfilled event older than the max age is deleted by the
+next garbage collection, at once. :func:`retention_problems` finds the events
+of a save that would be lost, and :func:`retention_message` says so in one
+error message::
+
+    problems = tsmodel.retention.retention_problems(events)
+    if problems:
+        raise ValueError(tsmodel.retention.retention_message(problems))
+
+:func:`max_age_of` and :func:`max_versions_of` reduce a GC rule, however it
+is nested, to what it surely deletes; :func:`retention_horizons` lists a
+model's families with a max age.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import attrs
+
+from tsmodel.backends.base import GcRule, TableSpec
+from tsmodel.spec import ModelSpec, spec_of
+from tsmodel.timestamps import from_micros, to_micros
+
+__all__ = [
+    "max_age_of",
+    "max_versions_of",
+    "format_duration",
+    "retention_horizons",
+    "RetentionProblem",
+    "retention_problems",
+    "retention_message",
+]
+
+_US = timedelta(microseconds=1)
+
+
+# -- what a GC rule surely deletes --------------------------------------------------------
+
+
+def _fold(rule: GcRule, leaf: Callable[[GcRule], int | None],
+          union: Callable[[list[int]], int], intersection: Callable[[list[int]], int],
+          ) -> int | None:
+    """Reduce a rule to the one threshold of one kind of condition that surely applies.
+
+    A condition of the other kind makes an intersection uncertain (``None``).
+    """
+    parts = [_fold(sub, leaf, union, intersection) for sub in rule.rules]
+    own = leaf(rule)
+    conditions = (rule.max_versions is not None) + (rule.max_age is not None)
+    parts += [own] if own is not None else []
+    parts += [None] * (conditions - (own is not None))
+    known = [p for p in parts if p is not None]
+    if rule.mode == "union":
+        return union(known) if known else None
+    return None if not parts or len(known) < len(parts) else intersection(known)
+
+
+def max_age_of(rule: GcRule) -> timedelta | None:
+    """The age past which the rule surely deletes a cell, whatever its version count.
+
+    Args:
+        rule: a family's GC rule.
+
+    Returns:
+        The shortest max age of a union, the longest of an intersection of
+        max ages; ``None`` when age alone never deletes a cell (no max age,
+        or an intersection with a version limit).
+    """
+    def age(r: GcRule) -> int | None:
+        return None if r.max_age is None else r.max_age // _US
+
+    found = _fold(rule, age, min, max)
+    return None if found is None else timedelta(microseconds=found)
+
+
+def max_versions_of(rule: GcRule) -> int | None:
+    """The number of versions per column past which the rule surely deletes cells.
+
+    Args:
+        rule: a family's GC rule.
+
+    Returns:
+        The smallest version limit of a union, the largest of an
+        intersection of limits; ``None`` when the count alone never deletes.
+    """
+    return _fold(rule, lambda r: r.max_versions, min, max)
+
+
+def format_duration(age: timedelta) -> str:
+    """``30d``, ``12h``, ``90s``, ``1500ms``: the largest unit that divides the age."""
+    us = age // _US
+    for unit, suffix in ((86_400_000_000, "d"), (3_600_000_000, "h"), (60_000_000, "m"),
+                         (1_000_000, "s"), (1_000, "ms")):
+        if us % unit == 0:
+            return f"{us // unit}{suffix}"
+    return f"{us}us"
+
+
+# -- the retention guard ------------------------------------------------------------------
+
+
+def _table_specs(spec: ModelSpec) -> list[TableSpec]:
+    # Imported here: tsmodel.connection imports this module (the retention guard).
+    from tsmodel.connection import table_specs
+
+    return table_specs(spec)
+
+
+def retention_horizons(spec: ModelSpec) -> tuple[tuple[str, str, timedelta], ...]:
+    """``(table, family, max age)`` of every family of the model whose GC rule has a max age.
+
+    Args:
+        spec: the model's spec (:func:`tsmodel.spec_of`).
+
+    Returns:
+        Only the families where age alone surely deletes a cell (see
+        :func:`max_age_of`), shortest age first.
+    """
+    found = [(t.name, family, age) for t in _table_specs(spec) for family, rule in t.families
+             if (age := max_age_of(rule)) is not None]
+    return tuple(sorted(found, key=lambda item: item[2]))
+
+
+@attrs.frozen
+class RetentionProblem:
+    """An event older than the max age of a family it is written to.
+
+    Garbage collection deletes its cells at once, because tsmodel writes the
+    event time as the cell timestamp.
+
+    Attributes:
+        entity: the model instance.
+        model: the model name.
+        table: the table whose family would delete it.
+        family: that family.
+        max_age: the family's max age.
+        event_time: the event's cell timestamp (UTC).
+        age: how old the event is at the time of the check.
+    """
+
+    entity: Any
+    model: str
+    table: str
+    family: str
+    max_age: timedelta
+    event_time: datetime
+    age: timedelta
+
+    def __str__(self) -> str:
+        return (f"{self.model} event at {self.event_time.isoformat()} is {_age(self.age)} old, "
+                f"past the max age {format_duration(self.max_age)} of {self.table}:{self.family}")
+
+
+def _age(age: timedelta) -> str:
+    days = age // timedelta(days=1)
+    if days >= 2:
+        return f"{days} days"
+    return format_duration(timedelta(seconds=int(age.total_seconds())))
+
+
+def retention_problems(entities: Iterable[Any], *,
+                       now: datetime | None = None) -> list[RetentionProblem]:
+    """The events that garbage collection would delete as soon as they are written.
+
+    A max-age GC rule counts from the cell timestamp, and tsmodel sets it to
+    the event time (whole milliseconds): an event older than a family's max
+    age is deleted at the next garbage collection (at once on the embedded
+    store, within about a second on the emulator). Call it before a save and
+    refuse, or warn, unless the caller accepts the loss.
+
+    Args:
+        entities: model instances, of one or several models, already valid
+            (their timestamps are timezone-aware datetimes).
+        now: the time to measure ages at (default: the current time).
+
+    Returns:
+        One problem per expired entity (the family with the shortest max
+        age), in input order; empty when no family has a max age or no event
+        is too old.
+
+    Raises:
+        TypeError: an entity is not a model instance.
+        ValueError: an entity's timestamp is naive.
+    """
+    now_us = to_micros(now if now is not None else datetime.now(timezone.utc))
+    horizons: dict[int, tuple[ModelSpec, tuple[tuple[str, str, timedelta], ...]]] = {}
+    problems = []
+    for entity in entities:
+        spec = spec_of(entity)
+        spec, limits = horizons.setdefault(id(spec), (spec, retention_horizons(spec)))
+        if limits:
+            problem = _expired(spec, entity, limits, now_us)
+            if problem is not None:
+                problems.append(problem)
+    return problems
+
+
+def _expired(spec: ModelSpec, entity: Any, limits: tuple[tuple[str, str, timedelta], ...],
+             now_us: int) -> RetentionProblem | None:
+    cell_us = to_micros(getattr(entity, spec.timestamp_field)) // 1_000 * 1_000
+    for table, family, age in limits:  # shortest first
+        if cell_us < now_us - age // _US:
+            return RetentionProblem(entity, spec.name, table, family, age,
+                                    from_micros(cell_us), timedelta(microseconds=now_us - cell_us))
+    return None
+
+
+def retention_message(problems: list[RetentionProblem],
+                      fix: str = "pass accept_expired=True to save them anyway") -> str:
+    """One error message for the problems :func:`retention_problems` found.
+
+    Args:
+        problems: at least one problem.
+        fix: how the caller accepts the loss, said at the end.
+
+    Returns:
+        The count, the first problem, why it happens and the fix.
+    """
+    n = len(problems)
+    first = problems[0]
+    return (f"{_plural_events(n)} older than the max age of {'its' if n == 1 else 'their'} "
+            f"column family and would be deleted by garbage collection as soon as written "
+            f"(cell timestamps are event times); first: {first}. Raise the model's retention, "
+            f"or {fix}")
+
+
+def _plural_events(n: int) -> str:
+    return "1 event is" if n == 1 else f"{n} events are"

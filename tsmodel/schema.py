@@ -1,0 +1,516 @@
+"""Schema as code: compare the tables the models need with a backend, then apply.
+
+:func:`tsmodel.table_specs` derives every table a model needs, with its column
+families and garbage-collection (GC) rules. :func:`plan` compares them with
+what a backend holds and lists the changes: tables to create, families to
+add, GC rules to change. :func:`apply` carries a plan out. Nothing is deleted
+unless asked for: the families of the models' tables that the models do not
+declare with ``drop=True``; a table only when it is named in
+``drop_tables``. Other tables of the backend are left alone::
+
+    plan = tsmodel.schema.plan(backend, ServerMetric)
+    print(plan)                 # an aligned table; plan.to_json() for machines
+    tsmodel.schema.apply(backend, plan)
+
+A max-age GC rule counts from the *cell timestamp*, and tsmodel writes the
+event time there: a backfilled event older than the max age is deleted by the
+next garbage collection, at once. :func:`plan` warns about every family with
+such a rule; :mod:`tsmodel.retention` finds the events of a save that would
+be lost, and :mod:`tsmodel.advice` sizes a model for an event rate.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+import attrs
+
+from tsmodel import errors
+from tsmodel.backends.base import Backend, GcRule, TableSpec
+
+# Transitional re-exports: the retention guard moved to tsmodel.retention; import it from there.
+from tsmodel.retention import RetentionProblem as RetentionProblem
+from tsmodel.retention import format_duration, max_age_of, max_versions_of
+from tsmodel.retention import retention_horizons as retention_horizons
+from tsmodel.retention import retention_message as retention_message
+from tsmodel.retention import retention_problems as retention_problems
+from tsmodel.spec import spec_of
+
+__all__ = [
+    "Action",
+    "Change",
+    "SchemaPlan",
+    "plan",
+    "apply",
+    "desired_tables",
+    "describe_gc_rule",
+    "gc_rule_to_dict",
+    "gc_rules_equal",
+    "format_table",
+]
+
+_US = timedelta(microseconds=1)
+
+
+# -- GC rules ------------------------------------------------------------------------
+
+
+_PART_ORDER = {"max_versions": 0, "max_age": 1}
+
+
+def _canonical(rule: GcRule) -> tuple[Any, ...]:
+    """A form of ``rule`` equal for every spelling of the same rule.
+
+    A leaf with two limits is a two-part combination; nested combinations of
+    the same mode flatten; order does not matter; one part stands alone.
+    """
+    parts: list[tuple[Any, ...]] = []
+    if rule.max_versions is not None:
+        parts.append(("max_versions", rule.max_versions))
+    if rule.max_age is not None:
+        parts.append(("max_age", rule.max_age // _US))
+    for sub in rule.rules:
+        part = _canonical(sub)
+        if part == ("none",):
+            if rule.mode == "intersection":
+                return ("none",)  # a part that collects nothing: so does the whole
+            continue
+        parts.extend(part[1] if part[0] == rule.mode else [part])
+    unique = sorted(set(parts), key=lambda p: (_PART_ORDER.get(p[0], 2), repr(p)))
+    if not unique:
+        return ("none",)
+    return unique[0] if len(unique) == 1 else (rule.mode, tuple(unique))
+
+
+def gc_rules_equal(a: GcRule, b: GcRule) -> bool:
+    """Whether two GC rules collect the same cells, however they are spelled.
+
+    ``GcRule(max_versions=1, max_age=d)`` equals the union of the two leaves;
+    order and nesting of one mode do not matter.
+    """
+    return _canonical(a) == _canonical(b)
+
+
+def describe_gc_rule(rule: GcRule) -> str:
+    """A GC rule in words: ``max_versions=1``, ``max_versions=1 OR max_age=30d``...
+
+    Args:
+        rule: the rule.
+
+    Returns:
+        One line; ``none (keep every cell)`` for the empty rule.
+    """
+    text = _describe(_canonical(rule))
+    return "none (keep every cell)" if text == "none" else text
+
+
+def _describe(part: tuple[Any, ...], nested: bool = False) -> str:
+    kind = part[0]
+    if kind == "none":
+        return "none"
+    if kind == "max_versions":
+        return f"max_versions={part[1]}"
+    if kind == "max_age":
+        return f"max_age={format_duration(timedelta(microseconds=part[1]))}"
+    joiner = " OR " if kind == "union" else " AND "
+    text = joiner.join(_describe(p, nested=True) for p in part[1])
+    return f"({text})" if nested else text
+
+
+def gc_rule_to_dict(rule: GcRule) -> dict[str, Any]:
+    """A JSON-ready form of a GC rule (max ages in seconds), with its description."""
+    out: dict[str, Any] = {"text": describe_gc_rule(rule)}
+    if rule.max_versions is not None:
+        out["max_versions"] = rule.max_versions
+    if rule.max_age is not None:
+        out["max_age_seconds"] = rule.max_age.total_seconds()
+    if rule.rules:
+        out["rules"] = [gc_rule_to_dict(sub) for sub in rule.rules]
+    if rule.rules or (rule.max_versions is not None and rule.max_age is not None):
+        out["mode"] = rule.mode
+    return out
+
+
+def _tightens(old: GcRule, new: GcRule) -> bool:
+    """Whether ``new`` may delete cells that ``old`` keeps (a shorter age or fewer versions)."""
+    def looser(a: Any, b: Any) -> bool:
+        return b is not None and (a is None or b < a)
+
+    return looser(max_age_of(old), max_age_of(new)) or \
+        looser(max_versions_of(old), max_versions_of(new))
+
+
+# -- desired tables --------------------------------------------------------------------
+
+
+def desired_tables(*models: Any) -> list[TableSpec]:
+    """Every table the models need, merged by name, in first-seen order.
+
+    Args:
+        *models: model classes (or instances).
+
+    Returns:
+        One :class:`TableSpec` per table, families sorted by name.
+
+    Raises:
+        TypeError: an argument is not a model.
+        ConfigurationError: two models want different GC rules for one family.
+    """
+    # Imported here: tsmodel.connection may import this module.
+    from tsmodel.connection import table_specs
+
+    tables: dict[str, dict[str, GcRule]] = {}
+    owner: dict[tuple[str, str], str] = {}
+    for m in models:
+        spec = spec_of(m)
+        for table in table_specs(spec):
+            families = tables.setdefault(table.name, {})
+            for family, rule in table.families:
+                _merge_family(families, owner, spec.name, table.name, family, rule)
+    return [TableSpec(name, tuple(sorted(fams.items()))) for name, fams in tables.items()]
+
+
+def _merge_family(families: dict[str, GcRule], owner: dict[tuple[str, str], str],
+                  model: str, table: str, family: str, rule: GcRule) -> None:
+    known = families.get(family)
+    if known is not None and not gc_rules_equal(known, rule):
+        raise errors.ConfigurationError(
+            f"{owner[(table, family)]} and {model} want different GC rules for family "
+            f"{family!r} of table {table!r}: {describe_gc_rule(known)} vs "
+            f"{describe_gc_rule(rule)}; declare the same retention and versions on both"
+        )
+    families.setdefault(family, rule)
+    owner.setdefault((table, family), model)
+
+
+# -- plans -----------------------------------------------------------------------------
+
+
+class Action(enum.Enum):
+    """What one :class:`Change` does, in the order :func:`apply` carries them out."""
+
+    CREATE_TABLE = "create table"
+    ADD_FAMILY = "add family"
+    CHANGE_GC_RULE = "change gc rule"
+    DELETE_FAMILY = "delete family"
+    DELETE_TABLE = "delete table"
+
+
+_ORDER = {a: i for i, a in enumerate(Action)}
+
+
+@attrs.frozen
+class Change:
+    """One change of a :class:`SchemaPlan`.
+
+    Attributes:
+        action: what to do.
+        table: the table.
+        family: the family (``None`` for table-level changes).
+        rule: the GC rule to set (create, add, change), or ``None``.
+        old_rule: the rule on the backend now (change, delete family), or ``None``.
+        families: the families of a table to create, with their rules.
+    """
+
+    action: Action
+    table: str
+    family: str | None = None
+    rule: GcRule | None = None
+    old_rule: GcRule | None = None
+    families: tuple[tuple[str, GcRule], ...] = ()
+
+    @property
+    def destructive(self) -> bool:
+        """Whether the change deletes data (deletions, tighter GC rules)."""
+        if self.action in (Action.DELETE_FAMILY, Action.DELETE_TABLE):
+            return True
+        return self.action is Action.CHANGE_GC_RULE and self.old_rule is not None and \
+            self.rule is not None and _tightens(self.old_rule, self.rule)
+
+    def rows(self) -> list[tuple[str, str, str, str]]:
+        """``(action, table, family, GC rule)`` lines for a terminal table."""
+        act = self.action.value
+        if self.action is Action.CREATE_TABLE:
+            return [(act, self.table, f, describe_gc_rule(r)) for f, r in self.families] or \
+                [(act, self.table, "-", "(no families)")]
+        if self.action is Action.DELETE_TABLE:
+            return [(act, self.table, "*", "(the table and all its data)")]
+        if self.action is Action.CHANGE_GC_RULE:
+            assert self.old_rule is not None and self.rule is not None
+            text = f"{describe_gc_rule(self.old_rule)} -> {describe_gc_rule(self.rule)}"
+            return [(act, self.table, self.family or "", text)]
+        rule = self.rule if self.action is Action.ADD_FAMILY else self.old_rule
+        shown = describe_gc_rule(rule) if rule is not None else ""
+        if self.action is Action.DELETE_FAMILY:
+            shown = f"(all its cells; was {shown})"
+        return [(act, self.table, self.family or "", shown)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form."""
+        out: dict[str, Any] = {"action": self.action.value, "table": self.table}
+        if self.family is not None:
+            out["family"] = self.family
+        if self.families:
+            out["families"] = [{"family": f, "gc_rule": gc_rule_to_dict(r)}
+                               for f, r in self.families]
+        if self.rule is not None:
+            out["gc_rule"] = gc_rule_to_dict(self.rule)
+        if self.old_rule is not None:
+            out["old_gc_rule"] = gc_rule_to_dict(self.old_rule)
+        out["destructive"] = self.destructive
+        return out
+
+
+@attrs.frozen
+class SchemaPlan:
+    """The changes that bring a backend to the tables some models need.
+
+    ``str(plan)`` is an aligned table for a terminal; :meth:`to_json` is for
+    machines.
+
+    Attributes:
+        tables: the tables the models need (from :func:`tsmodel.table_specs`).
+        changes: what :func:`apply` will do, in order.
+        warnings: retention and data-loss warnings.
+        notes: what the plan leaves alone, and why.
+        drop: whether undeclared families of the models' tables are deleted
+            (``drop=True``).
+        drop_tables: the tables the plan deletes, as named to :func:`plan`.
+    """
+
+    tables: tuple[TableSpec, ...]
+    changes: tuple[Change, ...]
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    drop: bool = False
+    drop_tables: tuple[str, ...] = ()
+
+    @property
+    def has_changes(self) -> bool:
+        """Whether applying the plan would change anything."""
+        return bool(self.changes)
+
+    def counts(self) -> dict[str, int]:
+        """How many changes of each action, by the action's name."""
+        return {a.value: sum(c.action is a for c in self.changes) for a in Action}
+
+    def summary(self) -> str:
+        """One line: what the plan does."""
+        if not self.changes:
+            tables = _count(len(self.tables), "table", "tables")
+            return f"No changes: the backend has the {tables} the models need."
+        done = [_count(n, *_NOUNS[Action(name)]) for name, n in self.counts().items() if n]
+        return "Plan: " + ", ".join(done) + "."
+
+    def __str__(self) -> str:
+        lines: list[str] = []
+        if self.changes:
+            rows = [row for c in self.changes for row in c.rows()]
+            lines += format_table(("ACTION", "TABLE", "FAMILY", "GC RULE"), rows).splitlines()
+            lines.append("")
+        lines.append(self.summary())
+        lines += [f"warning: {w}" for w in self.warnings]
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form of the plan."""
+        return {
+            "changes": [c.to_dict() for c in self.changes],
+            "counts": self.counts(),
+            "tables": [{"table": t.name, "families": [
+                {"family": f, "gc_rule": gc_rule_to_dict(r)} for f, r in t.families]}
+                for t in self.tables],
+            "warnings": list(self.warnings),
+            "notes": list(self.notes),
+            "drop": self.drop,
+            "drop_tables": list(self.drop_tables),
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """The plan as JSON (see :meth:`to_dict`)."""
+        return json.dumps(self.to_dict(), indent=indent)
+
+
+_NOUNS = {
+    Action.CREATE_TABLE: ("table to create", "tables to create"),
+    Action.ADD_FAMILY: ("family to add", "families to add"),
+    Action.CHANGE_GC_RULE: ("GC rule to change", "GC rules to change"),
+    Action.DELETE_FAMILY: ("family to delete", "families to delete"),
+    Action.DELETE_TABLE: ("table to delete", "tables to delete"),
+}
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def format_table(headers: tuple[str, ...] | None, rows: Iterable[tuple[str, ...]]) -> str:
+    """Rows (under headers, if any) in columns two spaces apart, without trailing spaces."""
+    data = ([tuple(headers)] if headers else []) + [tuple(r) for r in rows]
+    if not data:
+        return ""
+    widths = [max(len(r[i]) for r in data) for i in range(len(data[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
+        for r in data)
+
+
+def plan(backend: Backend, *models: Any, drop: bool = False,
+         drop_tables: Iterable[str] = ()) -> SchemaPlan:
+    """Compare the tables the models need with what the backend holds.
+
+    Only the models' own tables are ever changed, unless a table is named in
+    ``drop_tables``: the backend's other tables (other applications',
+    tsmodel's ``TSMODEL_JOBS``, the snapshot job's per-period tables) are
+    listed in the notes and left alone.
+
+    Args:
+        backend: an open backend.
+        *models: model classes; their tables come from :func:`tsmodel.table_specs`.
+        drop: also plan to delete the families of the models' tables that
+            the models do not declare. Without it they are listed in the notes.
+        drop_tables: tables to delete, by name: each must exist on the
+            backend, and no model may declare it.
+
+    Returns:
+        The :class:`SchemaPlan`; reading the backend changes nothing.
+
+    Raises:
+        TypeError: an argument is not a model.
+        ConfigurationError: two models disagree on a family's GC rule, or a
+            table of ``drop_tables`` is declared by the models or does not exist.
+        BackendError: the backend could not be read.
+    """
+    wanted = desired_tables(*models)
+    existing = set(backend.list_tables())
+    dropped = _tables_to_drop(drop_tables, wanted, existing)
+    changes: list[Change] = []
+    notes: list[str] = []
+    for table in wanted:
+        if table.name not in existing:
+            changes.append(Change(Action.CREATE_TABLE, table.name, families=table.families))
+        else:
+            changes += _family_changes(table, backend.describe_table(table.name), drop, notes)
+    changes += [Change(Action.DELETE_TABLE, name) for name in dropped]
+    others = sorted(existing - {t.name for t in wanted} - set(dropped))
+    if others:
+        notes.append(_others_note(others))
+    changes.sort(key=lambda c: _ORDER[c.action])
+    warnings = _retention_warnings(wanted) + _loss_warnings(changes)
+    return SchemaPlan(tuple(wanted), tuple(changes), tuple(warnings), tuple(notes), drop,
+                      dropped)
+
+
+def _tables_to_drop(names: Iterable[str], wanted: list[TableSpec],
+                    existing: set[str]) -> tuple[str, ...]:
+    """The tables of ``drop_tables``, checked: on the backend, and declared by no model."""
+    if isinstance(names, str):
+        raise TypeError(f"drop_tables takes table names, not a string: write "
+                        f"drop_tables=[{names!r}]")
+    names = tuple(dict.fromkeys(names))
+    declared = [n for n in names if n in {t.name for t in wanted}]
+    if declared:
+        raise errors.ConfigurationError(
+            f"cannot drop table {declared[0]!r}: the models declare it; leave out the "
+            "model that declares it to delete the table")
+    missing = [n for n in names if n not in existing]
+    if missing:
+        raise errors.ConfigurationError(
+            f"cannot drop table {missing[0]!r}: the backend has no such table "
+            f"(tables: {_shown(sorted(existing)) or 'none'})")
+    return names
+
+
+def _shown(names: list[str], most: int = 5) -> str:
+    return ", ".join(names[:most]) + (", ..." if len(names) > most else "")
+
+
+def _others_note(others: list[str]) -> str:
+    return (f"{_count(len(others), 'other table', 'other tables')} on the backend, not "
+            f"declared by these models, left alone: {_shown(others)} (--drop-table NAME "
+            "deletes one; drop_tables=[NAME] in Python)")
+
+
+def _family_changes(wanted: TableSpec, actual: TableSpec, drop: bool,
+                    notes: list[str]) -> list[Change]:
+    have = dict(actual.families)
+    out: list[Change] = []
+    for family, rule in wanted.families:
+        if family not in have:
+            out.append(Change(Action.ADD_FAMILY, wanted.name, family, rule))
+        elif not gc_rules_equal(have[family], rule):
+            out.append(Change(Action.CHANGE_GC_RULE, wanted.name, family, rule, have[family]))
+    extra = sorted(set(have) - set(wanted.family_names()))
+    if drop:
+        out += [Change(Action.DELETE_FAMILY, wanted.name, f, old_rule=have[f]) for f in extra]
+    elif extra:
+        notes.append(f"table {wanted.name!r} has families the models do not declare, left "
+                     f"alone: {', '.join(extra)} (--drop deletes them; drop=True in Python)")
+    return out
+
+
+def _retention_warnings(tables: list[TableSpec]) -> list[str]:
+    out = []
+    for table in tables:
+        for family, rule in table.families:
+            age = max_age_of(rule)
+            if age is not None:
+                text = format_duration(age)
+                out.append(
+                    f"{table.name}:{family} deletes cells older than {text}, counted from the "
+                    "cell timestamp, which tsmodel sets to the event time: events older than "
+                    f"{text} (backfills) are deleted as soon as they are written")
+    return out
+
+
+def _loss_warnings(changes: list[Change]) -> list[str]:
+    return [
+        f"{c.table}:{c.family}: the new GC rule keeps fewer versions or a shorter age; "
+        "garbage collection deletes the cells it no longer keeps (this cannot be undone)"
+        for c in changes if c.action is Action.CHANGE_GC_RULE and c.destructive
+    ]
+
+
+def apply(backend: Backend, plan: SchemaPlan) -> tuple[Change, ...]:
+    """Carry out a plan: create tables, add families, set GC rules, then delete.
+
+    Args:
+        backend: the backend the plan was made against.
+        plan: from :func:`plan`; deletions are in it only if it was made
+            with ``drop=True`` (families) or ``drop_tables`` (tables).
+
+    Returns:
+        The changes made, in order.
+
+    Raises:
+        BackendError: the backend refused a change (the changes before it are
+            made), or cannot delete column families.
+    """
+    deleting_families = any(c.action is Action.DELETE_FAMILY for c in plan.changes)
+    if deleting_families and not callable(getattr(backend, "delete_family", None)):
+        raise errors.BackendError(
+            f"{type(backend).__name__} cannot delete column families (no delete_family); "
+            "nothing was changed. Plan without drop, or delete the families by hand")
+    for change in plan.changes:
+        _apply_one(backend, change)
+    return plan.changes
+
+
+def _apply_one(backend: Backend, change: Change) -> None:
+    if change.action is Action.CREATE_TABLE:
+        backend.create_table(TableSpec(change.table, change.families))
+    elif change.action in (Action.ADD_FAMILY, Action.CHANGE_GC_RULE):
+        assert change.family is not None and change.rule is not None
+        # create_table adds missing families and sets the rules of those named.
+        backend.create_table(TableSpec(change.table, ((change.family, change.rule),)))
+    elif change.action is Action.DELETE_FAMILY:
+        delete_family = getattr(backend, "delete_family", None)
+        assert delete_family is not None  # checked by apply()
+        delete_family(change.table, change.family)
+    else:
+        backend.delete_table(change.table)
