@@ -40,6 +40,7 @@ from tsmodel.errors import (
     KeyEncodingError,
     KeyTypeError,
     QueryError,
+    RetentionError,
     SaveError,
     ScanRefusedError,
     TableNotFoundError,
@@ -79,7 +80,8 @@ __all__ = [
     "Backend", "Features", "GcRule", "TableSpec",
     # errors
     "TsModelError", "DeclarationError", "ValidationError", "FieldTypeError",
-    "KeyEncodingError", "KeyTypeError", "KeyDecodingError", "QueryError", "ScanRefusedError",
+    "KeyEncodingError", "KeyTypeError", "KeyDecodingError", "RetentionError", "QueryError",
+    "ScanRefusedError",
     "DoesNotExist", "BackendError", "TableNotFoundError", "SaveError",
     "ConfigurationError", "EmulatorNotFoundError",
 ]

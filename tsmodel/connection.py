@@ -30,6 +30,7 @@ from tsmodel.backends.base import (
     TableSpec,
 )
 from tsmodel.mapper import EncodedEvent, encode_event
+from tsmodel.retention import retention_message, retention_problems
 from tsmodel.spec import ModelSpec, spec_of
 
 __all__ = ["Connection", "connect", "get_default_connection", "set_default_connection",
@@ -171,16 +172,19 @@ class Connection:
 
     # -- writes -------------------------------------------------------------------
 
-    def save(self, entity: Any) -> None:
+    def save(self, entity: Any, *, accept_expired: bool = False) -> None:
         """Write one entity to its main table and its companion tables.
 
         Raises:
             ValidationError: the entity cannot be stored; nothing was written.
+            RetentionError: it is older than a family's max age (see
+                ``accept_expired`` of :meth:`save_all`).
             SaveError: a write failed or its outcome is unknown.
         """
-        self.save_all([entity])
+        self.save_all([entity], accept_expired=accept_expired)
 
-    def save_all(self, entities: Iterable[Any], *, raise_on_failure: bool = True) -> WriteResult:
+    def save_all(self, entities: Iterable[Any], *, raise_on_failure: bool = True,
+                 accept_expired: bool = False) -> WriteResult:
         """Write many entities in batches; report the outcome entity by entity.
 
         Every entity is validated before anything is written. Each cell carries
@@ -191,15 +195,24 @@ class Connection:
             entities: model instances (of one or several models).
             raise_on_failure: raise :class:`SaveError` (holding the result)
                 when any entity is not fully written.
+            accept_expired: save events older than a family's max age
+                (``retention=``) anyway; garbage collection deletes them at
+                once, since their cell timestamps are their event times.
 
         Returns:
             The :class:`WriteResult`, one :class:`EntityResult` per entity.
 
         Raises:
             ValidationError: an entity cannot be stored; nothing was written.
+            RetentionError: events are already older than a max age; nothing
+                was written.
             SaveError: with ``raise_on_failure``, when some writes failed.
         """
         events = [encode_event(spec_of(e), e) for e in entities]
+        if not accept_expired:
+            problems = retention_problems(ev.entity for ev in events)
+            if problems:
+                raise errors.RetentionError(retention_message(problems), problems)
         outcomes: list[list[tuple[str, MutationOutcome]]] = [[] for _ in events]
         for start in range(0, len(events), self.batch_size):
             batch = range(start, min(start + self.batch_size, len(events)))

@@ -7,6 +7,7 @@ catches ``ValueError`` or ``TypeError`` keeps working.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -20,6 +21,7 @@ __all__ = [
     "KeyEncodingError",
     "KeyTypeError",
     "KeyDecodingError",
+    "RetentionError",
     "QueryError",
     "ScanRefusedError",
     "DoesNotExist",
@@ -82,6 +84,18 @@ def key_error(exc: ValueError, *, model: str, field: str | None, value: object) 
 
 class KeyTypeError(KeyEncodingError, FieldTypeError):
     """A key field value has the wrong Python type."""
+
+
+class RetentionError(ValidationError):
+    """Events are older than a family's max age: GC would delete them once written.
+
+    Attributes:
+        problems: one :class:`~tsmodel.retention.RetentionProblem` per event.
+    """
+
+    def __init__(self, message: str, problems: Sequence[Any]) -> None:
+        super().__init__(message)
+        self.problems = tuple(problems)
 
 
 class KeyDecodingError(TsModelError, ValueError):

@@ -31,13 +31,7 @@ import attrs
 
 from tsmodel import errors
 from tsmodel.backends.base import Backend, GcRule, TableSpec
-
-# Transitional re-exports: the retention guard moved to tsmodel.retention; import it from there.
-from tsmodel.retention import RetentionProblem as RetentionProblem
 from tsmodel.retention import format_duration, max_age_of, max_versions_of
-from tsmodel.retention import retention_horizons as retention_horizons
-from tsmodel.retention import retention_message as retention_message
-from tsmodel.retention import retention_problems as retention_problems
 from tsmodel.spec import spec_of
 
 __all__ = [

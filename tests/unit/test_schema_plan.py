@@ -391,16 +391,6 @@ def _kept(age: timedelta) -> Kept:
     return Kept(name="a", time=NOW - age, n=1)
 
 
-def test_the_retention_guard_is_still_importable_from_schema() -> None:
-    # Transitional: tsmodel.connection's guard may import it from either module.
-    from tsmodel.schema import RetentionProblem, retention_message, retention_problems
-
-    assert retention_problems is retention.retention_problems
-    assert retention_message is retention.retention_message
-    assert RetentionProblem is retention.RetentionProblem
-    assert schema.retention_horizons is retention.retention_horizons
-
-
 def test_retention_horizons() -> None:
     assert retention.retention_horizons(ts.spec_of(Kept)) == (("KEPT", "K", 30 * DAY),)
     assert retention.retention_horizons(ts.spec_of(Metric)) == ()
