@@ -136,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_keys(commands)
     _add_advise(commands)
     _add_emulator(commands)
+    from tsmodel import cli_jobs
+
+    cli_jobs.add_commands(commands)
     return parser
 
 

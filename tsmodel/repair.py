@@ -19,7 +19,7 @@ Afterwards the companions hold what a clean run would have written.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -101,9 +101,13 @@ def repair(model: type, start: datetime, end: datetime, *,
     failed += _replay(conn, batch)
     events += len(batch)
     span = (to_micros(start), to_micros(end))
-    deleted = sum(_prune_alternate(conn, spec, alt, model, span, held)
+
+    def in_scope(entity: Any) -> bool:
+        return all(getattr(entity, name) == value for name, value in key_prefix.items())
+
+    deleted = sum(_prune_alternate(conn, spec, alt, model, span, held, in_scope)
                   for alt in spec.alternates)
-    fixed = _fix_current(conn, spec, model, span, held) if spec.current_table else 0
+    fixed = _fix_current(conn, spec, model, span, held, in_scope) if spec.current_table else 0
     return RepairReport(events, deleted, fixed, failed)
 
 
@@ -124,7 +128,8 @@ def _main_identity(spec: ModelSpec, entity: Any) -> tuple[bytes, int]:
 
 
 def _prune_alternate(conn: Connection, spec: ModelSpec, alt: ModelSpec, model: type,
-                     span: tuple[int, int], held: set[tuple[bytes, int]]) -> int:
+                     span: tuple[int, int], held: set[tuple[bytes, int]],
+                     in_scope: Callable[[Any], bool]) -> int:
     """Delete the alternate table's events in the span that the main table lacks."""
     request = ReadRequest(alt.table, RowSet(), ReadFilter(
         families=alt.families, timestamp_start=span[0], timestamp_end=span[1],
@@ -133,7 +138,7 @@ def _prune_alternate(conn: Connection, spec: ModelSpec, alt: ModelSpec, model: t
     for row in conn.read(request):
         entity: Any
         for entity in decode_events(alt, model, row):
-            if _main_identity(spec, entity) not in held:
+            if in_scope(entity) and _main_identity(spec, entity) not in held:
                 doomed.append(_erase(alt, row.key, encode_row(alt, entity).mutations))
     _apply(conn, alt.table, doomed)
     return len(doomed)
@@ -152,7 +157,7 @@ def _apply(conn: Connection, table: str, rows: list[RowMutation]) -> None:
 
 
 def _fix_current(conn: Connection, spec: ModelSpec, model: type, span: tuple[int, int],
-                 held: set[tuple[bytes, int]]) -> int:
+                 held: set[tuple[bytes, int]], in_scope: Callable[[Any], bool]) -> int:
     """Replace current-value events in the span that the main table lacks."""
     assert spec.current_table is not None and spec.current_key is not None
     request = ReadRequest(spec.current_table, RowSet(), ReadFilter(
@@ -163,6 +168,8 @@ def _fix_current(conn: Connection, spec: ModelSpec, model: type, span: tuple[int
         if not found:
             continue
         entity = found[0]
+        if not in_scope(entity):
+            continue
         identity = _main_identity(spec, entity)
         if not span[0] <= identity[1] < span[1] or identity in held:
             continue

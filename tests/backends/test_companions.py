@@ -340,3 +340,22 @@ def test_promoted_value_field(conn: ts.Connection) -> None:
     corrie = Battery.range(t, t + timedelta(seconds=1), user="Corrie").using(conn)
     assert corrie.explain().table == alt.table
     assert [e.percentage for e in corrie] == [98, 96]
+
+
+def test_repair_of_a_key_prefix_leaves_other_entities_alone(
+    conn: ts.Connection, faulty: FaultyBackend,
+) -> None:
+    Game = game_model()
+    conn.create_tables(Game)
+    conn.save_all(games(Game))
+    ghost = Game(game="LoL", player="Corrie", time=MARCH + timedelta(days=29), win=True, kda=99.0)
+    faulty.fail[Game.__tsmodel__.table] = MutationStatus.UNKNOWN
+    conn.save_all([ghost], raise_on_failure=False)
+    faulty.fail.clear()
+    april = MARCH + timedelta(days=31)
+    jo = ts.repair(Game, MARCH, april, connection=conn, game="LoL", player="Jo")
+    assert (jo.events, jo.alternate_events_deleted, jo.current_rows_fixed) == (2, 0, 0)
+    assert conn.latest(Game, game="LoL", player="Corrie").kda == 99.0  # untouched
+    corrie = ts.repair(Game, MARCH, april, connection=conn, game="LoL", player="Corrie")
+    assert (corrie.alternate_events_deleted, corrie.current_rows_fixed) == (1, 1)
+    assert conn.latest(Game, game="LoL", player="Corrie").kda == 3.0

@@ -1,0 +1,80 @@
+"""The real ``tsmodel snapshot`` and ``tsmodel repair`` commands, on a file-backed store."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+import tsmodel as ts
+
+MODELS = '''
+from datetime import datetime, timedelta
+import tsmodel as ts
+
+@ts.model(table="SENSOR", family="METER", layout=ts.offsets(timedelta(minutes=15)),
+          current="CURRENT_SENSOR", snapshot=ts.snapshot("SENSOR_{period:%Y%m%d}"))
+class Meter:
+    meter: int = ts.key(width=10)
+    time: datetime = ts.timestamp(bucket="day")
+    kwh: float = ts.value()
+'''
+DAY = datetime(2017, 7, 26, tzinfo=timezone.utc)
+
+
+def tsmodel(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tsmodel", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=120)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> tuple[Path, str]:
+    (tmp_path / "meters.py").write_text(MODELS)
+    url = f"sqlite:///{tmp_path / 'meters.db'}"
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import meters  # type: ignore[import-not-found]
+
+        with ts.connect(url, default=False) as conn:
+            conn.create_tables(meters.Meter)
+            conn.save_all(meters.Meter(meter=m, time=DAY + timedelta(minutes=15 * i), kwh=1.5)
+                          for m in range(20) for i in range(96 * 2))
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("meters", None)
+    return tmp_path, url
+
+
+def test_snapshot_command_builds_then_skips(store: tuple[Path, str]) -> None:
+    cwd, url = store
+    first = tsmodel("snapshot", "meters.py:Meter", "--period", "2017-07-26T10:00",
+                    "--url", url, "--batch-size", "500", cwd=cwd)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("SENSOR_20170726: 1920 events from 20 rows in 4 batches")
+    again = tsmodel("snapshot", "meters.py:Meter", "--period", "2017-07-26", "--url", url,
+                    "--json", cwd=cwd)
+    report = json.loads(again.stdout)
+    assert report["already_complete"] is True and report["table"] == "SENSOR_20170726"
+
+
+def test_repair_command(store: tuple[Path, str]) -> None:
+    cwd, url = store
+    done = tsmodel("repair", "meters.py:Meter", "--start", "2017-07-26", "--end", "2017-07-28",
+                   "--field", "meter=3", "--url", url, "--json", cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"events": 192, "alternate_events_deleted": 0,
+                                       "current_rows_fixed": 0, "failed": 0}
+
+
+def test_snapshot_of_a_model_without_one_is_a_one_line_error(store: tuple[Path, str]) -> None:
+    cwd, url = store
+    (cwd / "plain.py").write_text(MODELS.replace(
+        ', snapshot=ts.snapshot("SENSOR_{period:%Y%m%d}")', ""))
+    bad = tsmodel("snapshot", "plain.py:Meter", "--period", "2017-07-26", "--url", url, cwd=cwd)
+    assert bad.returncode == 1
+    assert bad.stderr.strip() == ("tsmodel: error: Meter declares no snapshot "
+                                  "(snapshot=ts.snapshot(...))")
