@@ -229,7 +229,7 @@ class Connection:
                      outcomes: list[list[tuple[str, MutationOutcome]]]) -> None:
         by_table: dict[str, list[int]] = {}
         for i in batch:
-            by_table.setdefault(spec_of(events[i].entity).table, []).append(i)
+            by_table.setdefault(events[i].table, []).append(i)
         for table, indexes in by_table.items():
             self._write_rows(table, [events[i].row_mutation() for i in indexes],
                              indexes, outcomes)
@@ -265,7 +265,7 @@ class Connection:
         members: dict[tuple[str, bytes], list[int]] = {}
         for i in batch:
             ev = events[i]
-            table = spec_of(ev.entity).current_table
+            table = ev.current_table
             if table is None or ev.current_key is None or outcomes[i][0][1].status is \
                     MutationStatus.FAILED:
                 continue

@@ -61,9 +61,13 @@ class Layout:
             )
         return None
 
-    def mutations(self, spec: ModelSpec, us: int, values: dict[str, Any]) -> tuple[Mutation, ...]:
-        """The cells of one validated event at time ``us``."""
-        return value_cells(spec, values, us // _MS * _MS)
+    def mutations(self, spec: ModelSpec, us: int, values: dict[str, Any],
+                  encoded: dict[str, bytes]) -> tuple[Mutation, ...]:
+        """The cells of one validated event at time ``us``.
+
+        ``encoded`` holds each non-``None`` value field already encoded by its codec.
+        """
+        return value_cells(spec, values, us // _MS * _MS, encoded)
 
     def events(self, spec: ModelSpec, cells_: tuple[Cell, ...], bucket_start: int | None,
                ) -> Iterator[Event]:
@@ -126,9 +130,10 @@ class _Columns(Layout):
             return "layout=ts.columns(): the value field cannot be optional"
         return None
 
-    def mutations(self, spec: ModelSpec, us: int, values: dict[str, Any]) -> tuple[Mutation, ...]:
+    def mutations(self, spec: ModelSpec, us: int, values: dict[str, Any],
+                  encoded: dict[str, bytes]) -> tuple[Mutation, ...]:
         v = spec.values[0]
-        return (SetCell(v.family, v.codec.encode(values[v.name]), us // _MS * _MS, b""),)
+        return (SetCell(v.family, encoded[v.name], us // _MS * _MS, b""),)
 
     def events(self, spec: ModelSpec, cells_: tuple[Cell, ...], bucket_start: int | None,
                ) -> Iterator[Event]:
@@ -158,7 +163,8 @@ class _Offsets(Layout):
             return f"offsets step must be a positive whole number of seconds, got {self.step} us"
         return _offset_step_problem(spec.bucket, self.step)
 
-    def mutations(self, spec: ModelSpec, us: int, values: dict[str, Any]) -> tuple[Mutation, ...]:
+    def mutations(self, spec: ModelSpec, us: int, values: dict[str, Any],
+                  encoded: dict[str, bytes]) -> tuple[Mutation, ...]:
         assert spec.bucket is not None
         qualifier = self.qualifier(spec.bucket, us)
         ts = us // _MS * _MS
@@ -169,7 +175,7 @@ class _Offsets(Layout):
         item = values[v.name]
         if item is None:
             return (DeleteCells(v.family, qualifier),)
-        return (SetCell(v.family, qualifier, ts, v.codec.encode(item)),)
+        return (SetCell(v.family, qualifier, ts, encoded[v.name]),)
 
     def misaligned(self, bucket: Bucket, us: int) -> bool:
         return (us - bucket.start(us)) % self.step != 0
@@ -274,8 +280,12 @@ def offsets(step: timedelta = timedelta(minutes=15)) -> Layout:
 # -- cells of value fields, shared by every layout ---------------------------------------
 
 
-def value_cells(spec: ModelSpec, values: dict[str, Any], ts: int) -> tuple[Mutation, ...]:
-    """A column per value field (or one serialized cell), all at timestamp ``ts``."""
+def value_cells(spec: ModelSpec, values: dict[str, Any], ts: int,
+                encoded: dict[str, bytes] | None = None) -> tuple[Mutation, ...]:
+    """A column per value field (or one serialized cell), all at timestamp ``ts``.
+
+    ``encoded`` may hold values already encoded by their codecs.
+    """
     ser = spec.serialization
     if ser is not None:
         return (SetCell(ser.family, ser.qualifier, ts, ser.encode(values)),)
@@ -286,7 +296,8 @@ def value_cells(spec: ModelSpec, values: dict[str, Any], ts: int) -> tuple[Mutat
             # Erase this event's cell, so a re-save with None is exact and idempotent.
             out.append(DeleteCells(v.family, v.qualifier, ts, ts + _MS))
         else:
-            out.append(SetCell(v.family, v.qualifier, ts, v.codec.encode(item)))
+            data = encoded[v.name] if encoded is not None else v.codec.encode(item)
+            out.append(SetCell(v.family, v.qualifier, ts, data))
     return tuple(out)
 
 

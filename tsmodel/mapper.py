@@ -43,6 +43,8 @@ class EncodedEvent:
         current_mutations: the cells of the current-value table (a column per
             value field, or the serialized event), at the event time.
         alternates: ``(table, row mutation)`` for each alternate-key table.
+        table: the main table.
+        current_table: the current-value table, or ``None``.
     """
 
     entity: Any
@@ -52,6 +54,8 @@ class EncodedEvent:
     mutations: tuple[Mutation, ...]
     current_mutations: tuple[Mutation, ...] = ()
     alternates: tuple[tuple[str, RowMutation], ...] = ()
+    table: str = ""
+    current_table: str | None = None
 
     def row_mutation(self) -> RowMutation:
         return RowMutation(self.key, self.mutations)
@@ -103,11 +107,21 @@ def encode_row(spec: ModelSpec, entity: Any) -> EncodedEvent:
     current_key = spec.current_key.join(encoded) if spec.current_key is not None else None
     us = values[spec.timestamp_field]
     _check_layout_time(spec, entity, us)
-    checked = {v.name: _checked_value(spec, v, getattr(entity, v.name)) for v in spec.values}
-    main = spec.layout.mutations(spec, us, checked)
+    fields = {v.name: getattr(entity, v.name) for v in spec.values}
+    data: dict[str, bytes] = {}
+    for v in spec.values:
+        one = _checked_value(spec, v, fields[v.name])
+        if one is not None:
+            data[v.name] = one
+    main = spec.layout.mutations(spec, us, fields, data)
     _check_sizes(spec, main)
-    current = value_cells(spec, checked, us // _MS * _MS) if current_key is not None else ()
-    return EncodedEvent(entity, key, current_key, us, main, current)
+    current: tuple[Mutation, ...] = ()
+    if current_key is not None:
+        # A row per event already has the current-value row's cells.
+        current = main if not spec.layout.bucketed else \
+            value_cells(spec, fields, us // _MS * _MS, data)
+    return EncodedEvent(entity, key, current_key, us, main, current, (), spec.table,
+                        spec.current_table)
 
 
 def _check_layout_time(spec: ModelSpec, entity: Any, us: int) -> None:
@@ -151,7 +165,8 @@ def _key_values(spec: ModelSpec, entity: Any) -> dict[str, Any]:
     return values
 
 
-def _checked_value(spec: ModelSpec, v: ValueSpec, item: Any) -> Any:
+def _checked_value(spec: ModelSpec, v: ValueSpec, item: Any) -> bytes | None:
+    """The value encoded by its codec (``None`` for an optional ``None``), or raise."""
     if item is None:
         if v.optional:
             return None
@@ -175,11 +190,10 @@ def _checked_value(spec: ModelSpec, v: ValueSpec, item: Any) -> Any:
             model=spec.name, field=v.name, value=item,
         )
     try:
-        v.codec.encode(item)
+        return v.codec.encode(item)
     except (ValueError, OverflowError, UnicodeError) as exc:
         raise errors.ValidationError(str(exc), model=spec.name, field=v.name,
                                      value=item) from None
-    return item
 
 
 def _as_tuple(t: type | tuple[type, ...]) -> tuple[type, ...]:

@@ -193,7 +193,9 @@ def retention_problems(entities: Iterable[Any], *,
     problems = []
     for entity in entities:
         spec = spec_of(entity)
-        spec, limits = horizons.setdefault(id(spec), (spec, retention_horizons(spec)))
+        if id(spec) not in horizons:
+            horizons[id(spec)] = (spec, retention_horizons(spec))
+        spec, limits = horizons[id(spec)]
         if limits:
             problem = _expired(spec, entity, limits, now_us)
             if problem is not None:
