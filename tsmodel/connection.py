@@ -29,6 +29,7 @@ from tsmodel.backends.base import (
     RowMutation,
     TableSpec,
 )
+from tsmodel.cache import CachingBackend
 from tsmodel.mapper import EncodedEvent, encode_event
 from tsmodel.retention import retention_message, retention_problems
 from tsmodel.spec import ModelSpec, spec_of
@@ -137,6 +138,9 @@ class Connection:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self.backend = backend
         self.batch_size = batch_size
+        #: The read cache of latest-value lookups, when the backend has one.
+        self.cache: CachingBackend | None = (
+            backend if isinstance(backend, CachingBackend) else None)
 
     @property
     def features(self) -> Features:
@@ -347,7 +351,8 @@ _default_lock = threading.Lock()
 
 
 def connect(url: str | None = None, *, default: bool = True,
-            batch_size: int = DEFAULT_BATCH_SIZE) -> Connection:
+            batch_size: int = DEFAULT_BATCH_SIZE, cache: bool = False,
+            cache_size: int = 10_000, cache_ttl: float = 30.0) -> Connection:
     """Open a connection and (by default) make it the default one.
 
     Args:
@@ -360,6 +365,12 @@ def connect(url: str | None = None, *, default: bool = True,
             emulator. Add ``?app_profile=ID`` to choose an app profile.
         default: make it the connection that ``Model.range`` and friends use.
         batch_size: entities per bulk write call.
+        cache: keep latest-value lookups in memory
+            (:class:`tsmodel.cache.CachingBackend`): a row this connection
+            writes is dropped at once; one written elsewhere shows within
+            ``cache_ttl`` seconds.
+        cache_size: the most cached lookups.
+        cache_ttl: seconds a cached lookup lives.
 
     Returns:
         The open :class:`Connection`.
@@ -367,7 +378,10 @@ def connect(url: str | None = None, *, default: bool = True,
     Raises:
         ConfigurationError: the URL is not understood.
     """
-    conn = Connection(open_backend(url), batch_size=batch_size)
+    backend = open_backend(url)
+    if cache:
+        backend = CachingBackend(backend, maxsize=cache_size, ttl=cache_ttl)
+    conn = Connection(backend, batch_size=batch_size)
     if default:
         set_default_connection(conn)
     return conn

@@ -10,6 +10,7 @@ a scan. ``explain()`` returns the plan.
 from __future__ import annotations
 
 import collections
+import copy
 import heapq
 import itertools
 from collections.abc import Callable, Iterator, Sequence
@@ -20,6 +21,7 @@ import attrs
 
 from tsmodel import errors
 from tsmodel.backends.base import ReadFilter, ReadRequest, RowRange, RowSet
+from tsmodel.cache import MISSING, CachingBackend, single_row_key
 from tsmodel.keys import (
     ConstantSegment,
     KeyLayout,
@@ -298,6 +300,9 @@ class QuerySet(Generic[M]):
         spec = self._spec
         if spec.current_key is not None:
             self._check_complete(key_fields, spec.current_key.fields)
+            cache = self._conn().cache
+            if cache is not None:
+                return self._latest_cached(cache, key_fields)
             qs: QuerySet[M] = self.current(**key_fields)
         else:
             self._check_complete(key_fields, spec.key_fields)
@@ -305,12 +310,32 @@ class QuerySet(Generic[M]):
             qs = QuerySet(self.model, connection=self._connection, state=_State(
                 "range", lo, hi, tuple(key_fields.items())))
             qs = qs.newest_first()
-        found = qs.first()
+        return self._found(qs.first(), key_fields)
+
+    def _latest_cached(self, cache: CachingBackend, key_fields: dict[str, Any]) -> M:
+        """latest() through the connection's cache: the decoded instance is kept,
+        tied to its current-value row, so this connection's writes drop it."""
+        token = ("latest", self.model, tuple(key_fields.items()))
+        try:
+            found = cache.recall(token)
+        except TypeError:  # an unhashable key value: no cache
+            return self._found(self.current(**key_fields).first(), key_fields)
+        if found is MISSING:
+            ticket = cache.ticket()
+            qs = self.current(**key_fields)
+            found = qs.first()
+            requests = qs.explain().requests
+            key = single_row_key(requests[0].rows) if len(requests) == 1 else None
+            if key is not None:
+                cache.remember(token, requests[0].table, key, found, ticket)
+        # A copy: the cached instance must not change if the caller changes theirs.
+        return self._found(copy.copy(found), key_fields)
+
+    def _found(self, found: M | None, key_fields: dict[str, Any]) -> M:
         if found is None:
             shown = ", ".join(f"{k}={v!r}" for k, v in key_fields.items())
             raise self.model.DoesNotExist(  # type: ignore[attr-defined]
-                f"{spec.name}: no event for {shown or 'this key'}"
-            )
+                f"{self._spec.name}: no event for {shown or 'this key'}")
         return found
 
     # -- compiling ------------------------------------------------------------------

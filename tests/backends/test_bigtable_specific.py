@@ -6,15 +6,22 @@ nothing in ``google.cloud`` is patched.
 
 from __future__ import annotations
 
+import base64
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
+import grpc
 import pytest
 from google.api_core import exceptions as core_exceptions
+from google.auth.credentials import AnonymousCredentials
 from google.cloud.bigtable.data.exceptions import RetryExceptionGroup
+from google.cloud.bigtable_v2.types import feature_flags
 
+from tsmodel.backends import _bigtable_rpc as rpc_module
+from tsmodel.backends import _bigtable_wire as wire
 from tsmodel.backends import bigtable as bigtable_module
 from tsmodel.backends import open_backend
 from tsmodel.backends.base import (
@@ -25,12 +32,13 @@ from tsmodel.backends.base import (
     ReadFilter,
     ReadRequest,
     RowMutation,
+    RowRange,
     RowSet,
     SetCell,
     TableSpec,
 )
 from tsmodel.backends.bigtable import BigtableBackend, gc_rule_from_proto, gc_rule_to_proto
-from tsmodel.errors import BackendError, QueryError, TableNotFoundError
+from tsmodel.errors import BackendError, TableNotFoundError
 
 pytestmark = pytest.mark.emulator
 
@@ -71,7 +79,7 @@ def test_open_emulator_url(emulator: Any, table_name: str) -> None:
         assert isinstance(backend, BigtableBackend)
         assert (backend.project, backend.instance) == ("url-project", "url-instance")
         assert backend.emulator_host == emulator.host_port
-        assert not backend.features.reverse_scan and not backend.features.immediate_gc
+        assert backend.features.reverse_scan and not backend.features.immediate_gc
         backend.create_table(TableSpec(table_name, (("cf", GcRule()),)))
         assert table_name in backend.list_tables()
         outcomes = backend.mutate_rows(table_name, [RowMutation(b"r", (put("cf", b"q", 1, b"v"),))])
@@ -239,10 +247,14 @@ def test_large_input_is_split_into_requests(
                                         for j in range(1 + i % 3)))
         for i in range(60)
     ]
-    chunks = list(bigtable_module._chunks(entries, list(range(len(entries)))))
-    assert len(chunks) > 10
-    assert [i for chunk in chunks for i in chunk] == list(range(60))
-    assert all(sum(len(entries[i].mutations) for i in chunk) <= 7 for chunk in chunks)
+    requests = list(wire.entry_requests("t", None, entries, range(len(entries)), 7, 2_000,
+                                        pytest.fail))
+    assert len(requests) > 10
+    assert [i for _, positions in requests for i in positions] == list(range(60))
+    for request, positions in requests:
+        assert [e.row_key for e in request.entries] == [entries[i].key for i in positions]
+        assert sum(len(e.mutations) for e in request.entries) <= 7
+        assert len(positions) == 1 or request.ByteSize() <= 2_000
     entries.insert(30, RowMutation(b"bad", (put("nope", b"q", 1, b"x"),)))
     outcomes = bt.mutate_rows(table, entries)
     assert [o.status for o in outcomes] == [APPLIED] * 30 + [FAILED] + [APPLIED] * 30
@@ -315,11 +327,6 @@ def test_emulator_entry_internal_is_failed(bt: BigtableBackend) -> None:
 # -- reads -------------------------------------------------------------------------
 
 
-def test_reverse_read_is_refused(bt: BigtableBackend, table: str) -> None:
-    with pytest.raises(QueryError, match="reverse"):
-        bt.read_rows(ReadRequest(table, reverse=True))
-
-
 def test_family_names_are_matched_literally(bt: BigtableBackend, table_name: str) -> None:
     families = ("a.b", "aXb", "a-b", "a_b", "ab")
     bt.create_table(TableSpec(table_name, tuple((f, GcRule()) for f in families)))
@@ -361,3 +368,401 @@ def test_empty_selections_read_nothing(bt: BigtableBackend, table: str) -> None:
     assert rows(bt, table, qualifier_start=b"b", qualifier_end=b"a") == []
     request = ReadRequest(table, RowSet(keys=(b"",)))
     assert list(bt.read_rows(request)) == []
+
+
+# -- the raw data path: headers, retries, resumed reads -----------------------------------
+
+
+UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
+
+
+class Injected(grpc.RpcError, grpc.Call):  # type: ignore[misc]
+    """An RPC failure as gRPC raises it, made up by a test."""
+
+    def __init__(self, code: grpc.StatusCode, details: str = "injected by the test") -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+    def initial_metadata(self) -> tuple[()]:
+        return ()
+
+    def trailing_metadata(self) -> tuple[()]:
+        return ()
+
+    def is_active(self) -> bool:
+        return False
+
+    def time_remaining(self) -> None:
+        return None
+
+    def cancel(self) -> bool:
+        return False
+
+    def add_callback(self, callback: Any) -> bool:
+        return False
+
+
+class Fault:
+    """What goes wrong with one call: an error after some messages, and/or edited messages."""
+
+    def __init__(self, after: int = 0, code: grpc.StatusCode | None = UNAVAILABLE,
+                 edit: Callable[[Any], Any] | None = None) -> None:
+        self.after, self.code, self.edit = after, code, edit
+
+
+class FaultyStream:
+    def __init__(self, call: Any, fault: Fault | None) -> None:
+        self.call, self.fault, self.sent, self.cancelled = call, fault, 0, False
+
+    def __iter__(self) -> FaultyStream:
+        return self
+
+    def __next__(self) -> Any:
+        fault = self.fault
+        if fault is not None and fault.code is not None and self.sent >= fault.after:
+            self.call.cancel()
+            raise Injected(fault.code)
+        message = next(self.call)
+        self.sent += 1
+        return fault.edit(message) if fault is not None and fault.edit else message
+
+    def cancel(self) -> bool:
+        self.cancelled = True
+        return bool(self.call.cancel())
+
+
+class FaultyChannel:
+    """The emulator channel, with scripted faults on the calls of one method."""
+
+    def __init__(self, real: Any, method: str, *faults: Fault | None) -> None:
+        self.real, self.method, self.faults = real, method, list(faults)
+        self.requests: list[Any] = []
+        self.metadata: list[dict[str, str]] = []
+        self.streams: list[FaultyStream] = []
+
+    def unary_stream(self, method: str, **kwargs: Any) -> Any:
+        real = self.real.unary_stream(method, **kwargs)
+
+        def call(request: Any, **call_kwargs: Any) -> Any:
+            self.metadata.append(dict(call_kwargs.get("metadata", ())))
+            if not method.endswith(self.method):
+                return real(request, **call_kwargs)
+            copy = type(request)()
+            copy.CopyFrom(request)
+            self.requests.append(copy)
+            fault = self.faults.pop(0) if self.faults else None
+            stream = FaultyStream(real(request, **call_kwargs), fault)
+            self.streams.append(stream)
+            return stream
+
+        return call
+
+
+@pytest.fixture
+def inject(bt: BigtableBackend) -> Iterator[Callable[..., FaultyChannel]]:
+    """Install a FaultyChannel on ``bt``'s data calls (no back-off sleeps)."""
+    original_channel, original_sleep = bt._rpc.channel, bt._rpc.sleep
+
+    def install(method: str, *faults: Fault | None) -> FaultyChannel:
+        faulty = FaultyChannel(original_channel(), method, *faults)
+        bt._rpc.channel = lambda: faulty
+        return faulty
+
+    bt._rpc.sleep = lambda seconds: None
+    yield install
+    bt._rpc.channel, bt._rpc.sleep = original_channel, original_sleep
+
+
+def fill(bt: BigtableBackend, table: str, n: int = 20) -> list[bytes]:
+    keys = [b"k%02d" % i for i in range(n)]
+    outcomes = bt.mutate_rows(table, [RowMutation(k, (put("cf", b"q", 1, k),)) for k in keys])
+    assert all(o.ok for o in outcomes)
+    return keys
+
+
+def read_keys(bt: BigtableBackend, table: str, rows: RowSet | None = None,
+              limit: int | None = None, reverse: bool = False) -> list[bytes]:
+    request = ReadRequest(table, rows or RowSet(), ReadFilter(), limit, reverse)
+    return [row.key for row in bt.read_rows(request)]
+
+
+def test_data_calls_carry_routing_and_client_headers(
+    bt: BigtableBackend, table: str, inject: Callable[..., FaultyChannel]
+) -> None:
+    faulty = inject("ReadRows")
+    fill(bt, table, 3)
+    read_keys(bt, table)
+    read_keys(bt, table, reverse=True)
+    write_headers, read_headers, reverse_headers = faulty.metadata
+    table_name = f"projects/{bt.project}/instances/{bt.instance}/tables/{table}"
+    routing = f"table_name={table_name}&app_profile_id="
+    for headers in (write_headers, read_headers, reverse_headers):
+        assert headers["x-goog-request-params"] == routing
+        assert "gapic/" in headers["x-goog-api-client"]
+    assert "bigtable-features" not in write_headers
+    assert read_headers["bigtable-features"] == reverse_headers["bigtable-features"]
+    flags = feature_flags.FeatureFlags.pb().FromString(
+        base64.urlsafe_b64decode(reverse_headers["bigtable-features"]))
+    assert flags.reverse_scans and flags.last_scanned_row_responses
+
+
+def test_app_profile_goes_in_requests_and_routing_header(
+    emulator: Any, table_name: str
+) -> None:
+    backend = BigtableBackend("tsmodel-specific", "inst", emulator_host=emulator.host_port,
+                              app_profile_id="batch-profile")
+    try:
+        faulty = FaultyChannel(backend._rpc.channel(), "ReadRows")
+        backend._rpc.channel = lambda: faulty
+        backend.create_table(TableSpec(table_name, (("cf", GcRule()),)))
+        [outcome] = backend.mutate_rows(
+            table_name, [RowMutation(b"r", (put("cf", b"q", 1, b"v"),))])
+        assert outcome.ok
+        assert [r.key for r in backend.read_rows(ReadRequest(table_name))] == [b"r"]
+        assert faulty.requests[0].app_profile_id == "batch-profile"
+        assert all(h["x-goog-request-params"].endswith("&app_profile_id=batch-profile")
+                   for h in faulty.metadata)
+    finally:
+        backend.delete_table(table_name)
+        backend.close()
+
+
+def test_production_data_calls_use_the_clients_authenticated_channel(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("BIGTABLE_EMULATOR_HOST", raising=False)
+    backend = BigtableBackend("p", "i", credentials=AnonymousCredentials())  # no I/O yet
+    try:
+        assert backend.emulator_host is None and backend.features.persistent
+        assert backend._rpc.channel() is backend._data.transport.grpc_channel
+        assert backend._data.api_endpoint == "bigtable.googleapis.com"
+    finally:
+        backend.close()
+
+
+def test_reversed_scans(bt: BigtableBackend, table: str) -> None:
+    keys = fill(bt, table, 12)
+    assert read_keys(bt, table, reverse=True) == keys[::-1]
+    assert read_keys(bt, table, limit=3, reverse=True) == keys[:-4:-1]
+    assert read_keys(bt, table, RowSet(ranges=(RowRange(b"k03", b"k07"),)), reverse=True) == \
+        [b"k06", b"k05", b"k04", b"k03"]
+
+
+def test_read_resumes_after_broken_streams(
+    bt: BigtableBackend, table: str, inject: Callable[..., FaultyChannel]
+) -> None:
+    keys = fill(bt, table)
+    faulty = inject("ReadRows", Fault(5), Fault(3, grpc.StatusCode.DEADLINE_EXCEEDED),
+                    Fault(0, grpc.StatusCode.ABORTED), None)
+    assert read_keys(bt, table) == keys
+    assert len(faulty.requests) == 4
+    assert faulty.requests[1].rows.row_ranges[0].start_key_open == keys[4]
+    assert faulty.requests[2].rows.row_ranges[0].start_key_open == keys[7]
+    assert faulty.requests[3].rows.row_ranges[0].start_key_open == keys[7]
+
+
+def test_resumed_read_keeps_the_limit_and_the_row_set(
+    bt: BigtableBackend, table: str, inject: Callable[..., FaultyChannel]
+) -> None:
+    fill(bt, table)
+    rows = RowSet(keys=(b"k01", b"k03", b"k05"), ranges=(RowRange(b"k10", b"k15"),))
+    faulty = inject("ReadRows", Fault(2), Fault(2), None)
+    assert read_keys(bt, table, rows, limit=6) == [b"k01", b"k03", b"k05", b"k10", b"k11", b"k12"]
+    second, third = faulty.requests[1], faulty.requests[2]
+    assert list(second.rows.row_keys) == [b"k05"] and second.rows_limit == 4
+    assert third.rows.row_ranges[0].start_key_open == b"k10" and third.rows_limit == 2
+    assert not third.rows.row_keys
+
+
+def test_resumed_reverse_read(
+    bt: BigtableBackend, table: str, inject: Callable[..., FaultyChannel]
+) -> None:
+    keys = fill(bt, table)
+    faulty = inject("ReadRows", Fault(4), None)
+    assert read_keys(bt, table, limit=10, reverse=True) == keys[:-11:-1]
+    assert faulty.requests[1].reversed and faulty.requests[1].rows_limit == 6
+    assert faulty.requests[1].rows.row_ranges[0].end_key_open == keys[-4]
+
+
+def test_read_stream_ending_the_limit_is_not_resent(
+    bt: BigtableBackend, table: str, inject: Callable[..., FaultyChannel]
+) -> None:
+    fill(bt, table)
+    faulty = inject("ReadRows", Fault(3))
+    assert len(read_keys(bt, table, limit=3)) == 3
+    assert len(faulty.requests) == 1
+
+
+def test_non_retryable_read_error_is_raised_after_the_rows_before_it(
+    bt: BigtableBackend, table: str, inject: Callable[..., FaultyChannel]
+) -> None:
+    keys = fill(bt, table)
+    inject("ReadRows", Fault(2, grpc.StatusCode.PERMISSION_DENIED))
+    got = []
+    with pytest.raises(BackendError) as info:
+        for row in bt.read_rows(ReadRequest(table)):
+            got.append(row.key)
+    assert got == keys[:2]
+    assert isinstance(info.value.__cause__, core_exceptions.PermissionDenied)
+
+
+def test_read_gives_up_after_the_deadline_without_progress(
+    bt: BigtableBackend, table: str, inject: Callable[..., FaultyChannel],
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fill(bt, table)
+    monkeypatch.setattr(rpc_module, "OPERATION_TIMEOUT", 0.2)
+    bt._rpc.sleep = lambda seconds: time.sleep(0.05)
+    faulty = inject("ReadRows", *[Fault(0)] * 100)
+    bt._rpc.sleep = lambda seconds: time.sleep(0.05)
+    with pytest.raises(BackendError) as info:
+        read_keys(bt, table)
+    assert isinstance(info.value.__cause__, core_exceptions.ServiceUnavailable)
+    assert 1 < len(faulty.requests) < 20
+
+
+def test_abandoned_read_cancels_its_stream(
+    bt: BigtableBackend, table: str, inject: Callable[..., FaultyChannel]
+) -> None:
+    fill(bt, table)
+    faulty = inject("ReadRows", None)
+    rows_iter = bt.read_rows(ReadRequest(table))
+    next(rows_iter)
+    rows_iter.close()  # type: ignore[attr-defined]
+    assert faulty.streams[0].cancelled
+
+
+def test_writes_are_retried_when_the_call_breaks(
+    bt: BigtableBackend, table: str, inject: Callable[..., FaultyChannel]
+) -> None:
+    faulty = inject("MutateRows", Fault(0), None)
+    outcomes = bt.mutate_rows(table, [RowMutation(b"a", (put("cf", b"q", 1, b"1"),)),
+                                      RowMutation(b"b", (put("cf", b"q", 1, b"2"),))])
+    assert [o.status for o in outcomes] == [APPLIED, APPLIED]
+    assert len(faulty.requests) == 2 and len(faulty.requests[1].entries) == 2
+    assert [key for key, _ in rows(bt, table)] == [b"a", b"b"]
+
+
+def without_entry(index: int) -> Callable[[Any], Any]:
+    def edit(response: Any) -> Any:
+        kept = [e for e in response.entries if e.index != index]
+        del response.entries[:]
+        response.entries.extend(kept)
+        return response
+    return edit
+
+
+def with_status(index: int, code: grpc.StatusCode) -> Callable[[Any], Any]:
+    def edit(response: Any) -> Any:
+        for e in response.entries:
+            if e.index == index:
+                e.status.code = code.value[0]
+                e.status.message = "injected"
+        return response
+    return edit
+
+
+def test_entries_without_status_or_with_transient_status_are_retried_alone(
+    bt: BigtableBackend, table: str, inject: Callable[..., FaultyChannel]
+) -> None:
+    entries = [RowMutation(b"k%d" % i, (put("cf", b"q", 1, b"%d" % i),)) for i in range(4)]
+    def edit(response: Any) -> Any:
+        return with_status(0, UNAVAILABLE)(without_entry(2)(response))
+
+    faulty = inject("MutateRows", Fault(code=None, edit=edit), None)
+    outcomes = bt.mutate_rows(table, entries)
+    assert [o.status for o in outcomes] == [APPLIED] * 4
+    assert [[e.row_key for e in r.entries] for r in faulty.requests] == [
+        [b"k0", b"k1", b"k2", b"k3"], [b"k0", b"k2"]]
+
+
+def test_entry_status_retried_until_it_succeeds(
+    bt: BigtableBackend, table: str, inject: Callable[..., FaultyChannel]
+) -> None:
+    entries = [RowMutation(b"k%d" % i, (put("cf", b"q", 1, b"%d" % i),)) for i in range(3)]
+    faulty = inject("MutateRows", Fault(code=None, edit=with_status(2, UNAVAILABLE)),
+                    Fault(code=None, edit=with_status(0, grpc.StatusCode.DEADLINE_EXCEEDED)),
+                    None)
+    outcomes = bt.mutate_rows(table, entries)
+    assert [o.status for o in outcomes] == [APPLIED] * 3
+    assert [[e.row_key for e in r.entries] for r in faulty.requests] == [
+        [b"k0", b"k1", b"k2"], [b"k2"], [b"k2"]]
+
+
+def test_writes_that_keep_failing_are_unknown_with_every_error(
+    bt: BigtableBackend, table: str, inject: Callable[..., FaultyChannel],
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rpc_module, "OPERATION_TIMEOUT", 0.2)
+    faulty = inject("MutateRows", *[Fault(0)] * 100)
+    bt._rpc.sleep = lambda seconds: time.sleep(0.05)
+    outcomes = bt.mutate_rows(table, [RowMutation(b"a", (put("cf", b"q", 1, b"1"),))])
+    assert [o.status for o in outcomes] == [UNKNOWN]
+    assert len(faulty.requests) > 1
+    assert isinstance(outcomes[0].error, RetryExceptionGroup)
+    assert all(isinstance(e, core_exceptions.ServiceUnavailable)
+               for e in outcomes[0].error.exceptions)
+
+
+def test_permanent_call_error_fails_every_entry(
+    bt: BigtableBackend, table: str, inject: Callable[..., FaultyChannel]
+) -> None:
+    faulty = inject("MutateRows", Fault(0, grpc.StatusCode.PERMISSION_DENIED))
+    outcomes = bt.mutate_rows(table, [RowMutation(b"a", (put("cf", b"q", 1, b"1"),)),
+                                      RowMutation(b"b", (put("cf", b"q", 1, b"2"),))])
+    assert [o.status for o in outcomes] == [FAILED, FAILED]
+    assert isinstance(outcomes[0].error, core_exceptions.PermissionDenied)
+    assert len(faulty.requests) == 1
+
+
+def test_bad_row_keys_and_negative_timestamps_fail_alone(bt: BigtableBackend, table: str) -> None:
+    outcomes = bt.mutate_rows(table, [
+        RowMutation(b"", (put("cf", b"q", 1, b"x"),)),
+        RowMutation(b"x" * 4097, (put("cf", b"q", 1, b"x"),)),
+        RowMutation(b"neg", (SetCell("cf", b"q", -1, b"x"),)),
+        RowMutation(b"typo", (SetCell("cf", "not bytes", T0, b"x"),)),  # type: ignore[arg-type]
+        RowMutation(b"ok", (put("cf", b"q", 1, b"v"),)),
+    ])
+    assert [o.status for o in outcomes] == [FAILED] * 4 + [APPLIED]
+    assert [key for key, _ in rows(bt, table)] == [b"ok"]
+
+
+def test_mutation_protobuf_matches_the_neutral_mutations() -> None:
+    entry = RowMutation(b"r", (
+        SetCell("cf", b"q", T0, b"v"),
+        DeleteCells("cf", b"q", T0, T0 + MS),
+        DeleteCells("cf", b"q2", None, None),
+        DeleteCells("cf", b"q3", T0, T0),  # empty: left out
+        bigtable_module.DeleteRow(),
+    ))
+    [(request, positions)] = list(wire.entry_requests(
+        "projects/p/instances/i/tables/t", "prof", [entry], [0], 100, 10_000, pytest.fail))
+    assert positions == [0]
+    assert (request.table_name, request.app_profile_id) == ("projects/p/instances/i/tables/t",
+                                                            "prof")
+    [pb] = request.entries
+    kinds = [m.WhichOneof("mutation") for m in pb.mutations]
+    assert kinds == ["set_cell", "delete_from_column", "delete_from_column", "delete_from_row"]
+    cell = pb.mutations[0].set_cell
+    assert (cell.family_name, cell.column_qualifier, cell.timestamp_micros, cell.value) == (
+        "cf", b"q", T0, b"v")
+    span = pb.mutations[1].delete_from_column.time_range
+    assert (span.start_timestamp_micros, span.end_timestamp_micros) == (T0, T0 + MS)
+    assert not pb.mutations[2].delete_from_column.HasField("time_range") or (
+        pb.mutations[2].delete_from_column.time_range.end_timestamp_micros == 0)
+
+
+def test_reversed_scans_need_the_feature_header(bt: BigtableBackend, table: str) -> None:
+    fill(bt, table, 3)
+    target = bt._target(table)
+    request = wire.read_request(target.name, None, ReadRequest(table, reverse=True), list)
+    assert [row.key for row in bt._rpc.read_rows(request, target.read_metadata)] == [
+        b"k02", b"k01", b"k00"]
+    request = wire.read_request(target.name, None, ReadRequest(table, reverse=True), list)
+    with pytest.raises(core_exceptions.MethodNotImplemented, match="reverse"):
+        list(bt._rpc.read_rows(request, target.metadata))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import uuid
 from datetime import datetime, timedelta, timezone
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
@@ -30,7 +30,7 @@ def metric_model(*, current: bool = True) -> Any:
         time: datetime = ts.timestamp(unit="ms")
         cpu1_usr: float = ts.value("CPU/CPU1_USR")
         blk_read: int = ts.value("IO/BLK_READ")
-        note: Optional[str] = ts.value("NOTE", default=None)
+        note: str | None = ts.value("NOTE", default=None)
 
     return ServerMetric
 
@@ -290,7 +290,7 @@ def test_protobuf_serialized_model(conn: ts.Connection) -> None:
         time: datetime = ts.timestamp(format="%Y-%m-%d-%H%M")
         pressure: int = ts.value()
         temperature: float = ts.value()
-        humidity: Optional[int] = ts.value(default=None)
+        humidity: int | None = ts.value(default=None)
 
     conn.create_tables(Balloon)
     t = datetime(2021, 3, 5, 12, 0, tzinfo=timezone.utc)
@@ -363,3 +363,25 @@ def test_rows_written_by_hand_decode(backend: Backend, conn: ts.Connection) -> N
     )])
     got = Metric.range(T0, T0 + timedelta(seconds=1), hostname="server9").using(conn).first()
     assert got == Metric(hostname="server9", time=T0, cpu1_usr=0.02, blk_read=253453634)
+
+
+def test_cached_latest_sees_this_connections_writes(backend: Backend) -> None:
+    from tsmodel.cache import CachingBackend
+
+    Metric = metric_model()
+    cached = ts.Connection(CachingBackend(backend, maxsize=100, ttl=60))  # type: ignore[arg-type]
+    cached.create_tables(Metric)
+    first = Metric(hostname="h", time=T0, cpu1_usr=1.0, blk_read=1)
+    cached.save(first)
+    assert cached.latest(Metric, hostname="h") == first
+    again = cached.latest(Metric, hostname="h")
+    assert again == first
+    again.blk_read = 99  # the caller's copy, not the cache's
+    assert cached.latest(Metric, hostname="h").blk_read == 1
+    newer = Metric(hostname="h", time=T0 + timedelta(seconds=1), cpu1_usr=2.0, blk_read=2)
+    cached.save(newer)
+    assert cached.latest(Metric, hostname="h") == newer
+    with pytest.raises(Metric.DoesNotExist):
+        cached.latest(Metric, hostname="nobody")
+    cached.save(Metric(hostname="nobody", time=T0, cpu1_usr=0.0, blk_read=0))
+    assert cached.latest(Metric, hostname="nobody").blk_read == 0

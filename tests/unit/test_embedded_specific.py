@@ -9,6 +9,7 @@ the shape of the SQL it runs.
 from __future__ import annotations
 
 import itertools
+import random
 import sqlite3
 import threading
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tsmodel.backends import _embedded_read as embedded_read
 from tsmodel.backends import embedded
 from tsmodel.backends.base import (
     Backend,
@@ -266,7 +268,7 @@ def test_tightened_rule_applies_to_existing_cells(backend: EmbeddedBackend) -> N
 
 def test_row_bigger_than_a_chunk_is_returned_whole(backend: EmbeddedBackend) -> None:
     table = make_table(backend)
-    wide = [Cell("cf", b"q%05d" % i, MS, b"") for i in range(embedded._MAX_CHUNK * 2 + 7)]
+    wide = [Cell("cf", b"q%05d" % i, MS, b"") for i in range(embedded_read.MAX_CHUNK * 2 + 7)]
     put(backend, table, b"a", Cell("cf", b"q", MS, b""))
     put(backend, table, b"b", *wide)
     put(backend, table, b"c", Cell("cf", b"q", MS, b""))
@@ -413,3 +415,136 @@ def test_read_of_a_deleted_table_never_reads_its_successor(backend: EmbeddedBack
     fill(backend, table, 5_000, value=b"new")
     with pytest.raises(TableNotFoundError):
         list(rows)
+
+
+# -- the read fast paths: one-family tables, version checks, keyset paging ---------
+
+
+def expected_rows(data: dict[bytes, list[Cell]], versions: dict[str, int], flt: ReadFilter,
+                  reverse: bool, limit: int | None) -> list[Row]:
+    """The protocol's answer, spelled out: GC (versions), then the filters, newest first."""
+    out = []
+    for key in sorted(data, reverse=reverse):
+        by_column: dict[tuple[str, bytes], list[Cell]] = {}
+        for c in sorted(data[key], key=lambda c: (c.family, c.qualifier, -c.timestamp)):
+            by_column.setdefault((c.family, c.qualifier), []).append(c)
+        cells = []
+        for (family, _), column in sorted(by_column.items()):
+            kept = column[:versions.get(family, len(column))]
+            kept = [c for c in kept if (flt.timestamp_start is None or
+                                        c.timestamp >= flt.timestamp_start)
+                    and (flt.timestamp_end is None or c.timestamp < flt.timestamp_end)]
+            cells += kept[:flt.cells_per_column or len(kept)]
+        if cells:
+            out.append(Row(key, tuple(cells)))
+    return out[:limit] if limit else out
+
+
+@pytest.mark.parametrize("families", [("cf",), ("cf", "cg")], ids=["one-family", "two-families"])
+def test_paged_reads_match_the_protocol(
+    backend: EmbeddedBackend, monkeypatch: pytest.MonkeyPatch, families: tuple[str, ...]
+) -> None:
+    monkeypatch.setattr(embedded_read, "FIRST_CHUNK", 3)
+    monkeypatch.setattr(embedded_read, "MAX_CHUNK", 7)
+    rng = random.Random(6)
+    versions = {"cf": 1, "cg": 2}
+    backend.create_table(TableSpec("t", tuple(
+        (f, GcRule(max_versions=versions[f])) for f in families)))
+    data: dict[bytes, list[Cell]] = {}
+    for i in range(60):
+        key = b"k%03d" % i
+        cells = {(f, b"q%d" % rng.randrange(3), MS * rng.randrange(1, 6)): b"%d" % i
+                 for f in families for _ in range(rng.randrange(1, 5))}
+        if i % 7 == 0:  # a row bigger than a chunk
+            cells.update({(families[0], b"w%02d" % j, MS): b"w" for j in range(12)})
+        data[key] = [Cell(f, q, t, v) for (f, q, t), v in cells.items()]
+        put(backend, "t", key, *data[key])
+    filters = [ReadFilter(), ReadFilter(cells_per_column=1),
+               ReadFilter(timestamp_start=2 * MS, timestamp_end=5 * MS),
+               ReadFilter(timestamp_end=3 * MS, cells_per_column=1)]
+    for flt, reverse, limit in itertools.product(filters, (False, True), (None, 9)):
+        for rows in (RowSet(), RowSet(ranges=(RowRange(b"k010", b"k045"),)),
+                     RowSet(keys=(b"k003", b"k021", b"k050"),
+                            ranges=(RowRange(b"k030", b"k040"),))):
+            wanted = {k: v for k, v in data.items() if rows.contains(k)}
+            got = read(backend, "t", rows=rows, filter=flt, reverse=reverse, limit=limit)
+            assert got == expected_rows(wanted, versions, flt, reverse, limit), (flt, reverse)
+
+
+def test_one_family_tables_do_not_fetch_the_family(backend: EmbeddedBackend) -> None:
+    backend.create_table(TableSpec("one", (("cf", GcRule()),)))
+    backend.create_table(TableSpec("two", (("cf", GcRule()), ("cg", GcRule()))))
+    for table in ("one", "two"):
+        put(backend, table, b"r", Cell("cf", b"q", MS, b"v"))
+    statements: list[str] = []
+    con = backend._con
+    assert con is not None
+    con.set_trace_callback(statements.append)
+    expected = [Row(b"r", (Cell("cf", b"q", MS, b"v"),))]
+    assert read(backend, "one") == read(backend, "two") == expected
+    con.set_trace_callback(None)
+    one, two = [s for s in statements if s.startswith("SELECT") and "tsm_cells_" in s]
+    assert one.startswith("SELECT row_key, qualifier, ts, value FROM")
+    assert two.startswith("SELECT row_key, family, qualifier, ts, value FROM")
+
+
+def test_keyset_pages_seek_to_the_cursor(
+    backend: EmbeddedBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(embedded_read, "MAX_CHUNK", 64)
+    table = make_table(backend)
+    fill(backend, table, 1_000)
+    statements: list[str] = []
+    con = backend._con
+    assert con is not None
+    con.set_trace_callback(statements.append)
+    rows = RowSet(ranges=(RowRange(b"row0000100", b"row0000900"),))
+    forward = read(backend, table, rows=rows)
+    backward = read(backend, table, rows=rows, reverse=True)
+    con.set_trace_callback(None)
+    assert keys(forward) == [b"row%07d" % i for i in range(100, 900)] == keys(backward)[::-1]
+    pages = [s for s in statements if s.startswith("SELECT") and "LIMIT" in s]
+    assert len(pages) > 20
+    for sql in pages:  # one lower and at most one upper bound: SQLite seeks to the cursor
+        where = sql.split(" WHERE ", 1)[1].split(" ORDER BY ", 1)[0]
+        assert where.count("row_key >") <= 1 and where.count("row_key <") <= 1, sql
+
+
+def test_versions_in_a_chunk_take_the_general_path(backend: EmbeddedBackend) -> None:
+    table = make_table(backend, one=GcRule(max_versions=1))
+    put(backend, table, b"a", Cell("one", b"q", MS, b"a1"))
+    put(backend, table, b"b", Cell("one", b"q", MS, b"b1"), Cell("one", b"q", 3 * MS, b"b3"))
+    put(backend, table, b"c", Cell("one", b"q", 2 * MS, b"c2"))
+    assert read(backend, table) == [
+        Row(b"a", (Cell("one", b"q", MS, b"a1"),)),
+        Row(b"b", (Cell("one", b"q", 3 * MS, b"b3"),)),
+        Row(b"c", (Cell("one", b"q", 2 * MS, b"c2"),)),
+    ]
+    assert keys(read(backend, table, filter=ReadFilter(timestamp_end=3 * MS))) == [b"a", b"c"]
+
+
+@pytest.mark.parametrize("rule, kept", [
+    (GcRule(max_versions=1), 1),
+    (GcRule(max_versions=2), 2),
+    (GcRule(rules=(GcRule(max_versions=3), GcRule(max_versions=2))), 2),
+    (GcRule(rules=(GcRule(max_versions=3), GcRule(max_versions=2)), mode="intersection"), 3),
+])
+def test_version_rules_are_collected_physically(
+    backend: EmbeddedBackend, rule: GcRule, kept: int
+) -> None:
+    table = make_table(backend, v=rule)
+    for key in (b"a", b"b"):
+        put(backend, table, key, *(Cell("v", q, t * MS, b"%d" % t)
+                                   for q in (b"q", b"r") for t in range(1, 6)),
+            Cell("cf", b"q", MS, b"kept"), Cell("cf", b"q", 2 * MS, b"kept"))
+    before = read(backend, table)
+    assert backend.collect_garbage(table) == 2 * 2 * (5 - kept)
+    assert read(backend, table) == before
+    con = backend._con
+    assert con is not None
+    stored = con.execute("SELECT row_key, family, qualifier, ts FROM tsm_cells_1"
+                         " ORDER BY row_key, family, qualifier, ts DESC").fetchall()
+    assert stored == [(key, family, q, t * MS) for key in (b"a", b"b")
+                      for family, q, times in (("cf", b"q", (2, 1)), ("v", b"q", None),
+                                               ("v", b"r", None))
+                      for t in (times or range(5, 5 - kept, -1))]

@@ -42,3 +42,11 @@ def test_four_slashes_is_an_absolute_path(tmp_path: Path) -> None:
 def test_bad_urls_are_configuration_errors(url: str) -> None:
     with pytest.raises(ts.ConfigurationError, match="cannot open"):
         open_backend(url)
+
+
+def test_connect_with_a_cache() -> None:
+    with ts.connect("memory://", default=False, cache=True, cache_size=10,
+                    cache_ttl=5.0) as conn:
+        assert conn.cache is not None and conn.cache is conn.backend
+    with ts.connect("memory://", default=False) as plain:
+        assert plain.cache is None

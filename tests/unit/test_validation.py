@@ -6,7 +6,6 @@ the field and the value, in its message and in ``.model``/``.field``/``.value``.
 """
 
 import math
-import struct
 from datetime import datetime, timedelta, timezone
 
 import pytest

@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import attrs
 
@@ -145,9 +145,13 @@ class ReadRequest:
     reverse: bool = False
 
 
-@attrs.frozen
-class Cell:
-    """One timestamped cell version."""
+class Cell(NamedTuple):
+    """One timestamped cell version.
+
+    A named tuple: reads build millions of them, and a tuple builds in about
+    half the time of a frozen attrs instance. It is immutable and hashable
+    and compares by value; ``cell._replace(value=b"")`` makes a changed copy.
+    """
 
     family: str
     qualifier: bytes
@@ -155,8 +159,7 @@ class Cell:
     value: bytes
 
 
-@attrs.frozen
-class Row:
+class Row(NamedTuple):
     """A row as read: its key and its cells (family, qualifier, newest first)."""
 
     key: bytes

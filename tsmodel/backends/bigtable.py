@@ -1,10 +1,18 @@
 """The Cloud Bigtable backend (production and the ``cbtemulator`` emulator).
 
-Data goes through google-cloud-bigtable's synchronous data client
-(``google.cloud.bigtable.data``); tables, column families and GC rules through
-the table admin client (``google.cloud.bigtable_admin_v2``). This is the only
-module of tsmodel that imports ``google.cloud`` or ``grpc``: everything it
-returns or raises is a neutral type from :mod:`tsmodel.backends.base` or a
+Tables, column families and GC rules go through the table admin client
+(``google.cloud.bigtable_admin_v2``). Data goes through google-cloud-bigtable's
+data client's gRPC channel, so its credentials, endpoint, channel refresh
+and warm-up apply, but the two data calls are made here with raw protobuf
+(:mod:`._bigtable_wire`, :mod:`._bigtable_rpc`) and rows are merged from
+the response chunks by :mod:`._chunks`: the client's proto-plus objects and
+row merging cost several times the network on the emulator. The calls carry
+the routing header Cloud Bigtable requires, and keep the client's guarantees:
+per-entry outcomes and retries for writes, resumed streams for reads.
+
+Only this backend (this module and its private ``_bigtable_*`` modules)
+imports ``google.cloud`` or ``grpc``: everything it returns or raises is a
+neutral type from :mod:`tsmodel.backends.base` or a
 :class:`~tsmodel.errors.BackendError`.
 """
 
@@ -14,7 +22,7 @@ import os
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from functools import partial
 from typing import Any, TypeVar
 
@@ -23,39 +31,28 @@ import grpc.experimental
 from google.api_core import exceptions as core_exceptions
 from google.auth.credentials import AnonymousCredentials, Credentials
 from google.cloud.bigtable import data as bt
-from google.cloud.bigtable.data import row_filters as rf
-from google.cloud.bigtable.data.exceptions import (
-    FailedMutationEntryError,
-    MutationsExceptionGroup,
-    RetryExceptionGroup,
-)
+from google.cloud.bigtable.data.exceptions import FailedMutationEntryError, RetryExceptionGroup
 from google.cloud.bigtable_admin_v2 import BigtableTableAdminClient
 from google.cloud.bigtable_admin_v2 import types as admin_types
 from google.cloud.bigtable_admin_v2.services.bigtable_table_admin.transports import (
     BigtableTableAdminGrpcTransport,
 )
-from google.cloud.bigtable_v2.types import bigtable as bigtable_types
-from google.cloud.bigtable_v2.types import data as data_types
 
+from tsmodel.backends import _bigtable_wire as wire
+from tsmodel.backends._bigtable_rpc import DataRpc
 from tsmodel.backends.base import (
-    Cell,
-    DeleteCells,
-    DeleteFamily,
     DeleteRow,
     Features,
     GcRule,
-    Mutation,
     MutationOutcome,
     MutationStatus,
-    ReadFilter,
     ReadRequest,
     Row,
     RowMutation,
-    RowSet,
     SetCell,
     TableSpec,
 )
-from tsmodel.errors import BackendError, QueryError, TableNotFoundError
+from tsmodel.errors import BackendError, TableNotFoundError
 
 __all__ = ["BigtableBackend"]
 
@@ -65,8 +62,6 @@ _T = TypeVar("_T")
 MAX_MUTATIONS_PER_REQUEST = 100_000
 #: A conservative byte budget for one MutateRows request (the server takes 256 MiB).
 MAX_BYTES_PER_REQUEST = 20 * 1024 * 1024
-#: Rough bytes of protobuf framing per mutation, on top of names and values.
-_MUTATION_OVERHEAD = 24
 
 _EMULATOR_ENV = "BIGTABLE_EMULATOR_HOST"
 _UNLIMITED = -1
@@ -100,10 +95,6 @@ _NOT_APPLIED_ERRORS: tuple[type[BaseException], ...] = (
 _ENV_LOCK = threading.Lock()
 #: The admin API's GC rule message (proto-plus constructors are untyped).
 _GcRuleProto: Any = admin_types.GcRule
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-#: The last timestamp a TimestampRangeFilter (which takes datetimes) can express.
-_MAX_DATETIME_MICROS = (datetime.max.replace(tzinfo=timezone.utc) - _EPOCH) // timedelta(
-    microseconds=1) // 1000 * 1000
 
 
 class _DataClient(bt.BigtableDataClient):
@@ -129,6 +120,22 @@ class _DataClient(bt.BigtableDataClient):
         )
 
 
+class _Target:
+    """What the data calls of one table need: its full name and request headers."""
+
+    __slots__ = ("name", "table", "metadata", "read_metadata")
+
+    def __init__(self, name: str, table: Any, app_profile_id: str | None) -> None:
+        self.name = name
+        #: The data client's table: registers the instance for channel warm-up.
+        self.table = table
+        #: MutateRows: the routing header.
+        self.metadata = (wire.routing_metadata(name, app_profile_id),)
+        #: ReadRows: also the features the merger handles (reversed scans,
+        #: last-scanned-row responses), as the other official clients send them.
+        self.read_metadata = (*self.metadata, wire.FEATURES_METADATA)
+
+
 class BigtableBackend:
     """Cloud Bigtable, or its emulator, behind the :class:`~tsmodel.backends.base.Backend` protocol.
 
@@ -145,7 +152,7 @@ class BigtableBackend:
         BackendError: the clients could not be created (e.g. no credentials).
     """
 
-    features = Features(reverse_scan=False, immediate_gc=False, persistent=False)
+    features = Features(reverse_scan=True, immediate_gc=False, persistent=False)
 
     def __init__(self, project: str, instance: str, *, emulator_host: str | None = None,
                  credentials: Credentials | None = None,
@@ -154,8 +161,8 @@ class BigtableBackend:
         self.instance = instance
         self.emulator_host = emulator_host or os.environ.get(_EMULATOR_ENV) or None
         self.app_profile_id = app_profile_id
-        self.features = Features(persistent=self.emulator_host is None)
-        self._tables: dict[str, Any] = {}
+        self.features = Features(reverse_scan=True, persistent=self.emulator_host is None)
+        self._targets: dict[str, _Target] = {}
         #: Family names per table, for the emulator's checks (see _emulator_refusals).
         self._families: dict[str, frozenset[str]] = {}
         self._lock = threading.Lock()
@@ -164,6 +171,8 @@ class BigtableBackend:
             credentials = AnonymousCredentials()  # type: ignore[no-untyped-call]
         self._data = _call(lambda: self._new_data_client(credentials), "connect")
         self._admin = _call(lambda: self._new_admin_client(credentials), "connect")
+        client_info = self._data.client_info.to_grpc_metadata()
+        self._rpc = DataRpc(lambda: self._data.transport.grpc_channel, (client_info,))
 
     # -- construction ------------------------------------------------------
 
@@ -200,21 +209,27 @@ class BigtableBackend:
     def _table_path(self, name: str) -> str:
         return f"{self._instance_path}/tables/{name}"
 
-    def _data_table(self, name: str) -> Any:
-        """The data client's table object, created once per name."""
+    def _target(self, name: str) -> _Target:
+        """The data-call target of table ``name``, made once per name.
+
+        The first time, the table is also registered with the data client,
+        which then keeps its channel warm for the instance (in production).
+        """
         self._check_open()
-        with self._lock:
-            table = self._tables.get(name)
-            if table is None:
-                table = self._data.get_table(
-                    self.instance, name, app_profile_id=self.app_profile_id)
-                self._tables[name] = table
-            return table
+        target = self._targets.get(name)
+        if target is None:
+            with self._lock:
+                target = self._targets.get(name)
+                if target is None:
+                    table = self._data.get_table(self.instance, name,
+                                                 app_profile_id=self.app_profile_id)
+                    target = _Target(self._table_path(name), table, self.app_profile_id)
+                    self._targets[name] = target
+        return target
 
     def _check_open(self) -> None:
         if self._closed:
             raise BackendError(f"{self!r} is closed")
-
     # -- tables ------------------------------------------------------------
 
     def create_table(self, spec: TableSpec) -> None:
@@ -270,10 +285,10 @@ class BigtableBackend:
         except core_exceptions.GoogleAPIError as exc:
             raise _wrap(exc, f"delete table {name!r}") from exc
         with self._lock:
-            table = self._tables.pop(name, None)
+            target = self._targets.pop(name, None)
             self._families.pop(name, None)
-        if table is not None:
-            table.close()
+        if target is not None:
+            target.table.close()
 
     def list_tables(self) -> list[str]:
         """The names of all tables of the instance, sorted.
@@ -313,49 +328,43 @@ class BigtableBackend:
     def mutate_rows(self, table: str, entries: Sequence[RowMutation]) -> list[MutationOutcome]:
         """Apply each entry atomically to its row; entries are independent.
 
-        Entries are sent with ``bulk_mutate_rows`` in requests of at most
-        100,000 mutations and about 20 MiB; the client retries transient
-        failures of each entry. An entry without mutations is applied
+        Entries go out as raw ``MutateRows`` requests of at most 100,000
+        mutations and about 20 MiB. Entries that fail with a transient status
+        (or get none) are sent again with back-off: every write carries
+        explicit timestamps, so a retry cannot apply anything twice. An entry
+        without effect (no mutation, or only empty deletions) is applied
         trivially.
 
         Returns:
             One outcome per entry, in order: ``APPLIED``; ``FAILED`` when the
             error proves the entry was not applied (bad request, unknown family,
-            permission...); ``UNKNOWN`` when it may have been (timeout, lost
-            connection, internal error).
+            negative timestamp, empty or oversized row key, permission...);
+            ``UNKNOWN`` when it may have been (timeout, lost connection,
+            internal error).
 
         Raises:
             TableNotFoundError: the table does not exist (nothing was applied).
             BackendError: the backend is closed.
         """
-        target = self._data_table(table)
+        target = self._target(table)
         outcomes = [_APPLIED] * len(entries)
         refused = self._emulator_refusals(table, entries) if self.emulator_host else {}
-        for index, error in refused.items():
-            outcomes[index] = MutationOutcome(MutationStatus.FAILED, error)
-        sendable = [i for i, entry in enumerate(entries)
-                    if i not in refused and any(map(_does_something, entry.mutations))]
-        for number, chunk in enumerate(_chunks(entries, sendable)):
-            self._send(table, target, [(i, entries[i]) for i in chunk], outcomes, number == 0)
-        return outcomes
 
-    def _send(self, table: str, target: Any, chunk: list[tuple[int, RowMutation]],
-              outcomes: list[MutationOutcome], first: bool) -> None:
-        """Send one request; record the outcome of each failed entry in ``outcomes``."""
-        indices, client_entries = [], []
-        for index, entry in chunk:
-            try:
-                client_entries.append(_to_client_entry(entry))
-                indices.append(index)
-            except (ValueError, TypeError) as exc:  # refused by the client itself
-                outcomes[index] = MutationOutcome(MutationStatus.FAILED, exc)
-        if not indices:
-            return
-        failures = self._bulk_mutate(target, client_entries)
-        if first and _table_missing(failures, len(indices)):
-            raise TableNotFoundError(f"table {table!r} not found") from failures[0]
-        for position, failure in failures.items():
-            outcomes[indices[position]] = MutationOutcome(self._classify(failure), failure)
+        def refuse(index: int, error: Exception) -> None:
+            outcomes[index] = MutationOutcome(MutationStatus.FAILED, error)
+
+        for index, error in refused.items():
+            refuse(index, error)
+        sendable = [i for i in range(len(entries)) if i not in refused]
+        requests = wire.entry_requests(target.name, self.app_profile_id, entries, sendable,
+                                       MAX_MUTATIONS_PER_REQUEST, MAX_BYTES_PER_REQUEST, refuse)
+        for number, (request, positions) in enumerate(requests):
+            failures = self._rpc.mutate_rows(request, target.metadata)
+            if number == 0 and _table_missing(failures, len(positions)):
+                raise TableNotFoundError(f"table {table!r} not found") from failures[0]
+            for position, failure in failures.items():
+                outcomes[positions[position]] = MutationOutcome(self._classify(failure), failure)
+        return outcomes
 
     def _emulator_refusals(
         self, table: str, entries: Sequence[RowMutation]
@@ -376,30 +385,19 @@ class BigtableBackend:
         for index, entry in enumerate(entries):
             families = set()
             for mutation in entry.mutations:
-                if isinstance(mutation, SetCell) and mutation.timestamp % 1000:
+                if type(mutation) is SetCell and mutation.timestamp % 1000:
                     refused[index] = BackendError(
                         f"timestamp {mutation.timestamp} is not a whole number of milliseconds")
-                if not isinstance(mutation, DeleteRow):
-                    families.add(mutation.family)
+                if type(mutation) is not DeleteRow:
+                    families.add(mutation.family)  # type: ignore[union-attr]
             if known is None or not (refreshed or families <= known):
                 known = frozenset(self.describe_table(table).family_names())
                 self._families[table], refreshed = known, True
-            unknown = sorted(families - known)
+            unknown = families - known
             if unknown and index not in refused:
                 refused[index] = BackendError(
-                    f"table {table!r} has no column family {unknown[0]!r}")
+                    f"table {table!r} has no column family {sorted(unknown)[0]!r}")
         return refused
-
-    @staticmethod
-    def _bulk_mutate(target: Any, client_entries: list[Any]) -> dict[int, BaseException]:
-        """Send one request; map the positions of failed entries to their errors."""
-        try:
-            target.bulk_mutate_rows(client_entries)
-        except MutationsExceptionGroup as group:
-            return _failures_by_index(group, len(client_entries))
-        except Exception as exc:  # the call itself failed: no entry is known applied
-            return dict.fromkeys(range(len(client_entries)), exc)
-        return {}
 
     def _classify(self, error: BaseException) -> MutationStatus:
         """FAILED if ``error`` proves the entry was not applied, else UNKNOWN."""
@@ -421,83 +419,31 @@ class BigtableBackend:
     # -- reads -------------------------------------------------------------
 
     def read_rows(self, request: ReadRequest) -> Iterator[Row]:
-        """Stream the rows of ``request`` in key order.
+        """Stream the rows of ``request`` in key order (descending if reversed).
 
-        Rows are converted one by one as the stream delivers them; cells come
-        ordered by family, qualifier, then timestamp newest first.
+        Rows are merged from the response chunks as they arrive; cells come
+        ordered by family, qualifier, then timestamp newest first. A stream
+        that breaks with a transient error is resumed after the last row
+        returned, so no row is lost or returned twice and the limit holds.
 
         Raises:
             TableNotFoundError: the table does not exist (when iterated).
-            QueryError: ``request.reverse`` is set (Cloud Bigtable's Python
-                client has no reversed scans).
             BackendError: the read failed.
         """
-        if request.reverse:
-            raise QueryError(
-                "reversed scans are not supported by the Bigtable backend "
-                "(features.reverse_scan is False)")
-        self._check_open()
-        return self._stream_rows(request)
+        target = self._target(request.table)
+        return self._stream_rows(target, request)
 
-    def _stream_rows(self, request: ReadRequest) -> Iterator[Row]:
-        table = self._data_table(request.table)
-        query = self._build_query(request)
-        if query is None:
-            self.describe_table(request.table)  # raises TableNotFoundError
+    def _stream_rows(self, target: _Target, request: ReadRequest) -> Iterator[Row]:
+        table = request.table
+        pb = wire.read_request(target.name, self.app_profile_id, request,
+                               lambda: self.describe_table(table).family_names())
+        if pb is None:
+            self.describe_table(table)  # raises TableNotFoundError
             return
         try:
-            for row in table.read_rows_stream(query):
-                yield _from_client_row(row)
+            yield from self._rpc.read_rows(pb, target.read_metadata)
         except core_exceptions.GoogleAPIError as exc:
-            raise _wrap(exc, f"read table {request.table!r}", table=request.table) from exc
-
-    def _build_query(self, request: ReadRequest) -> Any | None:
-        """The client query of ``request``, or ``None`` when it selects no row or cell."""
-        ranges = _row_ranges(request.rows)
-        keys: list[str | bytes] = [key for key in dict.fromkeys(request.rows.keys) if key]
-        if not request.rows.is_whole_table() and not ranges and not keys:
-            return None
-        row_filter = self._build_filter(request.table, request.filter)
-        if row_filter is False:
-            return None
-        return bt.ReadRowsQuery(row_keys=keys, row_ranges=ranges,
-                                limit=request.limit or None, row_filter=row_filter or None)
-
-    def _build_filter(self, table: str, read_filter: ReadFilter) -> Any:
-        """A filter chain for ``read_filter``; ``False`` when no cell can pass.
-
-        The order is the documented one: families, columns, qualifier range,
-        timestamps, versions per column, value stripping.
-        """
-        steps = [_family_filter(read_filter.families), _column_filter(read_filter.columns),
-                 self._qualifier_range_filter(table, read_filter),
-                 _timestamp_filter(read_filter.timestamp_start, read_filter.timestamp_end)]
-        if any(step is False for step in steps):
-            return False
-        filters = [step for step in steps if step is not None]
-        if read_filter.cells_per_column is not None:
-            if read_filter.cells_per_column <= 0:
-                return False
-            filters.append(rf.CellsColumnLimitFilter(read_filter.cells_per_column))
-        if read_filter.strip_values:
-            filters.append(rf.StripValueTransformerFilter(True))
-        if not filters:
-            return None
-        return filters[0] if len(filters) == 1 else rf.RowFilterChain(filters)
-
-    def _qualifier_range_filter(self, table: str, read_filter: ReadFilter) -> Any:
-        """Qualifier bounds as one column range per family (Bigtable needs the family)."""
-        start, end = read_filter.qualifier_start, read_filter.qualifier_end
-        if start is None and end is None:
-            return None
-        if start is not None and end is not None and start >= end:
-            return False
-        families = read_filter.families
-        if families is None:
-            families = self.describe_table(table).family_names()
-        exclusive_end = False if end is not None else None
-        return _any_of([rf.ColumnRangeFilter(family, start, end, inclusive_end=exclusive_end)
-                        for family in dict.fromkeys(families)])
+            raise _wrap(exc, f"read table {table!r}", table=table) from exc
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -507,9 +453,9 @@ class BigtableBackend:
             if self._closed:
                 return
             self._closed = True
-            tables, self._tables = list(self._tables.values()), {}
-        for table in tables:
-            table.close()
+            targets, self._targets = list(self._targets.values()), {}
+        for target in targets:
+            target.table.close()
         self._data.close()
         self._admin.transport.close()
 
@@ -549,18 +495,7 @@ def _is_entry_status(error: BaseException, kind: type[BaseException]) -> bool:
     return isinstance(error, kind) and getattr(error, "response", None) is None
 
 
-def _failures_by_index(group: Any, count: int) -> dict[int, BaseException]:
-    """The cause of each failed entry of a MutationsExceptionGroup, by position."""
-    failures: dict[int, BaseException] = {}
-    for failed in group.exceptions:
-        if isinstance(failed, FailedMutationEntryError) and failed.index is not None:
-            failures[failed.index] = failed.__cause__ or failed
-    if len(failures) < len(group.exceptions):  # a failure without index: nothing is known
-        return dict.fromkeys(range(count), group)  # classified UNKNOWN
-    return failures
-
-
-def _table_missing(failures: dict[int, BaseException], count: int) -> bool:
+def _table_missing(failures: dict[int, Exception], count: int) -> bool:
     """Whether every entry failed because the call found no table."""
     return count > 0 and len(failures) == count and all(
         isinstance(error, core_exceptions.NotFound)
@@ -573,194 +508,6 @@ def _set_env(name: str, value: str | None) -> None:
         os.environ.pop(name, None)
     else:
         os.environ[name] = value
-
-
-# -- mutations ---------------------------------------------------------------
-
-def _chunks(entries: Sequence[RowMutation], indices: list[int]) -> Iterator[list[int]]:
-    """``indices`` of ``entries`` grouped into requests within Bigtable's limits."""
-    chunk: list[int] = []
-    mutations = size = 0
-    for index in indices:
-        entry = entries[index]
-        entry_mutations = len(entry.mutations)
-        entry_size = _entry_size(entry)
-        if chunk and (mutations + entry_mutations > MAX_MUTATIONS_PER_REQUEST
-                      or size + entry_size > MAX_BYTES_PER_REQUEST):
-            yield chunk
-            chunk, mutations, size = [], 0, 0
-        chunk.append(index)
-        mutations += entry_mutations
-        size += entry_size
-    if chunk:
-        yield chunk
-
-
-def _entry_size(entry: RowMutation) -> int:
-    """An upper estimate of the bytes ``entry`` takes in a request."""
-    size = len(entry.key) + _MUTATION_OVERHEAD
-    for mutation in entry.mutations:
-        size += _MUTATION_OVERHEAD
-        if isinstance(mutation, SetCell):
-            size += len(mutation.family) + len(mutation.qualifier) + len(mutation.value)
-        elif isinstance(mutation, DeleteCells):
-            size += len(mutation.family) + len(mutation.qualifier)
-        elif isinstance(mutation, DeleteFamily):
-            size += len(mutation.family)
-    return size
-
-
-def _to_client_entry(entry: RowMutation) -> Any:
-    return _ClientEntry(entry)
-
-
-class _ClientEntry(bt.RowMutationEntry):
-    """A client mutation entry that builds its protobuf directly.
-
-    ``mutations`` holds the client's mutation objects as usual (counted,
-    checked for idempotence, reported in errors); ``_to_pb`` builds the raw
-    protobuf from the neutral entry instead of going through proto-plus
-    dictionaries, which took half of the write time. The result is the same
-    message; a client that stopped calling ``_to_pb`` would still send the
-    same data from ``mutations``.
-    """
-
-    def __init__(self, entry: RowMutation) -> None:
-        self._neutral = [m for m in entry.mutations if _does_something(m)]
-        super().__init__(entry.key, [_to_client_mutation(m) for m in self._neutral])
-
-    def _to_pb(self) -> Any:
-        raw = _RawEntry(row_key=self.row_key,
-                        mutations=[_to_raw_mutation(m) for m in self._neutral])
-        return _EntryMessage.wrap(raw)
-
-
-def _does_something(mutation: Mutation) -> bool:
-    """False for a DeleteCells with an empty time range (Bigtable reads end 0 as infinity)."""
-    if isinstance(mutation, DeleteCells) and mutation.timestamp_end is not None:
-        return mutation.timestamp_end > max(mutation.timestamp_start or 0, 0)
-    return True
-
-
-_EntryMessage: Any = bigtable_types.MutateRowsRequest.Entry
-_RawEntry: Any = _EntryMessage.pb()
-_RawMutation: Any = data_types.Mutation.pb()
-_RawTimestampRange: Any = data_types.TimestampRange.pb()
-
-
-def _to_raw_mutation(mutation: Mutation) -> Any:
-    """The raw ``google.bigtable.v2.Mutation`` protobuf of a neutral mutation."""
-    if isinstance(mutation, SetCell):
-        return _RawMutation(set_cell=_RawMutation.SetCell(
-            family_name=mutation.family, column_qualifier=mutation.qualifier,
-            timestamp_micros=mutation.timestamp, value=mutation.value))
-    if isinstance(mutation, DeleteCells):
-        return _RawMutation(delete_from_column=_RawMutation.DeleteFromColumn(
-            family_name=mutation.family, column_qualifier=mutation.qualifier,
-            time_range=_RawTimestampRange(start_timestamp_micros=mutation.timestamp_start or 0,
-                                          end_timestamp_micros=mutation.timestamp_end or 0)))
-    if isinstance(mutation, DeleteFamily):
-        return _RawMutation(delete_from_family=_RawMutation.DeleteFromFamily(
-            family_name=mutation.family))
-    return _RawMutation(delete_from_row=_RawMutation.DeleteFromRow())
-
-
-def _to_client_mutation(mutation: Mutation) -> Any:
-    """The data client's mutation object for a neutral mutation."""
-    if isinstance(mutation, SetCell):
-        return bt.SetCell(mutation.family, mutation.qualifier, mutation.value,
-                          timestamp_micros=mutation.timestamp)
-    if isinstance(mutation, DeleteCells):
-        return bt.DeleteRangeFromColumn(
-            mutation.family, mutation.qualifier,
-            start_timestamp_micros=mutation.timestamp_start,
-            end_timestamp_micros=mutation.timestamp_end)
-    if isinstance(mutation, DeleteFamily):
-        return bt.DeleteAllFromFamily(mutation.family)
-    if isinstance(mutation, DeleteRow):
-        return bt.DeleteAllFromRow()
-    raise TypeError(f"not a tsmodel mutation: {mutation!r}")
-
-
-# -- reads -------------------------------------------------------------------
-
-def _row_ranges(rows: RowSet) -> list[Any]:
-    """The client row ranges of ``rows``: start inclusive, end exclusive; empty ones dropped."""
-    return [bt.RowRange(start_key=r.start, end_key=r.end)
-            for r in dict.fromkeys(rows.ranges) if not r.is_empty()]
-
-
-def _any_of(filters: list[Any]) -> Any:
-    if not filters:
-        return False
-    return filters[0] if len(filters) == 1 else rf.RowFilterUnion(filters)
-
-
-def _family_filter(families: tuple[str, ...] | None) -> Any:
-    """Keep the cells of ``families`` (anchored, escaped regex)."""
-    if families is None:
-        return None
-    if not families:
-        return False
-    alternatives = "|".join(_escape_re2(name.encode()) for name in dict.fromkeys(families))
-    return rf.FamilyNameRegexFilter(f"^(?:{alternatives})$".encode("ascii"))
-
-
-def _column_filter(columns: tuple[tuple[str, bytes], ...] | None) -> Any:
-    """Keep the exact ``columns``: a closed one-qualifier column range each, no regex."""
-    if columns is None:
-        return None
-    return _any_of([rf.ColumnRangeFilter(family, qualifier, qualifier)
-                    for family, qualifier in dict.fromkeys(columns)])
-
-
-def _timestamp_filter(start: int | None, end: int | None) -> Any:
-    """Keep cells with ``start <= timestamp < end`` (microseconds).
-
-    Cells hold whole milliseconds, so bounds are rounded up to the next
-    millisecond without changing which cells pass (the client would round the
-    start down).
-    """
-    if start is None and end is None:
-        return None
-    start = None if start is None or start <= 0 else _ceil_ms(start)
-    end = None if end is None else _ceil_ms(end)
-    if end is not None and end <= (start or 0):
-        return False
-    if start is not None and start > _MAX_DATETIME_MICROS:
-        return False  # beyond year 9999: no real cell is that late
-    if end is not None and end > _MAX_DATETIME_MICROS:
-        end = None
-    return rf.TimestampRangeFilter(start=_to_datetime(start), end=_to_datetime(end))
-
-
-def _ceil_ms(micros: int) -> int:
-    return -(-micros // 1000) * 1000
-
-
-def _to_datetime(micros: int | None) -> datetime | None:
-    return None if micros is None else _EPOCH + timedelta(microseconds=micros)
-
-
-def _escape_re2(raw: bytes) -> str:
-    """An ASCII RE2 pattern matching exactly the bytes ``raw``.
-
-    ASCII letters and digits stay; every other byte becomes ``\\xHH``.
-    """
-    return "".join(chr(b) if chr(b).isalnum() and b < 0x80 else f"\\x{b:02x}" for b in raw)
-
-
-def _from_client_row(row: Any) -> Row:
-    """A neutral row; cells by family, qualifier, then newest first."""
-    cells = [Cell(c.family, c.qualifier, c.timestamp_micros, c.value) for c in row.cells]
-    if not _in_cell_order(cells):
-        cells.sort(key=lambda c: (c.family, c.qualifier, -c.timestamp))
-    return Row(row.row_key, tuple(cells))
-
-
-def _in_cell_order(cells: list[Cell]) -> bool:
-    return all((a.family, a.qualifier, -a.timestamp) <= (b.family, b.qualifier, -b.timestamp)
-               for a, b in zip(cells, cells[1:], strict=False))
 
 
 # -- GC rules ----------------------------------------------------------------

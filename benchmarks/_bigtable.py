@@ -1,0 +1,272 @@
+"""(a) writes, (b) range reads and (c) latest lookups on the Cloud Bigtable emulator.
+
+Baselines use google-cloud-bigtable's data client as an application would:
+default settings, ``MutationsBatcher`` for writes, ``read_rows`` into
+``Row`` objects, ``read_row`` for a single row.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import _data
+from _common import Result, median, ratio_result, timed
+
+import tsmodel as ts
+from tsmodel.backends import open_backend
+from tsmodel.backends.base import GcRule, ReadFilter, ReadRequest, TableSpec
+from tsmodel.cache import CachingBackend
+from tsmodel.mapper import decode_row, encode_event
+
+BASE_MAIN, BASE_CURRENT = "BASE_METRIC", "BASE_CURRENT_METRIC"
+
+
+class BigtableSuite:
+    """Everything measured against one emulator, on one set of events."""
+
+    def __init__(self, host_port: str, events: int, runs: int, lookups: int,
+                 log: Callable[[str], None]) -> None:
+        self.url = f"bigtable-emulator://{host_port}/bench/bench"
+        self.host_port, self.runs, self.lookups, self.log = host_port, runs, lookups, log
+        self.model = _data.server_metric_model()
+        self.events = _data.generate(events)
+        self.hosts = sorted({e.hostname for e in self.events})
+        self.end = _data.end_time(events)
+        self.conn = ts.connect(self.url, default=False)
+        self.client = _official_client(host_port)
+        self.families = tuple((f, GcRule(max_versions=1)) for f in self.model.__tsmodel__.families)
+
+    def close(self) -> None:
+        self.client.close()
+        self.conn.close()
+
+    # -- (a) writes --------------------------------------------------------------------
+
+    def writes(self) -> Result:
+        ours, theirs = [], []
+        for run in range(self.runs):
+            pair = [self._tsmodel_write, self._baseline_write]
+            if run % 2:
+                pair.reverse()  # alternate, so drift does not favour one side
+            times = {fn.__name__: fn() for fn in pair}
+            ours.append(len(self.events) / times["_tsmodel_write"])
+            theirs.append(len(self.events) / times["_baseline_write"])
+            self.log(f"  (a) run {run + 1}: tsmodel {ours[-1]:,.0f} events/s, "
+                     f"MutationsBatcher {theirs[-1]:,.0f} rows/s")
+        result = ratio_result("a", "save 50k events (rows/s)", "rows/s", ours, theirs, 5.0,
+                              target=">= 5x")
+        result.what = f"save {len(self.events):,} events (main + current table)"
+        result.notes.append(self._same_cells())
+        result.notes.append(self._write_breakdown())
+        return result
+
+    def _write_breakdown(self) -> str:
+        """Where a saved event's time goes: the mapper, the backend, the rest (medians)."""
+        spec = self.model.__tsmodel__
+        backend = self.conn.backend
+        totals, encodes, sends = [], [], []
+        for _ in range(self.runs):
+            totals.append(self._tsmodel_write() / len(self.events) * 1e6)
+            seconds, encoded = timed(lambda: [encode_event(spec, e) for e in self.events])
+            encodes.append(seconds / len(self.events) * 1e6)
+            rows = [e.row_mutation() for e in encoded]
+
+            def write(rows: list[Any] = rows) -> None:
+                for start in range(0, len(rows), 1000):
+                    backend.mutate_rows(spec.table, rows[start:start + 1000])
+
+            sends.append(timed(write)[0] / len(rows) * 1e6)
+        total, encode, send = median(totals), median(encodes), median(sends)
+        return (f"per event, {total:.1f} us in all: encode_event {encode:.1f} us, "
+                f"backend mutate_rows {send:.1f} us (main table), the rest (current table, "
+                f"batching, results) {total - encode - send:.1f} us")
+
+    def _tsmodel_write(self) -> float:
+        self.conn.drop_tables(self.model)
+        self.conn.create_tables(self.model)
+        seconds, outcome = timed(lambda: self.conn.save_all(self.events))
+        assert outcome.ok, outcome.summary()
+        return seconds
+
+    def _baseline_write(self) -> float:
+        from google.cloud.bigtable.data import RowMutationEntry, SetCell
+
+        for name in (BASE_MAIN, BASE_CURRENT):
+            self.conn.backend.delete_table(name)
+            self.conn.backend.create_table(TableSpec(name, self.families))
+
+        def write() -> None:  # the hand-written program: encode, then batch
+            for name, rows in ((BASE_MAIN, _data.plain_rows(self.events)),
+                               (BASE_CURRENT, _data.plain_current_rows(self.events))):
+                with self.client.get_table("bench", name) as table, \
+                        table.mutations_batcher() as batcher:
+                    for key, cells in rows:
+                        batcher.append(RowMutationEntry(key, [
+                            SetCell(family, qualifier, value, timestamp_micros=ts)
+                            for family, qualifier, ts, value in cells]))
+
+        return timed(write)[0]
+
+    def _same_cells(self) -> str:
+        """Check that tsmodel and the baseline wrote exactly the same cells."""
+        backend = self.conn.backend
+        spec = self.model.__tsmodel__
+        newest = ReadFilter(cells_per_column=1)  # the current table may hold older versions
+        for ours, theirs in ((spec.table, BASE_MAIN), (spec.current_table, BASE_CURRENT)):
+            a = [(r.key, r.cells) for r in backend.read_rows(ReadRequest(ours, filter=newest))]
+            b = [(r.key, r.cells) for r in backend.read_rows(ReadRequest(theirs, filter=newest))]
+            assert a == b, f"{ours} and {theirs} differ"
+        return ("tsmodel and the baseline wrote the same cells (checked cell by cell; tsmodel "
+                "also writes the current table once per batch of 1,000 events)")
+
+    # -- (b) range reads ----------------------------------------------------------------
+
+    def reads(self) -> Result:
+        self._tsmodel_write()  # fresh tables, as written by tsmodel
+        if not self._has_baseline_tables():
+            self._baseline_write()
+        ours, theirs = [], []
+        for run in range(self.runs):
+            pair = [self._tsmodel_read, self._baseline_read]
+            if run % 2:
+                pair.reverse()
+            times = {fn.__name__: fn() for fn in pair}
+            ours.append(len(self.events) / times["_tsmodel_read"])
+            theirs.append(len(self.events) / times["_baseline_read"])
+            self.log(f"  (b) run {run + 1}: tsmodel {ours[-1]:,.0f} instances/s, "
+                     f"read_rows {theirs[-1]:,.0f} rows/s")
+        result = ratio_result("b", "", "rows/s", ours, theirs, 5.0, target=">= 5x")
+        result.what = f"range-read {len(self.events):,} events into instances / Row objects"
+        result.notes.append(self._read_breakdown())
+        return result
+
+    def _read_breakdown(self) -> str:
+        """Where a read instance's time goes, all streamed: backend, mapper, the rest (medians)."""
+        spec, model = self.model.__tsmodel__, self.model
+        requests = [req for host in self.hosts for req in model.range(
+            _data.START, self.end, hostname=host).using(self.conn).explain().requests]
+        backend = self.conn.backend
+
+        def read() -> None:
+            for request in requests:
+                for _ in backend.read_rows(request):
+                    pass
+
+        def read_and_decode() -> None:
+            for request in requests:
+                for row in backend.read_rows(request):
+                    decode_row(spec, model, row)
+
+        totals, reads, decodes = [], [], []
+        n = len(self.events) / 1e6
+        for _ in range(self.runs):
+            totals.append(self._tsmodel_read() / n)
+            reads.append(timed(read)[0] / n)
+            decodes.append(timed(read_and_decode)[0] / n - reads[-1])
+        total, backend_us, decode = median(totals), median(reads), median(decodes)
+        return (f"per instance, {total:.1f} us in all: backend read_rows {backend_us:.1f} us "
+                f"(gRPC hands over each message, the emulator sends one row per message), "
+                f"decode_row {decode:.1f} us, the rest (QuerySet) "
+                f"{total - backend_us - decode:.1f} us")
+
+    def _has_baseline_tables(self) -> bool:
+        return BASE_MAIN in self.conn.backend.list_tables()
+
+    def _tsmodel_read(self) -> float:
+        def read() -> int:
+            return sum(len(list(self.model.range(_data.START, self.end, hostname=host)
+                                .using(self.conn))) for host in self.hosts)
+
+        seconds, count = timed(read)
+        assert count == len(self.events), count
+        return seconds
+
+    def _baseline_read(self) -> float:
+        from google.cloud.bigtable.data import ReadRowsQuery, RowRange
+        from google.cloud.bigtable.data.row_filters import CellsColumnLimitFilter
+
+        def read() -> int:
+            count = 0
+            with self.client.get_table("bench", BASE_MAIN) as table:
+                for host in self.hosts:
+                    start, end = _data.row_range(host, _data.START, self.end)
+                    query = ReadRowsQuery(row_ranges=RowRange(start_key=start, end_key=end),
+                                          row_filter=CellsColumnLimitFilter(1))
+                    count += len(table.read_rows(query))
+            return count
+
+        seconds, count = timed(read)
+        assert count == len(self.events), count
+        return seconds
+
+    # -- (c) latest lookups ----------------------------------------------------------------
+
+    def lookups_(self) -> list[Result]:
+        self._tsmodel_write()
+        if not self._has_baseline_tables():
+            self._baseline_write()
+        cache = CachingBackend(open_backend(self.url), maxsize=10_000, ttl=60.0)
+        cached = ts.Connection(cache)
+        try:
+            cold, warm, client = [], [], []
+            for run in range(self.runs):
+                cold.append(self._lookups(self.conn))
+                client.append(self._client_lookups())
+                cache.clear()
+                for host in self.hosts:  # one miss per host, then hits only
+                    cached.latest(self.model, hostname=host)
+                warm.append(self._lookups(cached))
+                self.log(f"  (c) run {run + 1}: cold {cold[-1]:.1f} us, warm {warm[-1]:.2f} us, "
+                         f"client read_row {client[-1]:.1f} us per lookup")
+            stats = cache.stats
+        finally:
+            cached.close()
+        first = ratio_result("c1", "latest(), cold: one RPC each vs client read_row",
+                             "us/lookup", cold, client, 0.0, target="(info)",
+                             higher_is_better=False)
+        first.met = None
+        ratios = [w / c for w, c in zip(warm, cold, strict=True)]
+        second = Result("c2", "latest(), warm (cache hit) vs cold", "us/lookup", median(warm),
+                        median(cold), median(ratios), "<= 1 %", median(ratios) <= 0.01,
+                        len(warm), percent=True)
+        wired = getattr(cached, "cache", None) is not None
+        second.notes.append(
+            f"cache: {stats.hits:,} hits, {stats.misses:,} misses; "
+            + ("latest() keeps the decoded instance (Connection.cache is set)" if wired else
+               "Connection has no .cache: only the row read is cached, latest() still "
+               "compiles its query and decodes the row on every hit"))
+        return [first, second]
+
+    def _lookups(self, conn: ts.Connection) -> float:
+        hosts, n = self.hosts, self.lookups
+
+        def run() -> None:
+            for i in range(n):
+                conn.latest(self.model, hostname=hosts[i % len(hosts)])
+
+        return timed(run)[0] / n * 1e6
+
+    def _client_lookups(self) -> float:
+        from google.cloud.bigtable.data.row_filters import CellsColumnLimitFilter
+
+        hosts, n = [h.encode() for h in self.hosts], self.lookups
+        version = CellsColumnLimitFilter(1)
+        with self.client.get_table("bench", BASE_CURRENT) as table:
+            def run() -> None:
+                for i in range(n):
+                    table.read_row(hosts[i % len(hosts)], row_filter=version)
+
+            return timed(run)[0] / n * 1e6
+
+
+def _official_client(host_port: str) -> Any:
+    """google-cloud-bigtable's data client on the emulator, with its default settings."""
+    os.environ["BIGTABLE_EMULATOR_HOST"] = host_port
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from google.cloud.bigtable.data import BigtableDataClient
+
+        return BigtableDataClient(project="bench")

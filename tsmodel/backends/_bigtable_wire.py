@@ -1,0 +1,363 @@
+"""Raw ``google.bigtable.v2`` protobuf for the Bigtable backend's data path.
+
+Neutral requests and mutations become raw (upb) protobuf messages here, built
+field by field: the data client's proto-plus objects cost more than the
+network on the emulator. This module does no I/O; :mod:`._bigtable_rpc` sends
+what it builds. Only the Bigtable backend imports it.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from google.api_core.gapic_v1 import routing_header
+from google.cloud.bigtable_v2.types import bigtable as bigtable_types
+from google.cloud.bigtable_v2.types import data as data_types
+from google.cloud.bigtable_v2.types import feature_flags
+
+from tsmodel.backends._chunks import ReadProgress
+from tsmodel.backends.base import (
+    DeleteCells,
+    DeleteFamily,
+    DeleteRow,
+    Mutation,
+    ReadFilter,
+    ReadRequest,
+    RowMutation,
+    SetCell,
+)
+
+__all__ = [
+    "MutateRowsRequest", "MutateRowsResponse", "ReadRowsRequest", "ReadRowsResponse",
+    "FEATURES_METADATA", "routing_metadata", "entry_requests", "does_something",
+    "read_request", "row_filter", "resume_request",
+]
+
+#: Bigtable's limit on the size of a row key.
+MAX_ROW_KEY = 4096
+#: The largest int64 that is a whole number of milliseconds.
+_MAX_MS_MICROS = (2**63 - 1) // 1000 * 1000
+
+MutateRowsRequest: Any = bigtable_types.MutateRowsRequest.pb()
+MutateRowsResponse: Any = bigtable_types.MutateRowsResponse.pb()
+ReadRowsRequest: Any = bigtable_types.ReadRowsRequest.pb()
+ReadRowsResponse: Any = bigtable_types.ReadRowsResponse.pb()
+_RowFilter: Any = data_types.RowFilter.pb()
+_RowSet: Any = data_types.RowSet.pb()
+_to_grpc_metadata: Any = routing_header.to_grpc_metadata
+
+#: The ``bigtable-features`` header: the client merges reversed scans and
+#: last-scanned-row responses. Websafe base64 of a ``FeatureFlags`` message,
+#: as the other official clients send it.
+FEATURES_METADATA = (
+    "bigtable-features",
+    base64.urlsafe_b64encode(feature_flags.FeatureFlags.pb()(
+        reverse_scans=True, last_scanned_row_responses=True).SerializeToString()).decode(),
+)
+
+
+def routing_metadata(table_name: str, app_profile_id: str | None) -> tuple[str, str]:
+    """The ``x-goog-request-params`` header Cloud Bigtable routes data requests by.
+
+    The same as the generated client sends for ReadRows and MutateRows: the
+    table's full name and the app profile, the latter even when empty.
+    """
+    header: tuple[str, str] = _to_grpc_metadata(
+        {"table_name": table_name, "app_profile_id": app_profile_id or ""})
+    return header
+
+
+# -- writes ------------------------------------------------------------------
+
+
+def does_something(mutation: Mutation) -> bool:
+    """False for a DeleteCells with an empty time range (Bigtable reads end 0 as infinity)."""
+    if isinstance(mutation, DeleteCells) and mutation.timestamp_end is not None:
+        return mutation.timestamp_end > max(mutation.timestamp_start or 0, 0)
+    return True
+
+
+def entry_requests(
+    table_name: str, app_profile_id: str | None, entries: Sequence[RowMutation],
+    indices: Sequence[int], max_mutations: int, max_bytes: int,
+    refuse: Callable[[int, Exception], None],
+) -> Iterator[tuple[Any, list[int]]]:
+    """``MutateRowsRequest`` messages for ``entries[i]`` of ``indices``, within the limits.
+
+    Yields each request with the positions (in ``entries``) of its entries.
+    An entry that cannot be encoded is passed to ``refuse`` and left out; an
+    entry with nothing to do (no mutation, or only empty deletions) is left
+    out silently: it is trivially applied. An entry larger than the limits
+    goes alone in its request.
+    """
+    def new_request() -> Any:
+        return MutateRowsRequest(table_name=table_name, app_profile_id=app_profile_id or "")
+
+    request, mutations, size = new_request(), 0, 0
+    positions: list[int] = []
+    for index in indices:
+        entry = entries[index]
+        pb = request.entries.add()
+        try:
+            count = _fill_entry(pb, entry)
+        except (TypeError, ValueError, OverflowError) as exc:
+            del request.entries[-1]
+            refuse(index, exc)
+            continue
+        if not count:
+            del request.entries[-1]
+            continue
+        entry_size = pb.ByteSize()
+        if positions and (mutations + count > max_mutations or size + entry_size > max_bytes):
+            moved = request.entries.pop()
+            yield request, positions
+            request, positions, mutations, size = new_request(), [], 0, 0
+            request.entries.append(moved)
+        positions.append(index)
+        mutations += count
+        size += entry_size
+    if positions:
+        yield request, positions
+
+
+def _fill_entry(pb: Any, entry: RowMutation) -> int:
+    """Fill a raw ``MutateRowsRequest.Entry``; return how many mutations it got.
+
+    Raises:
+        ValueError: a row key that Bigtable refuses, a negative timestamp.
+        TypeError: a value of the wrong type.
+    """
+    key = entry.key
+    if not key or len(key) > MAX_ROW_KEY:
+        raise ValueError(f"row key must be 1 to {MAX_ROW_KEY} bytes, got {len(key)}")
+    pb.row_key = key
+    add = pb.mutations.add
+    count = 0
+    for mutation in entry.mutations:
+        kind = type(mutation)
+        if kind is SetCell:
+            if mutation.timestamp < 0:  # type: ignore[union-attr]
+                raise ValueError(f"cell timestamp {mutation.timestamp} is negative; tsmodel "  # type: ignore[union-attr]
+                                 "writes explicit timestamps so that retries are idempotent")
+            cell = add().set_cell
+            cell.family_name = mutation.family  # type: ignore[union-attr]
+            cell.column_qualifier = mutation.qualifier  # type: ignore[union-attr]
+            cell.timestamp_micros = mutation.timestamp  # type: ignore[union-attr]
+            cell.value = mutation.value  # type: ignore[union-attr]
+        elif kind is DeleteCells:
+            assert isinstance(mutation, DeleteCells)
+            if not does_something(mutation):
+                continue
+            column = add().delete_from_column
+            column.family_name = mutation.family
+            column.column_qualifier = mutation.qualifier
+            column.time_range.start_timestamp_micros = mutation.timestamp_start or 0
+            column.time_range.end_timestamp_micros = mutation.timestamp_end or 0
+        elif kind is DeleteFamily:
+            add().delete_from_family.family_name = mutation.family  # type: ignore[union-attr]
+        elif kind is DeleteRow:
+            add().delete_from_row.SetInParent()
+        else:
+            raise TypeError(f"not a tsmodel mutation: {mutation!r:.200}")
+        count += 1
+    return count
+
+
+# -- reads -------------------------------------------------------------------
+
+
+def read_request(table_name: str, app_profile_id: str | None, request: ReadRequest,
+                 families: Callable[[], Sequence[str]]) -> Any | None:
+    """The ``ReadRowsRequest`` of ``request``, or ``None`` when it selects nothing.
+
+    ``families`` gives the table's families; it is called only for a
+    qualifier range without a family filter (Bigtable scopes column ranges
+    by family).
+    """
+    rows = request.rows
+    pb = ReadRowsRequest(table_name=table_name, app_profile_id=app_profile_id or "",
+                         rows_limit=request.limit or 0, reversed=request.reverse)
+    if not rows.is_whole_table():
+        keys = [key for key in dict.fromkeys(rows.keys) if key]
+        ranges = [r for r in dict.fromkeys(rows.ranges) if not r.is_empty()]
+        if not keys and not ranges:
+            return None
+        pb.rows.row_keys.extend(keys)
+        for r in ranges:
+            pb_range = pb.rows.row_ranges.add()
+            if r.start is not None:
+                pb_range.start_key_closed = r.start
+            if r.end is not None:
+                pb_range.end_key_open = r.end
+    flt = row_filter(request.filter, families)
+    if flt is False:
+        return None
+    if flt is not None:
+        pb.filter.CopyFrom(flt)
+    return pb
+
+
+def row_filter(read_filter: ReadFilter, families: Callable[[], Sequence[str]]) -> Any:
+    """The raw ``RowFilter`` of ``read_filter``: ``None`` for none, ``False`` when no cell passes.
+
+    The steps follow :class:`~tsmodel.backends.base.ReadFilter`'s order:
+    families, columns, qualifier range, timestamps, versions per column,
+    value stripping.
+    """
+    steps = [_family_filter(read_filter.families), _column_filter(read_filter.columns),
+             _qualifier_range_filter(read_filter, families),
+             _timestamp_filter(read_filter.timestamp_start, read_filter.timestamp_end)]
+    if any(step is False for step in steps):
+        return False
+    chain = [step for step in steps if step is not None]
+    if read_filter.cells_per_column is not None:
+        chain.append(_RowFilter(cells_per_column_limit_filter=read_filter.cells_per_column))
+    if read_filter.strip_values:
+        chain.append(_RowFilter(strip_value_transformer=True))
+    if not chain:
+        return None
+    if len(chain) == 1:
+        return chain[0]
+    out = _RowFilter()
+    out.chain.filters.extend(chain)
+    return out
+
+
+def _any_of(filters: list[Any]) -> Any:
+    if not filters:
+        return False
+    if len(filters) == 1:
+        return filters[0]
+    out = _RowFilter()
+    out.interleave.filters.extend(filters)
+    return out
+
+
+def _family_filter(families: tuple[str, ...] | None) -> Any:
+    """Keep the cells of ``families``: a column range per family, covering all of it.
+
+    A column range names its family literally (no regex to escape), and costs
+    the server far less than a family-name regex: on the emulator, a filtered
+    read of one family ran at 1.7x the speed of the regex.
+    """
+    if families is None:
+        return None
+    ranges = []
+    for family in dict.fromkeys(families):
+        flt = _RowFilter()
+        flt.column_range_filter.family_name = family
+        ranges.append(flt)
+    return _any_of(ranges)
+
+
+def _column_filter(columns: tuple[tuple[str, bytes], ...] | None) -> Any:
+    """Keep exactly ``columns``: a closed one-qualifier column range each, no regex."""
+    if columns is None:
+        return None
+    ranges = []
+    for family, qualifier in dict.fromkeys(columns):
+        flt = _RowFilter()
+        flt.column_range_filter.family_name = family
+        flt.column_range_filter.start_qualifier_closed = qualifier
+        flt.column_range_filter.end_qualifier_closed = qualifier
+        ranges.append(flt)
+    return _any_of(ranges)
+
+
+def _qualifier_range_filter(read_filter: ReadFilter, families: Callable[[], Sequence[str]]) -> Any:
+    """Qualifier bounds as one column range per family (Bigtable needs the family)."""
+    start, end = read_filter.qualifier_start, read_filter.qualifier_end
+    if start is None and end is None:
+        return None
+    if start is not None and end is not None and start >= end:
+        return False
+    names = read_filter.families if read_filter.families is not None else families()
+    ranges = []
+    for family in dict.fromkeys(names):
+        flt = _RowFilter()
+        flt.column_range_filter.family_name = family
+        if start is not None:
+            flt.column_range_filter.start_qualifier_closed = start
+        if end is not None:
+            flt.column_range_filter.end_qualifier_open = end
+        ranges.append(flt)
+    return _any_of(ranges)
+
+
+def _timestamp_filter(start: int | None, end: int | None) -> Any:
+    """Keep cells with ``start <= timestamp < end`` (microseconds).
+
+    Cells hold whole milliseconds and Bigtable wants millisecond bounds, so
+    both are rounded up to a millisecond, which changes no cell's fate. An
+    end of 0 means "no end" to Bigtable: an empty range is ``False`` instead.
+    """
+    if start is None and end is None:
+        return None
+    start = None if start is None or start <= 0 else _ceil_ms(start)
+    end = None if end is None else _ceil_ms(end)
+    if end is not None and end <= (start or 0):
+        return False
+    if start is not None and start > _MAX_MS_MICROS:
+        return False
+    if end is not None and end > _MAX_MS_MICROS:
+        end = None  # beyond int64: no cell is that late
+    flt = _RowFilter()
+    flt.timestamp_range_filter.start_timestamp_micros = start or 0
+    flt.timestamp_range_filter.end_timestamp_micros = end or 0
+    return flt
+
+
+def _ceil_ms(micros: int) -> int:
+    return -(-micros // 1000) * 1000
+
+
+def resume_request(request: Any, progress: ReadProgress, limit: int) -> Any | None:
+    """``request`` narrowed to the rows after ``progress``; ``None`` when none are left.
+
+    Rows up to ``progress.last_key`` (inclusive, in the read's direction)
+    are dropped from the row set, and the row limit (``limit``, 0 for none)
+    is reduced by the rows already returned.
+    """
+    if limit:
+        if progress.rows >= limit:
+            return None
+        request.rows_limit = limit - progress.rows
+    last = progress.last_key
+    if last is None:
+        return request
+    rows = _resume_rows(request.rows, last, progress.reverse)
+    if rows is None:
+        return None
+    request.rows.CopyFrom(rows)
+    return request
+
+
+def _resume_rows(rows: Any, last: bytes, reverse: bool) -> Any | None:
+    """The part of a raw ``RowSet`` strictly after ``last`` (before it when reversed)."""
+    out = _RowSet()
+    if not rows.row_keys and not rows.row_ranges:
+        if reverse:
+            out.row_ranges.add().end_key_open = last
+        else:
+            out.row_ranges.add().start_key_open = last
+        return out
+    out.row_keys.extend(k for k in rows.row_keys if (k < last if reverse else k > last))
+    for r in rows.row_ranges:
+        start = r.start_key_closed or r.start_key_open or None
+        end = r.end_key_closed or r.end_key_open or None
+        kept = out.row_ranges.add()
+        kept.CopyFrom(r)
+        if reverse:
+            if start is not None and start >= last:
+                del out.row_ranges[-1]
+            elif end is None or end >= last:
+                kept.end_key_open = last
+        elif end is not None and end <= last:
+            del out.row_ranges[-1]
+        elif start is None or start <= last:
+            kept.start_key_open = last
+    if not out.row_keys and not out.row_ranges:
+        return None
+    return out

@@ -1,0 +1,387 @@
+"""The read side of the embedded store: GC rules at read time, read plans, rows from cells.
+
+:class:`~tsmodel.backends.embedded.EmbeddedBackend` compiles each read into a
+:class:`Plan` (SQL conditions for what SQLite can filter, Python for the
+rest), pages through the primary key in chunks whose bounds come from
+:func:`segment_where`, and turns each chunk of cells into rows with
+:func:`rows_of_chunk`. Nothing here touches a database.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from itertools import islice
+from operator import eq, itemgetter
+from typing import Any
+
+from tsmodel.backends.base import Cell, GcRule, ReadFilter, ReadRequest, Row, RowSet, TableSpec
+from tsmodel.errors import BackendError
+
+FIRST_CHUNK = 16  # cells; chunks grow 4x up to MAX_CHUNK cells or ~CHUNK_BYTES
+#: Small chunks read fastest: their objects die young (measured: 512 cells per
+#: chunk read at 1.5x the speed of 4096 on a 50,000-row scan).
+MAX_CHUNK = 512
+CHUNK_BYTES = 2_000_000
+KEYS_PER_QUERY = 500
+NO_LIMIT = 1 << 63
+MICROSECOND = timedelta(microseconds=1)
+SELECT = ("row_key, family, qualifier, ts, value", "row_key, family, qualifier, ts, x''")
+#: The selection in a table with one family: the family is known, not fetched.
+SELECT_ONE = ("row_key, qualifier, ts, value", "row_key, qualifier, ts, x''")
+ORDER = ("row_key, family, qualifier, ts DESC", "row_key DESC, family DESC, qualifier DESC, ts")
+
+#: A cell as stored: (row_key, family, qualifier, ts, value), or without the
+#: family when the table has only one (see Plan.family).
+Raw = tuple[Any, ...]
+#: Rows to scan: ``(start, end, ())`` for the keys in ``[start, end)`` (``end``
+#: ``None``: no end), or ``(b"", None, keys)`` for exact keys.
+Segment = tuple[bytes, bytes | None, tuple[bytes, ...]]
+#: GC test: (rank of the cell in its column, 0 = newest; cell timestamp) -> collected.
+GcTest = Callable[[int, int], bool]
+
+
+# -- GC rules at read time ---------------------------------------------------------
+
+
+def uses(rule: GcRule, attribute: str) -> bool:
+    """Whether ``rule`` or a rule nested in it sets ``attribute``."""
+    return getattr(rule, attribute) is not None or any(uses(sub, attribute) for sub in rule.rules)
+
+
+def fold(
+    rule: GcRule, leaf: Callable[[GcRule], int | None], union: Callable[[list[int]], int],
+    intersection: Callable[[list[int]], int],
+) -> int | None:
+    """Reduce a rule with one kind of condition (ages or versions) to one threshold.
+
+    ``None`` means that the rule collects nothing.
+    """
+    parts = [fold(sub, leaf, union, intersection) for sub in rule.rules]
+    own = leaf(rule)
+    if own is not None:
+        parts.append(own)
+    known = [p for p in parts if p is not None]
+    if rule.mode == "union":
+        return union(known) if known else None
+    return None if not parts or len(known) < len(parts) else intersection(known)
+
+
+def age_cutoff(rule: GcRule, now: int) -> int | None:
+    """For a rule without ``max_versions``: cells with ``ts < cutoff`` are collected."""
+
+    def leaf(r: GcRule) -> int | None:
+        return None if r.max_age is None else now - r.max_age // MICROSECOND
+
+    return fold(rule, leaf, max, min)
+
+
+def version_cap(rule: GcRule) -> int | None:
+    """For a rule without ``max_age``: cells of rank ``>= cap`` are collected."""
+    return fold(rule, lambda r: r.max_versions, min, max)
+
+
+def gc_test(rule: GcRule, now: int) -> GcTest:
+    """Compile a rule into ``collected(rank, ts)``."""
+    tests = [gc_test(sub, now) for sub in rule.rules]
+    versions = rule.max_versions
+    if versions is not None:
+        tests.append(lambda rank, ts: rank >= versions)
+    if rule.max_age is not None:
+        cutoff = now - rule.max_age // MICROSECOND
+        tests.append(lambda rank, ts: ts < cutoff)
+    if len(tests) == 1:
+        return tests[0]
+    if not tests:
+        return lambda rank, ts: False
+    combine = any if rule.mode == "union" else all
+    return lambda rank, ts: combine(test(rank, ts) for test in tests)
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def clamp(ts: int | None) -> int | None:
+    """A timestamp bound brought into SQLite's integer range (cells lie within it)."""
+    return None if ts is None else min(max(ts, -1), NO_LIMIT - 1)
+
+
+class Table:
+    """An immutable snapshot of one table's metadata."""
+
+    __slots__ = ("id", "name", "families", "sql_name", "insert_sql")
+
+    def __init__(self, table_id: int, name: str, families: dict[str, GcRule]) -> None:
+        self.id, self.name, self.families = table_id, name, families
+        self.sql_name = f"tsm_cells_{table_id}"
+        self.insert_sql = f"INSERT OR REPLACE INTO {self.sql_name} VALUES (?, ?, ?, ?, ?)"
+
+    def has_gc(self) -> bool:
+        return any(not rule.is_empty() for rule in self.families.values())
+
+    def spec(self) -> TableSpec:
+        return TableSpec(self.name, tuple(sorted(self.families.items(), key=itemgetter(0))))
+
+
+# -- Read plans ---------------------------------------------------------------
+
+
+def segments(rows: RowSet) -> list[Segment]:
+    """Disjoint key ranges and key lists, in ascending key order, that cover ``rows``.
+
+    Keys and ranges are merged (so no row is read twice); runs of single keys
+    become key lists (read with ``IN``).
+    """
+    if rows.is_whole_table():
+        return [(b"", None, ())]
+    spans: list[tuple[bytes, bytes | None]] = [(k, k + b"\0") for k in rows.keys]
+    spans += [(r.start or b"", r.end) for r in rows.ranges if not r.is_empty()]
+    merged: list[tuple[bytes, bytes | None]] = []
+    for start, end in sorted(spans, key=itemgetter(0)):
+        last = merged[-1] if merged else None
+        if last is not None and (last[1] is None or start <= last[1]):
+            merged[-1] = (last[0], None if last[1] is None or end is None else max(last[1], end))
+        else:
+            merged.append((start, end))
+    out: list[Segment] = []
+    batch: list[bytes] = []
+    for start, end in merged:
+        single = end == start + b"\0"
+        if batch and (not single or len(batch) == KEYS_PER_QUERY):
+            out.append((b"", None, tuple(batch)))
+            batch = []
+        if single:
+            batch.append(start)
+        else:
+            out.append((start, end, ()))
+    if batch:
+        out.append((b"", None, tuple(batch)))
+    return out
+
+
+def segment_where(segment: Segment, after: tuple[str, bytes] | None,
+                   reverse: bool) -> tuple[str, tuple[bytes, ...]]:
+    """The SQL condition (and parameters) of a segment, past the keyset cursor ``after``.
+
+    ``after`` is ``(operator, key)``: rows on the far side of ``key`` are left.
+    In a range, the cursor replaces the bound it passed, so that SQLite seeks
+    to it rather than scanning from the range's start on every chunk.
+    """
+    start, end, keys = segment
+    if keys:
+        where, params = f"row_key IN ({', '.join('?' * len(keys))})", keys
+        return (where, params) if after is None else \
+            (f"{where} AND row_key {after[0]} ?", (*params, after[1]))
+    low = (f"row_key {after[0]} ?", after[1]) if after is not None and not reverse else \
+        ("row_key >= ?", start) if start else None
+    high = (f"row_key {after[0]} ?", after[1]) if after is not None and reverse else \
+        ("row_key < ?", end) if end is not None else None
+    bounds = [bound for bound in (low, high) if bound is not None]
+    if not bounds:
+        return "1", ()
+    return " AND ".join(sql for sql, _ in bounds), tuple(key for _, key in bounds)
+
+
+class Plan:
+    """A read request compiled against one table snapshot.
+
+    SQL applies the cell filters, age-only GC rules and, for the families
+    without ``max_versions`` in their rule, the timestamp range.
+    :meth:`process` applies the rest in Python: GC rules with
+    ``max_versions`` (they need every version of a column), then the
+    timestamp range for those families, then the cells-per-column limit.
+    """
+
+    def __init__(self, table: Table, request: ReadRequest) -> None:
+        flt = request.filter
+        if request.limit is not None and request.limit < 0:
+            raise BackendError(f"read limit must be >= 0, got {request.limit}")
+        self.table, self.reverse, self.limit = table, request.reverse, request.limit or None
+        self.ts_start, self.ts_end = clamp(flt.timestamp_start), clamp(flt.timestamp_end)
+        self.cells_per_column = flt.cells_per_column
+        #: family -> (rank cap, further test) for GC rules with max_versions
+        self.gc: dict[str, tuple[int, GcTest | None]] = {}
+        where: list[str] = []
+        params: list[Any] = []
+        self._add_gc(flt, where, params)
+        add_cell_filters(flt, where, params)
+        self._add_time_filter(where, params)
+        self.where = "".join(f" AND {w}" for w in where)
+        self.params = tuple(params)
+        #: The family of every cell when the table has only one: not fetched then.
+        self.family = next(iter(table.families)) if len(table.families) == 1 else None
+        self.select = (SELECT if self.family is None else SELECT_ONE)[flt.strip_values]
+        self.processed = bool(self.gc) or flt.cells_per_column is not None
+        #: process() can only drop older versions of a column (no age test, caps
+        #: of at least one): a chunk where no column has two versions skips it.
+        self.versions_only = all(test is None and cap >= 1 for cap, test in self.gc.values())
+        #: The timestamp range left to apply in Python (see _add_time_filter).
+        self.deferred_time = (self.ts_start, self.ts_end) if self.gc and (
+            self.ts_start is not None or self.ts_end is not None) else None
+
+    def _add_gc(self, flt: ReadFilter, where: list[str], params: list[Any]) -> None:
+        now = now_us()
+        for family, rule in self.table.families.items():
+            if rule.is_empty() or (flt.families is not None and family not in flt.families):
+                continue
+            if not uses(rule, "max_versions"):
+                if (cutoff := age_cutoff(rule, now)) is not None:
+                    where.append("NOT (+family = ? AND ts < ?)")
+                    params.extend((family, cutoff))
+            elif not uses(rule, "max_age"):
+                cap = version_cap(rule)
+                self.gc[family] = (NO_LIMIT if cap is None else cap, None)
+            else:
+                self.gc[family] = (NO_LIMIT, gc_test(rule, now))
+
+    def _add_time_filter(self, where: list[str], params: list[Any]) -> None:
+        candidates = (("ts >= ?", self.ts_start), ("ts < ?", self.ts_end))
+        bounds = [(sql, value) for sql, value in candidates if value is not None]
+        if not bounds:
+            return
+        test = " AND ".join(sql for sql, _ in bounds)
+        if self.gc:  # the families with versions-based GC are filtered in process()
+            where.append(f"(+family IN ({', '.join('?' * len(self.gc))}) OR ({test}))")
+            params.extend(self.gc)
+        else:
+            where.append(test)
+        params.extend(value for _, value in bounds)
+
+    def process(self, cells: list[Raw]) -> list[Raw]:
+        """Filter cells (sorted in Bigtable's order) as the class says."""
+        out: list[Raw] = []
+        gc, limit = self.gc, self.cells_per_column or NO_LIMIT
+        start = -1 if self.ts_start is None else self.ts_start
+        end = NO_LIMIT if self.ts_end is None else self.ts_end
+        column: tuple[bytes, str, bytes | None] = (b"", "", None)
+        rank = kept = 0
+        cap, test, collects = NO_LIMIT, None, False
+        for cell in cells:
+            key, family, qualifier, ts, _ = cell
+            if qualifier != column[2] or family != column[1] or key != column[0]:
+                column, rank, kept = (key, family, qualifier), 0, 0
+                collects = family in gc
+                cap, test = gc.get(family, (NO_LIMIT, None))
+            else:
+                rank += 1
+            if collects and (
+                rank >= cap or (test is not None and test(rank, ts)) or not start <= ts < end
+            ):
+                continue
+            if kept < limit:
+                kept += 1
+                out.append(cell)
+        return out
+
+
+def add_cell_filters(flt: ReadFilter, where: list[str], params: list[Any]) -> None:
+    if flt.families is not None:
+        where.append(f"+family IN ({', '.join('?' * len(flt.families))})")
+        params.extend(flt.families)
+    if flt.columns is not None:
+        values = ", ".join("(?, ?)" for _ in flt.columns)
+        where.append(f"(+family, qualifier) IN (VALUES {values})" if values else "0")
+        params.extend(part for column in flt.columns for part in column)
+    if flt.qualifier_start is not None:
+        where.append("qualifier >= ?")
+        params.append(flt.qualifier_start)
+    if flt.qualifier_end is not None:
+        where.append("qualifier < ?")
+        params.append(flt.qualifier_end)
+
+
+# -- Reads ---------------------------------------------------------------------
+
+
+def next_chunk_size(chunk: list[Raw], size: int) -> int:
+    sample = chunk[:: max(1, len(chunk) // 16)]
+    per_cell = 64 + sum(len(c[0]) + len(c[-3]) + len(c[-1]) for c in sample) // len(sample)
+    return max(FIRST_CHUNK, min(4 * size, MAX_CHUNK, CHUNK_BYTES // per_cell))
+
+
+def rows_of_chunk(plan: Plan, chunk: list[Raw]) -> list[Row]:
+    """The rows of a chunk of cells (whole rows, in scan order)."""
+    family, reverse = plan.family, plan.reverse
+    if not plan.processed:
+        rows = build_rows(chunk, reverse) if family is None \
+            else build_rows_of(family, chunk, reverse, False)
+        assert rows is not None
+        return rows
+    if plan.versions_only:  # process() would only drop older versions: if there are none,
+        if plan.deferred_time is None:  # the build loop checks as it goes
+            rows = build_rows_of(family, chunk, reverse, True) if family is not None \
+                else build_rows(chunk, reverse, True)
+            if rows is not None:
+                return rows
+        elif not has_versions(chunk, family is not None):  # every cell is its column's newest
+            start, end = plan.deferred_time
+            lo, hi = -1 if start is None else start, NO_LIMIT if end is None else end
+            chunk = [cell for cell in chunk if lo <= cell[-2] < hi]
+            rows = build_rows_of(family, chunk, reverse, False) if family is not None \
+                else build_rows(chunk, reverse)
+            assert rows is not None
+            return rows
+    if family is not None:  # process() wants each row's cells in Bigtable's order, with families
+        chunk = [(key, family, q, ts, v) for key, q, ts, v in chunk]
+    chunk = plan.process(chunk[::-1])[::-1] if reverse else plan.process(chunk)
+    rows = build_rows(chunk, reverse)
+    assert rows is not None
+    return rows
+
+
+def has_versions(chunk: list[Raw], one_family: bool) -> bool:
+    """Whether a column has two cells in ``chunk`` (sorted: they are neighbours)."""
+    columns = list(map(COLUMN[one_family], chunk))
+    return any(map(eq, columns, islice(columns, 1, None)))
+
+
+COLUMN = (itemgetter(0, 1, 2), itemgetter(0, 1))  # by width: 5 or 4 fields
+
+
+def build_rows(chunk: list[Raw], reverse: bool, single: bool = False) -> list[Row] | None:
+    """Group cells sorted by row key into rows, each row's cells reversed if asked.
+
+    With ``single``, return ``None`` as soon as a column shows two versions
+    (the chunk is sorted: they are neighbours). This is the hot loop of every
+    read: ``tuple.__new__`` builds each Cell and Row without a Python-level
+    ``__new__`` call.
+    """
+    new = tuple.__new__
+    rows: list[Row] = []
+    cells: list[Cell] = []
+    key, column = b"", ("", b"")  # no row key is empty
+    for row_key, family, qualifier, ts, value in chunk:
+        if row_key != key:
+            if cells:
+                rows.append(new(Row, (key, tuple(cells[::-1] if reverse else cells))))
+            key, cells = row_key, []
+        elif single and qualifier == column[1] and family == column[0]:
+            return None
+        column = (family, qualifier)
+        cells.append(new(Cell, (family, qualifier, ts, value)))
+    if cells:
+        rows.append(new(Row, (key, tuple(cells[::-1] if reverse else cells))))
+    return rows
+
+
+def build_rows_of(family: str, chunk: list[Raw], reverse: bool,
+                   single: bool) -> list[Row] | None:
+    """:func:`build_rows` for cells fetched without their (only) family."""
+    new = tuple.__new__
+    rows: list[Row] = []
+    cells: list[Cell] = []
+    key, last = b"", None
+    for row_key, qualifier, ts, value in chunk:
+        if row_key != key:
+            if cells:
+                rows.append(new(Row, (key, tuple(cells[::-1] if reverse else cells))))
+            key, cells = row_key, []
+        elif single and qualifier == last:
+            return None
+        last = qualifier
+        cells.append(new(Cell, (family, qualifier, ts, value)))
+    if cells:
+        rows.append(new(Row, (key, tuple(cells[::-1] if reverse else cells))))
+    return rows
