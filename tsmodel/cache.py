@@ -198,6 +198,13 @@ class CachingBackend:
         finally:
             self.invalidate(name)
 
+    def delete_family(self, table: str, family: str) -> None:
+        """Delete one family (see the wrapped backend); drops the table's entries."""
+        try:
+            self.backend.delete_family(table, family)
+        finally:
+            self.invalidate(table)
+
     def list_tables(self) -> list[str]:
         return self.backend.list_tables()
 

@@ -483,13 +483,8 @@ def apply(backend: Backend, plan: SchemaPlan) -> tuple[Change, ...]:
 
     Raises:
         BackendError: the backend refused a change (the changes before it are
-            made), or cannot delete column families.
+            made).
     """
-    deleting_families = any(c.action is Action.DELETE_FAMILY for c in plan.changes)
-    if deleting_families and not callable(getattr(backend, "delete_family", None)):
-        raise errors.BackendError(
-            f"{type(backend).__name__} cannot delete column families (no delete_family); "
-            "nothing was changed. Plan without drop, or delete the families by hand")
     for change in plan.changes:
         _apply_one(backend, change)
     return plan.changes
@@ -503,8 +498,7 @@ def _apply_one(backend: Backend, change: Change) -> None:
         # create_table adds missing families and sets the rules of those named.
         backend.create_table(TableSpec(change.table, ((change.family, change.rule),)))
     elif change.action is Action.DELETE_FAMILY:
-        delete_family = getattr(backend, "delete_family", None)
-        assert delete_family is not None  # checked by apply()
-        delete_family(change.table, change.family)
+        assert change.family is not None
+        backend.delete_family(change.table, change.family)
     else:
         backend.delete_table(change.table)

@@ -59,6 +59,9 @@ class FaultyBackend:
     def delete_table(self, name: str) -> None:
         self.inner.delete_table(name)
 
+    def delete_family(self, table: str, family: str) -> None:
+        self.inner.delete_family(table, family)
+
     def list_tables(self) -> list[str]:
         return self.inner.list_tables()
 

@@ -334,6 +334,20 @@ def test_delete_table_then_table_not_found(backend: Backend, table_name: str) ->
         backend.mutate_rows(table_name, [RowMutation(b"r", (DeleteRow(),))])
 
 
+def test_delete_family_of_a_table(backend: Backend, table_name: str) -> None:
+    create(backend, table_name, "cf", "old")
+    write(backend, table_name, {b"r": [cell("cf", b"q", 1, b"v"), cell("old", b"q", 1, b"x")],
+                                b"s": [cell("old", b"q", 2, b"only old")]})
+    backend.delete_family(table_name, "old")
+    backend.delete_family(table_name, "never-there")  # no error
+    assert backend.describe_table(table_name).family_names() == ("cf",)
+    assert read(backend, table_name) == [(b"r", [cell("cf", b"q", 1, b"v")])]
+    create(backend, table_name, "cf", "old")  # a family added again starts empty
+    assert read(backend, table_name) == [(b"r", [cell("cf", b"q", 1, b"v")])]
+    with pytest.raises(TableNotFoundError):
+        backend.delete_family(unique_name(), "cf")
+
+
 def test_delete_missing_table_is_no_error(backend: Backend, table_name: str) -> None:
     backend.delete_table(table_name)
     backend.delete_table(table_name)

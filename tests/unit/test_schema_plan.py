@@ -20,7 +20,7 @@ import tsmodel as ts
 from tsmodel import retention, schema
 from tsmodel.advice import advise
 from tsmodel.backends.base import Features, GcRule, TableSpec
-from tsmodel.errors import BackendError, ConfigurationError, TableNotFoundError
+from tsmodel.errors import ConfigurationError, TableNotFoundError
 
 UTC = timezone.utc
 DAY = timedelta(days=1)
@@ -31,11 +31,9 @@ class FakeBackend:
 
     features = Features()
 
-    def __init__(self, *, can_delete_families: bool = True) -> None:
+    def __init__(self) -> None:
         self.tables: dict[str, dict[str, GcRule]] = {}
         self.calls: list[tuple[str, Any]] = []
-        if can_delete_families:
-            self.delete_family = self._delete_family
 
     def create_table(self, spec: TableSpec) -> None:
         self.calls.append(("create_table", spec))
@@ -53,7 +51,7 @@ class FakeBackend:
             raise TableNotFoundError(name)
         return TableSpec(name, tuple(sorted(self.tables[name].items())))
 
-    def _delete_family(self, table: str, family: str) -> None:
+    def delete_family(self, table: str, family: str) -> None:
         self.calls.append(("delete_family", (table, family)))
         del self.tables[table][family]
 
@@ -316,15 +314,6 @@ def test_drop_tables_refuses_declared_and_missing_tables(names: list[str],
 def test_drop_tables_wants_names_not_a_string() -> None:
     with pytest.raises(TypeError, match=r"drop_tables=\['OLD'\]"):
         schema.plan(FakeBackend(), Metric, drop_tables="OLD")
-
-
-def test_apply_refuses_family_deletion_the_backend_cannot_do() -> None:
-    backend = FakeBackend(can_delete_families=False)
-    backend.tables = {"METRIC": {"METRIC": GcRule(max_versions=9), "LEGACY": GcRule()}}
-    plan = schema.plan(backend, Metric, drop=True)
-    with pytest.raises(BackendError, match="cannot delete column families"):
-        schema.apply(backend, plan)
-    assert backend.calls == []  # refused before any change
 
 
 def test_changes_are_applied_in_order() -> None:

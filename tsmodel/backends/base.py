@@ -306,6 +306,16 @@ class Backend(Protocol):
         """Delete a table and its data. A missing table is not an error."""
         ...
 
+    def delete_family(self, table: str, family: str) -> None:
+        """Delete one column family of a table, with all its cells.
+
+        A missing family is not an error.
+
+        Raises:
+            TableNotFoundError: the table does not exist.
+        """
+        ...
+
     def list_tables(self) -> list[str]:
         """The names of all tables, sorted."""
         ...

@@ -290,6 +290,25 @@ class BigtableBackend:
         if target is not None:
             target.table.close()
 
+    def delete_family(self, table: str, family: str) -> None:
+        """Delete one family of a table and its cells. A missing family is not an error.
+
+        Raises:
+            TableNotFoundError: the table does not exist.
+            BackendError: the admin API refused.
+        """
+        self._check_open()
+        if family not in self._get_table(table).column_families:
+            return
+        drop = admin_types.ModifyColumnFamiliesRequest.Modification(id=family, drop=True)
+        try:
+            _call(lambda: self._admin.modify_column_families(
+                name=self._table_path(table), modifications=[drop]),
+                f"delete family {family!r} of table {table!r}")
+        finally:
+            with self._lock:
+                self._families.pop(table, None)
+
     def list_tables(self) -> list[str]:
         """The names of all tables of the instance, sorted.
 

@@ -199,6 +199,24 @@ class EmbeddedBackend:
             self._gc_due.pop(table.id, None)
             self._sync_meta()
 
+    def delete_family(self, table: str, family: str) -> None:
+        """Delete one family of a table and its cells. A missing family is not an error.
+
+        Raises:
+            TableNotFoundError: the table does not exist.
+        """
+        with self._lock, _wrapped(f"delete family {family!r} of table {table!r}"):
+            con = self._db()
+            meta = self._table(table)
+            if family not in meta.families:
+                return
+            with _transaction(con):
+                con.execute(f"DELETE FROM {meta.sql_name} WHERE family = ?", (family,))
+                con.execute("DELETE FROM tsm_families WHERE table_id = ? AND name = ?",
+                            (meta.id, family))
+                _bump_meta_version(con)
+            self._sync_meta()
+
     def list_tables(self) -> list[str]:
         """The names of all tables, sorted."""
         with self._lock, _wrapped("list tables"):
