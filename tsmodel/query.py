@@ -454,13 +454,26 @@ def _choose_plan(spec: ModelSpec, state: _State,
         if best is None or score > best[0]:
             best = (score, plan, accept, cand)
     if best is None:
-        plan, accept = _Compiler(spec, state, reverse_scan).compile()
+        try:
+            plan, accept = _Compiler(spec, state, reverse_scan).compile()
+        except errors.ScanRefusedError as exc:
+            orders = "; ".join(f"{a.table}: {_key_order(a.key)}" for a in spec.alternates)
+            raise errors.ScanRefusedError(f"{exc} (no alternate-key table serves them "
+                                          f"either: {orders})") from None
         return plan, accept, spec
     _, plan, accept, chosen = best
     which = "main table" if chosen is spec else "alternate-key table"
     plan = attrs.evolve(plan, reason=f"{which} {chosen.table!r} serves these fields; "
                                      + plan.reason)
     return plan, accept, chosen
+
+
+def _key_order(layout: KeyLayout) -> str:
+    """A row key layout in words: ``<game>#<time>#<player>``."""
+    return layout.separator.decode().join(
+        s.text if isinstance(s, ConstantSegment) else
+        "<salt>" if isinstance(s, SaltSegment) else f"<{s.field}>"
+        for s in layout.segments)
 
 
 def _time_span(spec: ModelSpec) -> tuple[int, int]:
@@ -645,10 +658,7 @@ class _Compiler:
         return tuple(checks), accept
 
     def _scan_message(self, layout: KeyLayout, leftover: list[str]) -> str:
-        order = layout.separator.decode().join(
-            s.text if isinstance(s, ConstantSegment) else
-            "<salt>" if isinstance(s, SaltSegment) else f"<{s.field}>"
-            for s in layout.segments)
+        order = _key_order(layout)
         if leftover:
             names = ", ".join(leftover)
             what = (f"the key field(s) {names} do not form a prefix of the row key {order} "

@@ -362,3 +362,10 @@ def test_repair_of_a_key_prefix_leaves_other_entities_alone(
     corrie = ts.repair(Game, MARCH, april, connection=conn, game="LoL", player="Corrie")
     assert (corrie.alternate_events_deleted, corrie.current_rows_fixed) == (1, 1)
     assert conn.latest(Game, game="LoL", player="Corrie").kda == 3.0
+
+
+def test_scan_refusal_names_the_alternate_keys_too() -> None:
+    Game = game_model()
+    with pytest.raises(ts.ScanRefusedError, match=r"no alternate-key table serves them either: "
+                                                  r"GAME_BY_DAY_\w+: <game>#<time>#<player>"):
+        Game.range(MARCH, MARCH + timedelta(days=1), player="Corrie")
