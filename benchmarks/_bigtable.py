@@ -64,7 +64,9 @@ class BigtableSuite:
         return result
 
     def _write_breakdown(self) -> str:
-        """Where a saved event's time goes: the mapper, the backend, the rest (medians)."""
+        """Where a saved event's time goes: the mapper, the backend, the rest (medians).
+
+        """
         spec = self.model.__tsmodel__
         backend = self.conn.backend
         totals, encodes, sends = [], [], []

@@ -212,6 +212,12 @@ class Connection:
                 was written.
             SaveError: with ``raise_on_failure``, when some writes failed.
         """
+        result = self._save_all(entities, accept_expired)
+        if raise_on_failure:
+            result.raise_for_failures()
+        return result
+
+    def _save_all(self, entities: Iterable[Any], accept_expired: bool) -> WriteResult:
         events = [encode_event(spec_of(e), e) for e in entities]
         if not accept_expired:
             problems = retention_problems(ev.entity for ev in events)
@@ -221,13 +227,10 @@ class Connection:
         for start in range(0, len(events), self.batch_size):
             batch = range(start, min(start + self.batch_size, len(events)))
             self._write_batch(events, batch, outcomes)
-        result = WriteResult(tuple(
+        return WriteResult(tuple(
             EntityResult(ev.entity, _status(out), tuple(out))
             for ev, out in zip(events, outcomes, strict=True)
         ))
-        if raise_on_failure:
-            result.raise_for_failures()
-        return result
 
     def _write_batch(self, events: Sequence[EncodedEvent], batch: range,
                      outcomes: list[list[tuple[str, MutationOutcome]]]) -> None:
@@ -259,8 +262,13 @@ class Connection:
         except errors.BackendError as exc:
             failed = MutationOutcome(MutationStatus.FAILED, exc)
             results = [failed] * len(rows)
+        pair: tuple[str, MutationOutcome] | None = None
         for i, outcome in zip(indexes, results, strict=True):
-            outcomes[i].append((table, outcome))
+            # Backends return one shared APPLIED outcome: its rows share one pair
+            # too, rather than keeping a tuple per entity and table alive.
+            if pair is None or pair[1] is not outcome:
+                pair = (table, outcome)
+            outcomes[i].append(pair)
 
     def _write_current(self, events: Sequence[EncodedEvent], batch: range,
                        outcomes: list[list[tuple[str, MutationOutcome]]]) -> None:
@@ -319,9 +327,10 @@ def _status(out: list[tuple[str, MutationOutcome]]) -> WriteStatus:
         return WriteStatus.FAILED
     if main is MutationStatus.UNKNOWN:
         return WriteStatus.UNKNOWN
-    if all(o.status is MutationStatus.APPLIED for _, o in out[1:]):
-        return WriteStatus.WRITTEN
-    return WriteStatus.PARTIAL
+    for _, companion in out[1:]:  # a loop: all() of a generator costs more per entity
+        if companion.status is not MutationStatus.APPLIED:
+            return WriteStatus.PARTIAL
+    return WriteStatus.WRITTEN
 
 
 def table_specs(spec: ModelSpec) -> list[TableSpec]:

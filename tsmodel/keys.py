@@ -16,8 +16,10 @@ that the key of one entity can never fall inside another entity's range.
 
 from __future__ import annotations
 
+import functools
+import re
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -36,6 +38,12 @@ __all__ = [
     "KeyLayout",
     "stable_hash",
 ]
+
+
+@functools.cache
+def _bytes_up_to(highest: int) -> re.Pattern[bytes]:
+    """A pattern finding any byte ``<= highest``: faster than ``min(data)`` on keys."""
+    return re.compile(b"[\\x00-" + re.escape(bytes([highest])) + b"]")
 
 
 class SegmentValueError(ValueError):
@@ -62,6 +70,10 @@ class Segment:
 
     def encode(self, value: Any) -> bytes:
         raise NotImplementedError
+
+    def encoder(self) -> Callable[[Any], bytes]:
+        """:meth:`encode`, possibly specialised once for the per-event write path."""
+        return self.encode
 
     def decode(self, data: bytes) -> Any:
         raise NotImplementedError
@@ -134,6 +146,8 @@ class StrSegment(Segment):
             raise SegmentValueError(
                 f"{value!r} is {len(data)} bytes, over max_length={self.max_length}"
             )
+        if _bytes_up_to(self.separator[0]).search(data) is None:
+            return data
         low = min(data)
         if low <= self.separator[0]:
             what = "the separator" if low == self.separator[0] else f"byte {bytes([low])!r}"
@@ -230,6 +244,19 @@ class TimestampSegment(Segment):
         if problem:
             raise SegmentValueError(problem)
         return self.encoding.encode_us(value)
+
+    def encoder(self) -> Callable[[int], bytes]:
+        # The range and unit checks are properties computed on every call of
+        # encode(); the write path checks against bounds read once instead.
+        low, high, unit = self.encoding.min_us, self.encoding.max_us, self.encoding.unit
+        encode_us, checked = self.encoding.encode_us, self.encode
+
+        def encode(value: int) -> bytes:
+            if low <= value <= high and not value % unit:
+                return encode_us(value)
+            return checked(value)  # raises the reason
+
+        return encode
 
     def decode(self, data: bytes) -> int:
         try:

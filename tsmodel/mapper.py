@@ -6,7 +6,7 @@ mutation exists, so a bad value can never leave a write half done.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any, TypeVar
 
 import attrs
@@ -14,10 +14,10 @@ import attrs
 from tsmodel import errors
 from tsmodel.backends.base import Mutation, Row, RowMutation, SetCell
 from tsmodel.codecs import is_nan
-from tsmodel.keys import SegmentValueError
-from tsmodel.layouts import _Offsets, rows, value_cells
+from tsmodel.keys import KeyLayout, SegmentValueError, TimestampSegment
+from tsmodel.layouts import _Offsets, _Rows, rows, value_cells
 from tsmodel.spec import ModelSpec, ValueSpec, spec_of
-from tsmodel.timestamps import from_micros, to_micros
+from tsmodel.timestamps import EPOCH, from_micros, to_micros
 
 __all__ = ["EncodedEvent", "encode_event", "encode_row", "decode_events", "decode_row",
            "row_key", "current_row_key",
@@ -25,6 +25,7 @@ __all__ = ["EncodedEvent", "encode_event", "encode_row", "decode_events", "decod
 
 M = TypeVar("M")
 _MS = 1_000
+_US = timedelta(microseconds=1)
 #: Bigtable advises keeping a value under ~10 MB.
 MAX_VALUE_BYTES = 10 * 1024 * 1024
 _ROW_LAYOUT = rows()
@@ -95,6 +96,10 @@ def encode_row(spec: ModelSpec, entity: Any) -> EncodedEvent:
     Raises:
         ValidationError: a value cannot be stored in that table.
     """
+    fast = _fast_rows(spec)
+    event = fast.encode(entity) if fast is not None else None
+    if event is not None:
+        return event
     values = _key_values(spec, entity)
     try:
         encoded = spec.key.encode_segments(values)
@@ -122,6 +127,98 @@ def encode_row(spec: ModelSpec, entity: Any) -> EncodedEvent:
             value_cells(spec, fields, us // _MS * _MS, data)
     return EncodedEvent(entity, key, current_key, us, main, current, (), spec.table,
                         spec.current_table)
+
+
+class _FastRows:
+    """The write path of the most common shape, worked out once per spec.
+
+    A row per event, a column per value field, no salt: :func:`encode_row`
+    spends most of its time finding out, for every event, what is the same
+    for every event (which segments, columns and codecs, which checks). This
+    plan holds it, so that an event costs its attribute reads, codec calls
+    and cells. An event that is not plain (a value that is ``None``, NaN, of
+    a subclass of its type, that fails to encode; a timestamp not in
+    ``timezone.utc``; a key that does not fit) gets ``None``, and
+    :func:`encode_row` takes the general path, which raises the documented
+    errors or handles the case.
+    """
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+        self.time_name = spec.timestamp_field
+        self.segments = tuple((seg.field, seg.encoder()) for seg in spec.key.segments
+                              if seg.field is not None)
+        self.separator = spec.key.separator
+        self.key_parts = _key_parts(spec.key)
+        self.current_parts = _key_parts(spec.current_key) if spec.current_key else None
+        self.columns = tuple((v.name, v.family, v.qualifier, v.codec.encode,
+                              frozenset(_as_tuple(v.codec.python_type))) for v in spec.values)
+
+    @staticmethod
+    def fits(spec: ModelSpec) -> bool:
+        same_separator = spec.current_key is None or \
+            spec.current_key.separator == spec.key.separator
+        return (type(spec.layout) is _Rows and spec.serialization is None and same_separator
+                and isinstance(spec.timestamp, TimestampSegment) and spec.key.salt() is None)
+
+    def encode(self, entity: Any) -> EncodedEvent | None:
+        raw = getattr(entity, self.time_name)
+        if type(raw) is not datetime or raw.tzinfo is not timezone.utc:
+            return None
+        us = (raw - EPOCH) // _US  # to_micros() of an aware datetime
+        encoded = self._key_segments(entity, us)
+        main = self._cells(entity, us // _MS * _MS)
+        if encoded is None or main is None:
+            return None
+        spec = self.spec
+        key = self.separator.join([encoded[f] if f else c for f, c in self.key_parts])
+        current_key = None if self.current_parts is None else \
+            self.separator.join([encoded[f] if f else c for f, c in self.current_parts])
+        return EncodedEvent(entity, key, current_key, us, main,
+                            main if current_key is not None else (), (), spec.table,
+                            spec.current_table)
+
+    def _key_segments(self, entity: Any, us: int) -> dict[str, bytes] | None:
+        encoded = {}
+        try:
+            for name, encode in self.segments:
+                encoded[name] = encode(us if name == self.time_name else getattr(entity, name))
+        except SegmentValueError:
+            return None
+        return encoded
+
+    def _cells(self, entity: Any, ts: int) -> tuple[Mutation, ...] | None:
+        cells = []
+        for name, family, qualifier, encode, types in self.columns:
+            item = getattr(entity, name)
+            if type(item) not in types or item != item:  # item != item: NaN
+                return None
+            try:
+                data = encode(item)
+            except (ValueError, OverflowError, UnicodeError):
+                return None
+            if len(data) > MAX_VALUE_BYTES:
+                return None
+            cells.append(SetCell(family, qualifier, ts, data))
+        return tuple(cells)
+
+
+def _key_parts(layout: KeyLayout) -> tuple[tuple[str, bytes], ...]:
+    """``(field, b"")`` for a field segment, ``("", constant)`` for a constant."""
+    return tuple((seg.field, b"") if seg.field is not None else ("", seg.encode(None))
+                 for seg in layout.segments)
+
+
+#: id(spec) -> (spec, its fast path or None); the spec is kept so the id stays its own.
+_FAST_ROWS: dict[int, tuple[ModelSpec, _FastRows | None]] = {}
+
+
+def _fast_rows(spec: ModelSpec) -> _FastRows | None:
+    found = _FAST_ROWS.get(id(spec))
+    if found is None or found[0] is not spec:
+        found = (spec, _FastRows(spec) if _FastRows.fits(spec) else None)
+        _FAST_ROWS[id(spec)] = found
+    return found[1]
 
 
 def _check_layout_time(spec: ModelSpec, entity: Any, us: int) -> None:
@@ -213,6 +310,10 @@ def decode_events(spec: ModelSpec, cls: type[M], row: Row, *, current: bool = Fa
     Raises:
         KeyDecodingError: the row key does not match the model's key layout.
     """
+    fast = _fast_row_reader(spec, current) if only is None else None
+    event = fast.decode(cls, row) if fast is not None else None
+    if event is not None:
+        return [event]
     layout = spec.current_key if current else spec.key
     assert layout is not None
     try:
@@ -234,6 +335,80 @@ def decode_events(spec: ModelSpec, cls: type[M], row: Row, *, current: bool = Fa
         # Promoted values are in the key (and, serialized, in the blob too).
         out.append(cls(**{**values, **keys, name: from_micros(us)}))
     return out
+
+
+class _FastRowReader:
+    """The read path of a row holding one event, a column per value field.
+
+    Like :class:`_FastRows` on the write side, it works out once per spec
+    (and table) what :func:`decode_events` finds out for every row. A row
+    that is not plain (a key that does not split into its segments, cells of
+    several timestamps, a column twice, no cells) gets ``None`` and
+    :func:`decode_events` takes the general path, which raises the
+    documented errors or handles the case.
+    """
+
+    def __init__(self, spec: ModelSpec, layout: KeyLayout) -> None:
+        self.separator = layout.separator
+        # (field or None, width or None, decode); a salt's value is not a field.
+        self.segments = tuple((seg.field, seg.width, seg.decode) for seg in layout.segments)
+        self.time_name = spec.timestamp_field
+        self.columns = {(v.family, v.qualifier): (v.name, v.codec.decode) for v in spec.values}
+        self.no_values: dict[str, Any] = {v.name: None for v in spec.values}
+
+    @staticmethod
+    def fits(spec: ModelSpec, current: bool) -> bool:
+        return spec.serialization is None and (current or not spec.layout.bucketed)
+
+    def decode(self, cls: type[M], row: Row) -> M | None:
+        keys = self._key(row.key)
+        cells = row.cells
+        if keys is None or not cells:
+            return None
+        ts = cells[0].timestamp
+        values = self.no_values.copy()
+        for family, qualifier, timestamp, value in cells:
+            if timestamp != ts:
+                return None
+            column = self.columns.get((family, qualifier))
+            if column is not None:
+                if values[column[0]] is not None:  # a column twice: hand-built rows only
+                    return None
+                values[column[0]] = column[1](value)
+        values.update(keys)  # promoted values are in the key: the key wins
+        us = values.pop(self.time_name, None)
+        values[self.time_name] = EPOCH + timedelta(microseconds=ts if us is None else us)
+        return cls(**values)
+
+    def _key(self, key: bytes) -> dict[str, Any] | None:
+        parts = key.split(self.separator)
+        if len(parts) != len(self.segments):
+            return None
+        out = {}
+        try:
+            for (name, width, decode), part in zip(self.segments, parts, strict=True):
+                if width is not None and len(part) != width:
+                    return None
+                value = decode(part)
+                if name is not None:
+                    out[name] = value
+        except SegmentValueError:
+            return None
+        return out
+
+
+#: (id(spec), current) -> (spec, its fast reader or None), as for _FAST_ROWS.
+_FAST_READERS: dict[tuple[int, bool], tuple[ModelSpec, _FastRowReader | None]] = {}
+
+
+def _fast_row_reader(spec: ModelSpec, current: bool) -> _FastRowReader | None:
+    found = _FAST_READERS.get((id(spec), current))
+    if found is None or found[0] is not spec:
+        layout = spec.current_key if current else spec.key
+        fits = layout is not None and _FastRowReader.fits(spec, current)
+        found = (spec, _FastRowReader(spec, layout) if fits and layout else None)
+        _FAST_READERS[(id(spec), current)] = found
+    return found[1]
 
 
 def decode_row(spec: ModelSpec, cls: type[M], row: Row, *, current: bool = False) -> M:

@@ -362,7 +362,9 @@ class QuerySet(Generic[M]):
         natural_desc = not current and spec.reversed_time
         descending = natural_desc != any(req.reverse for req in plan.requests)
         merged = self._merge(streams, plan.merge, descending)
-        kept: Iterator[M] = (item for item in merged if accept(item))
+        kept: Iterator[M] = merged
+        if plan.client_filters:  # without any, accept() says yes to all: skip the call per item
+            kept = (item for item in merged if accept(item))
         if s.newest_first and not descending:
             kept = _reverse_bounded(kept, s.limit)
         return itertools.islice(kept, s.limit) if s.limit is not None else kept

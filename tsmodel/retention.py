@@ -189,13 +189,15 @@ def retention_problems(entities: Iterable[Any], *,
         ValueError: an entity's timestamp is naive.
     """
     now_us = to_micros(now if now is not None else datetime.now(timezone.utc))
-    horizons: dict[int, tuple[ModelSpec, tuple[tuple[str, str, timedelta], ...]]] = {}
+    # By class: one look-up per entity, where spec_of() would check the class every time.
+    horizons: dict[type, tuple[ModelSpec, tuple[tuple[str, str, timedelta], ...]]] = {}
     problems = []
     for entity in entities:
-        spec = spec_of(entity)
-        if id(spec) not in horizons:
-            horizons[id(spec)] = (spec, retention_horizons(spec))
-        spec, limits = horizons[id(spec)]
+        found = horizons.get(type(entity))
+        if found is None:
+            spec = spec_of(entity)
+            found = horizons[type(entity)] = (spec, retention_horizons(spec))
+        spec, limits = found
         if limits:
             problem = _expired(spec, entity, limits, now_us)
             if problem is not None:
