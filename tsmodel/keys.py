@@ -354,6 +354,13 @@ class KeyLayout:
     def fields(self) -> tuple[str, ...]:
         return tuple(s.field for s in self.segments if s.field is not None)
 
+    def describe_order(self) -> str:
+        """The layout in words, for messages and plans: ``BATTERY#<salt>#<time>``."""
+        return self.separator.decode().join(
+            s.text if isinstance(s, ConstantSegment) else
+            "<salt>" if isinstance(s, SaltSegment) else f"<{s.field}>"
+            for s in self.segments)
+
     def salt(self) -> SaltSegment | None:
         return next((s for s in self.segments if isinstance(s, SaltSegment)), None)
 

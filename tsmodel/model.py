@@ -494,12 +494,9 @@ def _check_leading(
 ) -> None:
     varying = [s for s in key.segments if not isinstance(s, ConstantSegment)]
     if varying and varying[0] is ts_seg and not allow:
-        shown = key.separator.decode().join(
-            s.text if isinstance(s, ConstantSegment) else f"<{s.field}>" for s in key.segments
-        )
         raise errors.DeclarationError(
-            f"{name}: the row key {shown} starts with the timestamp, so every write goes to "
-            "the same node (hotspotting). Promote a field before it (tsmodel.key(), e.g. "
+            f"{name}: the row key {key.describe_order()} starts with the timestamp, so every "
+            "write goes to the same node (hotspotting). Promote a field before it (tsmodel.key(), e.g. "
             "BATTERY#<user>#<ts>), or add tsmodel.salt(...) before it; pass "
             "allow_hotspot=True only for low write rates"
         )

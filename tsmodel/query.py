@@ -458,7 +458,7 @@ def _choose_plan(spec: ModelSpec, state: _State,
         try:
             plan, accept = _Compiler(spec, state, reverse_scan).compile()
         except errors.ScanRefusedError as exc:
-            orders = "; ".join(f"{a.table}: {_key_order(a.key)}" for a in spec.alternates)
+            orders = "; ".join(f"{a.table}: {a.key.describe_order()}" for a in spec.alternates)
             raise errors.ScanRefusedError(f"{exc} (no alternate-key table serves them "
                                           f"either: {orders})") from None
         return plan, accept, spec
@@ -474,14 +474,6 @@ def _copy(instance: M) -> M:
     cls = type(instance)
     fields = cls.__attrs_attrs__  # type: ignore[attr-defined]
     return cls(**{a.alias: getattr(instance, a.name) for a in fields})
-
-
-def _key_order(layout: KeyLayout) -> str:
-    """A row key layout in words: ``<game>#<time>#<player>``."""
-    return layout.separator.decode().join(
-        s.text if isinstance(s, ConstantSegment) else
-        "<salt>" if isinstance(s, SaltSegment) else f"<{s.field}>"
-        for s in layout.segments)
 
 
 def _time_span(spec: ModelSpec) -> tuple[int, int]:
@@ -666,7 +658,7 @@ class _Compiler:
         return tuple(checks), accept
 
     def _scan_message(self, layout: KeyLayout, leftover: list[str]) -> str:
-        order = _key_order(layout)
+        order = layout.describe_order()
         if leftover:
             names = ", ".join(leftover)
             what = (f"the key field(s) {names} do not form a prefix of the row key {order} "

@@ -218,20 +218,21 @@ def row_filter(read_filter: ReadFilter, families: Callable[[], Sequence[str]]) -
         chain.append(_RowFilter(strip_value_transformer=True))
     if not chain:
         return None
-    if len(chain) == 1:
-        return chain[0]
-    out = _RowFilter()
-    out.chain.filters.extend(chain)
-    return out
+    return _combined(chain, "chain")
 
 
 def _any_of(filters: list[Any]) -> Any:
     if not filters:
         return False
+    return _combined(filters, "interleave")
+
+
+def _combined(filters: list[Any], how: str) -> Any:
+    """One filter, or a ``chain`` (all in turn) / ``interleave`` (any) of several."""
     if len(filters) == 1:
         return filters[0]
     out = _RowFilter()
-    out.interleave.filters.extend(filters)
+    getattr(out, how).filters.extend(filters)
     return out
 
 
