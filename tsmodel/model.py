@@ -496,8 +496,8 @@ def _check_leading(
     if varying and varying[0] is ts_seg and not allow:
         raise errors.DeclarationError(
             f"{name}: the row key {key.describe_order()} starts with the timestamp, so every "
-            "write goes to the same node (hotspotting). Promote a field before it (tsmodel.key(), e.g. "
-            "BATTERY#<user>#<ts>), or add tsmodel.salt(...) before it; pass "
+            "write goes to the same node (hotspotting). Promote a field before it "
+            "(tsmodel.key(), e.g. BATTERY#<user>#<ts>), or add tsmodel.salt(...) before it; pass "
             "allow_hotspot=True only for low write rates"
         )
 
