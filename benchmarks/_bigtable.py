@@ -18,8 +18,8 @@ from _common import Result, median, ratio_result, timed
 import tsmodel as ts
 from tsmodel.backends import open_backend
 from tsmodel.backends.base import GcRule, ReadFilter, ReadRequest, TableSpec
-from tsmodel.cache import CachingBackend
-from tsmodel.mapper import decode_row, encode_event
+from tsmodel.plan.mapper import decode_row, encode_event
+from tsmodel.run.cache import CachingBackend
 
 BASE_MAIN, BASE_CURRENT = "BASE_METRIC", "BASE_CURRENT_METRIC"
 

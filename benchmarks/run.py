@@ -87,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
 def _bigtable(args: argparse.Namespace, only: set[str], log) -> tuple[str | None, list[Result]]:  # type: ignore[no-untyped-def]
     from _bigtable import BigtableSuite
 
-    from tsmodel.emulator import Emulator, find_emulator
+    from tsmodel.backends.emulator import Emulator, find_emulator
 
     emulator = None
     binary = None

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 from hypothesis import strategies as st
 
-from tsmodel.timestamps import from_micros
+from tsmodel.encoding.timestamps import from_micros
 
 __all__ = [
     "variable_width_text",

@@ -18,17 +18,12 @@ from __future__ import annotations
 from datetime import datetime
 
 from tsmodel.backends.base import Backend, Features, GcRule, TableSpec
-from tsmodel.codecs import Bool, Codec, Float64, Int64, Raw, Text, Utf8
-from tsmodel.connection import (
-    Connection,
-    EntityResult,
-    WriteResult,
-    WriteStatus,
-    connect,
-    get_default_connection,
-    set_default_connection,
-    table_specs,
-)
+from tsmodel.declare.fields import alternate, constant, key, salt, snapshot, timestamp, value
+from tsmodel.declare.model import Model, model
+from tsmodel.declare.spec import ModelSpec, spec_of
+from tsmodel.encoding.codecs import Bool, Codec, Float64, Int64, Raw, Text, Utf8
+from tsmodel.encoding.serialization import Protobuf, Serialization
+from tsmodel.encoding.timestamps import from_micros, to_micros
 from tsmodel.errors import (
     BackendError,
     ConfigurationError,
@@ -47,16 +42,21 @@ from tsmodel.errors import (
     TsModelError,
     ValidationError,
 )
-from tsmodel.fields import alternate, constant, key, salt, snapshot, timestamp, value
+from tsmodel.jobs.repair import RepairReport, repair
+from tsmodel.jobs.snapshots import SnapshotError, SnapshotReport, build_snapshot
 from tsmodel.layouts import Layout, cells, columns, offsets, rows
-from tsmodel.mapper import current_row_key, decode_row_key, row_key
-from tsmodel.model import Model, model
-from tsmodel.query import QuerySet, ReadPlan
-from tsmodel.repair import RepairReport, repair
-from tsmodel.serialization import Protobuf, Serialization
-from tsmodel.snapshots import SnapshotError, SnapshotReport, build_snapshot
-from tsmodel.spec import ModelSpec, spec_of
-from tsmodel.timestamps import from_micros, to_micros
+from tsmodel.plan.mapper import current_row_key, decode_row_key, row_key
+from tsmodel.run.connection import (
+    Connection,
+    EntityResult,
+    WriteResult,
+    WriteStatus,
+    connect,
+    get_default_connection,
+    set_default_connection,
+    table_specs,
+)
+from tsmodel.run.query import QuerySet, ReadPlan
 
 __version__ = "0.1.0.dev0"
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tsmodel.connection import WriteResult
+    from tsmodel.run.connection import WriteResult
 
 __all__ = [
     "TsModelError",
@@ -90,7 +90,7 @@ class RetentionError(ValidationError):
     """Events are older than a family's max age: GC would delete them once written.
 
     Attributes:
-        problems: one :class:`~tsmodel.retention.RetentionProblem` per event.
+        problems: one :class:`~tsmodel.plan.retention.RetentionProblem` per event.
     """
 
     def __init__(self, message: str, problems: Sequence[Any]) -> None:

@@ -22,7 +22,7 @@ BACKENDS = ["embedded", "emulator"]
 
 @pytest.fixture(scope="session")
 def emulator() -> Iterator[object]:
-    from tsmodel.emulator import Emulator, find_emulator
+    from tsmodel.backends.emulator import Emulator, find_emulator
 
     try:
         binary = find_emulator()

@@ -366,7 +366,7 @@ def test_rows_written_by_hand_decode(backend: Backend, conn: ts.Connection) -> N
 
 
 def test_cached_latest_sees_this_connections_writes(backend: Backend) -> None:
-    from tsmodel.cache import CachingBackend
+    from tsmodel.run.cache import CachingBackend
 
     Metric = metric_model()
     cached = ts.Connection(CachingBackend(backend, maxsize=100, ttl=60))  # type: ignore[arg-type]

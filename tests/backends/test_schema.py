@@ -14,9 +14,9 @@ from datetime import datetime, timedelta
 import pytest
 
 import tsmodel as ts
-from tsmodel import schema
 from tsmodel.backends.base import Backend, GcRule, TableSpec
 from tsmodel.backends.embedded import EmbeddedBackend
+from tsmodel.plan import schema
 
 DAY = timedelta(days=1)
 ONE = GcRule(max_versions=1)

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tsmodel as ts
-from tsmodel.buckets import make_bucket
-from tsmodel.timestamps import from_micros, to_micros
+from tsmodel.encoding.buckets import make_bucket
+from tsmodel.encoding.timestamps import from_micros, to_micros
 
 UTC = timezone.utc
 

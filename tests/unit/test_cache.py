@@ -27,8 +27,8 @@ from tsmodel.backends.base import (
     TableSpec,
 )
 from tsmodel.backends.embedded import EmbeddedBackend
-from tsmodel.cache import MISSING, CachingBackend, single_row_key
 from tsmodel.errors import TableNotFoundError
+from tsmodel.run.cache import MISSING, CachingBackend, single_row_key
 
 MS = 1_000
 

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 import tsmodel as ts
 from tests import strategies as tst
 from tsmodel.backends.base import Cell, Row, SetCell
-from tsmodel.codecs import codec_for
-from tsmodel.mapper import decode_row, encode_event
+from tsmodel.encoding.codecs import codec_for
+from tsmodel.plan.mapper import decode_row, encode_event
 
 PROPS = settings(max_examples=200, deadline=None)
 DAY = datetime(2015, 3, 16, tzinfo=timezone.utc)

@@ -53,7 +53,7 @@ def code_blocks(text: str) -> list[tuple[int, str, str]]:
 
 
 def emulator_available() -> bool:
-    from tsmodel.emulator import find_emulator
+    from tsmodel.backends.emulator import find_emulator
 
     try:
         find_emulator()

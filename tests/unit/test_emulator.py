@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tsmodel import emulator as emulator_module
-from tsmodel.emulator import ENV_BINARY, Emulator, find_emulator
+from tsmodel.backends import emulator as emulator_module
+from tsmodel.backends.emulator import ENV_BINARY, Emulator, find_emulator
 from tsmodel.errors import EmulatorNotFoundError, TsModelError
 
 needs_posix = pytest.mark.skipif(sys.platform == "win32", reason="stand-in scripts are sh")

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import tsmodel as ts
 from tests import strategies as tst
-from tsmodel.timestamps import from_micros, to_micros
+from tsmodel.encoding.timestamps import from_micros, to_micros
 
 PROPS = settings(max_examples=200, deadline=None,
                  suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -10,7 +10,7 @@ import attrs
 import pytest
 
 import tsmodel as ts
-import tsmodel.connection as connection_module
+import tsmodel.run.connection as connection_module
 from tsmodel.backends.base import ReadFilter, RowRange
 
 UTC = timezone.utc

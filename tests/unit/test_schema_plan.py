@@ -1,7 +1,7 @@
 """Schema plans, GC rule comparison, the retention guard and sizing advice, without I/O.
 
-tsmodel.schema makes the plans; tsmodel.retention reduces GC rules to what they
-surely delete and guards saves; tsmodel.advice sizes models.
+tsmodel.plan.schema makes the plans; tsmodel.plan.retention reduces GC rules to what they
+surely delete and guards saves; tsmodel.plan.advice sizes models.
 
 Plans run against a small in-memory stand-in that implements the four table
 primitives of the backend protocol; tests/backends/test_schema.py runs the
@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 import tsmodel as ts
-from tsmodel import retention, schema
-from tsmodel.advice import advise
 from tsmodel.backends.base import Features, GcRule, TableSpec
 from tsmodel.errors import ConfigurationError, TableNotFoundError
+from tsmodel.plan import retention, schema
+from tsmodel.plan.advice import advise
 
 UTC = timezone.utc
 DAY = timedelta(days=1)

@@ -8,15 +8,15 @@ unless asked for: the families of the models' tables that the models do not
 declare with ``drop=True``; a table only when it is named in
 ``drop_tables``. Other tables of the backend are left alone::
 
-    plan = tsmodel.schema.plan(backend, ServerMetric)
+    plan = tsmodel.plan.schema.plan(backend, ServerMetric)
     print(plan)                 # an aligned table; plan.to_json() for machines
-    tsmodel.schema.apply(backend, plan)
+    tsmodel.plan.schema.apply(backend, plan)
 
 A max-age GC rule counts from the *cell timestamp*, and tsmodel writes the
 event time there: a backfilled event older than the max age is deleted by the
 next garbage collection, at once. :func:`plan` warns about every family with
-such a rule; :mod:`tsmodel.retention` finds the events of a save that would
-be lost, and :mod:`tsmodel.advice` sizes a model for an event rate.
+such a rule; :mod:`tsmodel.plan.retention` finds the events of a save that would
+be lost, and :mod:`tsmodel.plan.advice` sizes a model for an event rate.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ import attrs
 
 from tsmodel import errors
 from tsmodel.backends.base import Backend, GcRule, TableSpec
-from tsmodel.retention import format_duration, max_age_of, max_versions_of
-from tsmodel.spec import spec_of
+from tsmodel.declare.spec import spec_of
+from tsmodel.plan.retention import format_duration, max_age_of, max_versions_of
 
 __all__ = [
     "Action",
@@ -154,8 +154,8 @@ def desired_tables(*models: Any) -> list[TableSpec]:
         TypeError: an argument is not a model.
         ConfigurationError: two models want different GC rules for one family.
     """
-    # Imported here: tsmodel.connection may import this module.
-    from tsmodel.connection import table_specs
+    # Imported here: tsmodel.run.connection may import this module.
+    from tsmodel.run.connection import table_specs
 
     tables: dict[str, dict[str, GcRule]] = {}
     owner: dict[tuple[str, str], str] = {}

@@ -20,20 +20,20 @@ import attrs
 
 from tsmodel import errors
 from tsmodel.backends.base import ReadFilter, ReadRequest, RowRange, RowSet
-from tsmodel.cache import MISSING, CachingBackend, single_row_key
-from tsmodel.keys import (
+from tsmodel.declare.spec import ModelSpec, spec_of
+from tsmodel.encoding.keys import (
     ConstantSegment,
     KeyLayout,
     SaltSegment,
     SegmentValueError,
     TimestampSegment,
 )
-from tsmodel.mapper import decode_events
-from tsmodel.spec import ModelSpec, spec_of
-from tsmodel.timestamps import ceil_to, to_micros
+from tsmodel.encoding.timestamps import ceil_to, to_micros
+from tsmodel.plan.mapper import decode_events
+from tsmodel.run.cache import MISSING, CachingBackend, single_row_key
 
 if TYPE_CHECKING:
-    from tsmodel.connection import Connection
+    from tsmodel.run.connection import Connection
 
 __all__ = ["QuerySet", "ReadPlan"]
 
@@ -342,7 +342,7 @@ class QuerySet(Generic[M]):
     def _conn(self) -> Connection:
         if self._connection is not None:
             return self._connection
-        from tsmodel.connection import get_default_connection
+        from tsmodel.run.connection import get_default_connection
 
         return get_default_connection()
 

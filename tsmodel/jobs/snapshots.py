@@ -31,10 +31,10 @@ from tsmodel.backends.base import (
     SetCell,
     TableSpec,
 )
-from tsmodel.connection import Connection, get_default_connection, table_specs
-from tsmodel.mapper import decode_events, encode_row
-from tsmodel.spec import ModelSpec, spec_of
-from tsmodel.timestamps import from_micros, to_micros
+from tsmodel.declare.spec import ModelSpec, spec_of
+from tsmodel.encoding.timestamps import from_micros, to_micros
+from tsmodel.plan.mapper import decode_events, encode_row
+from tsmodel.run.connection import Connection, get_default_connection, table_specs
 
 __all__ = ["SnapshotReport", "SnapshotError", "build_snapshot", "JOBS_TABLE"]
 

@@ -2,7 +2,7 @@
 
 The decorator inspects the class once, when it is created: it validates the
 declaration, turns the class into an attrs class and attaches one frozen
-:class:`~tsmodel.spec.ModelSpec`. Every mistake that can be seen from the
+:class:`~tsmodel.declare.spec.ModelSpec`. Every mistake that can be seen from the
 declaration raises :class:`~tsmodel.errors.DeclarationError` then, never on
 the first write.
 """
@@ -20,11 +20,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Union, overload
 import attrs
 from typing_extensions import Self, dataclass_transform
 
-from tsmodel import errors, sizing
-from tsmodel.buckets import make_bucket
-from tsmodel.codecs import codec_for
-from tsmodel.companions import derive_alternate, derive_snapshot
-from tsmodel.fields import (
+from tsmodel import errors
+from tsmodel.declare import sizing
+from tsmodel.declare.companions import derive_alternate, derive_snapshot
+from tsmodel.declare.fields import (
     META,
     Alternate,
     Constant,
@@ -37,7 +36,10 @@ from tsmodel.fields import (
     timestamp,
     value,
 )
-from tsmodel.keys import (
+from tsmodel.declare.spec import SPEC_ATTR, ModelSpec, ValueSpec
+from tsmodel.encoding.buckets import make_bucket
+from tsmodel.encoding.codecs import codec_for
+from tsmodel.encoding.keys import (
     BucketSegment,
     ConstantSegment,
     IntSegment,
@@ -47,13 +49,17 @@ from tsmodel.keys import (
     StrSegment,
     TimestampSegment,
 )
+from tsmodel.encoding.timestamps import (
+    EpochEncoding,
+    FormatEncoding,
+    TimestampEncoding,
+    default_digits,
+)
 from tsmodel.layouts import Layout, rows
-from tsmodel.spec import SPEC_ATTR, ModelSpec, ValueSpec
-from tsmodel.timestamps import EpochEncoding, FormatEncoding, TimestampEncoding, default_digits
 
 if TYPE_CHECKING:
-    from tsmodel.query import QuerySet
-    from tsmodel.serialization import BoundSerialization, Serialization
+    from tsmodel.encoding.serialization import BoundSerialization, Serialization
+    from tsmodel.run.query import QuerySet
 
 __all__ = ["model", "Model"]
 
@@ -79,28 +85,28 @@ class Model:
         cls, start: datetime, end: datetime, *, allow_scan: bool = False, **key_fields: Any,
     ) -> QuerySet[Self]:
         """Events with ``start <= timestamp < end``; see :meth:`tsmodel.QuerySet.range`."""
-        from tsmodel.query import QuerySet
+        from tsmodel.run.query import QuerySet
 
         return QuerySet(cls).range(start, end, allow_scan=allow_scan, **key_fields)
 
     @classmethod
     def latest(cls, **key_fields: Any) -> Self:
         """The newest event of one entity; see :meth:`tsmodel.QuerySet.latest`."""
-        from tsmodel.query import QuerySet
+        from tsmodel.run.query import QuerySet
 
         return QuerySet(cls).latest(**key_fields)
 
     @classmethod
     def snapshot(cls, period: datetime, **key_prefix: Any) -> QuerySet[Self]:
         """Every event of one period, from its snapshot table; see :meth:`QuerySet.snapshot`."""
-        from tsmodel.query import QuerySet
+        from tsmodel.run.query import QuerySet
 
         return QuerySet(cls).snapshot(period, **key_prefix)
 
     @classmethod
     def current(cls, *, allow_scan: bool = False, **key_prefix: Any) -> QuerySet[Self]:
         """The newest event of every entity (or of a key prefix), from the current table."""
-        from tsmodel.query import QuerySet
+        from tsmodel.run.query import QuerySet
 
         return QuerySet(cls).current(allow_scan=allow_scan, **key_prefix)
 

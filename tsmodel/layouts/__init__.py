@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from tsmodel.backends.base import Cell, DeleteCells, Mutation, SetCell
-from tsmodel.buckets import Bucket, FixedBucket, MonthBucket, WeekBucket
+from tsmodel.encoding.buckets import Bucket, FixedBucket, MonthBucket, WeekBucket
 
 if TYPE_CHECKING:
-    from tsmodel.spec import ModelSpec
+    from tsmodel.declare.spec import ModelSpec
 
 __all__ = ["Layout", "rows", "cells", "columns", "offsets"]
 

@@ -6,9 +6,9 @@ next garbage collection, at once. :func:`retention_problems` finds the events
 of a save that would be lost, and :func:`retention_message` says so in one
 error message::
 
-    problems = tsmodel.retention.retention_problems(events)
+    problems = tsmodel.plan.retention.retention_problems(events)
     if problems:
-        raise ValueError(tsmodel.retention.retention_message(problems))
+        raise ValueError(tsmodel.plan.retention.retention_message(problems))
 
 :func:`max_age_of` and :func:`max_versions_of` reduce a GC rule, however it
 is nested, to what it surely deletes; :func:`retention_horizons` lists a
@@ -24,8 +24,8 @@ from typing import Any
 import attrs
 
 from tsmodel.backends.base import GcRule, TableSpec
-from tsmodel.spec import ModelSpec, spec_of
-from tsmodel.timestamps import from_micros, to_micros
+from tsmodel.declare.spec import ModelSpec, spec_of
+from tsmodel.encoding.timestamps import from_micros, to_micros
 
 __all__ = [
     "max_age_of",
@@ -106,8 +106,8 @@ def format_duration(age: timedelta) -> str:
 
 
 def _table_specs(spec: ModelSpec) -> list[TableSpec]:
-    # Imported here: tsmodel.connection imports this module (the retention guard).
-    from tsmodel.connection import table_specs
+    # Imported here: tsmodel.run.connection imports this module (the retention guard).
+    from tsmodel.run.connection import table_specs
 
     return table_specs(spec)
 

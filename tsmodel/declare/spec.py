@@ -6,16 +6,16 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from tsmodel.buckets import Bucket
-from tsmodel.codecs import Codec
-from tsmodel.keys import BucketSegment, KeyLayout, SaltSegment, TimestampSegment
+from tsmodel.encoding.buckets import Bucket
+from tsmodel.encoding.codecs import Codec
+from tsmodel.encoding.keys import BucketSegment, KeyLayout, SaltSegment, TimestampSegment
 from tsmodel.layouts import Layout, rows
 
 if TYPE_CHECKING:
     from datetime import timedelta
 
-    from tsmodel.companions import SnapshotSpec
-    from tsmodel.serialization import BoundSerialization
+    from tsmodel.declare.companions import SnapshotSpec
+    from tsmodel.encoding.serialization import BoundSerialization
 
 __all__ = ["ValueSpec", "ModelSpec", "spec_of"]
 

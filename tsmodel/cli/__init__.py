@@ -27,13 +27,20 @@ from typing import Any, NoReturn
 
 import attrs
 
-from tsmodel import errors, schema
-from tsmodel.advice import advise
+from tsmodel import errors
 from tsmodel.backends import open_backend
 from tsmodel.backends.base import Backend, ReadRequest
-from tsmodel.keys import ConstantSegment, IntSegment, KeyLayout, SaltSegment, SegmentValueError
-from tsmodel.spec import SPEC_ATTR, ModelSpec, spec_of
-from tsmodel.timestamps import to_micros
+from tsmodel.declare.spec import SPEC_ATTR, ModelSpec, spec_of
+from tsmodel.encoding.keys import (
+    ConstantSegment,
+    IntSegment,
+    KeyLayout,
+    SaltSegment,
+    SegmentValueError,
+)
+from tsmodel.encoding.timestamps import to_micros
+from tsmodel.plan import schema
+from tsmodel.plan.advice import advise
 
 __all__ = ["main", "build_parser", "load_models", "CliError"]
 
@@ -136,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_keys(commands)
     _add_advise(commands)
     _add_emulator(commands)
-    from tsmodel import cli_jobs
+    from tsmodel.cli import jobs as cli_jobs
 
     cli_jobs.add_commands(commands)
     return parser
@@ -559,8 +566,8 @@ def _check_reachable(backend: Backend, seconds: float) -> None:
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
-    from tsmodel.connection import Connection
-    from tsmodel.query import QuerySet
+    from tsmodel.run.connection import Connection
+    from tsmodel.run.query import QuerySet
 
     model = _one_model(args.target)
     spec = spec_of(model)
@@ -666,7 +673,7 @@ def _segment_parts(layout: KeyLayout,
 
 
 def _cmd_keys_decode(args: argparse.Namespace) -> int:
-    from tsmodel.mapper import decode_row_key
+    from tsmodel.plan.mapper import decode_row_key
 
     model = _one_model(args.target)
     spec = spec_of(model)
@@ -732,7 +739,7 @@ def _cmd_advise(args: argparse.Namespace) -> int:
 
 
 def _cmd_emulator(args: argparse.Namespace) -> int:
-    from tsmodel.emulator import Emulator
+    from tsmodel.backends.emulator import Emulator
 
     emu = Emulator(host=args.host, port=args.port)
     stop = threading.Event()

@@ -4,7 +4,7 @@
 main table, resuming an interrupted run; ``repair`` rewrites a model's
 current-value and alternate-key tables from its main table over a time range.
 Both are thin wrappers of :func:`tsmodel.build_snapshot` and
-:func:`tsmodel.repair`.
+:func:`tsmodel.jobs.repair`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import time
 from typing import Any
 
 from tsmodel import cli
-from tsmodel.connection import Connection
-from tsmodel.repair import repair
-from tsmodel.snapshots import build_snapshot
-from tsmodel.spec import spec_of
+from tsmodel.declare.spec import spec_of
+from tsmodel.jobs.repair import repair
+from tsmodel.jobs.snapshots import build_snapshot
+from tsmodel.run.connection import Connection
 
 __all__ = ["add_commands"]
 

@@ -13,11 +13,11 @@ import attrs
 
 from tsmodel import errors
 from tsmodel.backends.base import Mutation, Row, RowMutation, SetCell
-from tsmodel.codecs import is_nan
-from tsmodel.keys import KeyLayout, SegmentValueError, TimestampSegment
+from tsmodel.declare.spec import ModelSpec, ValueSpec, spec_of
+from tsmodel.encoding.codecs import is_nan
+from tsmodel.encoding.keys import KeyLayout, SegmentValueError, TimestampSegment
+from tsmodel.encoding.timestamps import EPOCH, from_micros, to_micros
 from tsmodel.layouts import _Offsets, _Rows, rows, value_cells
-from tsmodel.spec import ModelSpec, ValueSpec, spec_of
-from tsmodel.timestamps import EPOCH, from_micros, to_micros
 
 __all__ = ["EncodedEvent", "encode_event", "encode_row", "decode_events", "decode_row",
            "row_key", "current_row_key",

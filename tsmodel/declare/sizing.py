@@ -12,10 +12,10 @@ import math
 from typing import TYPE_CHECKING
 
 from tsmodel import errors
-from tsmodel.codecs import Bool, Float64, Int64
+from tsmodel.encoding.codecs import Bool, Float64, Int64
 
 if TYPE_CHECKING:
-    from tsmodel.spec import ModelSpec, ValueSpec
+    from tsmodel.declare.spec import ModelSpec, ValueSpec
 
 __all__ = ["MAX_ROW_BYTES", "CELL_OVERHEAD", "events_per_bucket", "event_bytes",
            "row_bytes", "check_row_size"]

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from tsmodel.codecs import Codec
+from tsmodel.encoding.codecs import Codec
 
 __all__ = ["key", "timestamp", "value", "constant", "salt", "alternate", "snapshot",
            "KeyInfo", "TimestampInfo", "ValueInfo", "Constant", "Salt", "Alternate", "Snapshot",

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 
 import attrs
 
-from tsmodel.timestamps import FormatEncoding, from_micros, to_micros
+from tsmodel.encoding.timestamps import FormatEncoding, from_micros, to_micros
 
 __all__ = ["Bucket", "FixedBucket", "WeekBucket", "MonthBucket", "make_bucket", "BUCKET_NAMES"]
 

@@ -29,10 +29,10 @@ from tsmodel.backends.base import (
     RowMutation,
     TableSpec,
 )
-from tsmodel.cache import CachingBackend
-from tsmodel.mapper import EncodedEvent, encode_event
-from tsmodel.retention import retention_message, retention_problems
-from tsmodel.spec import ModelSpec, spec_of
+from tsmodel.declare.spec import ModelSpec, spec_of
+from tsmodel.plan.mapper import EncodedEvent, encode_event
+from tsmodel.plan.retention import retention_message, retention_problems
+from tsmodel.run.cache import CachingBackend
 
 __all__ = ["Connection", "connect", "get_default_connection", "set_default_connection",
            "WriteStatus", "EntityResult", "WriteResult"]
@@ -304,19 +304,19 @@ class Connection:
 
     def range(self, model: type[M], start: Any, end: Any, **kwargs: Any) -> Any:
         """``model.range(...)`` on this connection."""
-        from tsmodel.query import QuerySet
+        from tsmodel.run.query import QuerySet
 
         return QuerySet(model, connection=self).range(start, end, **kwargs)
 
     def current(self, model: type[M], **kwargs: Any) -> Any:
         """``model.current(...)`` on this connection."""
-        from tsmodel.query import QuerySet
+        from tsmodel.run.query import QuerySet
 
         return QuerySet(model, connection=self).current(**kwargs)
 
     def latest(self, model: type[M], **key_fields: Any) -> M:
         """``model.latest(...)`` on this connection."""
-        from tsmodel.query import QuerySet
+        from tsmodel.run.query import QuerySet
 
         return QuerySet(model, connection=self).latest(**key_fields)
 
@@ -375,7 +375,7 @@ def connect(url: str | None = None, *, default: bool = True,
         default: make it the connection that ``Model.range`` and friends use.
         batch_size: entities per bulk write call.
         cache: keep latest-value lookups in memory
-            (:class:`tsmodel.cache.CachingBackend`): a row this connection
+            (:class:`tsmodel.run.cache.CachingBackend`): a row this connection
             writes is dropped at once; one written elsewhere shows within
             ``cache_ttl`` seconds.
         cache_size: the most cached lookups.

@@ -34,11 +34,11 @@ from tsmodel.backends.base import (
     RowMutation,
     RowSet,
 )
-from tsmodel.connection import Connection, get_default_connection
-from tsmodel.mapper import EncodedEvent, decode_events, encode_event, encode_row
-from tsmodel.query import QuerySet
-from tsmodel.spec import ModelSpec, spec_of
-from tsmodel.timestamps import EPOCH, to_micros
+from tsmodel.declare.spec import ModelSpec, spec_of
+from tsmodel.encoding.timestamps import EPOCH, to_micros
+from tsmodel.plan.mapper import EncodedEvent, decode_events, encode_event, encode_row
+from tsmodel.run.connection import Connection, get_default_connection
+from tsmodel.run.query import QuerySet
 
 __all__ = ["RepairReport", "repair"]
 

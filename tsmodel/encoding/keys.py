@@ -24,8 +24,8 @@ from typing import Any
 
 import attrs
 
-from tsmodel.buckets import Bucket
-from tsmodel.timestamps import TimestampEncoding
+from tsmodel.encoding.buckets import Bucket
+from tsmodel.encoding.timestamps import TimestampEncoding
 
 __all__ = [
     "Segment",
@@ -227,7 +227,7 @@ class IntSegment(Segment):
 
 @attrs.frozen
 class TimestampSegment(Segment):
-    """The event time, through a :class:`~tsmodel.timestamps.TimestampEncoding`.
+    """The event time, through a :class:`~tsmodel.encoding.timestamps.TimestampEncoding`.
 
     Values are integer microseconds since the epoch (UTC).
     """

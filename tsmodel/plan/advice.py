@@ -5,7 +5,7 @@ cells per bucket (per day without a bucket), the largest row, the versions a
 row needs against what its GC rule keeps, and the hotspot risk of the row
 key's leading segment::
 
-    advice = tsmodel.advice.advise(ServerMetric, rate=0.2, entities=8)
+    advice = tsmodel.plan.advice.advise(ServerMetric, rate=0.2, entities=8)
     print(advice.hotspot_risk, advice.notes)
 """
 
@@ -17,12 +17,13 @@ from typing import Any
 
 import attrs
 
-from tsmodel import errors, sizing
+from tsmodel import errors
 from tsmodel.backends.base import GcRule
-from tsmodel.connection import table_specs
-from tsmodel.keys import ConstantSegment, IntSegment, SaltSegment, Segment, StrSegment
-from tsmodel.retention import format_duration, max_age_of, max_versions_of
-from tsmodel.spec import ModelSpec, spec_of
+from tsmodel.declare import sizing
+from tsmodel.declare.spec import ModelSpec, spec_of
+from tsmodel.encoding.keys import ConstantSegment, IntSegment, SaltSegment, Segment, StrSegment
+from tsmodel.plan.retention import format_duration, max_age_of, max_versions_of
+from tsmodel.run.connection import table_specs
 
 __all__ = ["Advice", "advise"]
 
@@ -50,7 +51,7 @@ class Advice:
         events_per_period: events of one entity in one period.
         rows_per_period: rows one entity writes per period.
         cells_per_row: cells of one row when the period is full.
-        row_bytes: the estimated largest row (:mod:`tsmodel.sizing`).
+        row_bytes: the estimated largest row (:mod:`tsmodel.declare.sizing`).
         versions_needed: versions per column a full row needs.
         versions_kept: versions per column the GC rule keeps (``None``: no limit).
         max_age: the max age of the main family's GC rule, if any.

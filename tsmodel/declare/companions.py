@@ -3,11 +3,11 @@
 An alternate-key table holds the same events as the main table under
 another row key order (the guide's denormalization: ``LoL#Corrie#20150301``
 and ``LoL#20150301#Corrie``). Each one is described by a derived
-:class:`~tsmodel.spec.ModelSpec` that shares the model's timestamp, values
+:class:`~tsmodel.declare.spec.ModelSpec` that shares the model's timestamp, values
 and layout, so the whole mapper and query machinery works on it unchanged.
 
 A snapshot table holds one period of the main table (``SENSOR_20170726``),
-built by a batch job (:mod:`tsmodel.snapshots`).
+built by a batch job (:mod:`tsmodel.jobs.snapshots`).
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from typing import Any
 import attrs
 
 from tsmodel import errors
-from tsmodel.buckets import Bucket, make_bucket
-from tsmodel.fields import META, Alternate, Constant, KeyInfo, Salt, Snapshot
-from tsmodel.keys import BucketSegment, KeyLayout, Segment, TimestampSegment
-from tsmodel.spec import ModelSpec
-from tsmodel.timestamps import from_micros
+from tsmodel.declare.fields import META, Alternate, Constant, KeyInfo, Salt, Snapshot
+from tsmodel.declare.spec import ModelSpec
+from tsmodel.encoding.buckets import Bucket, make_bucket
+from tsmodel.encoding.keys import BucketSegment, KeyLayout, Segment, TimestampSegment
+from tsmodel.encoding.timestamps import from_micros
 
 __all__ = ["SnapshotSpec", "derive_alternate", "derive_snapshot", "check_table_name"]
 

@@ -1,0 +1,1 @@
+"""Declaration: @model, field helpers, the frozen spec, companion tables."""

@@ -1,0 +1,1 @@
+"""Encoding: value codecs, timestamps, time buckets, row keys, serialization."""

@@ -1,0 +1,1 @@
+"""Jobs over whole tables: snapshots and repair."""

@@ -1,0 +1,1 @@
+"""Planning: pure write and read planning, schema, GC rules, advice."""

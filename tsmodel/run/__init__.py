@@ -1,0 +1,1 @@
+"""Execution: connections, the QuerySet facade, the read cache."""
