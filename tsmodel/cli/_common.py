@@ -1,0 +1,195 @@
+"""What the ``tsmodel`` commands share: subparsers, input values, connections, output.
+
+Every command module builds its subparser with :func:`command` (or
+:func:`group` for a command with actions), parses text with
+:func:`parse_time`, :func:`pairs` and :func:`typed`, opens the backend with
+:func:`connect` and prints with :func:`print_json` or a table. Bad input raises
+:class:`CliError`, which ``main`` prints as one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import textwrap
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import attrs
+
+import tsmodel
+from tsmodel.encoding.keys import IntSegment, KeyLayout
+from tsmodel.encoding.timestamps import to_micros
+
+__all__ = [
+    "CliError", "Run", "URL_HELP", "print_error", "command", "group", "wrap", "add_target",
+    "add_json", "add_url", "parse_time", "pairs", "typed", "connect", "jsonable",
+    "print_json", "text", "shown",
+]
+
+#: What a command runs: the parsed arguments in, the exit status out.
+Run = Callable[[argparse.Namespace], int]
+
+URL_HELP = "backend URL (default: $TSMODEL_URL, else an empty in-memory embedded store)"
+
+
+class CliError(Exception):
+    """Bad input on the command line; printed as one line, exit status 1."""
+
+
+def print_error(message: str) -> None:
+    """``tsmodel: error: MESSAGE`` on standard error, on one line."""
+    print(f"tsmodel: error: {' '.join(message.split())}", file=sys.stderr)
+
+
+# -- subparsers -------------------------------------------------------------------------
+
+
+def command(commands: Any, name: str, summary: str, description: str,
+            run: Run | None = None) -> argparse.ArgumentParser:
+    """Add the subparser ``name`` to ``commands``; ``run`` is what it runs."""
+    sub: argparse.ArgumentParser = commands.add_parser(
+        name, help=summary, description=wrap(description),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    if run is not None:
+        sub.set_defaults(run=run)
+    return sub
+
+
+def group(commands: Any, name: str, summary: str, description: str) -> Any:
+    """Add a command with actions (``schema plan``); return the actions' subparsers.
+
+    The command alone prints its help and exits with status 2.
+    """
+    parent = command(commands, name, summary, description)
+    parent.set_defaults(run=lambda args: _usage(parent))
+    return parent.add_subparsers(title="actions", metavar="ACTION")
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def wrap(text: str) -> str:
+    """Fill prose paragraphs to 79 columns; keep the ``example:`` ones as written."""
+    paragraphs = text.split("\n\n")
+    return "\n\n".join(p if p.startswith("example") else textwrap.fill(p, 79)
+                       for p in paragraphs)
+
+
+def add_target(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("target", metavar="TARGET", help="module:Model")
+
+
+def add_json(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def add_url(sub: argparse.ArgumentParser, more: str = "") -> None:
+    sub.add_argument("--url", default=None, help=URL_HELP + more)
+
+
+# -- input values -----------------------------------------------------------------------
+
+
+def parse_time(text: str, what: str) -> datetime:
+    """An ISO 8601 time; ``Z`` and no offset both mean UTC."""
+    raw = text.strip()
+    if raw.endswith(("Z", "z")):
+        raw = raw[:-1] + "+00:00"
+    try:
+        dt = datetime.fromisoformat(raw)
+    except ValueError:
+        raise CliError(f"{what}: {text!r} is not an ISO 8601 time such as "
+                       "2015-03-16T19:53:32.045Z") from None
+    return dt if dt.tzinfo is not None else dt.replace(tzinfo=timezone.utc)
+
+
+def pairs(items: Sequence[str], what: str) -> dict[str, str]:
+    """``NAME=VALUE`` arguments as a dict; ``what`` names them in errors."""
+    out: dict[str, str] = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not eq or not name:
+            raise CliError(f"{what}: expected NAME=VALUE, got {item!r}")
+        if name in out:
+            raise CliError(f"{what}: {name!r} given twice")
+        out[name] = value
+    return out
+
+
+def typed(spec: tsmodel.ModelSpec, layout: KeyLayout, raw: dict[str, str],
+          allowed: Sequence[str]) -> dict[str, Any]:
+    """Key field values from text: ints for integer segments, µs for the timestamp."""
+    unknown = [n for n in raw if n not in allowed]
+    if unknown:
+        raise CliError(f"{spec.name} has no key field {', '.join(map(repr, unknown))} "
+                       f"(key fields: {', '.join(allowed) or 'none'})")
+    integers = {s.field for s in layout.segments if isinstance(s, IntSegment)}
+    return {name: _typed_value(spec, name, value, name in integers)
+            for name, value in raw.items()}
+
+
+def _typed_value(spec: tsmodel.ModelSpec, name: str, value: str, integer: bool) -> Any:
+    if name == spec.timestamp_field:
+        return to_micros(parse_time(value, f"{spec.name}.{name}"))
+    if not integer:
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise CliError(f"{spec.name}.{name}: {value!r} is not an integer") from None
+
+
+# -- backends ---------------------------------------------------------------------------
+
+
+def connect(url: str | None, *, announce: bool = True) -> tsmodel.Connection:
+    """A connection to ``url``, else ``$TSMODEL_URL``, else an in-memory store.
+
+    With ``announce``, the in-memory fallback is said on standard error.
+    """
+    url = url or os.environ.get("TSMODEL_URL") or None
+    if url is None and announce:
+        print("tsmodel: note: no --url and no TSMODEL_URL: using an empty in-memory "
+              "embedded store", file=sys.stderr)
+    return tsmodel.connect(url, default=False)
+
+
+# -- output -----------------------------------------------------------------------------
+
+
+def jsonable(obj: Any) -> Any:
+    """Plain JSON types: bytes as text (escaped), times as ISO 8601, attrs as dicts."""
+    if isinstance(obj, bytes):
+        return text(obj)
+    if isinstance(obj, datetime):
+        return obj.isoformat()
+    if isinstance(obj, timedelta):
+        return obj.total_seconds()
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if attrs.has(type(obj)):
+        return jsonable(attrs.asdict(obj, recurse=False))
+    return obj
+
+
+def print_json(obj: Any) -> None:
+    print(json.dumps(jsonable(obj), indent=2))
+
+
+def text(data: bytes) -> str:
+    """Bytes as text; what is not UTF-8 is shown escaped."""
+    return data.decode("utf-8", errors="backslashreplace")
+
+
+def shown(data: bytes) -> str:
+    """Bytes for a table cell: quoted when edge spaces or odd characters would hide."""
+    as_text = text(data)
+    return repr(as_text) if as_text != as_text.strip() or not as_text.isprintable() else as_text
