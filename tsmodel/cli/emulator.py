@@ -1,0 +1,89 @@
+"""``tsmodel emulator``: run the Cloud Bigtable emulator until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from tsmodel.backends.emulator import Emulator
+from tsmodel.cli._common import CliError, add_json, command
+
+__all__ = ["add_command"]
+
+_Handler = Callable[[int, FrameType | None], Any]
+
+
+def add_command(commands: Any) -> None:
+    """Add ``emulator`` to the command's subparsers."""
+    sub = command(commands, "emulator", "run the Cloud Bigtable emulator until Ctrl-C",
+                  "Start the Cloud Bigtable emulator (cbtemulator) on a free port, print the "
+                  "environment to point clients at it, and stop it on Ctrl-C or SIGTERM. "
+                  "Its data lives in memory and is lost when it stops.\n\nexample:\n"
+                  "  tsmodel emulator --port 8086", _run)
+    sub.add_argument("--port", type=int, help="port to listen on (default: a free one)")
+    sub.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    sub.add_argument("--project", default="local",
+                     help="project in the printed TSMODEL_URL (any name works)")
+    sub.add_argument("--instance", default="local",
+                     help="instance in the printed TSMODEL_URL (any name works)")
+    add_json(sub)
+
+
+def _run(args: argparse.Namespace) -> int:
+    emu = Emulator(host=args.host, port=args.port)
+    stop = threading.Event()
+    previous = _on_signals(lambda signum, frame: stop.set())
+    try:
+        _start(emu)
+        _announce(emu.host_port, args)
+        _serve(emu, stop)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        emu.stop()
+        _restore_signals(previous)
+    print("tsmodel: emulator stopped", file=sys.stderr)
+    return 0
+
+
+def _start(emu: Emulator) -> None:
+    try:
+        emu.start()
+    except RuntimeError as exc:  # a busy port, or an emulator that would not start
+        raise CliError(str(exc)) from None
+
+
+def _serve(emu: Emulator, stop: threading.Event) -> None:
+    """Wait for ``stop``; fail if the emulator exits first."""
+    while not stop.wait(0.2):
+        if not emu.running:
+            raise CliError(f"the emulator exited on its own; its output: {emu.output()}")
+
+
+def _on_signals(handler: _Handler) -> dict[int, Any]:
+    wanted = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    return {sig: signal.signal(sig, handler) for sig in wanted}
+
+
+def _restore_signals(previous: dict[int, Any]) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+
+
+def _announce(host_port: str, args: argparse.Namespace) -> None:
+    url = f"bigtable-emulator://{host_port}/{args.project}/{args.instance}"
+    if args.json:
+        host, _, port = host_port.rpartition(":")
+        print(json.dumps({"BIGTABLE_EMULATOR_HOST": host_port, "TSMODEL_URL": url,
+                          "host": host, "port": int(port)}), flush=True)
+    else:
+        print(f"export BIGTABLE_EMULATOR_HOST={host_port}\nexport TSMODEL_URL={url}",
+              flush=True)
+    print(f"tsmodel: Cloud Bigtable emulator on {host_port} (in memory); Ctrl-C stops it",
+          file=sys.stderr, flush=True)

@@ -1,0 +1,167 @@
+"""``tsmodel keys encode`` and ``tsmodel keys decode``: row keys of a model.
+
+Decoding is the library's (:func:`tsmodel.decode_row_key`, and
+:meth:`~tsmodel.encoding.keys.KeyLayout.decode` for current-value keys);
+this module parses the text and prints the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+from typing import Any
+
+from tsmodel import KeyDecodingError, ModelSpec, decode_row_key, spec_of
+from tsmodel.cli._common import (
+    CliError,
+    add_json,
+    add_target,
+    command,
+    group,
+    pairs,
+    print_json,
+    shown,
+    text,
+    typed,
+)
+from tsmodel.cli._targets import one_model
+from tsmodel.encoding.keys import ConstantSegment, KeyLayout, SaltSegment, SegmentValueError
+from tsmodel.errors import key_error
+from tsmodel.plan.schema import format_table
+
+__all__ = ["add_command"]
+
+
+def add_command(commands: Any) -> None:
+    """Add ``keys encode`` and ``keys decode`` to the command's subparsers."""
+    actions = group(commands, "keys", "encode or decode row keys",
+                    "Build a row key from field values, or read the typed fields of a row key.")
+    enc = command(actions, "encode", "the row key of field values",
+                  "The row key (and current-value row key) of key field values; the "
+                  "timestamp is ISO 8601 (no offset means UTC).\n\nexample:\n  tsmodel keys "
+                  "encode examples/server_metrics.py:ServerMetric hostname=server1.aaa.bbb.com "
+                  "time=2015-03-16T19:53:32.045Z", _run_encode)
+    add_target(enc)
+    enc.add_argument("values", nargs="*", metavar="NAME=VALUE", help="key field values")
+    add_json(enc)
+    dec = command(actions, "decode", "the typed fields of a row key",
+                  "The key field values of a row key; the timestamp as ISO 8601 UTC.",
+                  _run_decode)
+    add_target(dec)
+    dec.add_argument("key", metavar="KEY", help="the row key (UTF-8 text, or hex with --hex)")
+    dec.add_argument("--hex", action="store_true", help="KEY is hexadecimal")
+    dec.add_argument("--current", action="store_true",
+                     help="KEY is a row key of the current-value table")
+    add_json(dec)
+
+
+# -- encode -----------------------------------------------------------------------------
+
+
+def _run_encode(args: argparse.Namespace) -> int:
+    spec = spec_of(one_model(args.target))
+    encoded = _encode(spec, _values(spec, args.values))
+    key = spec.key.join(encoded)
+    current = spec.current_key.join(encoded) if spec.current_key is not None else None
+    parts = _segment_parts(spec.key, encoded)
+    if args.json:
+        print_json({"model": spec.name, "table": spec.table, "row_key": key,
+                    "row_key_hex": key.hex(), "current_table": spec.current_table,
+                    "current_row_key": current, "segments": [
+                        {"segment": n, "bytes": b, "hex": b.hex(), "encoding": d}
+                        for n, b, d in parts]})
+    else:
+        _print_encoded(key, current, parts)
+    return 0
+
+
+def _print_encoded(key: bytes, current: bytes | None,
+                   parts: list[tuple[str, bytes, str]]) -> None:
+    head = [("row key", text(key))]
+    if current is not None:
+        head.append(("current row key", text(current)))
+    print(format_table(None, head))
+    print()
+    print(format_table(("SEGMENT", "BYTES", "ENCODING"), [(n, shown(b), d) for n, b, d in parts]))
+
+
+def _values(spec: ModelSpec, items: list[str]) -> dict[str, Any]:
+    """Every key field's typed value, from ``NAME=VALUE`` arguments."""
+    needed = list(spec.key.fields)
+    values = typed(spec, spec.key, pairs(items, "keys encode"), needed)
+    missing = [n for n in needed if n not in values]
+    if missing:
+        raise CliError(f"{spec.name}: give {', '.join(f'{n}=...' for n in missing)} (the row "
+                       f"key is built from {', '.join(needed)})")
+    return values
+
+
+def _encode(spec: ModelSpec, values: dict[str, Any]) -> dict[str, bytes]:
+    try:
+        return spec.key.encode_segments(values)
+    except SegmentValueError as exc:
+        field = getattr(exc, "field", None)
+        raise key_error(exc, model=spec.name, field=field,
+                        value=values.get(field or "")) from None
+
+
+def _segment_parts(layout: KeyLayout,
+                   encoded: dict[str, bytes]) -> list[tuple[str, bytes, str]]:
+    """``(name, bytes, encoding)`` of each segment of the key, in order."""
+    parts = []
+    for seg in layout.segments:
+        if seg.field is not None:
+            data, name = encoded[seg.field], seg.field
+        elif isinstance(seg, SaltSegment):
+            data, name = seg.encode(seg.salt_of(encoded)), "salt"
+        else:
+            data = seg.encode(None)
+            name = "constant" if isinstance(seg, ConstantSegment) else type(seg).__name__
+        parts.append((name, data, seg.describe()))
+    return parts
+
+
+# -- decode -----------------------------------------------------------------------------
+
+
+def _run_decode(args: argparse.Namespace) -> int:
+    model = one_model(args.target)
+    spec = spec_of(model)
+    raw = _key_bytes(args.key, args.hex)
+    values = _decode_current(spec, raw) if args.current else decode_row_key(model, raw)
+    fields = {("salt" if k == "__salt__" else k): v for k, v in values.items()}
+    if args.json:
+        print_json({"model": spec.name, "row_key": raw, "fields": fields})
+        return 0
+    rows = [(k, v.isoformat() if isinstance(v, datetime) else str(v)) for k, v in fields.items()]
+    print(format_table(("FIELD", "VALUE"), rows))
+    return 0
+
+
+def _key_bytes(key: str, is_hex: bool) -> bytes:
+    if not is_hex:
+        return key.encode("utf-8")
+    try:
+        return bytes.fromhex(key)
+    except ValueError:
+        raise CliError(f"{key!r} is not hexadecimal") from None
+
+
+def _decode_current(spec: ModelSpec, raw: bytes) -> dict[str, Any]:
+    """The fields of a current-value row key, refused unless tsmodel would write it.
+
+    :func:`tsmodel.decode_row_key` reads main-table keys only; this is its
+    check on the current-value layout.
+    """
+    layout = spec.current_key
+    if layout is None:
+        raise CliError(f"{spec.name} declares no current-value table (current=...)")
+    try:
+        values = layout.decode(raw)
+        canonical = layout.encode(values)
+    except SegmentValueError as exc:
+        raise KeyDecodingError(f"{spec.name}: current row key {raw!r}: {exc}") from None
+    if canonical != raw:
+        raise KeyDecodingError(f"{spec.name}: current row key {raw!r} is not canonical: its "
+                               f"values encode to {canonical!r}")
+    return values

@@ -1,0 +1,131 @@
+"""``tsmodel schema plan`` and ``tsmodel schema apply``: the tables the models need.
+
+Thin wrappers of :func:`tsmodel.plan.schema.plan` and
+:func:`tsmodel.plan.schema.apply`; on the emulator, they first check that it
+answers, so that a stopped one fails at once rather than after the client's
+minute of retries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+from typing import Any
+
+from tsmodel.backends import Backend
+from tsmodel.cli._common import CliError, add_json, add_url, command, connect, group
+from tsmodel.cli._targets import models
+from tsmodel.plan import schema
+
+__all__ = ["add_command", "EXIT_CHANGES", "CONNECT_TIMEOUT"]
+
+#: Exit status of ``schema plan --check`` when the backend differs from the models.
+EXIT_CHANGES = 3
+#: Seconds ``schema plan/apply`` wait for an emulator to answer (``--connect-timeout``).
+CONNECT_TIMEOUT = 10.0
+
+
+def add_command(commands: Any) -> None:
+    """Add ``schema plan`` and ``schema apply`` to the command's subparsers."""
+    actions = group(commands, "schema", "plan or apply the tables, families and GC rules",
+                    "Compare the tables the models need (families, GC rules) with a backend, "
+                    "and apply the difference.")
+    plan = command(actions, "plan", "show the changes, change nothing",
+                   "Show what 'schema apply' would change: tables to create, families to "
+                   "add, GC rules to change and, with --drop and --drop-table, families and "
+                   "tables to delete.", _run_plan)
+    apply = command(actions, "apply", "make the changes",
+                    "Create the tables and families the models need and set their GC rules. "
+                    "Nothing is deleted without --drop (undeclared families of the models' "
+                    "tables) or --drop-table NAME (that table); other tables are left alone.",
+                    _run_apply)
+    for sub in (plan, apply):
+        _add_arguments(sub)
+    plan.add_argument("--check", action="store_true",
+                      help=f"exit with status {EXIT_CHANGES} when there are changes (for CI)")
+
+
+def _add_arguments(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("targets", nargs="+", metavar="TARGET",
+                     help="module:Model or module (all its models)")
+    add_url(sub)
+    sub.add_argument("--drop", action="store_true",
+                     help="also delete the families of the models' tables that the "
+                          "models do not declare")
+    sub.add_argument("--drop-table", action="append", default=[], metavar="NAME",
+                     dest="drop_tables",
+                     help="delete this table, which no model may declare (repeat for "
+                          "several); no other table is ever deleted")
+    sub.add_argument("--connect-timeout", type=_seconds, default=CONNECT_TIMEOUT,
+                     metavar="SECONDS",
+                     help="on the emulator: how long to wait for it to answer before "
+                          f"giving up (default: {CONNECT_TIMEOUT:g})")
+    add_json(sub)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number of seconds: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def _run_plan(args: argparse.Namespace) -> int:
+    plan = _schema(args, apply=False)[0]
+    print(plan.to_json() if args.json else plan)
+    return EXIT_CHANGES if args.check and plan.has_changes else 0
+
+
+def _run_apply(args: argparse.Namespace) -> int:
+    plan, applied = _schema(args, apply=True)
+    if args.json:
+        print(json.dumps({"plan": plan.to_dict(),
+                          "applied": [c.to_dict() for c in applied]}, indent=2))
+    elif applied:
+        print(f"{plan}\n\nApplied {len(applied)} change{'' if len(applied) == 1 else 's'}.")
+    else:
+        print(plan)
+    return 0
+
+
+def _schema(args: argparse.Namespace,
+            apply: bool) -> tuple[schema.SchemaPlan, tuple[schema.Change, ...]]:
+    """The plan of ``schema plan/apply``, and the changes made when ``apply``."""
+    targets = models(args.targets)
+    with connect(args.url) as conn:
+        _check_reachable(conn.backend, args.connect_timeout)
+        plan = schema.plan(conn.backend, *targets, drop=args.drop,
+                           drop_tables=args.drop_tables)
+        return plan, (schema.apply(conn.backend, plan) if apply else ())
+
+
+def _check_reachable(backend: Backend, seconds: float) -> None:
+    """Fail at once when an emulator does not answer, rather than after a minute of retries."""
+    where = getattr(backend, "emulator_host", None)
+    if not isinstance(where, str) or not where:
+        return  # not on the emulator
+    hint = ("is it running? 'tsmodel emulator' starts one; a slow one needs a longer "
+            f"--connect-timeout (now {seconds:g} s)")
+    host, _, port = where.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=seconds):
+            pass
+    except ValueError:
+        pass  # not HOST:PORT: the gRPC check below says
+    except OSError as exc:
+        raise CliError(f"cannot reach the Bigtable emulator at {where}: "
+                       f"{exc.strerror or exc}; {hint}") from None
+    import grpc
+
+    channel = grpc.insecure_channel(where)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=seconds)
+    except grpc.FutureTimeoutError:
+        raise CliError(f"the Bigtable emulator at {where} does not answer (no gRPC "
+                       f"connection within {seconds:g} s); {hint}") from None
+    finally:
+        channel.close()
