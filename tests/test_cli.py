@@ -8,6 +8,7 @@ directory that sees the repository's ``examples/``, and what it prints
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -94,7 +95,8 @@ def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # -- help and entry points ------------------------------------------------------------
 
 COMMANDS = [[], ["schema"], ["schema", "plan"], ["schema", "apply"], ["explain"], ["keys"],
-            ["keys", "encode"], ["keys", "decode"], ["advise"], ["emulator"]]
+            ["keys", "encode"], ["keys", "decode"], ["advise"], ["emulator"], ["snapshot"],
+            ["repair"]]
 
 
 @pytest.mark.parametrize("words", COMMANDS, ids=lambda w: " ".join(w) or "tsmodel")
@@ -459,3 +461,27 @@ def test_models_file_with_sibling_imports(tmp_path: Path) -> None:
         '''), encoding="utf-8")
     out = ok("schema", "plan", "pkgdir/app.py", cwd=tmp_path)
     assert re.search(r"^create table\s+APP\s+H\s+max_versions=1$", out, re.M), out
+
+
+# -- the package ------------------------------------------------------------------------
+
+CLI = ROOT / "tsmodel" / "cli"
+
+
+def _imports(path: Path) -> list[tuple[str, str]]:
+    """``(module, name)`` of every import in a module (name ``""`` for ``import x``)."""
+    found: list[tuple[str, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, "") for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found += [(node.module, alias.name) for alias in node.names]
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(CLI.glob("*.py")), ids=lambda p: p.name)
+def test_cli_modules_share_only_public_helpers_and_never_grpc(path: Path) -> None:
+    for module, name in _imports(path):
+        assert module.split(".")[0] not in ("grpc", "google"), (path.name, module)
+        if module.startswith("tsmodel.cli"):
+            assert not name.startswith("_"), f"{path.name} imports {module}.{name}"
