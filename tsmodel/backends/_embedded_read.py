@@ -1,4 +1,4 @@
-"""The read side of the embedded store: GC rules at read time, read plans, rows from cells.
+"""The read side of the embedded store: read plans (GC rules applied), rows from cells.
 
 :class:`~tsmodel.backends.embedded.EmbeddedBackend` compiles each read into a
 :class:`Plan` (SQL conditions for what SQLite can filter, Python for the
@@ -10,12 +10,11 @@ rest), pages through the primary key in chunks whose bounds come from
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from datetime import timedelta
 from itertools import islice
 from operator import eq, itemgetter
 from typing import Any
 
+from tsmodel.backends import gc
 from tsmodel.backends.base import Cell, GcRule, ReadFilter, ReadRequest, Row, RowSet, TableSpec
 from tsmodel.errors import BackendError
 
@@ -26,7 +25,6 @@ MAX_CHUNK = 512
 CHUNK_BYTES = 2_000_000
 KEYS_PER_QUERY = 500
 NO_LIMIT = 1 << 63
-MICROSECOND = timedelta(microseconds=1)
 SELECT = ("row_key, family, qualifier, ts, value", "row_key, family, qualifier, ts, x''")
 #: The selection in a table with one family: the family is known, not fetched.
 SELECT_ONE = ("row_key, qualifier, ts, value", "row_key, qualifier, ts, x''")
@@ -38,65 +36,6 @@ Raw = tuple[Any, ...]
 #: Rows to scan: ``(start, end, ())`` for the keys in ``[start, end)`` (``end``
 #: ``None``: no end), or ``(b"", None, keys)`` for exact keys.
 Segment = tuple[bytes, bytes | None, tuple[bytes, ...]]
-#: GC test: (rank of the cell in its column, 0 = newest; cell timestamp) -> collected.
-GcTest = Callable[[int, int], bool]
-
-
-# -- GC rules at read time ---------------------------------------------------------
-
-
-def uses(rule: GcRule, attribute: str) -> bool:
-    """Whether ``rule`` or a rule nested in it sets ``attribute``."""
-    return getattr(rule, attribute) is not None or any(uses(sub, attribute) for sub in rule.rules)
-
-
-def fold(
-    rule: GcRule, leaf: Callable[[GcRule], int | None], union: Callable[[list[int]], int],
-    intersection: Callable[[list[int]], int],
-) -> int | None:
-    """Reduce a rule with one kind of condition (ages or versions) to one threshold.
-
-    ``None`` means that the rule collects nothing.
-    """
-    parts = [fold(sub, leaf, union, intersection) for sub in rule.rules]
-    own = leaf(rule)
-    if own is not None:
-        parts.append(own)
-    known = [p for p in parts if p is not None]
-    if rule.mode == "union":
-        return union(known) if known else None
-    return None if not parts or len(known) < len(parts) else intersection(known)
-
-
-def age_cutoff(rule: GcRule, now: int) -> int | None:
-    """For a rule without ``max_versions``: cells with ``ts < cutoff`` are collected."""
-
-    def leaf(r: GcRule) -> int | None:
-        return None if r.max_age is None else now - r.max_age // MICROSECOND
-
-    return fold(rule, leaf, max, min)
-
-
-def version_cap(rule: GcRule) -> int | None:
-    """For a rule without ``max_age``: cells of rank ``>= cap`` are collected."""
-    return fold(rule, lambda r: r.max_versions, min, max)
-
-
-def gc_test(rule: GcRule, now: int) -> GcTest:
-    """Compile a rule into ``collected(rank, ts)``."""
-    tests = [gc_test(sub, now) for sub in rule.rules]
-    versions = rule.max_versions
-    if versions is not None:
-        tests.append(lambda rank, ts: rank >= versions)
-    if rule.max_age is not None:
-        cutoff = now - rule.max_age // MICROSECOND
-        tests.append(lambda rank, ts: ts < cutoff)
-    if len(tests) == 1:
-        return tests[0]
-    if not tests:
-        return lambda rank, ts: False
-    combine = any if rule.mode == "union" else all
-    return lambda rank, ts: combine(test(rank, ts) for test in tests)
 
 
 def now_us() -> int:
@@ -202,7 +141,7 @@ class Plan:
         self.ts_start, self.ts_end = clamp(flt.timestamp_start), clamp(flt.timestamp_end)
         self.cells_per_column = flt.cells_per_column
         #: family -> (rank cap, further test) for GC rules with max_versions
-        self.gc: dict[str, tuple[int, GcTest | None]] = {}
+        self.gc: dict[str, tuple[int, gc.GcTest | None]] = {}
         where: list[str] = []
         params: list[Any] = []
         self._add_gc(flt, where, params)
@@ -226,15 +165,15 @@ class Plan:
         for family, rule in self.table.families.items():
             if rule.is_empty() or (flt.families is not None and family not in flt.families):
                 continue
-            if not uses(rule, "max_versions"):
-                if (cutoff := age_cutoff(rule, now)) is not None:
+            if not gc.uses(rule, "max_versions"):
+                if (cutoff := gc.age_cutoff(rule, now)) is not None:
                     where.append("NOT (+family = ? AND ts < ?)")
                     params.extend((family, cutoff))
-            elif not uses(rule, "max_age"):
-                cap = version_cap(rule)
+            elif not gc.uses(rule, "max_age"):
+                cap = gc.max_versions_of(rule)
                 self.gc[family] = (NO_LIMIT if cap is None else cap, None)
             else:
-                self.gc[family] = (NO_LIMIT, gc_test(rule, now))
+                self.gc[family] = (NO_LIMIT, gc.collects(rule, now))
 
     def _add_time_filter(self, where: list[str], params: list[Any]) -> None:
         candidates = (("ts >= ?", self.ts_start), ("ts < ?", self.ts_end))

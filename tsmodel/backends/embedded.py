@@ -27,6 +27,7 @@ from operator import itemgetter
 from typing import Any
 
 from tsmodel.backends import _embedded_read as _read
+from tsmodel.backends import gc
 from tsmodel.backends.base import (
     DeleteCells,
     DeleteFamily,
@@ -70,7 +71,7 @@ _Step = tuple[str, tuple[Any, ...]] | list[_read.Raw]
 
 
 def _rule_to_json(rule: GcRule) -> dict[str, Any]:
-    age = None if rule.max_age is None else rule.max_age // _read.MICROSECOND
+    age = None if rule.max_age is None else rule.max_age // gc.MICROSECOND
     rules = [_rule_to_json(sub) for sub in rule.rules]
     return {"versions": rule.max_versions, "age_us": age, "rules": rules, "mode": rule.mode}
 
@@ -564,14 +565,14 @@ def _collect_family(
 ) -> int:
     """Delete the cells of ``family`` that ``rule`` collects; return how many."""
     table = meta.sql_name
-    if not _read.uses(rule, "max_versions"):
-        cutoff = _read.age_cutoff(rule, now)
+    if not gc.uses(rule, "max_versions"):
+        cutoff = gc.age_cutoff(rule, now)
         if cutoff is None:
             return 0
         delete = f"DELETE FROM {table} WHERE +family = ? AND ts < ?"
         return con.execute(delete, (family, cutoff)).rowcount
-    if not _read.uses(rule, "max_age"):  # versions only: SQLite counts the newer versions
-        cap = _read.version_cap(rule)
+    if not gc.uses(rule, "max_age"):  # versions only: SQLite counts the newer versions
+        cap = gc.max_versions_of(rule)
         if cap is None:
             return 0
         newer = (f"SELECT {{}} FROM {table} AS newer WHERE newer.row_key = {table}.row_key"
@@ -580,7 +581,7 @@ def _collect_family(
         test = f"EXISTS ({newer.format(1)})" if cap == 1 else f"({newer.format('count(*)')}) >= ?"
         delete = f"DELETE FROM {table} WHERE +family = ? AND {test}"
         return con.execute(delete, (family,) if cap == 1 else (family, cap)).rowcount
-    collected = _read.gc_test(rule, now)
+    collected = gc.collects(rule, now)
     select = (f"SELECT row_key, qualifier, ts FROM {table} WHERE +family = ?"
               f" ORDER BY {_read.ORDER[0]}")
     doomed = [
