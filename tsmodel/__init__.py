@@ -21,6 +21,7 @@ from tsmodel.backends.base import Backend, Features, GcRule, TableSpec
 from tsmodel.declare.fields import alternate, constant, key, salt, snapshot, timestamp, value
 from tsmodel.declare.model import Model, model
 from tsmodel.declare.spec import ModelSpec, spec_of
+from tsmodel.declare.tables import table_specs
 from tsmodel.encoding.codecs import Bool, Codec, Float64, Int64, Raw, Text, Utf8
 from tsmodel.encoding.serialization import Protobuf, Serialization
 from tsmodel.encoding.timestamps import from_micros, to_micros
@@ -54,7 +55,6 @@ from tsmodel.run.connection import (
     connect,
     get_default_connection,
     set_default_connection,
-    table_specs,
 )
 from tsmodel.run.query import QuerySet, ReadPlan
 

@@ -1,0 +1,40 @@
+"""The tables a model needs, with their column families and GC rules.
+
+Derived from the model's spec alone, so every layer above can read them: the
+schema plan (:mod:`tsmodel.plan.schema`, which ``Connection.create_tables``
+applies), the retention guard, sizing advice and the snapshot job.
+"""
+
+from __future__ import annotations
+
+from tsmodel.backends.base import GcRule, TableSpec
+from tsmodel.declare.spec import ModelSpec
+
+__all__ = ["table_specs"]
+
+
+def table_specs(spec: ModelSpec) -> list[TableSpec]:
+    """The tables a model needs, with families and GC rules.
+
+    The main table keeps ``spec.max_versions`` versions per column: one for a
+    row per event or a column per offset, enough for a full bucket for the
+    new-cells and new-columns layouts. A declared ``retention`` adds a max-age
+    rule (union: a cell goes when either rule says so). The current-value
+    table keeps one version per column. Alternate-key tables get the main
+    table's rules; snapshot tables are created by the snapshot job.
+
+    Args:
+        spec: the model's spec (:func:`tsmodel.spec_of`).
+
+    Returns:
+        The main table, the alternate-key tables, then the current-value
+        table, if any; families sorted by name.
+    """
+    main_rule = GcRule(max_versions=spec.max_versions, max_age=spec.retention)
+    tables = [TableSpec(t.table, tuple((f, main_rule) for f in spec.families))
+              for t in (spec, *spec.alternates)]
+    if spec.current_table is not None:
+        one_version = GcRule(max_versions=1)
+        tables.append(TableSpec(spec.current_table,
+                                tuple((f, one_version) for f in spec.families)))
+    return tables
