@@ -1,7 +1,8 @@
-"""Schema plans, GC rule comparison, the retention guard and sizing advice, without I/O.
+"""Schema plans, the retention guard and sizing advice, without I/O.
 
-tsmodel.plan.schema makes the plans; tsmodel.plan.retention reduces GC rules to what they
-surely delete and guards saves; tsmodel.plan.advice sizes models.
+tsmodel.plan.schema makes the plans; tsmodel.plan.retention guards saves;
+tsmodel.plan.advice sizes models. What GC rules mean is tested in
+test_gc_rules.py.
 
 Plans run against a small in-memory stand-in that implements the four table
 primitives of the backend protocol; tests/backends/test_schema.py runs the
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 import tsmodel as ts
+from tsmodel.backends import gc
 from tsmodel.backends.base import Features, GcRule, TableSpec
 from tsmodel.errors import ConfigurationError, TableNotFoundError
 from tsmodel.plan import retention, schema
@@ -72,75 +74,6 @@ class Kept:
 
 
 ONE = GcRule(max_versions=1)
-MONTH = GcRule(max_versions=1, max_age=30 * DAY)
-
-
-# -- GC rules --------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(("a", "b"), [
-    (GcRule(max_versions=1, max_age=DAY),
-     GcRule(rules=(GcRule(max_age=DAY), GcRule(max_versions=1)))),
-    (GcRule(rules=(GcRule(max_versions=2),)), GcRule(max_versions=2)),
-    (GcRule(rules=(GcRule(max_versions=1), GcRule(rules=(GcRule(max_age=DAY),
-                                                        GcRule(max_versions=3))))),
-     GcRule(rules=(GcRule(max_versions=1), GcRule(max_age=DAY), GcRule(max_versions=3)))),
-    (GcRule(), GcRule(rules=(GcRule(),))),
-    (GcRule(max_versions=1, max_age=DAY, mode="intersection"),
-     GcRule(rules=(GcRule(max_age=DAY), GcRule(max_versions=1)), mode="intersection")),
-])
-def test_gc_rules_equal_whatever_the_spelling(a: GcRule, b: GcRule) -> None:
-    assert schema.gc_rules_equal(a, b) and schema.gc_rules_equal(b, a)
-
-
-@pytest.mark.parametrize(("a", "b"), [
-    (GcRule(max_versions=1), GcRule(max_versions=2)),
-    (GcRule(max_versions=1, max_age=DAY), GcRule(max_versions=1, max_age=DAY,
-                                                 mode="intersection")),
-    (GcRule(max_age=DAY), GcRule(max_age=2 * DAY)),
-    (GcRule(), GcRule(max_versions=1)),
-])
-def test_different_gc_rules_differ(a: GcRule, b: GcRule) -> None:
-    assert not schema.gc_rules_equal(a, b)
-
-
-@pytest.mark.parametrize(("rule", "text"), [
-    (GcRule(), "none (keep every cell)"),
-    (GcRule(max_versions=1), "max_versions=1"),
-    (GcRule(max_age=timedelta(days=30)), "max_age=30d"),
-    (GcRule(max_age=timedelta(hours=36)), "max_age=36h"),
-    (GcRule(max_age=timedelta(milliseconds=1500)), "max_age=1500ms"),
-    (GcRule(max_age=DAY, max_versions=3), "max_versions=3 OR max_age=1d"),
-    (GcRule(rules=(GcRule(max_versions=5),
-                   GcRule(max_versions=1, max_age=DAY, mode="intersection"))),
-     "max_versions=5 OR (max_versions=1 AND max_age=1d)"),
-])
-def test_describe_gc_rule(rule: GcRule, text: str) -> None:
-    assert schema.describe_gc_rule(rule) == text
-
-
-@pytest.mark.parametrize(("rule", "age", "versions"), [
-    (GcRule(), None, None),
-    (GcRule(max_versions=2), None, 2),
-    (GcRule(max_age=DAY), DAY, None),
-    (GcRule(max_versions=2, max_age=DAY), DAY, 2),                      # union: either
-    (GcRule(max_versions=2, max_age=DAY, mode="intersection"), None, None),  # both needed
-    (GcRule(rules=(GcRule(max_age=DAY), GcRule(max_age=7 * DAY))), DAY, None),
-    (GcRule(rules=(GcRule(max_age=DAY), GcRule(max_age=7 * DAY)), mode="intersection"),
-     7 * DAY, None),
-    (GcRule(max_versions=2, rules=(GcRule(max_age=DAY),), mode="intersection"), None, None),
-])
-def test_what_a_rule_surely_deletes(rule: GcRule, age: timedelta | None,
-                                    versions: int | None) -> None:
-    assert retention.max_age_of(rule) == age
-    assert retention.max_versions_of(rule) == versions
-
-
-def test_gc_rule_to_dict() -> None:
-    assert schema.gc_rule_to_dict(MONTH) == {
-        "text": "max_versions=1 OR max_age=30d", "max_versions": 1,
-        "max_age_seconds": 2592000.0, "mode": "union"}
-    assert schema.gc_rule_to_dict(ONE) == {"text": "max_versions=1", "max_versions": 1}
 
 
 # -- desired tables --------------------------------------------------------------------
@@ -173,6 +106,13 @@ def test_models_disagreeing_on_a_gc_rule_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="Metric and Short want different GC rules "
                        "for family 'METRIC' of table 'METRIC'"):
         schema.desired_tables(Metric, Short)
+
+
+def test_gc_rules_are_read_by_backends_gc() -> None:
+    """Plans compare and describe GC rules with tsmodel.backends.gc (test_gc_rules.py)."""
+    assert schema.gc_rules_equal is gc.rules_equal
+    assert schema.describe_gc_rule is gc.describe
+    assert schema.gc_rule_to_dict is gc.to_dict
 
 
 def test_only_models_are_planned() -> None:

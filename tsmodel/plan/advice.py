@@ -19,11 +19,11 @@ import attrs
 
 from tsmodel import errors
 from tsmodel.backends.base import GcRule
+from tsmodel.backends.gc import format_duration, max_age_of, max_versions_of
 from tsmodel.declare import sizing
 from tsmodel.declare.spec import ModelSpec, spec_of
+from tsmodel.declare.tables import table_specs
 from tsmodel.encoding.keys import ConstantSegment, IntSegment, SaltSegment, Segment, StrSegment
-from tsmodel.plan.retention import format_duration, max_age_of, max_versions_of
-from tsmodel.run.connection import table_specs
 
 __all__ = ["Advice", "advise"]
 

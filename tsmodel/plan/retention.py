@@ -1,4 +1,4 @@
-"""What a garbage-collection rule keeps, and the guard against writing what it deletes at once.
+"""The guard against writing events that garbage collection deletes at once.
 
 A max-age GC rule counts from the *cell timestamp*, and tsmodel writes the
 event time there: a backfilled event older than the max age is deleted by the
@@ -10,106 +10,30 @@ error message::
     if problems:
         raise ValueError(tsmodel.plan.retention.retention_message(problems))
 
-:func:`max_age_of` and :func:`max_versions_of` reduce a GC rule, however it
-is nested, to what it surely deletes; :func:`retention_horizons` lists a
-model's families with a max age.
+:func:`retention_horizons` lists a model's families where age alone surely
+deletes a cell; what a GC rule surely deletes is decided in
+:mod:`tsmodel.backends.gc`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import attrs
 
-from tsmodel.backends.base import GcRule, TableSpec
+from tsmodel.backends.gc import MICROSECOND, format_duration, max_age_of
 from tsmodel.declare.spec import ModelSpec, spec_of
+from tsmodel.declare.tables import table_specs
 from tsmodel.encoding.timestamps import from_micros, to_micros
 
 __all__ = [
-    "max_age_of",
-    "max_versions_of",
-    "format_duration",
     "retention_horizons",
     "RetentionProblem",
     "retention_problems",
     "retention_message",
 ]
-
-_US = timedelta(microseconds=1)
-
-
-# -- what a GC rule surely deletes --------------------------------------------------------
-
-
-def _fold(rule: GcRule, leaf: Callable[[GcRule], int | None],
-          union: Callable[[list[int]], int], intersection: Callable[[list[int]], int],
-          ) -> int | None:
-    """Reduce a rule to the one threshold of one kind of condition that surely applies.
-
-    A condition of the other kind makes an intersection uncertain (``None``).
-    """
-    parts = [_fold(sub, leaf, union, intersection) for sub in rule.rules]
-    own = leaf(rule)
-    conditions = (rule.max_versions is not None) + (rule.max_age is not None)
-    parts += [own] if own is not None else []
-    parts += [None] * (conditions - (own is not None))
-    known = [p for p in parts if p is not None]
-    if rule.mode == "union":
-        return union(known) if known else None
-    return None if not parts or len(known) < len(parts) else intersection(known)
-
-
-def max_age_of(rule: GcRule) -> timedelta | None:
-    """The age past which the rule surely deletes a cell, whatever its version count.
-
-    Args:
-        rule: a family's GC rule.
-
-    Returns:
-        The shortest max age of a union, the longest of an intersection of
-        max ages; ``None`` when age alone never deletes a cell (no max age,
-        or an intersection with a version limit).
-    """
-    def age(r: GcRule) -> int | None:
-        return None if r.max_age is None else r.max_age // _US
-
-    found = _fold(rule, age, min, max)
-    return None if found is None else timedelta(microseconds=found)
-
-
-def max_versions_of(rule: GcRule) -> int | None:
-    """The number of versions per column past which the rule surely deletes cells.
-
-    Args:
-        rule: a family's GC rule.
-
-    Returns:
-        The smallest version limit of a union, the largest of an
-        intersection of limits; ``None`` when the count alone never deletes.
-    """
-    return _fold(rule, lambda r: r.max_versions, min, max)
-
-
-def format_duration(age: timedelta) -> str:
-    """``30d``, ``12h``, ``90s``, ``1500ms``: the largest unit that divides the age."""
-    us = age // _US
-    for unit, suffix in ((86_400_000_000, "d"), (3_600_000_000, "h"), (60_000_000, "m"),
-                         (1_000_000, "s"), (1_000, "ms")):
-        if us % unit == 0:
-            return f"{us // unit}{suffix}"
-    return f"{us}us"
-
-
-# -- the retention guard ------------------------------------------------------------------
-
-
-def _table_specs(spec: ModelSpec) -> list[TableSpec]:
-    # Imported here: tsmodel.run.connection imports this module (the retention guard).
-    from tsmodel.run.connection import table_specs
-
-    return table_specs(spec)
 
 
 def retention_horizons(spec: ModelSpec) -> tuple[tuple[str, str, timedelta], ...]:
@@ -120,9 +44,9 @@ def retention_horizons(spec: ModelSpec) -> tuple[tuple[str, str, timedelta], ...
 
     Returns:
         Only the families where age alone surely deletes a cell (see
-        :func:`max_age_of`), shortest age first.
+        :func:`tsmodel.backends.gc.max_age_of`), shortest age first.
     """
-    found = [(t.name, family, age) for t in _table_specs(spec) for family, rule in t.families
+    found = [(t.name, family, age) for t in table_specs(spec) for family, rule in t.families
              if (age := max_age_of(rule)) is not None]
     return tuple(sorted(found, key=lambda item: item[2]))
 
@@ -209,7 +133,7 @@ def _expired(spec: ModelSpec, entity: Any, limits: tuple[tuple[str, str, timedel
              now_us: int) -> RetentionProblem | None:
     cell_us = to_micros(getattr(entity, spec.timestamp_field)) // 1_000 * 1_000
     for table, family, age in limits:  # shortest first
-        if cell_us < now_us - age // _US:
+        if cell_us < now_us - age // MICROSECOND:
             return RetentionProblem(entity, spec.name, table, family, age,
                                     from_micros(cell_us), timedelta(microseconds=now_us - cell_us))
     return None

@@ -12,6 +12,10 @@ declare with ``drop=True``; a table only when it is named in
     print(plan)                 # an aligned table; plan.to_json() for machines
     tsmodel.plan.schema.apply(backend, plan)
 
+GC rules are compared and described by :mod:`tsmodel.backends.gc`;
+:func:`gc_rules_equal`, :func:`describe_gc_rule` and :func:`gc_rule_to_dict`
+are its functions under the names plans use.
+
 A max-age GC rule counts from the *cell timestamp*, and tsmodel writes the
 event time there: a backfilled event older than the max age is deleted by the
 next garbage collection, at once. :func:`plan` warns about every family with
@@ -24,15 +28,18 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Iterable
-from datetime import timedelta
 from typing import Any
 
 import attrs
 
 from tsmodel import errors
+from tsmodel.backends import gc
 from tsmodel.backends.base import Backend, GcRule, TableSpec
+from tsmodel.backends.gc import describe as describe_gc_rule
+from tsmodel.backends.gc import rules_equal as gc_rules_equal
+from tsmodel.backends.gc import to_dict as gc_rule_to_dict
 from tsmodel.declare.spec import spec_of
-from tsmodel.plan.retention import format_duration, max_age_of, max_versions_of
+from tsmodel.declare.tables import table_specs
 
 __all__ = [
     "Action",
@@ -46,96 +53,6 @@ __all__ = [
     "gc_rules_equal",
     "format_table",
 ]
-
-_US = timedelta(microseconds=1)
-
-
-# -- GC rules ------------------------------------------------------------------------
-
-
-_PART_ORDER = {"max_versions": 0, "max_age": 1}
-
-
-def _canonical(rule: GcRule) -> tuple[Any, ...]:
-    """A form of ``rule`` equal for every spelling of the same rule.
-
-    A leaf with two limits is a two-part combination; nested combinations of
-    the same mode flatten; order does not matter; one part stands alone.
-    """
-    parts: list[tuple[Any, ...]] = []
-    if rule.max_versions is not None:
-        parts.append(("max_versions", rule.max_versions))
-    if rule.max_age is not None:
-        parts.append(("max_age", rule.max_age // _US))
-    for sub in rule.rules:
-        part = _canonical(sub)
-        if part == ("none",):
-            if rule.mode == "intersection":
-                return ("none",)  # a part that collects nothing: so does the whole
-            continue
-        parts.extend(part[1] if part[0] == rule.mode else [part])
-    unique = sorted(set(parts), key=lambda p: (_PART_ORDER.get(p[0], 2), repr(p)))
-    if not unique:
-        return ("none",)
-    return unique[0] if len(unique) == 1 else (rule.mode, tuple(unique))
-
-
-def gc_rules_equal(a: GcRule, b: GcRule) -> bool:
-    """Whether two GC rules collect the same cells, however they are spelled.
-
-    ``GcRule(max_versions=1, max_age=d)`` equals the union of the two leaves;
-    order and nesting of one mode do not matter.
-    """
-    return _canonical(a) == _canonical(b)
-
-
-def describe_gc_rule(rule: GcRule) -> str:
-    """A GC rule in words: ``max_versions=1``, ``max_versions=1 OR max_age=30d``...
-
-    Args:
-        rule: the rule.
-
-    Returns:
-        One line; ``none (keep every cell)`` for the empty rule.
-    """
-    text = _describe(_canonical(rule))
-    return "none (keep every cell)" if text == "none" else text
-
-
-def _describe(part: tuple[Any, ...], nested: bool = False) -> str:
-    kind = part[0]
-    if kind == "none":
-        return "none"
-    if kind == "max_versions":
-        return f"max_versions={part[1]}"
-    if kind == "max_age":
-        return f"max_age={format_duration(timedelta(microseconds=part[1]))}"
-    joiner = " OR " if kind == "union" else " AND "
-    text = joiner.join(_describe(p, nested=True) for p in part[1])
-    return f"({text})" if nested else text
-
-
-def gc_rule_to_dict(rule: GcRule) -> dict[str, Any]:
-    """A JSON-ready form of a GC rule (max ages in seconds), with its description."""
-    out: dict[str, Any] = {"text": describe_gc_rule(rule)}
-    if rule.max_versions is not None:
-        out["max_versions"] = rule.max_versions
-    if rule.max_age is not None:
-        out["max_age_seconds"] = rule.max_age.total_seconds()
-    if rule.rules:
-        out["rules"] = [gc_rule_to_dict(sub) for sub in rule.rules]
-    if rule.rules or (rule.max_versions is not None and rule.max_age is not None):
-        out["mode"] = rule.mode
-    return out
-
-
-def _tightens(old: GcRule, new: GcRule) -> bool:
-    """Whether ``new`` may delete cells that ``old`` keeps (a shorter age or fewer versions)."""
-    def looser(a: Any, b: Any) -> bool:
-        return b is not None and (a is None or b < a)
-
-    return looser(max_age_of(old), max_age_of(new)) or \
-        looser(max_versions_of(old), max_versions_of(new))
 
 
 # -- desired tables --------------------------------------------------------------------
@@ -154,9 +71,6 @@ def desired_tables(*models: Any) -> list[TableSpec]:
         TypeError: an argument is not a model.
         ConfigurationError: two models want different GC rules for one family.
     """
-    # Imported here: tsmodel.run.connection may import this module.
-    from tsmodel.run.connection import table_specs
-
     tables: dict[str, dict[str, GcRule]] = {}
     owner: dict[tuple[str, str], str] = {}
     for m in models:
@@ -171,11 +85,11 @@ def desired_tables(*models: Any) -> list[TableSpec]:
 def _merge_family(families: dict[str, GcRule], owner: dict[tuple[str, str], str],
                   model: str, table: str, family: str, rule: GcRule) -> None:
     known = families.get(family)
-    if known is not None and not gc_rules_equal(known, rule):
+    if known is not None and not gc.rules_equal(known, rule):
         raise errors.ConfigurationError(
             f"{owner[(table, family)]} and {model} want different GC rules for family "
-            f"{family!r} of table {table!r}: {describe_gc_rule(known)} vs "
-            f"{describe_gc_rule(rule)}; declare the same retention and versions on both"
+            f"{family!r} of table {table!r}: {gc.describe(known)} vs "
+            f"{gc.describe(rule)}; declare the same retention and versions on both"
         )
     families.setdefault(family, rule)
     owner.setdefault((table, family), model)
@@ -223,22 +137,22 @@ class Change:
         if self.action in (Action.DELETE_FAMILY, Action.DELETE_TABLE):
             return True
         return self.action is Action.CHANGE_GC_RULE and self.old_rule is not None and \
-            self.rule is not None and _tightens(self.old_rule, self.rule)
+            self.rule is not None and gc.tightens(self.old_rule, self.rule)
 
     def rows(self) -> list[tuple[str, str, str, str]]:
         """``(action, table, family, GC rule)`` lines for a terminal table."""
         act = self.action.value
         if self.action is Action.CREATE_TABLE:
-            return [(act, self.table, f, describe_gc_rule(r)) for f, r in self.families] or \
+            return [(act, self.table, f, gc.describe(r)) for f, r in self.families] or \
                 [(act, self.table, "-", "(no families)")]
         if self.action is Action.DELETE_TABLE:
             return [(act, self.table, "*", "(the table and all its data)")]
         if self.action is Action.CHANGE_GC_RULE:
             assert self.old_rule is not None and self.rule is not None
-            text = f"{describe_gc_rule(self.old_rule)} -> {describe_gc_rule(self.rule)}"
+            text = f"{gc.describe(self.old_rule)} -> {gc.describe(self.rule)}"
             return [(act, self.table, self.family or "", text)]
         rule = self.rule if self.action is Action.ADD_FAMILY else self.old_rule
-        shown = describe_gc_rule(rule) if rule is not None else ""
+        shown = gc.describe(rule) if rule is not None else ""
         if self.action is Action.DELETE_FAMILY:
             shown = f"(all its cells; was {shown})"
         return [(act, self.table, self.family or "", shown)]
@@ -249,12 +163,12 @@ class Change:
         if self.family is not None:
             out["family"] = self.family
         if self.families:
-            out["families"] = [{"family": f, "gc_rule": gc_rule_to_dict(r)}
+            out["families"] = [{"family": f, "gc_rule": gc.to_dict(r)}
                                for f, r in self.families]
         if self.rule is not None:
-            out["gc_rule"] = gc_rule_to_dict(self.rule)
+            out["gc_rule"] = gc.to_dict(self.rule)
         if self.old_rule is not None:
-            out["old_gc_rule"] = gc_rule_to_dict(self.old_rule)
+            out["old_gc_rule"] = gc.to_dict(self.old_rule)
         out["destructive"] = self.destructive
         return out
 
@@ -317,7 +231,7 @@ class SchemaPlan:
             "changes": [c.to_dict() for c in self.changes],
             "counts": self.counts(),
             "tables": [{"table": t.name, "families": [
-                {"family": f, "gc_rule": gc_rule_to_dict(r)} for f, r in t.families]}
+                {"family": f, "gc_rule": gc.to_dict(r)} for f, r in t.families]}
                 for t in self.tables],
             "warnings": list(self.warnings),
             "notes": list(self.notes),
@@ -437,7 +351,7 @@ def _family_changes(wanted: TableSpec, actual: TableSpec, drop: bool,
     for family, rule in wanted.families:
         if family not in have:
             out.append(Change(Action.ADD_FAMILY, wanted.name, family, rule))
-        elif not gc_rules_equal(have[family], rule):
+        elif not gc.rules_equal(have[family], rule):
             out.append(Change(Action.CHANGE_GC_RULE, wanted.name, family, rule, have[family]))
     extra = sorted(set(have) - set(wanted.family_names()))
     if drop:
@@ -452,9 +366,9 @@ def _retention_warnings(tables: list[TableSpec]) -> list[str]:
     out = []
     for table in tables:
         for family, rule in table.families:
-            age = max_age_of(rule)
+            age = gc.max_age_of(rule)
             if age is not None:
-                text = format_duration(age)
+                text = gc.format_duration(age)
                 out.append(
                     f"{table.name}:{family} deletes cells older than {text}, counted from the "
                     "cell timestamp, which tsmodel sets to the event time: events older than "
