@@ -1,6 +1,7 @@
 """Schema plans, the retention guard and sizing advice, without I/O.
 
-tsmodel.plan.schema makes the plans; tsmodel.plan.retention guards saves;
+tsmodel.plan.schema makes the plans (Connection.create_tables applies them:
+tests/backends/test_create_tables.py); tsmodel.plan.retention guards saves;
 tsmodel.plan.advice sizes models. What GC rules mean is tested in
 test_gc_rules.py.
 
@@ -104,7 +105,8 @@ def test_models_disagreeing_on_a_gc_rule_are_refused() -> None:
         x: int = ts.value("X")
 
     with pytest.raises(ConfigurationError, match="Metric and Short want different GC rules "
-                       "for family 'METRIC' of table 'METRIC'"):
+                       "for family 'METRIC' of table 'METRIC': Metric wants max_versions=1; Short "
+                       "wants max_versions=1 OR max_age=1d. A family has one GC rule"):
         schema.desired_tables(Metric, Short)
 
 

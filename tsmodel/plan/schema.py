@@ -12,6 +12,9 @@ declare with ``drop=True``; a table only when it is named in
     print(plan)                 # an aligned table; plan.to_json() for machines
     tsmodel.plan.schema.apply(backend, plan)
 
+``Connection.create_tables`` and ``tsmodel schema apply`` are this plan and
+apply. A family has one GC rule: models that share a family but want
+different rules are refused (:class:`~tsmodel.errors.ConfigurationError`).
 GC rules are compared and described by :mod:`tsmodel.backends.gc`;
 :func:`gc_rules_equal`, :func:`describe_gc_rule` and :func:`gc_rule_to_dict`
 are its functions under the names plans use.
@@ -86,10 +89,13 @@ def _merge_family(families: dict[str, GcRule], owner: dict[tuple[str, str], str]
                   model: str, table: str, family: str, rule: GcRule) -> None:
     known = families.get(family)
     if known is not None and not gc.rules_equal(known, rule):
+        first = owner[(table, family)]
         raise errors.ConfigurationError(
-            f"{owner[(table, family)]} and {model} want different GC rules for family "
-            f"{family!r} of table {table!r}: {gc.describe(known)} vs "
-            f"{gc.describe(rule)}; declare the same retention and versions on both"
+            f"{first} and {model} want different GC rules for family {family!r} of table "
+            f"{table!r}: {first} wants {gc.describe(known)}; {model} wants "
+            f"{gc.describe(rule)}. A family has one GC rule, so one model's rule would "
+            "delete the other's cells: declare the same retention and max_versions on both, "
+            "or give one of them a table or family of its own"
         )
     families.setdefault(family, rule)
     owner.setdefault((table, family), model)
