@@ -27,6 +27,8 @@ from tsmodel.backends import open_backend
 from tsmodel.backends.base import (
     Cell,
     DeleteCells,
+    DeleteFamily,
+    DeleteRow,
     GcRule,
     MutationStatus,
     ReadFilter,
@@ -324,6 +326,66 @@ def test_emulator_entry_internal_is_failed(bt: BigtableBackend) -> None:
     assert production._classify(entry_status(core_exceptions.InternalServerError)) is UNKNOWN
 
 
+# -- the data path makes no admin call ----------------------------------------------
+
+
+class NoAdmin:
+    """Stands in for a backend's admin client: records and refuses every use."""
+
+    def __init__(self) -> None:
+        self.used: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        self.used.append(name)
+        raise AssertionError(f"the data path used the admin client ({name})")
+
+
+@pytest.fixture
+def data_only(emulator: Any) -> Iterator[BigtableBackend]:
+    """A backend on ``bt``'s instance whose admin client refuses every call."""
+    backend = BigtableBackend("tsmodel-specific", "inst", emulator_host=emulator.host_port)
+    admin, backend._admin = backend._admin, NoAdmin()
+    yield backend
+    backend._admin = admin
+    backend.close()
+
+
+def test_writes_make_no_admin_call(data_only: BigtableBackend, table: str) -> None:
+    outcomes = data_only.mutate_rows(table, [
+        RowMutation(b"a", (put("cf", b"q", 1, b"ok"), put("cf2", b"q", 1, b"ok"))),
+        RowMutation(b"b", (put("cf", b"q", 1, b"ok"), put("nope", b"q", 1, b"bad"))),
+        RowMutation(b"c", (put("cf", b"q", 1, b"ok"), DeleteFamily("gone"))),
+        RowMutation(b"d", (put("cf", b"q", 1, b"ok"), SetCell("cf", b"q", T0 + 1, b"sub-ms"))),
+    ])
+    assert [o.status for o in outcomes] == [APPLIED, FAILED, FAILED, FAILED]
+    assert "nope" in str(outcomes[1].error) and "gone" in str(outcomes[2].error)
+    assert [key for key, _ in rows(data_only, table)] == [b"a"]  # nothing of b, c, d
+    with pytest.raises(TableNotFoundError) as info:
+        data_only.mutate_rows(table + "_missing", [RowMutation(b"r", (put("cf", b"q", 1, b"v"),))])
+    assert isinstance(info.value.__cause__, core_exceptions.NotFound)
+    assert isinstance(data_only._admin, NoAdmin) and data_only._admin.used == []
+
+
+def test_reads_make_no_admin_call(data_only: BigtableBackend, table: str) -> None:
+    data_only.mutate_rows(table, [
+        RowMutation(b"r1", (put("cf", b"a", 1, b"1"),)),
+        RowMutation(b"r2", (put("cf", b"a", 1, b"2"), put("cf", b"b", 1, b"3"),
+                            put("cf2", b"b", 1, b"4"), put("cf2", b"c", 1, b"5"))),
+        RowMutation(b"r3", (put("cf2", b"b", 1, b"6"),)),
+    ])
+    # A qualifier range without families: Bigtable scopes column ranges by family.
+    assert [(key, [c.value for c in cells]) for key, cells in rows(
+        data_only, table, qualifier_start=b"b", qualifier_end=b"c")] == [
+        (b"r2", [b"3", b"4"]), (b"r3", [b"6"])]
+    ranged = ReadRequest(table, filter=ReadFilter(qualifier_start=b"b"), limit=1)
+    assert [row.key for row in data_only.read_rows(ranged)] == [b"r2"]
+    for empty in (ReadFilter(families=()), ReadFilter(qualifier_start=b"b")):
+        with pytest.raises(TableNotFoundError) as info:
+            list(data_only.read_rows(ReadRequest(table + "_missing", filter=empty)))
+        assert isinstance(info.value.__cause__, core_exceptions.NotFound)
+    assert isinstance(data_only._admin, NoAdmin) and data_only._admin.used == []
+
+
 # -- reads -------------------------------------------------------------------------
 
 
@@ -436,8 +498,18 @@ class FaultyStream:
         return bool(self.call.cancel())
 
 
+def is_family_check(request: Any) -> bool:
+    """Whether ``request`` is the emulator's family check before a write (never faulted)."""
+    return hasattr(request, "entries") and all(
+        e.row_key.startswith(wire.CHECK_ROW_PREFIX) for e in request.entries)
+
+
 class FaultyChannel:
-    """The emulator channel, with scripted faults on the calls of one method."""
+    """The emulator channel, with scripted faults on the calls of one method.
+
+    The family checks that precede the first writes to a table on the
+    emulator pass through unrecorded: the faults are for the data calls.
+    """
 
     def __init__(self, real: Any, method: str, *faults: Fault | None) -> None:
         self.real, self.method, self.faults = real, method, list(faults)
@@ -449,6 +521,8 @@ class FaultyChannel:
         real = self.real.unary_stream(method, **kwargs)
 
         def call(request: Any, **call_kwargs: Any) -> Any:
+            if is_family_check(request):
+                return real(request, **call_kwargs)
             self.metadata.append(dict(call_kwargs.get("metadata", ())))
             if not method.endswith(self.method):
                 return real(request, **call_kwargs)
@@ -738,7 +812,7 @@ def test_mutation_protobuf_matches_the_neutral_mutations() -> None:
         DeleteCells("cf", b"q", T0, T0 + MS),
         DeleteCells("cf", b"q2", None, None),
         DeleteCells("cf", b"q3", T0, T0),  # empty: left out
-        bigtable_module.DeleteRow(),
+        DeleteRow(),
     ))
     [(request, positions)] = list(wire.entry_requests(
         "projects/p/instances/i/tables/t", "prof", [entry], [0], 100, 10_000, pytest.fail))
@@ -760,9 +834,9 @@ def test_mutation_protobuf_matches_the_neutral_mutations() -> None:
 def test_reversed_scans_need_the_feature_header(bt: BigtableBackend, table: str) -> None:
     fill(bt, table, 3)
     target = bt._target(table)
-    request = wire.read_request(target.name, None, ReadRequest(table, reverse=True), list)
+    request = wire.read_request(target.name, None, ReadRequest(table, reverse=True))
     assert [row.key for row in bt._rpc.read_rows(request, target.read_metadata)] == [
         b"k02", b"k01", b"k00"]
-    request = wire.read_request(target.name, None, ReadRequest(table, reverse=True), list)
+    request = wire.read_request(target.name, None, ReadRequest(table, reverse=True))
     with pytest.raises(core_exceptions.MethodNotImplemented, match="reverse"):
         list(bt._rpc.read_rows(request, target.metadata))

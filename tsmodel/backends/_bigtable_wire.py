@@ -9,6 +9,7 @@ what it builds. Only the Bigtable backend imports it.
 from __future__ import annotations
 
 import base64
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -32,7 +33,8 @@ from tsmodel.backends.base import (
 __all__ = [
     "MutateRowsRequest", "MutateRowsResponse", "ReadRowsRequest", "ReadRowsResponse",
     "FEATURES_METADATA", "routing_metadata", "entry_requests", "does_something",
-    "read_request", "row_filter", "resume_request",
+    "family_check_request", "read_request", "table_check_request", "row_filter",
+    "resume_request",
 ]
 
 #: Bigtable's limit on the size of a row key.
@@ -122,6 +124,29 @@ def entry_requests(
         yield request, positions
 
 
+#: Where family checks write: a fresh key after this prefix each time.
+CHECK_ROW_PREFIX = b"\xff\xfftsmodel-family-check-"
+
+
+def family_check_request(table_name: str, app_profile_id: str | None,
+                         families: Sequence[str]) -> Any:
+    """A ``MutateRowsRequest`` whose entry ``i`` fails exactly when ``families[i]`` is missing.
+
+    Each entry deletes a column of the family in a row that does not exist
+    (a fresh random key), which changes nothing when the family exists. The
+    emulator checks the family of a deletion before applying it, so that a
+    missing one fails the entry; the emulator does keep an empty row for a
+    failed entry (reads skip it). Never sent to Cloud Bigtable, which
+    applies an entry whole or not at all.
+    """
+    request = MutateRowsRequest(table_name=table_name, app_profile_id=app_profile_id or "")
+    for family in families:
+        entry = request.entries.add()
+        entry.row_key = CHECK_ROW_PREFIX + uuid.uuid4().bytes
+        entry.mutations.add().delete_from_column.family_name = family
+    return request
+
+
 def _fill_entry(pb: Any, entry: RowMutation) -> int:
     """Fill a raw ``MutateRowsRequest.Entry``; return how many mutations it got.
 
@@ -168,13 +193,13 @@ def _fill_entry(pb: Any, entry: RowMutation) -> int:
 # -- reads -------------------------------------------------------------------
 
 
-def read_request(table_name: str, app_profile_id: str | None, request: ReadRequest,
-                 families: Callable[[], Sequence[str]]) -> Any | None:
+def read_request(table_name: str, app_profile_id: str | None,
+                 request: ReadRequest) -> Any | None:
     """The ``ReadRowsRequest`` of ``request``, or ``None`` when it selects nothing.
 
-    ``families`` gives the table's families; it is called only for a
-    qualifier range without a family filter (Bigtable scopes column ranges
-    by family).
+    Raises:
+        ValueError: a qualifier range without families (Bigtable scopes
+            column ranges by family: the caller applies such a range itself).
     """
     rows = request.rows
     pb = ReadRowsRequest(table_name=table_name, app_profile_id=app_profile_id or "",
@@ -191,7 +216,7 @@ def read_request(table_name: str, app_profile_id: str | None, request: ReadReque
                 pb_range.start_key_closed = r.start
             if r.end is not None:
                 pb_range.end_key_open = r.end
-    flt = row_filter(request.filter, families)
+    flt = row_filter(request.filter)
     if flt is False:
         return None
     if flt is not None:
@@ -199,7 +224,20 @@ def read_request(table_name: str, app_profile_id: str | None, request: ReadReque
     return pb
 
 
-def row_filter(read_filter: ReadFilter, families: Callable[[], Sequence[str]]) -> Any:
+def table_check_request(table_name: str, app_profile_id: str | None) -> Any:
+    """A ``ReadRowsRequest`` that returns no row, and ``NOT_FOUND`` for a missing table.
+
+    It reads one row key through a filter that blocks every cell: a point
+    lookup, however large the table.
+    """
+    pb = ReadRowsRequest(table_name=table_name, app_profile_id=app_profile_id or "",
+                         rows_limit=1)
+    pb.rows.row_keys.append(b"\x00")
+    pb.filter.block_all_filter = True
+    return pb
+
+
+def row_filter(read_filter: ReadFilter) -> Any:
     """The raw ``RowFilter`` of ``read_filter``: ``None`` for none, ``False`` when no cell passes.
 
     The steps follow :class:`~tsmodel.backends.base.ReadFilter`'s order:
@@ -207,7 +245,7 @@ def row_filter(read_filter: ReadFilter, families: Callable[[], Sequence[str]]) -
     value stripping.
     """
     steps = [_family_filter(read_filter.families), _column_filter(read_filter.columns),
-             _qualifier_range_filter(read_filter, families),
+             _qualifier_range_filter(read_filter),
              _timestamp_filter(read_filter.timestamp_start, read_filter.timestamp_end)]
     if any(step is False for step in steps):
         return False
@@ -267,16 +305,18 @@ def _column_filter(columns: tuple[tuple[str, bytes], ...] | None) -> Any:
     return _any_of(ranges)
 
 
-def _qualifier_range_filter(read_filter: ReadFilter, families: Callable[[], Sequence[str]]) -> Any:
+def _qualifier_range_filter(read_filter: ReadFilter) -> Any:
     """Qualifier bounds as one column range per family (Bigtable needs the family)."""
     start, end = read_filter.qualifier_start, read_filter.qualifier_end
     if start is None and end is None:
         return None
     if start is not None and end is not None and start >= end:
         return False
-    names = read_filter.families if read_filter.families is not None else families()
+    if read_filter.families is None:
+        raise ValueError("a qualifier range needs families: Bigtable scopes column ranges "
+                         "by family")
     ranges = []
-    for family in dict.fromkeys(names):
+    for family in dict.fromkeys(read_filter.families):
         flt = _RowFilter()
         flt.column_range_filter.family_name = family
         if start is not None:

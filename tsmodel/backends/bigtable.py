@@ -10,6 +10,9 @@ row merging cost several times the network on the emulator. The calls carry
 the routing header Cloud Bigtable requires, and keep the client's guarantees:
 per-entry outcomes and retries for writes, resumed streams for reads.
 
+The data path (``mutate_rows``, ``read_rows``) makes data calls only, never
+an admin call: a missing table is told by the data API's ``NOT_FOUND``.
+
 Only this backend (this module and its private ``_bigtable_*`` modules)
 imports ``google.cloud`` or ``grpc``: everything it returns or raises is a
 neutral type from :mod:`tsmodel.backends.base` or a
@@ -26,6 +29,7 @@ from datetime import timedelta
 from functools import partial
 from typing import Any, TypeVar
 
+import attrs
 import grpc
 import grpc.experimental
 from google.api_core import exceptions as core_exceptions
@@ -41,7 +45,6 @@ from google.cloud.bigtable_admin_v2.services.bigtable_table_admin.transports imp
 from tsmodel.backends import _bigtable_wire as wire
 from tsmodel.backends._bigtable_rpc import DataRpc
 from tsmodel.backends.base import (
-    DeleteRow,
     Features,
     GcRule,
     MutationOutcome,
@@ -163,7 +166,8 @@ class BigtableBackend:
         self.app_profile_id = app_profile_id
         self.features = Features(reverse_scan=True, persistent=self.emulator_host is None)
         self._targets: dict[str, _Target] = {}
-        #: Family names per table, for the emulator's checks (see _emulator_refusals).
+        #: Families known to exist, per table, for the emulator's checks
+        #: (see _emulator_refusals).
         self._families: dict[str, frozenset[str]] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -367,14 +371,16 @@ class BigtableBackend:
         """
         target = self._target(table)
         outcomes = [_APPLIED] * len(entries)
-        refused = self._emulator_refusals(table, entries) if self.emulator_host else {}
 
         def refuse(index: int, error: Exception) -> None:
             outcomes[index] = MutationOutcome(MutationStatus.FAILED, error)
 
-        for index, error in refused.items():
-            refuse(index, error)
-        sendable = [i for i in range(len(entries)) if i not in refused]
+        sendable: Sequence[int] = range(len(entries))
+        if self.emulator_host is not None:
+            refused = self._emulator_refusals(target, table, entries)
+            for index, error in refused.items():
+                refuse(index, error)
+            sendable = [i for i in sendable if i not in refused]
         requests = wire.entry_requests(target.name, self.app_profile_id, entries, sendable,
                                        MAX_MUTATIONS_PER_REQUEST, MAX_BYTES_PER_REQUEST, refuse)
         for number, (request, positions) in enumerate(requests):
@@ -386,37 +392,70 @@ class BigtableBackend:
         return outcomes
 
     def _emulator_refusals(
-        self, table: str, entries: Sequence[RowMutation]
+        self, target: _Target, table: str, entries: Sequence[RowMutation]
     ) -> dict[int, Exception]:
         """Entries the emulator would apply in part, by index, with the reason.
 
         Unlike Cloud Bigtable, the emulator applies the mutations of an entry
         up to the first bad one (unknown family, timestamp not in whole
         milliseconds), breaking per-row atomicity. Such entries are refused
-        here and never sent.
+        here and never sent. Families are checked with data calls only
+        (:meth:`_absent_families`).
 
         Raises:
             TableNotFoundError: the table does not exist.
         """
         refused: dict[int, Exception] = {}
-        known = self._families.get(table)
-        refreshed = False
+        families_of: dict[int, set[str]] = {}
         for index, entry in enumerate(entries):
             families = set()
             for mutation in entry.mutations:
                 if type(mutation) is SetCell and mutation.timestamp % 1000:
                     refused[index] = BackendError(
                         f"timestamp {mutation.timestamp} is not a whole number of milliseconds")
-                if type(mutation) is not DeleteRow:
-                    families.add(mutation.family)  # type: ignore[union-attr]
-            if known is None or not (refreshed or families <= known):
-                known = frozenset(self.describe_table(table).family_names())
-                self._families[table], refreshed = known, True
-            unknown = families - known
-            if unknown and index not in refused:
-                refused[index] = BackendError(
-                    f"table {table!r} has no column family {sorted(unknown)[0]!r}")
+                family = getattr(mutation, "family", None)  # DeleteRow has none
+                if family is not None:
+                    families.add(family)
+            if index not in refused:
+                families_of[index] = families
+        absent = self._absent_families(target, table, set().union(*families_of.values()))
+        for index, families in families_of.items():
+            missing = sorted(families & absent.keys())
+            if missing:
+                refused[index] = absent[missing[0]]
         return refused
+
+    def _absent_families(self, target: _Target, table: str,
+                         families: set[str]) -> dict[str, Exception]:
+        """The families of ``families`` the table lacks (or that could not be checked), with why.
+
+        Families not known to exist yet are checked with one ``MutateRows``
+        call that changes nothing (:func:`._bigtable_wire.family_check_request`);
+        those found are remembered.
+
+        Raises:
+            TableNotFoundError: the table does not exist.
+        """
+        known = self._families.get(table, frozenset())
+        unchecked = sorted(families - known)
+        if not unchecked:
+            return {}
+        request = wire.family_check_request(target.name, self.app_profile_id, unchecked)
+        failures = self._rpc.mutate_rows(request, target.metadata)
+        if _table_missing(failures, len(unchecked)):
+            raise TableNotFoundError(f"table {table!r} not found") from failures[0]
+        absent: dict[str, Exception] = {}
+        for position, error in failures.items():
+            family = unchecked[position]
+            if _is_entry_status(error, core_exceptions.InternalServerError):
+                absent[family] = BackendError(
+                    f"table {table!r} has no column family {family!r} ({error})")
+            else:
+                absent[family] = BackendError(
+                    f"cannot check that table {table!r} has column family {family!r}: {error}")
+            absent[family].__cause__ = error
+        self._families[table] = known.union(unchecked).difference(absent)
+        return absent
 
     def _classify(self, error: BaseException) -> MutationStatus:
         """FAILED if ``error`` proves the entry was not applied, else UNKNOWN."""
@@ -454,13 +493,13 @@ class BigtableBackend:
 
     def _stream_rows(self, target: _Target, request: ReadRequest) -> Iterator[Row]:
         table = request.table
-        pb = wire.read_request(target.name, self.app_profile_id, request,
-                               lambda: self.describe_table(table).family_names())
-        if pb is None:
-            self.describe_table(table)  # raises TableNotFoundError
-            return
+        sent, qualifiers = _unscoped_qualifier_range(request)
+        pb = wire.read_request(target.name, self.app_profile_id, sent)
+        if pb is None:  # nothing to read, but a missing table is still an error
+            pb, qualifiers = wire.table_check_request(target.name, self.app_profile_id), None
         try:
-            yield from self._rpc.read_rows(pb, target.read_metadata)
+            rows = self._rpc.read_rows(pb, target.read_metadata)
+            yield from rows if qualifiers is None else qualifiers(rows)
         except core_exceptions.GoogleAPIError as exc:
             raise _wrap(exc, f"read table {table!r}", table=table) from exc
 
@@ -520,6 +559,39 @@ def _table_missing(failures: dict[int, Exception], count: int) -> bool:
         isinstance(error, core_exceptions.NotFound)
         and getattr(error, "response", None) is not None
         for error in failures.values())
+
+
+def _unscoped_qualifier_range(
+    request: ReadRequest,
+) -> tuple[ReadRequest, Callable[[Iterator[Row]], Iterator[Row]] | None]:
+    """``request`` without a qualifier range that has no families, and the range as a row filter.
+
+    Bigtable scopes a column range by family, and listing the table's
+    families would take an admin call: such a range is applied here instead,
+    with the request's row limit (which the server would count before it).
+    Versions per column and the other steps of the filter commute with it.
+    """
+    flt = request.filter
+    start, end = flt.qualifier_start, flt.qualifier_end
+    if flt.families is not None or (start is None and end is None):
+        return request, None
+    if start is not None and end is not None and start >= end:
+        return request, None  # selects nothing: the server is not asked for rows
+    sent = attrs.evolve(request, limit=None,
+                        filter=attrs.evolve(flt, qualifier_start=None, qualifier_end=None))
+
+    def in_range(rows: Iterator[Row]) -> Iterator[Row]:
+        count = 0
+        for key, cells in rows:
+            kept = tuple(cell for cell in cells if (start is None or cell.qualifier >= start)
+                         and (end is None or cell.qualifier < end))
+            if kept:
+                yield Row(key, kept)
+                count += 1
+                if count == request.limit:
+                    return
+
+    return sent, in_range
 
 
 def _set_env(name: str, value: str | None) -> None:
