@@ -16,7 +16,9 @@ an admin call: a missing table is told by the data API's ``NOT_FOUND``.
 Only this backend (this module and its private ``_bigtable_*`` modules)
 imports ``google.cloud`` or ``grpc``: everything it returns or raises is a
 neutral type from :mod:`tsmodel.backends.base` or a
-:class:`~tsmodel.errors.BackendError`.
+:class:`~tsmodel.errors.BackendError`. The few private names of the client
+it needs are all in :mod:`._client_private`, which fails loudly (with a
+:class:`~tsmodel.errors.ConfigurationError`) when the installed client lacks one.
 """
 
 from __future__ import annotations
@@ -26,15 +28,12 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
-from functools import partial
 from typing import Any, TypeVar
 
 import attrs
 import grpc
-import grpc.experimental
 from google.api_core import exceptions as core_exceptions
 from google.auth.credentials import AnonymousCredentials, Credentials
-from google.cloud.bigtable import data as bt
 from google.cloud.bigtable.data.exceptions import FailedMutationEntryError, RetryExceptionGroup
 from google.cloud.bigtable_admin_v2 import BigtableTableAdminClient
 from google.cloud.bigtable_admin_v2 import types as admin_types
@@ -43,6 +42,7 @@ from google.cloud.bigtable_admin_v2.services.bigtable_table_admin.transports imp
 )
 
 from tsmodel.backends import _bigtable_wire as wire
+from tsmodel.backends import _client_private as private
 from tsmodel.backends._bigtable_rpc import DataRpc
 from tsmodel.backends.base import (
     Features,
@@ -55,7 +55,7 @@ from tsmodel.backends.base import (
     SetCell,
     TableSpec,
 )
-from tsmodel.errors import BackendError, TableNotFoundError
+from tsmodel.errors import BackendError, TableNotFoundError, TsModelError
 
 __all__ = ["BigtableBackend"]
 
@@ -68,13 +68,8 @@ MAX_BYTES_PER_REQUEST = 20 * 1024 * 1024
 
 _EMULATOR_ENV = "BIGTABLE_EMULATOR_HOST"
 _UNLIMITED = -1
-#: Hand each streamed message over on the calling thread: ~4x faster reads.
-_DATA_CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
-    (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1),
-)
 #: The emulator channel is built by hand, without the production limits.
-_EMULATOR_CHANNEL_OPTIONS = (
-    *_DATA_CHANNEL_OPTIONS,
+_EMULATOR_LIMITS = (
     ("grpc.max_receive_message_length", _UNLIMITED),
     ("grpc.max_send_message_length", _UNLIMITED),
 )
@@ -98,29 +93,6 @@ _NOT_APPLIED_ERRORS: tuple[type[BaseException], ...] = (
 _ENV_LOCK = threading.Lock()
 #: The admin API's GC rule message (proto-plus constructors are untyped).
 _GcRuleProto: Any = admin_types.GcRule
-
-
-class _DataClient(bt.BigtableDataClient):
-    """The data client, with tsmodel's gRPC channel options.
-
-    Production channels get ``SingleThreadedUnaryStream``; emulator channels
-    get it too, and lose gRPC's default 4 MiB receive limit.
-    """
-
-    def _build_grpc_channel(self, *args: Any, **kwargs: Any) -> Any:
-        if self._emulator_host is None:
-            kwargs["options"] = [*kwargs.get("options", ()), *_DATA_CHANNEL_OPTIONS]
-            return super()._build_grpc_channel(*args, **kwargs)
-        try:
-            from google.cloud.bigtable.data._sync_autogen._swappable_channel import (
-                SwappableChannel,
-            )
-        except ImportError:  # pragma: no cover - a newer client moved it
-            return super()._build_grpc_channel(*args, **kwargs)
-        return SwappableChannel(
-            partial(grpc.insecure_channel, self._emulator_host,
-                    options=list(_EMULATOR_CHANNEL_OPTIONS))
-        )
 
 
 class _Target:
@@ -171,16 +143,28 @@ class BigtableBackend:
         self._families: dict[str, frozenset[str]] = {}
         self._lock = threading.Lock()
         self._closed = False
+        #: Hand each streamed message over on the calling thread: ~4x faster reads.
+        options = ((private.single_threaded_unary_stream(), 1),)
         if self.emulator_host is not None:
             credentials = AnonymousCredentials()  # type: ignore[no-untyped-call]
-        self._data = _call(lambda: self._new_data_client(credentials), "connect")
+        self._data = _call(lambda: self._new_data_client(credentials, options), "connect")
         self._admin = _call(lambda: self._new_admin_client(credentials), "connect")
         client_info = self._data.client_info.to_grpc_metadata()
-        self._rpc = DataRpc(lambda: self._data.transport.grpc_channel, (client_info,))
+        self._emulator_channel: grpc.Channel | None = None
+        if self.emulator_host is None:
+            self._rpc = DataRpc(lambda: self._data.transport.grpc_channel, (client_info,))
+        else:
+            # The client makes its emulator channel without options (and
+            # with gRPC's 4 MiB receive limit): the data calls get their own.
+            channel = grpc.insecure_channel(self.emulator_host,
+                                            options=[*options, *_EMULATOR_LIMITS])
+            self._emulator_channel = channel
+            self._rpc = DataRpc(lambda: channel, (client_info,))
 
     # -- construction ------------------------------------------------------
 
-    def _new_data_client(self, credentials: Credentials | None) -> Any:
+    def _new_data_client(self, credentials: Credentials | None,
+                         options: Sequence[tuple[str, Any]]) -> Any:
         """A data client; the emulator host is only readable from the environment."""
         with _ENV_LOCK, warnings.catch_warnings():
             warnings.filterwarnings("ignore", "Connecting to Bigtable emulator",
@@ -188,7 +172,8 @@ class BigtableBackend:
             previous = os.environ.get(_EMULATOR_ENV)
             _set_env(_EMULATOR_ENV, self.emulator_host)
             try:
-                return _DataClient(project=self.project, credentials=credentials)
+                return private.DataClient(project=self.project, credentials=credentials,
+                                          channel_options=options)
             finally:
                 _set_env(_EMULATOR_ENV, previous)
 
@@ -516,6 +501,8 @@ class BigtableBackend:
             target.table.close()
         self._data.close()
         self._admin.transport.close()
+        if self._emulator_channel is not None:
+            self._emulator_channel.close()
 
     def __enter__(self) -> BigtableBackend:
         return self
@@ -536,7 +523,7 @@ def _call(fn: Callable[[], _T], action: str, *, table: str | None = None) -> _T:
     except core_exceptions.GoogleAPIError as exc:
         raise _wrap(exc, action, table=table) from exc
     except Exception as exc:  # e.g. google.auth DefaultCredentialsError
-        if isinstance(exc, BackendError):
+        if isinstance(exc, TsModelError):
             raise
         raise BackendError(f"cannot {action}: {exc}") from exc
 
