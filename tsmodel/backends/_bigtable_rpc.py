@@ -209,7 +209,8 @@ def _delays() -> Iterator[float]:
 
 
 def _serialize(message: Any) -> bytes:
-    return message.SerializeToString()  # type: ignore[no-any-return]
+    data: bytes = message.SerializeToString()
+    return data
 
 
 def _subset(request: Any, positions: list[int]) -> Any:

@@ -161,18 +161,16 @@ def _fill_entry(pb: Any, entry: RowMutation) -> int:
     add = pb.mutations.add
     count = 0
     for mutation in entry.mutations:
-        kind = type(mutation)
-        if kind is SetCell:
-            if mutation.timestamp < 0:  # type: ignore[union-attr]
-                raise ValueError(f"cell timestamp {mutation.timestamp} is negative; tsmodel "  # type: ignore[union-attr]
+        if type(mutation) is SetCell:
+            if mutation.timestamp < 0:
+                raise ValueError(f"cell timestamp {mutation.timestamp} is negative; tsmodel "
                                  "writes explicit timestamps so that retries are idempotent")
             cell = add().set_cell
-            cell.family_name = mutation.family  # type: ignore[union-attr]
-            cell.column_qualifier = mutation.qualifier  # type: ignore[union-attr]
-            cell.timestamp_micros = mutation.timestamp  # type: ignore[union-attr]
-            cell.value = mutation.value  # type: ignore[union-attr]
-        elif kind is DeleteCells:
-            assert isinstance(mutation, DeleteCells)
+            cell.family_name = mutation.family
+            cell.column_qualifier = mutation.qualifier
+            cell.timestamp_micros = mutation.timestamp
+            cell.value = mutation.value
+        elif type(mutation) is DeleteCells:
             if not does_something(mutation):
                 continue
             column = add().delete_from_column
@@ -180,9 +178,9 @@ def _fill_entry(pb: Any, entry: RowMutation) -> int:
             column.column_qualifier = mutation.qualifier
             column.time_range.start_timestamp_micros = mutation.timestamp_start or 0
             column.time_range.end_timestamp_micros = mutation.timestamp_end or 0
-        elif kind is DeleteFamily:
-            add().delete_from_family.family_name = mutation.family  # type: ignore[union-attr]
-        elif kind is DeleteRow:
+        elif type(mutation) is DeleteFamily:
+            add().delete_from_family.family_name = mutation.family
+        elif type(mutation) is DeleteRow:
             add().delete_from_row.SetInParent()
         else:
             raise TypeError(f"not a tsmodel mutation: {mutation!r:.200}")

@@ -93,6 +93,8 @@ _NOT_APPLIED_ERRORS: tuple[type[BaseException], ...] = (
 _ENV_LOCK = threading.Lock()
 #: The admin API's GC rule message (proto-plus constructors are untyped).
 _GcRuleProto: Any = admin_types.GcRule
+#: google.auth's credentials (their constructors are untyped).
+_AnonymousCredentials: Any = AnonymousCredentials
 
 
 class _Target:
@@ -146,7 +148,7 @@ class BigtableBackend:
         #: Hand each streamed message over on the calling thread: ~4x faster reads.
         options = ((private.single_threaded_unary_stream(), 1),)
         if self.emulator_host is not None:
-            credentials = AnonymousCredentials()  # type: ignore[no-untyped-call]
+            credentials = _AnonymousCredentials()
         self._data = _call(lambda: self._new_data_client(credentials, options), "connect")
         self._admin = _call(lambda: self._new_admin_client(credentials), "connect")
         client_info = self._data.client_info.to_grpc_metadata()
