@@ -220,6 +220,28 @@ def test_client_refusal_is_failed(bt: BigtableBackend, table: str) -> None:
     assert [o.status for o in outcomes] == [FAILED, APPLIED]
 
 
+def test_deletion_bounds_between_milliseconds_apply_whole(bt: BigtableBackend,
+                                                          table: str) -> None:
+    # The emulator refuses time-range bounds that are not whole milliseconds,
+    # after applying the mutations before them. Cells hold whole milliseconds:
+    # rounding the bounds up changes no cell's fate, as the embedded store does.
+    bt.mutate_rows(table, [RowMutation(b"r", (put("cf", b"q2", 1, b"1"),
+                                              put("cf", b"q2", 3, b"3")))])
+    outcomes = bt.mutate_rows(table, [
+        RowMutation(b"r", (put("cf", b"q", 0, b"new"),
+                           DeleteCells("cf", b"q2", T0 + 1, T0 + 2001))),
+        RowMutation(b"r", (DeleteCells("cf", b"q2", T0 + 3001, T0 + 3002),)),  # holds no ms
+    ])
+    assert [o.status for o in outcomes] == [APPLIED, APPLIED]
+    assert rows(bt, table) == [(b"r", [Cell("cf", b"q", T0, b"new"),
+                                       Cell("cf", b"q2", T0 + 3 * MS, b"3")])]
+    [(request, _)] = list(wire.entry_requests(
+        "t", None, [RowMutation(b"r", (DeleteCells("cf", b"q", T0 - 999, 2**63 - 1),))], [0],
+        100, 10_000, pytest.fail))
+    span = request.entries[0].mutations[0].delete_from_column.time_range
+    assert (span.start_timestamp_micros, span.end_timestamp_micros) == (T0, 0)  # 0: no end
+
+
 def test_entries_without_effect_are_applied(bt: BigtableBackend, table: str) -> None:
     bt.mutate_rows(table, [RowMutation(b"r", (put("cf", b"q", 5, b"v"),))])
     outcomes = bt.mutate_rows(table, [

@@ -75,10 +75,29 @@ def routing_metadata(table_name: str, app_profile_id: str | None) -> tuple[str, 
 
 
 def does_something(mutation: Mutation) -> bool:
-    """False for a DeleteCells with an empty time range (Bigtable reads end 0 as infinity)."""
-    if isinstance(mutation, DeleteCells) and mutation.timestamp_end is not None:
-        return mutation.timestamp_end > max(mutation.timestamp_start or 0, 0)
-    return True
+    """False for a DeleteCells whose time range holds no whole millisecond."""
+    return not isinstance(mutation, DeleteCells) or _deletion_range(mutation) is not None
+
+
+def _deletion_range(mutation: DeleteCells) -> tuple[int, int] | None:
+    """The time range of ``mutation`` as sent, ``(start, end)`` with end 0 for none.
+
+    Both bounds are rounded up to a whole millisecond: cells hold whole
+    milliseconds, so that changes no cell's fate, and the emulator refuses
+    other bounds (after applying the mutations before them). ``None`` when
+    the range holds no whole millisecond (an end of 0 would mean "no end"
+    to Bigtable).
+    """
+    start = _ceil_ms(max(mutation.timestamp_start or 0, 0))
+    if start > _MAX_MS_MICROS:
+        return None
+    end = mutation.timestamp_end
+    if end is None:
+        return start, 0
+    end = _ceil_ms(end)
+    if end <= start:
+        return None
+    return start, 0 if end > _MAX_MS_MICROS else end  # beyond int64: no cell is that late
 
 
 def entry_requests(
@@ -171,13 +190,15 @@ def _fill_entry(pb: Any, entry: RowMutation) -> int:
             cell.timestamp_micros = mutation.timestamp
             cell.value = mutation.value
         elif type(mutation) is DeleteCells:
-            if not does_something(mutation):
+            span = _deletion_range(mutation)
+            if span is None:
                 continue
             column = add().delete_from_column
             column.family_name = mutation.family
             column.column_qualifier = mutation.qualifier
-            column.time_range.start_timestamp_micros = mutation.timestamp_start or 0
-            column.time_range.end_timestamp_micros = mutation.timestamp_end or 0
+            start, end = span
+            column.time_range.start_timestamp_micros = start
+            column.time_range.end_timestamp_micros = end
         elif type(mutation) is DeleteFamily:
             add().delete_from_family.family_name = mutation.family
         elif type(mutation) is DeleteRow:
