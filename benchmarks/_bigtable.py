@@ -18,7 +18,7 @@ from _common import Result, median, ratio_result, timed
 import tsmodel as ts
 from tsmodel.backends import open_backend
 from tsmodel.backends.base import GcRule, ReadFilter, ReadRequest, TableSpec
-from tsmodel.plan.mapper import decode_row, encode_event
+from tsmodel.plan.writes import encode_event
 from tsmodel.run.cache import CachingBackend
 
 BASE_MAIN, BASE_CURRENT = "BASE_METRIC", "BASE_CURRENT_METRIC"
@@ -160,7 +160,7 @@ class BigtableSuite:
         def read_and_decode() -> None:
             for request in requests:
                 for row in backend.read_rows(request):
-                    decode_row(spec, model, row)
+                    spec.codec.decode(model, row)
 
         totals, reads, decodes = [], [], []
         n = len(self.events) / 1e6

@@ -19,7 +19,7 @@ from datetime import datetime
 
 from tsmodel.backends.base import Backend, Features, GcRule, TableSpec
 from tsmodel.declare.fields import alternate, constant, key, salt, snapshot, timestamp, value
-from tsmodel.declare.model import Model, model
+from tsmodel.declare.model import model
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.declare.tables import table_specs
 from tsmodel.encoding.codecs import Bool, Codec, Float64, Int64, Raw, Text, Utf8
@@ -46,7 +46,7 @@ from tsmodel.errors import (
 from tsmodel.jobs.repair import RepairReport, repair
 from tsmodel.jobs.snapshots import SnapshotError, SnapshotReport, build_snapshot
 from tsmodel.layouts import Layout, cells, columns, offsets, rows
-from tsmodel.plan.mapper import current_row_key, decode_row_key, row_key
+from tsmodel.plan.rowkeys import current_row_key, decode_row_key, row_key
 from tsmodel.run.connection import (
     Connection,
     EntityResult,
@@ -56,7 +56,7 @@ from tsmodel.run.connection import (
     get_default_connection,
     set_default_connection,
 )
-from tsmodel.run.query import QuerySet, ReadPlan
+from tsmodel.run.query import Model, QuerySet, ReadPlan
 
 __version__ = "0.1.0.dev0"
 

@@ -8,10 +8,7 @@ catches ``ValueError`` or ``TypeError`` keeps working.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from tsmodel.run.connection import WriteResult
+from typing import Any
 
 __all__ = [
     "TsModelError",
@@ -132,7 +129,9 @@ class SaveError(TsModelError, RuntimeError):
         result: the :class:`~tsmodel.WriteResult` with one outcome per entity.
     """
 
-    def __init__(self, message: str, result: WriteResult) -> None:
+    def __init__(self, message: str, result: Any) -> None:
+        # ``result`` is a WriteResult (tsmodel.plan.writes); typed Any because this
+        # module is the lowest layer and imports nothing of tsmodel.
         super().__init__(message)
         self.result = result
 

@@ -25,7 +25,6 @@ from tsmodel.backends.base import (
     RowMutation,
     TableSpec,
 )
-from tsmodel.plan.mapper import encode_row
 
 UTC = timezone.utc
 MARCH = datetime(2015, 3, 1, tzinfo=UTC)
@@ -340,7 +339,7 @@ def test_promoted_value_field(conn: ts.Connection) -> None:
               for i, (u, p) in enumerate([("Corrie", 98), ("Jo", 54), ("Corrie", 96)])]
     conn.save_all(events)
     alt = Battery.__tsmodel__.alternates[0]
-    assert encode_row(alt, events[0]).key == b"BATTERY#Corrie#20150301124501001"
+    assert alt.codec.encode(events[0]).key == b"BATTERY#Corrie#20150301124501001"
     corrie = Battery.range(t, t + timedelta(seconds=1), user="Corrie").using(conn)
     assert corrie.explain().table == alt.table
     assert [e.percentage for e in corrie] == [98, 96]

@@ -16,7 +16,7 @@ import tsmodel as ts
 from tests import strategies as tst
 from tsmodel.backends.base import Cell, Row, SetCell
 from tsmodel.encoding.codecs import codec_for
-from tsmodel.plan.mapper import decode_row, encode_event
+from tsmodel.plan.writes import encode_event
 
 PROPS = settings(max_examples=200, deadline=None)
 DAY = datetime(2015, 3, 16, tzinfo=timezone.utc)
@@ -211,7 +211,7 @@ def test_model_cells_use_the_declared_codecs():
     assert cells[b"BLK"].value == b"\x00" * 7 + b"\x01"
     row = Row(event.key, tuple(Cell(m.family, m.qualifier, m.timestamp, m.value)
                                for m in event.mutations))
-    assert decode_row(ts.spec_of(TextQuote), TextQuote, row) == q
+    assert ts.spec_of(TextQuote).codec.decode(TextQuote, row) == [q]
 
 
 def test_text_int_field_refuses_bool():

@@ -27,7 +27,7 @@ T2 = at_ms(1426535613000)
 
 @pytest.fixture(autouse=True)
 def default_connection():
-    """explain() reads a feature flag of the default connection: make it in-memory."""
+    """Queries that run need a default connection: make it in-memory."""
     previous = connection_module._default
     conn = ts.connect("memory://", default=False)
     ts.set_default_connection(conn)
@@ -461,11 +461,49 @@ def test_bad_limits(n, error):
         host_range().limit(n)
 
 
-def test_refining_an_unbound_queryset_is_a_type_error():
+def test_running_an_unbound_queryset_is_a_type_error(default_connection):
+    unbound = ts.QuerySet(ServerMetric).limit(1)
     with pytest.raises(TypeError, match="start with ServerMetric.range"):
-        ts.QuerySet(ServerMetric).limit(1)
-    with pytest.raises(TypeError, match="start with"):
-        ts.QuerySet(ServerMetric).explain()
+        unbound.explain()
+    with pytest.raises(TypeError, match="start with ServerMetric.range"):
+        list(unbound)
+
+
+@pytest.mark.parametrize("build", [
+    lambda: ts.QuerySet(ServerMetric).limit(3).range(T1, T2, hostname="server1.aaa.bbb.com"),
+    lambda: host_range().limit(3).range(T1, T2, hostname="server1.aaa.bbb.com"),
+    lambda: host_range().range(T1, T2, hostname="server1.aaa.bbb.com").limit(3),
+])
+def test_refinements_compose_in_any_order(build):
+    plan = build().explain()
+    assert plan.limit == 3
+    assert plan == host_range().limit(3).explain()
+
+
+def test_only_and_newest_first_survive_a_new_range():
+    qs = host_range().only("cpu1_usr").newest_first().range(T1, T2, hostname="h2")
+    plan = qs.explain()
+    assert plan.only == ("cpu1_usr",) and plan.reverse_after
+    assert "hostname='h2'" in repr(qs) and "newest_first" in repr(qs)
+
+
+def test_explain_opens_no_connection():
+    ts.set_default_connection(None)
+    try:
+        host_range().explain()
+        import tsmodel.run.connection as connection_module
+        assert connection_module._default is None
+    finally:
+        ts.set_default_connection(None)
+
+
+def test_bool_runs_the_query(default_connection):
+    default_connection.create_tables(ServerMetric)
+    assert not host_range()
+    default_connection.save(ServerMetric(hostname="server1.aaa.bbb.com", time=T1,
+                                         cpu1_usr=0.5, blk_read=1))
+    assert host_range()
+    assert host_range().exists()
 
 
 def test_repr_shows_the_query():

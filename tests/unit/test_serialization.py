@@ -3,7 +3,7 @@
 The weather-balloon pattern of the reference: row key
 ``us-west2#3698#2021-03-05-1200``, one column ``measurements_blob`` holding a
 protobuf message. Nothing here does I/O: mutations come from
-``tsmodel.plan.mapper.encode_event`` and rows are built by hand for ``decode_row``.
+``tsmodel.plan.writes.encode_event`` and rows are built by hand for ``decode_row``.
 """
 
 from datetime import datetime, timezone
@@ -13,7 +13,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 import tsmodel as ts
 from tsmodel.backends.base import Cell, Row, SetCell
-from tsmodel.plan.mapper import decode_row, encode_event
+from tsmodel.plan.writes import encode_event
 
 UTC = timezone.utc
 T0 = datetime(2021, 3, 5, 12, 0, tzinfo=UTC)
@@ -62,7 +62,8 @@ def row_of(event) -> Row:
 
 def round_trip(model, entity):
     spec = ts.spec_of(model)
-    return decode_row(spec, model, row_of(encode_event(spec, entity)))
+    (back,) = spec.codec.decode(model, row_of(encode_event(spec, entity)))
+    return back
 
 
 # -- generated message ---------------------------------------------------------------------
@@ -127,9 +128,8 @@ def test_validation_still_applies_to_serialized_fields():
 
 
 def test_row_without_the_blob_decodes_to_none_values():
-    back = decode_row(ts.spec_of(Balloon), Balloon,
-                      Row(b"us-west2#3698#2021-03-05-1200",
-                          (Cell("data", b"other", T0_US, b"x"),)))
+    (back,) = ts.spec_of(Balloon).codec.decode(
+        Balloon, Row(b"us-west2#3698#2021-03-05-1200", (Cell("data", b"other", T0_US, b"x"),)))
     assert back.time == T0
     assert back.pressure is None and back.humidity is None
 
@@ -141,7 +141,7 @@ def test_newest_blob_of_a_row_wins():
     row = Row(b"us-west2#3698#2021-03-05-1200",
               (Cell("data", b"measurements_blob", T0_US, new.value),
                Cell("data", b"measurements_blob", T0_US - 60_000_000, old.value)))
-    assert decode_row(spec, Balloon, row).pressure == 2
+    assert spec.codec.decode(Balloon, row)[-1].pressure == 2
 
 
 def test_corrupt_blob_raises_value_error():
@@ -173,9 +173,8 @@ def test_with_a_current_table_both_rows_get_the_blob():
     current = event.current_row_mutation()
     assert current.key == b"us-west2"
     assert current.mutations == event.mutations
-    back = decode_row(spec, Tracked, Row(current.key, tuple(
-        Cell(m.family, m.qualifier, m.timestamp, m.value) for m in current.mutations)),
-        current=True)
+    back = spec.current_codec.decode(Tracked, Row(current.key, tuple(
+        Cell(m.family, m.qualifier, m.timestamp, m.value) for m in current.mutations)))[-1]
     assert back == Tracked(location="us-west2", time=T0, pressure=94558)
 
 
@@ -256,7 +255,7 @@ def test_blob_written_by_another_producer_is_read():
     row = Row(b"us-west2#3698#2021-03-05-1203",
               (Cell("data", b"measurements_blob", T0_US + 180_000_000,
                     blob.SerializeToString()),))
-    back = decode_row(ts.spec_of(UserBalloon), UserBalloon, row)
+    (back,) = ts.spec_of(UserBalloon).codec.decode(UserBalloon, row)
     assert back == user_balloon(time=datetime(2021, 3, 5, 12, 3, tzinfo=UTC), pressure=96025,
                                 temperature=9.5, humidity=66)
 

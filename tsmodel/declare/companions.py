@@ -20,7 +20,7 @@ import attrs
 
 from tsmodel import errors
 from tsmodel.declare.fields import META, Alternate, Constant, KeyInfo, Salt, Snapshot
-from tsmodel.declare.spec import ModelSpec
+from tsmodel.declare.spec import ModelSpec, SnapshotSpec
 from tsmodel.encoding.buckets import Bucket, make_bucket
 from tsmodel.encoding.keys import BucketSegment, KeyLayout, Segment, TimestampSegment
 from tsmodel.encoding.timestamps import from_micros
@@ -29,35 +29,6 @@ __all__ = ["SnapshotSpec", "derive_alternate", "derive_snapshot", "check_table_n
 
 #: Builds one key segment: (field name, its declaration, its annotation) -> Segment.
 SegmentMaker = Callable[[str, Any, Any], Segment]
-
-
-@attrs.frozen
-class SnapshotSpec:
-    """Per-period snapshot tables of a model.
-
-    Attributes:
-        pattern: the table-name pattern, formatted with ``period``.
-        period: the partition of time into periods.
-        template: the spec of a snapshot table (its table name is the pattern).
-    """
-
-    pattern: str
-    period: Bucket
-    template: ModelSpec
-
-    def table_for(self, when_us: int) -> str:
-        """The snapshot table of the period holding ``when_us``."""
-        start = from_micros(self.period.start(when_us))
-        return self.pattern.format(period=start)
-
-    def spec_for(self, when_us: int) -> ModelSpec:
-        """The spec of the snapshot table of the period holding ``when_us``."""
-        return attrs.evolve(self.template, table=self.table_for(when_us))
-
-    def bounds(self, when_us: int) -> tuple[int, int]:
-        """[start, end) of the period holding ``when_us``, in microseconds."""
-        start = self.period.start(when_us)
-        return start, self.period.next(start)
 
 
 def check_table_name(model: str, what: str, name: str) -> None:

@@ -1,4 +1,4 @@
-"""The ``@model`` class decorator and the ``Model`` base class.
+"""The ``@model`` class decorator: a class declaration checked once, into a frozen spec.
 
 The decorator inspects the class once, when it is created: it validates the
 declaration, turns the class into an attrs class and attaches one frozen
@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Union, overload
 
 import attrs
-from typing_extensions import Self, dataclass_transform
+from typing_extensions import dataclass_transform
 
 from tsmodel import errors
 from tsmodel.declare import sizing
@@ -59,56 +59,27 @@ from tsmodel.layouts import Layout, rows
 
 if TYPE_CHECKING:
     from tsmodel.encoding.serialization import BoundSerialization, Serialization
-    from tsmodel.run.query import QuerySet
 
-__all__ = ["model", "Model"]
+__all__ = ["model", "provide_query_methods"]
 
 T = TypeVar("T", bound=type)
 
 #: Bigtable's limit on the size of a row key.
 MAX_ROW_KEY_BYTES = 4096
-_RESERVED = frozenset({"range", "latest", "current", "snapshot", "DoesNotExist"})
+_RESERVED = frozenset({"range", "latest", "current", "snapshot", "using", "DoesNotExist"})
 
 
-class Model:
-    """Optional base class: gives type checkers the query class methods.
+#: The class whose query class methods (range, latest, current, snapshot, using)
+#: ``@model`` gives every model: :class:`tsmodel.Model`, registered by the
+#: query layer (:mod:`tsmodel.run.query`) when it is imported.
+_query_methods: type | None = None
+QUERY_METHODS = ("range", "latest", "current", "snapshot", "using")
 
-    ``@model`` adds the same methods to classes that do not derive from it.
-    """
 
-    __slots__ = ()
-    __tsmodel__: ClassVar[ModelSpec]
-    DoesNotExist: ClassVar[type[errors.DoesNotExist]]
-
-    @classmethod
-    def range(
-        cls, start: datetime, end: datetime, *, allow_scan: bool = False, **key_fields: Any,
-    ) -> QuerySet[Self]:
-        """Events with ``start <= timestamp < end``; see :meth:`tsmodel.QuerySet.range`."""
-        from tsmodel.run.query import QuerySet
-
-        return QuerySet(cls).range(start, end, allow_scan=allow_scan, **key_fields)
-
-    @classmethod
-    def latest(cls, **key_fields: Any) -> Self:
-        """The newest event of one entity; see :meth:`tsmodel.QuerySet.latest`."""
-        from tsmodel.run.query import QuerySet
-
-        return QuerySet(cls).latest(**key_fields)
-
-    @classmethod
-    def snapshot(cls, period: datetime, **key_prefix: Any) -> QuerySet[Self]:
-        """Every event of one period, from its snapshot table; see :meth:`QuerySet.snapshot`."""
-        from tsmodel.run.query import QuerySet
-
-        return QuerySet(cls).snapshot(period, **key_prefix)
-
-    @classmethod
-    def current(cls, *, allow_scan: bool = False, **key_prefix: Any) -> QuerySet[Self]:
-        """The newest event of every entity (or of a key prefix), from the current table."""
-        from tsmodel.run.query import QuerySet
-
-        return QuerySet(cls).current(allow_scan=allow_scan, **key_prefix)
+def provide_query_methods(source: type) -> None:
+    """Give models declared from now on the query class methods of ``source``."""
+    global _query_methods
+    _query_methods = source
 
 
 @overload
@@ -222,9 +193,10 @@ def _build(cls: type, options: _Options) -> type:
         "DoesNotExist", (errors.DoesNotExist,), {"__module__": cls.__module__,
                                                  "__qualname__": f"{cls.__qualname__}.DoesNotExist"}
     )
-    if not issubclass(new_cls, Model):
-        for method in ("range", "latest", "current", "snapshot"):
-            setattr(new_cls, method, classmethod(getattr(Model, method).__func__))
+    source = _query_methods
+    if source is not None and not issubclass(new_cls, source):
+        for method in QUERY_METHODS:
+            setattr(new_cls, method, classmethod(getattr(source, method).__func__))
     return new_cls
 
 

@@ -12,20 +12,15 @@ import math
 from typing import TYPE_CHECKING
 
 from tsmodel import errors
-from tsmodel.encoding.codecs import Bool, Float64, Int64
 
 if TYPE_CHECKING:
-    from tsmodel.declare.spec import ModelSpec, ValueSpec
+    from tsmodel.declare.spec import ModelSpec
 
-__all__ = ["MAX_ROW_BYTES", "CELL_OVERHEAD", "events_per_bucket", "event_bytes",
+__all__ = ["MAX_ROW_BYTES", "events_per_bucket", "event_bytes",
            "row_bytes", "check_row_size"]
 
 #: Bigtable's advised largest row.
 MAX_ROW_BYTES = 100 * 1024 * 1024
-#: Bytes a cell costs beyond its qualifier and value (timestamp, lengths...).
-CELL_OVERHEAD = 16
-#: Assumed size of a value whose codec has no fixed size (strings, bytes).
-VARIABLE_VALUE_BYTES = 64
 _SECOND = 1_000_000
 
 
@@ -36,25 +31,9 @@ def events_per_bucket(spec: ModelSpec) -> int | None:
     return math.ceil(spec.max_rate * spec.bucket.max_us / _SECOND)
 
 
-def value_bytes(v: ValueSpec) -> int:
-    """The size of one encoded value (an estimate for variable-size codecs)."""
-    if isinstance(v.codec, (Int64, Float64)):
-        return 8
-    if isinstance(v.codec, Bool):
-        return 1
-    return VARIABLE_VALUE_BYTES
-
-
 def event_bytes(spec: ModelSpec) -> int:
     """The estimated bytes one event adds to a row of the main table."""
-    if spec.serialization is not None:
-        blob = sum(value_bytes(v) + 2 for v in spec.values)
-        return blob + len(spec.serialization.qualifier) + CELL_OVERHEAD
-    if spec.layout.name == "columns":
-        return value_bytes(spec.values[0]) + CELL_OVERHEAD
-    if spec.layout.name == "offsets":
-        return 4 + value_bytes(spec.values[0]) + CELL_OVERHEAD
-    return sum(len(v.qualifier) + value_bytes(v) + CELL_OVERHEAD for v in spec.values)
+    return spec.layout.event_bytes(spec)
 
 
 def row_bytes(spec: ModelSpec) -> int | None:
@@ -64,10 +43,8 @@ def row_bytes(spec: ModelSpec) -> int | None:
     events = events_per_bucket(spec)
     if events is None:
         return None
-    if spec.layout.name == "offsets":
-        step = getattr(spec.layout, "step", 1)
-        events = min(events, math.ceil(spec.bucket.max_us / step))
-    return events * event_bytes(spec) + spec.key.max_length
+    per_row = math.ceil(spec.layout.events_per_row(spec, events))
+    return per_row * event_bytes(spec) + spec.key.max_length
 
 
 def check_row_size(spec: ModelSpec) -> None:

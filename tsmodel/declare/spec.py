@@ -7,32 +7,20 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from tsmodel.encoding.buckets import Bucket
-from tsmodel.encoding.codecs import Codec
 from tsmodel.encoding.keys import BucketSegment, KeyLayout, SaltSegment, TimestampSegment
-from tsmodel.layouts import Layout, rows
+from tsmodel.encoding.timestamps import from_micros
+from tsmodel.encoding.values import ValueEncoder, ValueSpec
+from tsmodel.layouts import Layout, TableCodec, rows
 
 if TYPE_CHECKING:
     from datetime import timedelta
 
-    from tsmodel.declare.companions import SnapshotSpec
     from tsmodel.encoding.serialization import BoundSerialization
 
-__all__ = ["ValueSpec", "ModelSpec", "spec_of"]
+__all__ = ["ValueSpec", "ModelSpec", "SnapshotSpec", "spec_of"]
 
 #: The class attribute holding a model's :class:`ModelSpec`.
 SPEC_ATTR = "__tsmodel__"
-
-
-@attrs.frozen
-class ValueSpec:
-    """One value field and the column it is stored in."""
-
-    name: str
-    family: str
-    qualifier: bytes
-    codec: Codec
-    optional: bool
-    allow_nan: bool
 
 
 @attrs.frozen
@@ -59,6 +47,8 @@ class ModelSpec:
         alternates: the specs of the alternate-key tables (same events,
             another row key order), written with every save.
         snapshot: the per-period snapshot tables, if declared.
+        codec: the main table's :class:`~tsmodel.layouts.TableCodec`.
+        current_codec: the current-value table's codec, or ``None``.
     """
 
     name: str
@@ -77,6 +67,23 @@ class ModelSpec:
     max_versions: int | None = 1
     alternates: tuple[ModelSpec, ...] = ()
     snapshot: SnapshotSpec | None = None
+    #: The main table's codec, compiled from the fields above.
+    codec: TableCodec = attrs.field(init=False, eq=False, repr=False)
+    #: The current-value table's codec (a row per entity), or ``None``.
+    current_codec: TableCodec | None = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        # Compiled here, so that every spec (attrs.evolve included) has its own.
+        values = ValueEncoder(self.name, self.values)
+        codec = TableCodec(self, table=self.table, key=self.key, layout=self.layout,
+                           time_field=self.timestamp_field, values=values)
+        current = None
+        if self.current_table is not None and self.current_key is not None:
+            current = TableCodec(self, table=self.current_table, key=self.current_key,
+                                 layout=rows(), time_field=self.timestamp_field, values=values,
+                                 like=codec)
+        object.__setattr__(self, "codec", codec)
+        object.__setattr__(self, "current_codec", current)
 
     @property
     def reversed_time(self) -> bool:
@@ -114,6 +121,35 @@ class ModelSpec:
             if v.name == name:
                 return v
         raise KeyError(name)
+
+
+@attrs.frozen
+class SnapshotSpec:
+    """Per-period snapshot tables of a model.
+
+    Attributes:
+        pattern: the table-name pattern, formatted with ``period``.
+        period: the partition of time into periods.
+        template: the spec of a snapshot table (its table name is the pattern).
+    """
+
+    pattern: str
+    period: Bucket
+    template: ModelSpec
+
+    def table_for(self, when_us: int) -> str:
+        """The snapshot table of the period holding ``when_us``."""
+        start = from_micros(self.period.start(when_us))
+        return self.pattern.format(period=start)
+
+    def spec_for(self, when_us: int) -> ModelSpec:
+        """The spec of the snapshot table of the period holding ``when_us``."""
+        return attrs.evolve(self.template, table=self.table_for(when_us))
+
+    def bounds(self, when_us: int) -> tuple[int, int]:
+        """[start, end) of the period holding ``when_us``, in microseconds."""
+        start = self.period.start(when_us)
+        return start, self.period.next(start)
 
 
 def spec_of(model: Any) -> ModelSpec:

@@ -343,6 +343,16 @@ class KeyLayout:
 
     segments: tuple[Segment, ...]
     separator: bytes = b"#"
+    #: Per segment: (where its value goes, its width, its decoder), worked out once.
+    _decoding: tuple[tuple[str | None, int | None, Callable[[bytes], Any]], ...] = attrs.field(
+        init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        decoding = tuple(
+            (seg.field if seg.field is not None else
+             "__salt__" if isinstance(seg, SaltSegment) else None, seg.width, seg.decode)
+            for seg in self.segments)
+        object.__setattr__(self, "_decoding", decoding)
 
     @property
     def max_length(self) -> int:
@@ -405,29 +415,23 @@ class KeyLayout:
         """
         values: dict[str, Any] = {}
         pos = 0
-        last = len(self.segments) - 1
-        for i, seg in enumerate(self.segments):
-            end = self._segment_end(key, pos, seg, i == last)
-            value = seg.decode(key[pos:end])
-            if seg.field is not None:
-                values[seg.field] = value
-            elif isinstance(seg, SaltSegment):
-                values["__salt__"] = value
-            pos = end + len(self.separator)
+        sep = self.separator
+        last = len(self._decoding) - 1
+        for i, (name, width, decode) in enumerate(self._decoding):
+            if i == last:
+                end = len(key)
+                if width is not None and end - pos != width:
+                    raise SegmentValueError(
+                        f"key {key!r} does not end with a {width}-byte segment")
+            else:
+                end = pos + width if width is not None else key.find(sep, pos)
+                if end < 0:
+                    raise SegmentValueError(
+                        f"key {key!r} is missing a separator after offset {pos}")
+                if key[end:end + len(sep)] != sep:
+                    raise SegmentValueError(f"key {key!r} has no separator at offset {end}")
+            value = decode(key[pos:end])
+            if name is not None:
+                values[name] = value
+            pos = end + len(sep)
         return values
-
-    def _segment_end(self, key: bytes, pos: int, seg: Segment, is_last: bool) -> int:
-        if is_last:
-            end = len(key)
-            if seg.width is not None and end - pos != seg.width:
-                raise SegmentValueError(f"key {key!r} does not end with a {seg.width}-byte segment")
-            return end
-        if seg.width is not None:
-            end = pos + seg.width
-        else:
-            end = key.find(self.separator, pos)
-            if end < 0:
-                raise SegmentValueError(f"key {key!r} is missing a separator after offset {pos}")
-        if key[end : end + len(self.separator)] != self.separator:
-            raise SegmentValueError(f"key {key!r} has no separator at offset {end}")
-        return end

@@ -18,8 +18,8 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 
 from tsmodel import errors
-from tsmodel.declare.spec import ValueSpec
 from tsmodel.encoding.codecs import Bool, Float64, Int64, Raw, Utf8
+from tsmodel.encoding.values import ValueSpec
 
 __all__ = ["Serialization", "Protobuf", "BoundSerialization"]
 

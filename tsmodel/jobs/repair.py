@@ -27,18 +27,18 @@ import attrs
 
 from tsmodel.backends.base import (
     DeleteCells,
-    MutationOutcome,
+    Mutation,
     MutationStatus,
     ReadFilter,
     ReadRequest,
     RowMutation,
     RowSet,
+    SetCell,
 )
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.encoding.timestamps import EPOCH, to_micros
-from tsmodel.plan.mapper import EncodedEvent, decode_events, encode_event, encode_row
+from tsmodel.plan.writes import EncodedEvent, TableWrite, WritePlan, encode_event
 from tsmodel.run.connection import Connection, get_default_connection
-from tsmodel.run.query import QuerySet
 
 __all__ = ["RepairReport", "repair"]
 
@@ -81,12 +81,12 @@ def repair(model: type, start: datetime, end: datetime, *,
         **key_prefix: limit the repair to the entities of a key prefix.
 
     Returns:
-        A :class:`RepairReport`.
+        A :class:`RepairReport`; ``failed`` counts every companion write and
+        delete whose outcome was not APPLIED.
     """
     conn = connection or get_default_connection()
     spec = spec_of(model)
-    main: QuerySet[Any] = QuerySet(model, connection=conn).range(
-        start, end, allow_scan=True, **key_prefix)
+    main: Any = conn.range(model, start, end, allow_scan=True, **key_prefix)
     held: set[tuple[bytes, int]] = set()
     events = failed = 0
     batch: list[EncodedEvent] = []
@@ -105,89 +105,108 @@ def repair(model: type, start: datetime, end: datetime, *,
     def in_scope(entity: Any) -> bool:
         return all(getattr(entity, name) == value for name, value in key_prefix.items())
 
-    deleted = sum(_prune_alternate(conn, spec, alt, model, span, held, in_scope)
-                  for alt in spec.alternates)
-    fixed = _fix_current(conn, spec, model, span, held, in_scope) if spec.current_table else 0
+    deleted = 0
+    for alt in spec.alternates:
+        doomed, bad = _prune_alternate(conn, spec, alt, model, span, held, in_scope)
+        deleted += doomed
+        failed += bad
+    fixed = 0
+    if spec.current_codec is not None:
+        fixed, bad = _fix_current(conn, spec, model, span, held, in_scope)
+        failed += bad
     return RepairReport(events, deleted, fixed, failed)
 
 
 def _replay(conn: Connection, batch: list[EncodedEvent]) -> int:
-    """Write the batch's companions as if its main writes had just succeeded."""
+    """Write the batch's companions (the main rows are there); count the failures."""
     if not batch:
         return 0
-    applied = MutationOutcome(MutationStatus.APPLIED)
-    outcomes = [[("main", applied)] for _ in batch]
-    conn._write_current(batch, range(len(batch)), outcomes)
-    conn._write_alternates(batch, range(len(batch)), outcomes)
-    return sum(1 for out in outcomes for _, o in out[1:] if not o.ok)
+    plan = WritePlan(batch)
+    conn.execute(plan, plan.companion_writes(range(len(batch))))
+    return plan.failures()
 
 
 def _main_identity(spec: ModelSpec, entity: Any) -> tuple[bytes, int]:
-    event = encode_row(spec, entity)
-    return event.key, event.timestamp
+    row = spec.codec.encode(entity)
+    return row.key, row.timestamp
 
 
 def _prune_alternate(conn: Connection, spec: ModelSpec, alt: ModelSpec, model: type,
                      span: tuple[int, int], held: set[tuple[bytes, int]],
-                     in_scope: Callable[[Any], bool]) -> int:
-    """Delete the alternate table's events in the span that the main table lacks."""
+                     in_scope: Callable[[Any], bool]) -> tuple[int, int]:
+    """Delete the alternate table's events in the span that the main table lacks.
+
+    Returns:
+        The events deleted, and the deletes that were not APPLIED.
+    """
     request = ReadRequest(alt.table, RowSet(), ReadFilter(
         families=alt.families, timestamp_start=span[0], timestamp_end=span[1],
-        cells_per_column=alt.layout.read_versions))
+        cells_per_column=alt.codec.layout.read_versions))
     doomed: list[RowMutation] = []
     for row in conn.read(request):
         entity: Any
-        for entity in decode_events(alt, model, row):
+        for entity in alt.codec.decode(model, row):
             if in_scope(entity) and _main_identity(spec, entity) not in held:
-                doomed.append(_erase(alt, row.key, encode_row(alt, entity).mutations))
-    _apply(conn, alt.table, doomed)
-    return len(doomed)
+                doomed.append(_erase(row.key, alt.codec.encode(entity).mutations))
+    return len(doomed), _apply(conn, alt.table, doomed)
 
 
-def _erase(spec: ModelSpec, key: bytes, written: Iterable[Any]) -> RowMutation:
+def _erase(key: bytes, written: Iterable[Mutation]) -> RowMutation:
     """Mutations deleting exactly the cells an event wrote."""
     deletes = tuple(DeleteCells(m.family, m.qualifier, m.timestamp, m.timestamp + _MS)
-                    for m in written if hasattr(m, "value"))
+                    for m in written if isinstance(m, SetCell))
     return RowMutation(key, deletes)
 
 
-def _apply(conn: Connection, table: str, rows: list[RowMutation]) -> None:
-    if rows:
-        conn.backend.mutate_rows(table, rows)
+def _apply(conn: Connection, table: str, rows: list[RowMutation]) -> int:
+    """Send ``rows``; the number whose outcome is not APPLIED."""
+    if not rows:
+        return 0
+    outcomes = conn.send(TableWrite(table, tuple(rows), tuple(() for _ in rows)))
+    return sum(1 for o in outcomes if o.status is not MutationStatus.APPLIED)
 
 
 def _fix_current(conn: Connection, spec: ModelSpec, model: type, span: tuple[int, int],
-                 held: set[tuple[bytes, int]], in_scope: Callable[[Any], bool]) -> int:
-    """Replace current-value events in the span that the main table lacks."""
-    assert spec.current_table is not None and spec.current_key is not None
-    request = ReadRequest(spec.current_table, RowSet(), ReadFilter(
+                 held: set[tuple[bytes, int]],
+                 in_scope: Callable[[Any], bool]) -> tuple[int, int]:
+    """Replace current-value events in the span that the main table lacks.
+
+    Returns:
+        The rows fixed, and the writes that were not APPLIED.
+    """
+    codec = spec.current_codec
+    assert codec is not None
+    request = ReadRequest(codec.table, RowSet(), ReadFilter(
         families=spec.families, cells_per_column=1))
-    fixed = 0
+    fixed = failed = 0
     for row in conn.read(request):
-        found: list[Any] = decode_events(spec, model, row, current=True)
-        if not found:
+        found: list[Any] = codec.decode(model, row)
+        if not found or not in_scope(found[0]):
             continue
-        entity = found[0]
-        if not in_scope(entity):
-            continue
-        identity = _main_identity(spec, entity)
+        identity = _main_identity(spec, found[0])
         if not span[0] <= identity[1] < span[1] or identity in held:
             continue
         newest_ts = identity[1] // _MS * _MS
-        conn.backend.mutate_rows(spec.current_table, [RowMutation(row.key, tuple(
+        failed += _apply(conn, codec.table, [RowMutation(row.key, tuple(
             DeleteCells(c.family, c.qualifier, newest_ts, newest_ts + _MS)
             for c in row.cells if c.timestamp == newest_ts))])
-        _rewrite_newest(conn, spec, model, entity)
+        failed += _rewrite_newest(conn, spec, model, found[0])
         fixed += 1
-    return fixed
+    return fixed, failed
 
 
-def _rewrite_newest(conn: Connection, spec: ModelSpec, model: type, entity: Any) -> None:
-    """Save the entity's newest main-table event again: it becomes current."""
+def _rewrite_newest(conn: Connection, spec: ModelSpec, model: type, entity: Any) -> int:
+    """Save the entity's newest main-table event again: it becomes current.
+
+    Returns:
+        The writes that were not APPLIED.
+    """
     assert spec.current_key is not None
     keys = {name: getattr(entity, name) for name in spec.current_key.fields}
-    everything: QuerySet[Any] = QuerySet(model, connection=conn).range(
-        EPOCH, datetime(9999, 12, 31, tzinfo=timezone.utc), allow_scan=True, **keys)
+    everything: Any = conn.range(model, EPOCH, datetime(9999, 12, 31, tzinfo=timezone.utc),
+                                 allow_scan=True, **keys)
     newest = everything.newest_first().first()
-    if newest is not None:
-        conn.save(newest)
+    if newest is None:
+        return 0
+    result = conn.save_all([newest], raise_on_failure=False)
+    return 0 if result.ok else 1

@@ -21,7 +21,6 @@ import attrs
 from tsmodel import errors
 from tsmodel.backends.base import (
     GcRule,
-    MutationStatus,
     ReadFilter,
     ReadRequest,
     Row,
@@ -32,9 +31,10 @@ from tsmodel.backends.base import (
     TableSpec,
 )
 from tsmodel.declare.spec import ModelSpec, spec_of
+from tsmodel.declare.tables import table_specs
 from tsmodel.encoding.timestamps import from_micros, to_micros
-from tsmodel.plan.mapper import decode_events, encode_row
-from tsmodel.run.connection import Connection, get_default_connection, table_specs
+from tsmodel.plan.writes import EncodedEvent, WritePlan, WriteStatus
+from tsmodel.run.connection import Connection, get_default_connection
 
 __all__ = ["SnapshotReport", "SnapshotError", "build_snapshot", "JOBS_TABLE"]
 
@@ -130,13 +130,13 @@ def _copy(conn: Connection, spec: ModelSpec, target: ModelSpec, job: _Job,
           span: tuple[int, int], model: type, batch_size: int,
           bar: Any) -> tuple[int, int, int]:
     rows = events = batches = 0
-    pending: list[RowMutation] = []
+    pending: list[EncodedEvent] = []
     last_key = b""
     for row in _scan(conn, spec, span, job.last_key):
         rows += 1
         event: Any
-        for event in decode_events(spec, model, row):
-            pending.append(encode_row(target, event).row_mutation())
+        for event in spec.codec.decode(model, row):
+            pending.append(EncodedEvent(event, target.codec.encode(event)))
         last_key = row.key
         if len(pending) >= batch_size:
             events += _write(conn, target.table, pending, job, last_key, bar)
@@ -156,20 +156,21 @@ def _scan(conn: Connection, spec: ModelSpec, span: tuple[int, int],
     rows = RowSet(ranges=(RowRange(after + b"\x00"),)) if after else RowSet()
     request = ReadRequest(spec.table, rows, ReadFilter(
         families=spec.families, timestamp_start=span[0], timestamp_end=span[1],
-        cells_per_column=spec.layout.read_versions))
+        cells_per_column=spec.codec.layout.read_versions))
     return conn.read(request)
 
 
-def _write(conn: Connection, table: str, rows: list[RowMutation], job: _Job, last_key: bytes,
+def _write(conn: Connection, table: str, rows: list[EncodedEvent], job: _Job, last_key: bytes,
            bar: Any) -> int:
-    outcomes = conn.backend.mutate_rows(table, rows)
-    bad = [(r.key, o) for r, o in zip(rows, outcomes, strict=True)
-           if o.status is not MutationStatus.APPLIED]
+    plan = WritePlan(rows)
+    conn.execute(plan, plan.main_writes(range(len(rows))))
+    bad = [(row.key, r) for row, r in zip(rows, plan.result().results, strict=True)
+           if r.status is not WriteStatus.WRITTEN]
     if bad:
-        key, outcome = bad[0]
+        key, first = bad[0]
         raise SnapshotError(
             f"{len(bad)} of {len(rows)} rows of a batch of {table!r} were not written "
-            f"(first: {key!r}: {outcome.status.value}: {outcome.error!r}); run the job "
+            f"(first: {key!r}: {first.status.value}: {first.error!r}); run the job "
             "again to resume after the last complete batch"
         )
     job.record(last_key)

@@ -147,19 +147,19 @@ def advise(model: Any, rate: float | None = None, entities: int | None = None) -
     """
     spec = spec_of(model)
     rate = _check_rate(spec, rate, entities)
-    sized = attrs.evolve(spec, max_rate=rate) if _has(spec, "max_rate") else spec
-    layout = getattr(getattr(spec, "layout", None), "name", "rows")
-    bucket = getattr(spec, "bucket", None)
+    sized = attrs.evolve(spec, max_rate=rate)
+    layout = spec.layout
+    bucket = spec.bucket
     period_us = bucket.max_us if bucket is not None else _DAY_US
     events = rate * period_us / 1_000_000
-    cells = _cells_per_row(spec, layout, events, period_us)
+    cells = layout.events_per_row(spec, events) * layout.cells_per_event(spec)
     rule = _main_rule(spec)
-    needed = math.ceil(events) if layout in ("cells", "columns") else 1
+    needed = math.ceil(events) if layout.read_versions is None else 1
     leading, distinct, lead_note = _leading(spec, entities)
     total = rate * entities if entities is not None else None
     risk, risk_note = _hotspot(distinct, total)
     advice = Advice(
-        model=spec.name, rate=rate, entities=entities, layout=layout,
+        model=spec.name, rate=rate, entities=entities, layout=layout.name,
         bucket=None if bucket is None else bucket.name,
         period="day" if bucket is None else bucket.name, events_per_period=events,
         rows_per_period=events if bucket is None else 1, cells_per_row=cells,
@@ -170,13 +170,9 @@ def advise(model: Any, rate: float | None = None, entities: int | None = None) -
     return attrs.evolve(advice, notes=tuple(n for n in notes if n))
 
 
-def _has(spec: ModelSpec, name: str) -> bool:
-    return name in attrs.fields_dict(type(spec))
-
-
 def _check_rate(spec: ModelSpec, rate: float | None, entities: int | None) -> float:
     if rate is None:
-        rate = getattr(spec, "max_rate", None)
+        rate = spec.max_rate
     if rate is None:
         raise errors.ConfigurationError(
             f"{spec.name}: no event rate: give one (events per second of one entity), or "
@@ -188,18 +184,6 @@ def _check_rate(spec: ModelSpec, rate: float | None, entities: int | None) -> fl
         raise errors.ConfigurationError(f"{spec.name}: entities must be at least 1, "
                                         f"got {entities}")
     return float(rate)
-
-
-def _cells_per_row(spec: ModelSpec, layout: str, events: float, period_us: int) -> float:
-    columns = 1 if spec.serialization is not None else len(spec.values)
-    if layout == "rows":
-        return columns
-    if layout == "offsets":
-        step = getattr(getattr(spec, "layout", None), "step", None)
-        return min(events, period_us / step) if step else events
-    if layout == "columns":
-        return events
-    return events * columns
 
 
 def _row_bytes(spec: ModelSpec) -> int:
@@ -279,7 +263,7 @@ def _size_notes(advice: Advice, spec: ModelSpec) -> list[str]:
     if advice.max_age is not None:
         notes.append(f"cells older than {format_duration(advice.max_age)} are deleted, counted "
                      "from the event time: backfills older than that are lost at once")
-    declared = getattr(spec, "max_rate", None)
+    declared = spec.max_rate
     if declared is not None and advice.rate > declared:
         notes.append(f"the rate is over the model's declared max_rate={declared:g}/s, which "
                      "its bucket and versions were sized for")

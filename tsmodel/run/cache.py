@@ -141,6 +141,25 @@ class CachingBackend:
 
     # -- invalidation -------------------------------------------------------------------
 
+    def memoize(self, token: Hashable, request: ReadRequest,
+                compute: Callable[[], Any]) -> Any:
+        """The value under ``token``, or ``compute()``'s, kept when ``request`` reads one row.
+
+        The value is tied to that row: a write of it through this backend drops
+        it. An unhashable token is not cached.
+        """
+        try:
+            found = self.recall(token)
+        except TypeError:
+            return compute()
+        if found is MISSING:
+            ticket = self.ticket()
+            found = compute()
+            key = single_row_key(request.rows)
+            if key is not None:
+                self.remember(token, request.table, key, found, ticket)
+        return found
+
     def invalidate(self, table: str, keys: Iterable[bytes] | None = None) -> None:
         """Drop the entries of rows ``keys`` of ``table`` (``None``: the whole table)."""
         with self._lock:

@@ -1,0 +1,133 @@
+"""Value fields: the column each one is stored in, and their validating encoder.
+
+A :class:`ValueEncoder` is compiled once per model, at declaration, from its
+:class:`ValueSpec` tuple. It is the one place where a value is checked and
+encoded: every write path (saves, repairs, snapshot jobs) goes through it, so
+a rule added here holds everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from tsmodel import errors
+from tsmodel.encoding.codecs import Codec
+
+__all__ = ["ValueSpec", "ValueEncoder", "MAX_VALUE_BYTES", "too_big"]
+
+#: Bigtable advises keeping a value under ~10 MB.
+MAX_VALUE_BYTES = 10 * 1024 * 1024
+
+
+@attrs.frozen
+class ValueSpec:
+    """One value field and the column it is stored in."""
+
+    name: str
+    family: str
+    qualifier: bytes
+    codec: Codec
+    optional: bool
+    allow_nan: bool
+
+    @property
+    def accepted_types(self) -> tuple[type, ...]:
+        """The Python types the codec takes (``bool`` only where named)."""
+        t = self.codec.python_type
+        return t if isinstance(t, tuple) else (t,)
+
+
+@attrs.frozen
+class _Column:
+    """A :class:`ValueSpec` with what its checks need, worked out once."""
+
+    spec: ValueSpec
+    encode: Callable[[Any], bytes]
+    #: Types accepted without a closer look (the common case: exactly int, float, str).
+    exact: frozenset[type]
+
+
+class ValueEncoder:
+    """Checks and encodes the value fields of one model.
+
+    Args:
+        model: the model name, for messages.
+        values: the value fields, in declaration order.
+    """
+
+    __slots__ = ("model", "values", "_columns")
+
+    def __init__(self, model: str, values: tuple[ValueSpec, ...]) -> None:
+        self.model = model
+        self.values = values
+        self._columns = tuple(_Column(v, v.codec.encode, frozenset(v.accepted_types))
+                              for v in values)
+
+    def encode(self, entity: Any) -> tuple[dict[str, Any], dict[str, bytes]]:
+        """The values of ``entity`` and the encoded bytes of the non-``None`` ones.
+
+        Raises:
+            FieldTypeError: a value of the wrong type.
+            ValidationError: ``None`` for a required value, a NaN not allowed,
+                a value the codec refuses, or one over ~10 MB encoded.
+        """
+        fields: dict[str, Any] = {}
+        encoded: dict[str, bytes] = {}
+        for col in self._columns:
+            name = col.spec.name
+            item = getattr(entity, name)
+            fields[name] = item
+            # item == item is False for NaN only: NaN takes the checked path.
+            if type(item) in col.exact and item == item:
+                try:
+                    data = col.encode(item)
+                except (ValueError, OverflowError, UnicodeError):
+                    data = self._checked(col.spec, item)
+            elif item is None and col.spec.optional:
+                continue
+            else:
+                data = self._checked(col.spec, item)
+            if len(data) > MAX_VALUE_BYTES:
+                raise too_big(self.model, col.spec.family, col.spec.qualifier, len(data),
+                              field=name)
+            encoded[name] = data
+        return fields, encoded
+
+    def _checked(self, v: ValueSpec, item: Any) -> bytes:
+        """Encode ``item`` with every check, raising the documented errors."""
+        if item is None:
+            raise errors.ValidationError(
+                "None given for a required value; annotate the field Optional[...] "
+                "(with default=None) to make it optional",
+                model=self.model, field=v.name, value=item,
+            )
+        expected = v.accepted_types
+        if not isinstance(item, expected) or (isinstance(item, bool) and bool not in expected):
+            names = "/".join(t.__name__ for t in expected)
+            raise errors.FieldTypeError(
+                f"expected {names}, got {type(item).__name__} {item!r}",
+                model=self.model, field=v.name, value=item,
+            )
+        if item != item and not v.allow_nan:  # NaN
+            raise errors.ValidationError(
+                "NaN refused; pass allow_nan=True to tsmodel.value() to store it",
+                model=self.model, field=v.name, value=item,
+            )
+        try:
+            return v.codec.encode(item)
+        except (ValueError, OverflowError, UnicodeError) as exc:
+            raise errors.ValidationError(str(exc), model=self.model, field=v.name,
+                                         value=item) from None
+
+
+def too_big(model: str, family: str, qualifier: bytes, size: int,
+            field: str | None = None) -> errors.ValidationError:
+    """The error for a cell value over the ~10 MB Bigtable advises."""
+    return errors.ValidationError(
+        f"a cell value of {size} bytes is over the ~10 MB Bigtable advises for one value "
+        f"({family}:{qualifier!r}); split the event",
+        model=model, field=field, value=size,
+    )

@@ -1,0 +1,235 @@
+"""The :class:`Layout` strategy: how events become cells and cells become events.
+
+A layout is the one place that knows a storage pattern. Everything else
+(the table codec, the write planner, the read compiler, sizing and advice)
+asks the layout through the methods below and never checks which layout a
+model has. To add a storage pattern, subclass :class:`Layout` and implement
+them; ``docs/layouts.md`` walks through one.
+
+Layouts see a model through :class:`TableShape`, the few facts of a table
+they need, so they depend on nothing above the encoding layer.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from tsmodel.backends.base import Cell, DeleteCells, Mutation, SetCell
+from tsmodel.encoding.codecs import Bool, Float64, Int64
+
+if TYPE_CHECKING:
+    from tsmodel.encoding.buckets import Bucket
+    from tsmodel.encoding.serialization import BoundSerialization
+    from tsmodel.encoding.values import ValueSpec
+
+__all__ = ["Layout", "TableShape", "Event", "Writer", "Reader", "TimeCheck", "value_cell_writer",
+           "value_cell_decoder", "newest_cells", "value_bytes", "CELL_OVERHEAD", "MS"]
+
+MS = 1_000
+#: Bytes a cell costs beyond its qualifier and value (timestamp, lengths...).
+CELL_OVERHEAD = 16
+#: Assumed size of a value whose codec has no fixed size (strings, bytes).
+VARIABLE_VALUE_BYTES = 64
+
+#: An event read back: its time in microseconds and its value fields.
+Event = tuple[int, dict[str, Any]]
+#: A compiled writer: (time in µs, values, encoded values) -> the row's mutations.
+Writer = Callable[[int, Mapping[str, Any], Mapping[str, bytes]], tuple[Mutation, ...]]
+#: A compiled check of an event time: why it cannot be stored, or ``None``.
+TimeCheck = Callable[[int], "str | None"]
+#: A compiled reader: (the row's cells, the bucket start in µs) -> the row's events.
+Reader = Callable[[tuple[Cell, ...], "int | None"], list[Event]]
+
+
+class TableShape(Protocol):
+    """What a layout needs to know of a table (a model's spec provides it)."""
+
+    @property
+    def name(self) -> str:
+        """The model name, for messages."""
+
+    @property
+    def bucket(self) -> Bucket | None:
+        """The time bucket of the row key, or ``None`` for a row per event."""
+
+    @property
+    def values(self) -> tuple[ValueSpec, ...]:
+        """The value fields stored in the table."""
+
+    @property
+    def serialization(self) -> BoundSerialization | None:
+        """The serialization of the whole event, or ``None``."""
+
+
+class Layout(abc.ABC):
+    """How the events of one model are laid out in the cells of a table.
+
+    Subclasses are frozen value objects: two equal layouts lay out equally.
+    """
+
+    #: A short name for messages and ``explain()`` output.
+    name: ClassVar[str]
+    #: Whether a row holds the events of a time bucket (else a row per event).
+    bucketed: ClassVar[bool] = True
+    #: Versions per column a read needs (``None``: every version).
+    read_versions: ClassVar[int | None] = None
+    #: Whether a read's ``only(...)`` can become a column filter.
+    columns_are_fields: ClassVar[bool] = False
+
+    # -- declaration ------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def check(self, shape: TableShape) -> str | None:
+        """Why the table cannot use this layout, or ``None``."""
+
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """The layout in words, as the docs and ``explain()`` show it."""
+
+    # -- writes -----------------------------------------------------------------------
+
+    def time_check(self, shape: TableShape) -> TimeCheck | None:
+        """The check of an event time (µs) before a write, or ``None`` when any time fits.
+
+        The check returns why the time cannot be stored, or ``None``. Bucket
+        layouts hold whole milliseconds (the cell timestamp is the time).
+        """
+        return _whole_ms
+
+
+    @abc.abstractmethod
+    def writer(self, shape: TableShape) -> Writer:
+        """The function that writes one event's cells, compiled for ``shape``.
+
+        The writer takes the event time ``us`` (microseconds), the value
+        fields as given, and the non-``None`` ones encoded by their codecs; it
+        returns the row's mutations. It is called for every event written:
+        work out what is the same for every event here, once.
+        """
+
+    # -- reads ------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def reader(self, shape: TableShape) -> Reader:
+        """The function that reads one row's events, compiled for ``shape``.
+
+        The reader takes the row's cells (as a read with this layout's
+        filters returns them) and the start of the row's bucket in µs (for
+        bucket layouts; else the key's time or ``None``), and returns the
+        row's events, oldest first, each as ``(time in µs, value fields)``
+        with a fresh dict the caller may change.
+        """
+
+    def qualifier_range(self, shape: TableShape, start_us: int,
+                        end_us: int) -> tuple[bytes, bytes] | None:
+        """A qualifier range selecting exactly ``[start, end)`` in one row, if one exists."""
+        return None
+
+    # -- sizes ------------------------------------------------------------------------
+
+    def event_bytes(self, shape: TableShape) -> int:
+        """The estimated bytes one event adds to a row."""
+        ser = shape.serialization
+        if ser is not None:
+            blob = sum(value_bytes(v) + 2 for v in shape.values)
+            return blob + len(ser.qualifier) + CELL_OVERHEAD
+        return sum(len(v.qualifier) + value_bytes(v) + CELL_OVERHEAD for v in shape.values)
+
+    def events_per_row(self, shape: TableShape, events: float) -> float:
+        """How many of ``events`` (an entity's events in one bucket) one row holds."""
+        return events if self.bucketed else 1
+
+    def cells_per_event(self, shape: TableShape) -> int:
+        """How many cells one event writes."""
+        return 1 if shape.serialization is not None else len(shape.values)
+
+
+def _whole_ms(us: int) -> str | None:
+    if us % MS:
+        return ("has microseconds; cell timestamps hold whole milliseconds: round it "
+                "with tsmodel.floor_timestamp(dt)")
+    return None
+
+
+def value_bytes(v: ValueSpec) -> int:
+    """The size of one encoded value (an estimate for variable-size codecs)."""
+    if isinstance(v.codec, (Int64, Float64)):
+        return 8
+    if isinstance(v.codec, Bool):
+        return 1
+    return VARIABLE_VALUE_BYTES
+
+
+# -- cells of value fields, shared by the layouts ---------------------------------------
+
+
+def value_cell_writer(shape: TableShape) -> Writer:
+    """A writer of a column per value field (or one serialized cell), at the
+    event time floored to the millisecond."""
+    ser = shape.serialization
+    if ser is not None:
+        family, qualifier, serialize = ser.family, ser.qualifier, ser.encode
+
+        def write_blob(us: int, values: Mapping[str, Any],
+                       encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
+            return (SetCell(family, qualifier, us // MS * MS, serialize(values)),)
+
+        return write_blob
+    columns = tuple((v.name, v.family, v.qualifier) for v in shape.values)
+
+    def write(us: int, values: Mapping[str, Any],
+              encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
+        ts = us // MS * MS
+        out: list[Mutation] = []
+        for name, family, qualifier in columns:
+            data = encoded.get(name)
+            if data is None:
+                # Erase this event's cell, so a re-save with None is exact and idempotent.
+                out.append(DeleteCells(family, qualifier, ts, ts + MS))
+            else:
+                out.append(SetCell(family, qualifier, ts, data))
+        return tuple(out)
+
+    return write
+
+
+def newest_cells(cells: tuple[Cell, ...]) -> dict[tuple[str, bytes], Cell]:
+    """The newest cell of each column."""
+    newest: dict[tuple[str, bytes], Cell] = {}
+    for cell in cells:
+        col = (cell.family, cell.qualifier)
+        if col not in newest or cell.timestamp > newest[col].timestamp:
+            newest[col] = cell
+    return newest
+
+
+def value_cell_decoder(shape: TableShape) -> Callable[[Iterable[Cell]], dict[str, Any]]:
+    """A decoder of the value fields in the cells of one event (first cell of a
+    column wins; fields without a cell are ``None``)."""
+    ser = shape.serialization
+    if ser is not None:
+        where, parse = (ser.family, ser.qualifier), ser.decode
+        empty = {v.name: None for v in shape.values}
+
+        def decode_blob(cells: Iterable[Cell]) -> dict[str, Any]:
+            for c in cells:
+                if (c.family, c.qualifier) == where:
+                    decoded: dict[str, Any] = parse(c.value)
+                    return decoded
+            return empty.copy()
+
+        return decode_blob
+    columns = {(v.family, v.qualifier): (v.name, v.codec.decode) for v in shape.values}
+    nothing = {v.name: None for v in shape.values}
+
+    def decode(cells: Iterable[Cell]) -> dict[str, Any]:
+        values = nothing.copy()
+        for family, qualifier, _, value in cells:
+            column = columns.get((family, qualifier))
+            if column is not None and values[column[0]] is None:
+                values[column[0]] = column[1](value)
+        return values
+
+    return decode

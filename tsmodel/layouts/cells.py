@@ -1,0 +1,57 @@
+"""Time buckets, a new cell version per event ("new cells for new events").
+
+A bucket row holds one column per value field (or one serialized column);
+each event is a new version of those cells, at its event time.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import attrs
+
+from tsmodel.backends.base import Cell
+from tsmodel.layouts.base import (
+    Event,
+    Layout,
+    Reader,
+    TableShape,
+    Writer,
+    value_cell_decoder,
+    value_cell_writer,
+)
+
+__all__ = ["Cells", "cells"]
+
+
+@attrs.frozen
+class Cells(Layout):
+    """A bucket row, a new cell version per event."""
+
+    name = "cells"
+    columns_are_fields = True
+
+    def check(self, shape: TableShape) -> str | None:
+        return None if shape.bucket else "layout=ts.cells() needs ts.timestamp(bucket=...)"
+
+    def describe(self) -> str:
+        return "a bucket row, a new cell version per event"
+
+    def writer(self, shape: TableShape) -> Writer:
+        return value_cell_writer(shape)
+
+    def reader(self, shape: TableShape) -> Reader:
+        decode = value_cell_decoder(shape)
+
+        def read(cells: tuple[Cell, ...], bucket_start: int | None) -> list[Event]:
+            by_time: dict[int, list[Cell]] = defaultdict(list)
+            for c in cells:
+                by_time[c.timestamp].append(c)
+            return [(ts, decode(by_time[ts])) for ts in sorted(by_time)]
+
+        return read
+
+
+def cells() -> Layout:
+    """Time buckets, a new cell version per event in one column per value field."""
+    return Cells()

@@ -1,0 +1,214 @@
+"""The table codec: one table's row keys and cells, compiled once per model.
+
+A :class:`TableCodec` joins a row key layout, a :class:`~tsmodel.layouts.base.Layout`
+and the model's value encoder into the one path by which instances become a
+table's row mutations and that table's rows become instances again. Models
+compile their codecs at declaration (main table, current-value table, each
+alternate-key table, the snapshot template); every writer (saves, repairs,
+snapshot jobs) and every reader (queries, jobs, the CLI) goes through them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta, timezone
+from typing import Any, NamedTuple, TypeVar
+
+from tsmodel import errors
+from tsmodel.backends.base import Mutation, Row, RowMutation, SetCell
+from tsmodel.encoding.keys import KeyLayout, SegmentValueError
+from tsmodel.encoding.timestamps import EPOCH, to_micros
+from tsmodel.encoding.values import MAX_VALUE_BYTES, ValueEncoder, too_big
+from tsmodel.layouts.base import Layout, TableShape
+
+__all__ = ["TableCodec", "EncodedRow", "MAX_VALUE_BYTES", "SALT_FIELD"]
+
+M = TypeVar("M")
+_US = timedelta(microseconds=1)
+#: Where :meth:`KeyLayout.decode` puts a key's salt.
+SALT_FIELD = "__salt__"
+
+
+class EncodedRow(NamedTuple):
+    """One validated event encoded for one table (a tuple: cheap to build).
+
+    Attributes:
+        table: the table.
+        key: the row key.
+        timestamp: the event time in microseconds.
+        mutations: the row's cell mutations.
+        parts: the encoded key segments by field (shared with companion tables).
+        values: the value fields as given.
+        encoded: the non-``None`` value fields, encoded by their codecs.
+    """
+
+    table: str
+    key: bytes
+    timestamp: int
+    mutations: tuple[Mutation, ...]
+    parts: Mapping[str, bytes]
+    values: Mapping[str, Any]
+    encoded: Mapping[str, bytes]
+
+    def row_mutation(self) -> RowMutation:
+        return RowMutation(self.key, self.mutations)
+
+
+class TableCodec:
+    """The row key and cell codec of one table of one model.
+
+    Args:
+        shape: the model's facts the layout needs.
+        table: the table name.
+        key: the table's row key layout.
+        layout: how events become the table's cells.
+        time_field: the model's timestamp field.
+        values: the model's value encoder (shared by its tables).
+        like: the model's main-table codec, for a companion table: where both
+            lay cells out alike, :meth:`derive` shares the main row's cells.
+    """
+
+    __slots__ = ("shape", "table", "key", "layout", "time_field", "values",
+                 "_encoders", "_constants", "_joins_plainly", "_write", "_read", "_time_check",
+                 "_like")
+
+    def __init__(self, shape: TableShape, *, table: str, key: KeyLayout, layout: Layout,
+                 time_field: str, values: ValueEncoder, like: TableCodec | None = None) -> None:
+        self.shape = shape
+        self.table = table
+        self.key = key
+        self.layout = layout
+        self.time_field = time_field
+        self.values = values
+        self._encoders = tuple((seg.field, seg.encoder(), seg.field == time_field)
+                               for seg in key.segments if seg.field is not None)
+        self._constants = tuple((seg.field, b"" if seg.field else seg.encode(None))
+                                for seg in key.segments)
+        self._joins_plainly = key.salt() is None
+        self._write = layout.writer(shape)
+        self._read = layout.reader(shape)
+        self._time_check = layout.time_check(shape)
+        self._like = like if like is not None and like.layout == layout else None
+
+    @property
+    def model(self) -> str:
+        return self.shape.name
+
+    # -- writes ---------------------------------------------------------------------
+
+    def encode(self, entity: Any) -> EncodedRow:
+        """Validate ``entity`` and encode it for this table.
+
+        Raises:
+            ValidationError: a value cannot be stored (a :class:`FieldTypeError`
+                for a wrong type, a :class:`KeyEncodingError` for a key field).
+        """
+        us = self.time_of(entity)
+        parts = self.key_parts(entity, us)
+        values, encoded = self.values.encode(entity)
+        return self.row(entity, parts, us, values, encoded)
+
+    def time_of(self, entity: Any) -> int:
+        """The event time of ``entity`` in microseconds."""
+        raw = getattr(entity, self.time_field)
+        if type(raw) is datetime and raw.tzinfo is timezone.utc:
+            return (raw - EPOCH) // _US
+        try:
+            return to_micros(raw)
+        except TypeError as exc:
+            raise errors.FieldTypeError(str(exc), model=self.model, field=self.time_field,
+                                        value=raw) from None
+        except ValueError as exc:
+            raise errors.ValidationError(str(exc), model=self.model, field=self.time_field,
+                                         value=raw) from None
+
+    def key_parts(self, entity: Any, us: int) -> dict[str, bytes]:
+        """The encoded key segments of ``entity`` by field."""
+        parts: dict[str, bytes] = {}
+        name = ""
+        try:
+            for name, encode, is_time in self._encoders:
+                parts[name] = encode(us if is_time else getattr(entity, name))
+        except SegmentValueError as exc:
+            value = getattr(entity, name, None)
+            raise errors.key_error(exc, model=self.model, field=name, value=value) from None
+        return parts
+
+    def join(self, parts: Mapping[str, bytes]) -> bytes:
+        """The row key from encoded segments (every field segment of this key)."""
+        if self._joins_plainly:
+            return self.key.separator.join([parts[f] if f else c for f, c in self._constants])
+        return self.key.join(parts)
+
+    def row(self, entity: Any, parts: Mapping[str, bytes], us: int,
+            values: Mapping[str, Any], encoded: Mapping[str, bytes]) -> EncodedRow:
+        """This table's row of an event whose key segments and values are encoded.
+
+        A model's tables share one encoding of the event: the current-value
+        table's row reuses the main table's segments and values.
+        """
+        problem = None if self._time_check is None else self._time_check(us)
+        if problem is not None:
+            raw = getattr(entity, self.time_field)
+            raise errors.ValidationError(f"{raw} {problem}", model=self.model,
+                                         field=self.time_field, value=raw)
+        mutations = self._write(us, values, encoded)
+        if self.shape.serialization is not None:  # a blob of values checked one by one
+            for m in mutations:
+                if type(m) is SetCell and len(m.value) > MAX_VALUE_BYTES:
+                    raise too_big(self.model, m.family, m.qualifier, len(m.value))
+        return EncodedRow(self.table, self.join(parts), us, mutations, parts, values, encoded)
+
+    def derive(self, entity: Any, main: EncodedRow, main_codec: TableCodec) -> EncodedRow:
+        """This table's row of an event already encoded by ``main_codec``.
+
+        The tables of one model share the event's encoded key segments and
+        values; where this table lays cells out as ``main_codec`` does (a
+        current-value table beside a row-per-event main table), it shares the
+        cells too.
+        """
+        if main_codec is self._like:
+            return EncodedRow(self.table, self.join(main.parts), main.timestamp, main.mutations,
+                              main.parts, main.values, main.encoded)
+        return self.row(entity, main.parts, main.timestamp, main.values, main.encoded)
+
+    # -- reads ----------------------------------------------------------------------
+
+    def decode_key(self, key: bytes) -> dict[str, Any]:
+        """The typed fields of a row key (timestamps in µs, the salt under ``__salt__``).
+
+        Raises:
+            KeyDecodingError: the key does not match this table's key layout.
+        """
+        try:
+            return self.key.decode(key)
+        except SegmentValueError as exc:
+            raise errors.KeyDecodingError(
+                f"{self.model}: row key {key!r} of table {self.table!r}: {exc}") from None
+
+    def decode(self, cls: Callable[..., M], row: Row,
+               only: tuple[str, ...] | None = None) -> list[M]:
+        """The events of one row as instances, oldest first.
+
+        A row per event gives one event (the cells of its newest timestamp); a
+        bucket row gives its events. Value fields without a cell, or left out
+        by ``only``, are ``None``.
+
+        Raises:
+            KeyDecodingError: the row key does not match this table's key layout.
+        """
+        keys = self.decode_key(row.key)
+        keys.pop(SALT_FIELD, None)
+        key_time = keys.pop(self.time_field, None)
+        per_event = not self.layout.bucketed
+        name = self.time_field
+        out = []
+        for ts, values in self._read(row.cells, key_time):
+            if only is not None:
+                values = {k: (v if k in only else None) for k, v in values.items()}
+            # Promoted values are in the key (and, serialized, in the blob too): the key wins.
+            values.update(keys)
+            us = key_time if per_event and key_time is not None else ts
+            values[name] = EPOCH + timedelta(microseconds=us)
+            out.append(cls(**values))
+        return out

@@ -1,0 +1,78 @@
+"""Time buckets, a new column per event ("new columns for new events").
+
+A bucket row of one measurement: each event is a column whose qualifier is
+the encoded value and whose cell is empty, at the event time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from tsmodel.backends.base import Cell, Mutation, SetCell
+from tsmodel.layouts.base import (
+    CELL_OVERHEAD,
+    MS,
+    Event,
+    Layout,
+    Reader,
+    TableShape,
+    Writer,
+    value_bytes,
+)
+
+__all__ = ["Columns", "columns"]
+
+
+@attrs.frozen
+class Columns(Layout):
+    """A bucket row, a new column per event (the value in the qualifier)."""
+
+    name = "columns"
+
+    def check(self, shape: TableShape) -> str | None:
+        if not shape.bucket:
+            return "layout=ts.columns() needs ts.timestamp(bucket=...)"
+        if len(shape.values) != 1 or shape.serialization is not None:
+            return ("layout=ts.columns() stores one measurement per row in the qualifier: "
+                    "declare exactly one value field (promote the metric name into the key) "
+                    "and no serialization")
+        if shape.values[0].optional:
+            return "layout=ts.columns(): the value field cannot be optional"
+        return None
+
+    def describe(self) -> str:
+        return "a bucket row, a new column per event (the value in the qualifier)"
+
+    def writer(self, shape: TableShape) -> Writer:
+        v = shape.values[0]
+        name, family = v.name, v.family
+
+        def write(us: int, values: Mapping[str, Any],
+                  encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
+            return (SetCell(family, encoded[name], us // MS * MS, b""),)
+
+        return write
+
+    def reader(self, shape: TableShape) -> Reader:
+        v = shape.values[0]
+        name, family, decode = v.name, v.family, v.codec.decode
+
+        def read(cells: tuple[Cell, ...], bucket_start: int | None) -> list[Event]:
+            found = sorted((c.timestamp, c.qualifier) for c in cells if c.family == family)
+            return [(ts, {name: decode(qualifier)}) for ts, qualifier in found]
+
+        return read
+
+    def event_bytes(self, shape: TableShape) -> int:
+        return value_bytes(shape.values[0]) + CELL_OVERHEAD
+
+    def cells_per_event(self, shape: TableShape) -> int:
+        return 1
+
+
+def columns() -> Layout:
+    """Time buckets, a new column per event: the measurement is the qualifier."""
+    return Columns()

@@ -1,0 +1,199 @@
+"""Time buckets with a column per time offset (``0000`` ... ``2345`` for a day).
+
+The energy meters' layout of the reference: a bucket row whose qualifiers
+are clock times (or day-and-time within a week or month, or a step index
+for other buckets), each holding the measurement or the serialized event.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+import attrs
+
+from tsmodel.backends.base import Cell, DeleteCells, Mutation, SetCell
+from tsmodel.encoding.buckets import Bucket, FixedBucket, MonthBucket, WeekBucket
+from tsmodel.layouts.base import (
+    CELL_OVERHEAD,
+    MS,
+    Event,
+    Layout,
+    Reader,
+    TableShape,
+    TimeCheck,
+    Writer,
+    newest_cells,
+    value_bytes,
+)
+
+__all__ = ["Offsets", "offsets"]
+
+_SECOND = 1_000_000
+_MINUTE = 60 * _SECOND
+_DAY = 86_400 * _SECOND
+
+
+@attrs.frozen
+class Offsets(Layout):
+    """A bucket row, a column per time offset."""
+
+    #: The spacing of offsets, in microseconds.
+    step: int = 15 * _MINUTE
+
+    name = "offsets"
+    read_versions = 1
+
+    def check(self, shape: TableShape) -> str | None:
+        if not shape.bucket:
+            return "layout=ts.offsets(step) needs ts.timestamp(bucket=...)"
+        if shape.serialization is None and len(shape.values) != 1:
+            return ("layout=ts.offsets(step) holds one value per offset column: declare one "
+                    "value field, or serialization=ts.Protobuf() for the whole event")
+        if self.step <= 0 or self.step % _SECOND:
+            return f"offsets step must be a positive whole number of seconds, got {self.step} us"
+        return _step_problem(shape.bucket, self.step)
+
+    def describe(self) -> str:
+        return f"a bucket row, a column per {self._step_text()} offset"
+
+    def _step_text(self) -> str:
+        return str(timedelta(microseconds=self.step))
+
+    def time_check(self, shape: TableShape) -> TimeCheck | None:
+        whole_ms = super().time_check(shape)
+        bucket = shape.bucket
+        assert whole_ms is not None and bucket is not None
+        off_step = (f"is not on a {self._step_text()} step of its bucket; an offset column "
+                    "holds one event per step")
+
+        def check(us: int) -> str | None:
+            problem = whole_ms(us)
+            if problem is None and (us - bucket.start(us)) % self.step:
+                return off_step
+            return problem
+
+        return check
+
+    def writer(self, shape: TableShape) -> Writer:
+        bucket = shape.bucket
+        assert bucket is not None
+        ser = shape.serialization
+        v = shape.values[0]
+
+        def write(us: int, values: Mapping[str, Any],
+                  encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
+            qualifier = self.qualifier(bucket, us)
+            ts = us // MS * MS
+            if ser is not None:
+                return (SetCell(ser.family, qualifier, ts, ser.encode(values)),)
+            data = encoded.get(v.name)
+            if data is None:
+                return (DeleteCells(v.family, qualifier),)
+            return (SetCell(v.family, qualifier, ts, data),)
+
+        return write
+
+    def qualifier(self, bucket: Bucket, us: int) -> bytes:
+        """The offset column of time ``us``: clock time within the bucket, or a step index."""
+        start = bucket.start(us)
+        kind, seconds = _offset_kind(bucket, self.step)
+        if kind == "index":
+            width = len(str(bucket.max_us // self.step - 1))
+            return str((us - start) // self.step).zfill(width).encode("ascii")
+        day_offset = (us - start) // _DAY if kind != "clock" else 0
+        lead = "" if kind == "clock" else f"{day_offset + 1:02d}"[-(1 if kind == "week" else 2):]
+        in_day = us % _DAY
+        text = f"{in_day // 3_600_000_000:02d}{in_day // _MINUTE % 60:02d}"
+        if seconds:
+            text += f"{in_day // _SECOND % 60:02d}"
+        return (lead + text).encode("ascii")
+
+    def time_of(self, bucket: Bucket, bucket_start: int, qualifier: bytes) -> int:
+        """The event time an offset column stands for."""
+        kind, seconds = _offset_kind(bucket, self.step)
+        text = qualifier.decode("ascii")
+        if kind == "index":
+            return bucket_start + int(text) * self.step
+        lead = {"clock": 0, "week": 1, "month": 2}[kind]
+        days = int(text[:lead]) - 1 if lead else 0
+        hh, mm = int(text[lead:lead + 2]), int(text[lead + 2:lead + 4])
+        ss = int(text[lead + 4:lead + 6]) if seconds else 0
+        day_start = bucket_start - bucket_start % _DAY
+        return day_start + days * _DAY + ((hh * 60 + mm) * 60 + ss) * _SECOND
+
+    def reader(self, shape: TableShape) -> Reader:
+        bucket = shape.bucket
+        assert bucket is not None
+        ser = shape.serialization
+        v = shape.values[0]
+
+        def decode(cell: Cell) -> dict[str, Any]:
+            if ser is not None:
+                decoded: dict[str, Any] = ser.decode(cell.value)
+                return decoded
+            return {v.name: v.codec.decode(cell.value)}
+
+        def read(cells: tuple[Cell, ...], bucket_start: int | None) -> list[Event]:
+            assert bucket_start is not None
+            newest = newest_cells(cells)
+            found = sorted((self.time_of(bucket, bucket_start, q), cell)
+                           for (_, q), cell in newest.items())
+            return [(us, decode(cell)) for us, cell in found]
+
+        return read
+
+    def qualifier_range(self, shape: TableShape, start_us: int,
+                        end_us: int) -> tuple[bytes, bytes] | None:
+        bucket = shape.bucket
+        assert bucket is not None
+        if end_us <= start_us or bucket.start(start_us) != bucket.start(end_us - 1):
+            return None
+        first = -((-start_us) // self.step) * self.step
+        last = (end_us - 1) // self.step * self.step
+        if first > last:
+            return None
+        return self.qualifier(bucket, first), self.qualifier(bucket, last) + b"\x00"
+
+    def event_bytes(self, shape: TableShape) -> int:
+        if shape.serialization is not None:
+            return super().event_bytes(shape)
+        return 4 + value_bytes(shape.values[0]) + CELL_OVERHEAD
+
+    def events_per_row(self, shape: TableShape, events: float) -> float:
+        assert shape.bucket is not None
+        return min(events, math.ceil(shape.bucket.max_us / self.step))
+
+    def cells_per_event(self, shape: TableShape) -> int:
+        return 1
+
+
+def _offset_kind(bucket: Bucket, step: int) -> tuple[str, bool]:
+    seconds = step % _MINUTE != 0
+    if isinstance(bucket, WeekBucket):
+        return "week", seconds
+    if isinstance(bucket, MonthBucket):
+        return "month", seconds
+    if isinstance(bucket, FixedBucket) and _DAY % bucket.duration == 0:
+        return "clock", seconds
+    return "index", seconds
+
+
+def _step_problem(bucket: Bucket, step: int) -> str | None:
+    if isinstance(bucket, FixedBucket) and bucket.duration % step:
+        step_text = timedelta(microseconds=step)
+        return f"offsets step {step_text} does not divide the {bucket.name} bucket"
+    if isinstance(bucket, (WeekBucket, MonthBucket)) and _DAY % step:
+        return f"offsets step {timedelta(microseconds=step)} does not divide a day"
+    return None
+
+
+def offsets(step: timedelta = timedelta(minutes=15)) -> Layout:
+    """Time buckets with a column per time offset (``0000`` ... ``2345`` for a day).
+
+    Args:
+        step: the spacing of offsets; events must fall on a step.
+    """
+    return Offsets(step // timedelta(microseconds=1))

@@ -1,0 +1,434 @@
+"""The read compiler: a query's state in, a :class:`ReadPlan` out. Pure.
+
+A :class:`QueryState` (what the QuerySet was asked) compiles against a
+model's tables into one plan record: the table and codec to read with, one
+request per row range (one per salt value), server-side filters, the merge
+of the streams, the client-side checks, the limit and the order. Executors
+(the sync QuerySet, the jobs) only run plans; ``explain()`` shows them. The
+backend's capabilities come in as :class:`~tsmodel.backends.base.Features`,
+never looked up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+import attrs
+
+from tsmodel import errors
+from tsmodel.backends.base import Features, ReadFilter, ReadRequest, RowRange, RowSet
+from tsmodel.declare.spec import ModelSpec
+from tsmodel.encoding.keys import (
+    ConstantSegment,
+    KeyLayout,
+    SaltSegment,
+    SegmentValueError,
+    TimestampSegment,
+)
+from tsmodel.encoding.timestamps import ceil_to, to_micros
+from tsmodel.layouts import TableCodec
+
+__all__ = ["ReadPlan", "QueryState", "compile_query", "queryable_fields", "time_span"]
+
+_MS = 1_000
+
+
+def _accept_all(item: Any) -> bool:
+    return True
+
+
+@attrs.frozen
+class ReadPlan:
+    """What a query will read, and how.
+
+    Attributes:
+        model: the model name.
+        table: the table read.
+        requests: the backend reads, one per salt value (or one).
+        merge: how the reads combine: ``"concat"`` or ``"time"`` (by event time).
+        client_filters: checks done on decoded rows (empty when the server
+            filters are exact).
+        scan: whether the plan reads beyond the rows a key prefix selects.
+        reason: why the plan has this shape, in words.
+        codec: the codec that decodes the table's rows.
+        accept: the client-side check of a decoded instance (``client_filters``).
+        only: the value fields to decode (``None``: all).
+        limit: the most instances to yield.
+        descending: whether the merged stream comes newest first.
+        reverse_after: whether the executor reverses the stream itself (newest
+            first without a reverse scan), holding at most ``limit`` instances.
+    """
+
+    model: str
+    table: str
+    requests: tuple[ReadRequest, ...]
+    merge: str = "concat"
+    client_filters: tuple[str, ...] = ()
+    scan: bool = False
+    reason: str = ""
+    codec: TableCodec | None = attrs.field(default=None, eq=False, repr=False)
+    accept: Callable[[Any], bool] = attrs.field(default=_accept_all, eq=False, repr=False)
+    only: tuple[str, ...] | None = None
+    limit: int | None = None
+    descending: bool = False
+    reverse_after: bool = False
+
+    def __str__(self) -> str:
+        lines = [f"{self.model}: read table {self.table!r}" + (" (SCAN)" if self.scan else "")]
+        if self.reason:
+            lines.append(f"  why: {self.reason}")
+        if not self.requests:
+            lines.append("  nothing to read: the time range is empty")
+        for req in self.requests:
+            lines.extend(_describe_request(req))
+        if len(self.requests) > 1:
+            lines.append(f"  merge: {self.merge} ({len(self.requests)} reads)")
+        lines.extend(f"  client filter: {f}" for f in self.client_filters)
+        return "\n".join(lines)
+
+
+def _describe_request(req: ReadRequest) -> list[str]:
+    out = []
+    for key in req.rows.keys:
+        out.append(f"  row key {key!r}")
+    for r in req.rows.ranges:
+        out.append(f"  row range [{r.start!r}, {r.end!r})")
+    if req.rows.is_whole_table():
+        out.append("  row range: whole table")
+    f = req.filter
+    parts = []
+    if f.families:
+        parts.append("families=" + ",".join(f.families))
+    if f.columns:
+        parts.append("columns=" + ",".join(f"{fam}:{q.decode(errors='replace')}"
+                                           for fam, q in f.columns))
+    if f.qualifier_start is not None or f.qualifier_end is not None:
+        parts.append(f"qualifiers [{f.qualifier_start!r}, {f.qualifier_end!r})")
+    if f.timestamp_start is not None or f.timestamp_end is not None:
+        parts.append(f"cell timestamps [{f.timestamp_start}, {f.timestamp_end}) us")
+    if f.cells_per_column:
+        parts.append(f"cells per column={f.cells_per_column}")
+    if f.strip_values:
+        parts.append("strip values")
+    out.append("    filters: " + ("; ".join(parts) or "none"))
+    if req.limit:
+        out.append(f"    limit: {req.limit} rows")
+    if req.reverse:
+        out.append("    reversed scan")
+    return out
+
+
+@attrs.frozen
+class QueryState:
+    """What a QuerySet was asked, before it is compiled.
+
+    Attributes:
+        mode: ``"range"`` (main or alternate table), ``"current"``
+            (current-value table), or ``None`` before either is chosen.
+        start_us: the range start, inclusive (µs).
+        end_us: the range end, exclusive (µs).
+        fields: key field values given.
+        allow_scan: whether a read beyond a key prefix may run.
+        limit: the most instances to return.
+        newest_first: newest first within each entity.
+        only: value fields to read.
+        snapshot_us: an instant of the snapshot period read, if any.
+    """
+
+    mode: str | None = None
+    start_us: int | None = None
+    end_us: int | None = None
+    fields: tuple[tuple[str, Any], ...] = ()
+    allow_scan: bool = False
+    limit: int | None = None
+    newest_first: bool = False
+    only: tuple[str, ...] | None = None
+    snapshot_us: int | None = None
+
+
+def queryable_fields(spec: ModelSpec) -> tuple[str, ...]:
+    """Fields a range query may name: key fields of the main or an alternate table."""
+    names = list(spec.key_fields)
+    for alt in spec.alternates:
+        names.extend(f for f in alt.key_fields if f not in names)
+    return tuple(names)
+
+
+def compile_query(spec: ModelSpec, state: QueryState,
+                  features: Features | None = None) -> ReadPlan:
+    """The read plan of ``state`` on ``spec``'s tables.
+
+    Range queries compile on the table whose row key serves them best: a
+    candidate must use every field given as a key prefix; among those, a
+    plan with the time range in the row key wins, then the main table.
+
+    Args:
+        spec: the model's spec.
+        state: the query.
+        features: the backend's capabilities (``None``: a backend without
+            reverse scans).
+
+    Raises:
+        TypeError: the state has no mode yet (neither range nor current).
+        ScanRefusedError: no table's key prefix serves the query and
+            ``allow_scan`` is false.
+    """
+    if state.mode is None:
+        raise TypeError(f"start with {spec.name}.range(...) or .current(...)")
+    reverse_scan = features is not None and features.reverse_scan
+    if state.snapshot_us is not None:
+        assert spec.snapshot is not None
+        return _Compiler(spec.snapshot.spec_for(state.snapshot_us), state, reverse_scan).plan()
+    if state.mode != "range" or not spec.alternates:
+        return _Compiler(spec, state, reverse_scan).plan()
+    return _best_table(spec, state, reverse_scan)
+
+
+def _best_table(spec: ModelSpec, state: QueryState, reverse_scan: bool) -> ReadPlan:
+    best: tuple[tuple[bool, bool], ReadPlan, ModelSpec] | None = None
+    strict = attrs.evolve(state, allow_scan=False)
+    for cand in (spec, *spec.alternates):
+        if not all(name in cand.key_fields for name, _ in state.fields):
+            continue
+        compiler = _Compiler(cand, strict, reverse_scan)
+        try:
+            plan = compiler.plan()
+        except errors.ScanRefusedError:
+            continue
+        score = (compiler.reaches_time(), cand is spec)
+        if best is None or score > best[0]:
+            best = (score, plan, cand)
+    if best is None:
+        try:
+            return _Compiler(spec, state, reverse_scan).plan()
+        except errors.ScanRefusedError as exc:
+            orders = "; ".join(f"{a.table}: {a.key.describe_order()}" for a in spec.alternates)
+            raise errors.ScanRefusedError(f"{exc} (no alternate-key table serves them "
+                                          f"either: {orders})") from None
+    _, plan, chosen = best
+    which = "main table" if chosen is spec else "alternate-key table"
+    return attrs.evolve(plan, reason=f"{which} {chosen.table!r} serves these fields; "
+                                     + plan.reason)
+
+
+def time_span(spec: ModelSpec) -> tuple[int, int]:
+    """Every event time a model can store, as [start, end) microseconds."""
+    if isinstance(spec.timestamp, TimestampSegment):
+        enc = spec.timestamp.encoding
+        return enc.min_us, enc.max_us + enc.unit
+    return 0, to_micros(datetime(9999, 12, 31, tzinfo=timezone.utc))
+
+
+class _Compiler:
+    """Turns a query state into a :class:`ReadPlan` and a client-side check."""
+
+    def __init__(self, spec: ModelSpec, state: QueryState, reverse_scan: bool) -> None:
+        self.spec = spec
+        self.state = state
+        self.reverse_scan = reverse_scan
+
+    def plan(self) -> ReadPlan:
+        s = self.state
+        current = s.mode == "current"
+        codec = self.codec
+        key = codec.key
+        prefixes, used, reached_time = self._prefixes(key, self._encode_given(key))
+        complete = current and len(used) == len(key.fields)
+        leftover = [name for name, _ in s.fields if name not in used]
+        whole_table_ok = current or s.snapshot_us is not None  # designed reads
+        scan = bool(leftover) or (not used and not reached_time and not whole_table_ok)
+        if scan and not s.allow_scan:
+            raise errors.ScanRefusedError(self._scan_message(key, leftover))
+        ranges = self._ranges(prefixes, reached_time, complete)
+        requests = self._requests(codec.table, ranges, exact=not leftover and (
+            reached_time or current or self.spec.time_unit >= _MS))
+        checks, accept = self._client_checks(leftover)
+        # Per-salt reads are in time order only when the time range is in the key.
+        merge = "time" if len(requests) > 1 and reached_time and not current else "concat"
+        natural_desc = not current and self.spec.reversed_time
+        descending = natural_desc != any(req.reverse for req in requests)
+        return ReadPlan(self.spec.name, codec.table, requests, merge, checks, scan,
+                        self._reason(key, used, reached_time, leftover, current),
+                        codec=codec, accept=accept, only=s.only, limit=s.limit,
+                        descending=descending, reverse_after=s.newest_first and not descending)
+
+    @property
+    def codec(self) -> TableCodec:
+        codec = self.spec.current_codec if self.state.mode == "current" else self.spec.codec
+        assert codec is not None
+        return codec
+
+    def reaches_time(self) -> bool:
+        """Whether the fields given reach the time segment of the row key."""
+        key = self.codec.key
+        return self._prefixes(key, self._encode_given(key))[2]
+
+    def _encode_given(self, layout: KeyLayout) -> dict[str, bytes]:
+        out = {}
+        for name, value in self.state.fields:
+            seg = next((s for s in layout.segments if s.field == name), None)
+            if seg is None:
+                continue  # not in this key: filtered client-side
+            try:
+                out[name] = seg.encode(value)
+            except SegmentValueError as exc:
+                raise errors.key_error(exc, model=self.spec.name, field=name,
+                                       value=value) from None
+        return out
+
+    def _prefixes(self, layout: KeyLayout,
+                  given: dict[str, bytes]) -> tuple[list[bytes], set[str], bool]:
+        """Key prefixes (one per salt value), the fields used, whether time was reached."""
+        prefixes = [b""]
+        used: set[str] = set()
+        sep = layout.separator
+        for seg in layout.segments:
+            if isinstance(seg, ConstantSegment):
+                prefixes = [p + seg.encode(None) + sep for p in prefixes]
+            elif isinstance(seg, SaltSegment):
+                salts = self._salt_values(seg, given)
+                prefixes = [p + seg.encode(v) + sep for p in prefixes for v in salts]
+            elif seg is self.spec.timestamp:
+                return prefixes, used, True
+            elif seg.field in given:
+                prefixes = [p + given[seg.field] + sep for p in prefixes]
+                used.add(seg.field)
+            else:
+                return prefixes, used, False
+        # Every segment is given: each prefix names exactly one row.
+        sep_len = len(sep)
+        return [p[:-sep_len] if p else p for p in prefixes], used, False
+
+    def _salt_values(self, seg: SaltSegment, given: dict[str, bytes]) -> list[int]:
+        if all(name in given for name in seg.on):
+            return [seg.salt_of(given)]
+        return list(seg.all_values())
+
+    def _ranges(self, prefixes: list[bytes], reached_time: bool,
+                complete: bool) -> list[RowRange]:
+        if not reached_time:
+            if complete:
+                return [RowRange(p, p + b"\x00") for p in prefixes]
+            return [RowRange.prefix(p) if p else RowRange() for p in prefixes]
+        bounds = self._time_key_bounds()
+        if bounds is None:
+            return []
+        lo, hi = bounds
+        return [RowRange(p + lo, p + hi) for p in prefixes]
+
+    def _time_key_bounds(self) -> tuple[bytes, bytes] | None:
+        s = self.state
+        assert s.start_us is not None and s.end_us is not None
+        bucket = self.spec.bucket
+        if bucket is not None:
+            start, end = max(ceil_to(s.start_us, _MS), 0), ceil_to(s.end_us, _MS)
+            if start >= end:
+                return None
+            return bucket.label(bucket.start(start)), bucket.label(bucket.start(end - 1)) + b"\x00"
+        assert isinstance(self.spec.timestamp, TimestampSegment)
+        enc = self.spec.timestamp.encoding
+        start = max(ceil_to(s.start_us, enc.unit), enc.min_us)
+        end = min(ceil_to(s.end_us, enc.unit), enc.max_us + enc.unit)
+        if start >= end:
+            return None
+        if enc.reverse:
+            return enc.encode_us(end - enc.unit), enc.encode_us(start) + b"\x00"
+        high = enc.encode_us(end) if end <= enc.max_us else enc.encode_us(enc.max_us) + b"\x00"
+        return enc.encode_us(start), high
+
+    def _requests(self, table: str, ranges: list[RowRange], exact: bool) -> tuple[ReadRequest, ...]:
+        s = self.state
+        if not ranges:
+            return ()
+        row_filter = self._filter()
+        natural_desc = s.mode == "range" and self.spec.reversed_time
+        reverse = s.newest_first and not natural_desc
+        use_reverse = reverse and self.reverse_scan
+        rows_are_events = not self.codec.layout.bucketed
+        limit = s.limit if exact and s.limit and rows_are_events else None
+        return tuple(
+            ReadRequest(table, RowSet(ranges=(r,)) if r != RowRange() else RowSet(), row_filter,
+                        limit if (not reverse or use_reverse) else None, use_reverse)
+            for r in ranges
+        )
+
+    def _filter(self) -> ReadFilter:
+        spec, s = self.spec, self.state
+        main = s.mode == "range"
+        columns = None
+        layout = self.codec.layout
+        if s.only is not None and spec.serialization is None and layout.columns_are_fields:
+            columns = tuple((spec.value(n).family, spec.value(n).qualifier) for n in s.only)
+        ts_start = ts_end = None
+        qualifiers = None
+        if main:
+            assert s.start_us is not None and s.end_us is not None
+            # Events of whole ms: t >= start exactly when t >= ceil(start). Finer
+            # events have ms-floored cell timestamps and are checked client-side.
+            exact_ms = spec.time_unit >= _MS
+            ts_start = max(ceil_to(s.start_us, _MS) if exact_ms else s.start_us // _MS * _MS, 0)
+            ts_end = ceil_to(s.end_us, _MS)
+            qualifiers = layout.qualifier_range(spec, s.start_us, s.end_us)
+        return ReadFilter(
+            families=spec.families, columns=columns,
+            qualifier_start=qualifiers[0] if qualifiers else None,
+            qualifier_end=qualifiers[1] if qualifiers else None,
+            timestamp_start=ts_start, timestamp_end=ts_end,
+            cells_per_column=layout.read_versions,
+        )
+
+    def _client_checks(self,
+                       leftover: list[str]) -> tuple[tuple[str, ...], Callable[[Any], bool]]:
+        s = self.state
+        wanted = {name: value for name, value in s.fields if name in leftover}
+        checks = [f"{name} == {value!r}" for name, value in wanted.items()]
+        ts_name = self.spec.timestamp_field
+        # The cell timestamp filter is exact when event times are whole milliseconds.
+        need_time = s.mode == "range" and self.spec.time_unit < _MS
+        if need_time:
+            checks.append(f"{s.start_us} <= {ts_name} (us) < {s.end_us}")
+        if not checks:
+            return (), _accept_all
+        lo, hi = s.start_us or 0, s.end_us or 0
+
+        def accept(item: Any) -> bool:
+            if any(getattr(item, k) != v for k, v in wanted.items()):
+                return False
+            return not need_time or lo <= to_micros(getattr(item, ts_name)) < hi
+
+        return tuple(checks), accept
+
+    def _scan_message(self, layout: KeyLayout, leftover: list[str]) -> str:
+        order = layout.describe_order()
+        if leftover:
+            names = ", ".join(leftover)
+            what = (f"the key field(s) {names} do not form a prefix of the row key {order} "
+                    "(a key field before them is missing)")
+        else:
+            what = f"no key field narrows the row key {order}"
+        return (f"{self.spec.name}: {what}, so the query would read every row of the table "
+                "(a full table scan, slower as the table grows). Give the leading key "
+                "fields, or pass allow_scan=True to scan anyway")
+
+    def _reason(self, layout: KeyLayout, used: set[str], reached_time: bool,
+                leftover: list[str], current: bool) -> str:
+        parts = []
+        if used:
+            parts.append(f"key prefix from {', '.join(f for f in layout.fields if f in used)}")
+        salt = layout.salt()
+        if salt is not None and not current:
+            if all(name in used for name in salt.on):
+                parts.append("one salt value, computed from the key fields given")
+            else:
+                parts.append(f"{salt.buckets} salt values, one read each")
+        if reached_time:
+            parts.append("time range in the row key")
+        elif self.state.snapshot_us is not None:
+            parts.append("a snapshot table holds one period: read it whole")
+        elif not current:
+            parts.append("time range by cell timestamp filter only")
+        if leftover:
+            parts.append(f"scan filtering {', '.join(leftover)} client-side")
+        return "; ".join(parts)

@@ -1,0 +1,307 @@
+"""The write planner: events in, per-table mutations and per-entity results out.
+
+Pure: it encodes, groups and folds; executors (:class:`~tsmodel.run.connection.Connection`,
+the repair and snapshot jobs) send what it plans and hand the outcomes back.
+
+A save happens in two steps. The **main step** writes each event to its
+model's main table. The **companion step** writes, for every entity the main
+table did not refuse, the current-value table (one row per entity key: the
+newest event of the batch stands for the others) and each alternate-key
+table. :meth:`WritePlan.result` folds the outcomes into one
+:class:`EntityResult` per entity.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+import attrs
+
+from tsmodel import errors
+from tsmodel.backends.base import Mutation, MutationOutcome, MutationStatus, RowMutation
+from tsmodel.declare.spec import ModelSpec, spec_of
+from tsmodel.layouts import EncodedRow
+
+__all__ = ["EncodedEvent", "encode_event", "TableWrite", "WritePlan", "WriteStatus",
+           "EntityResult", "WriteResult"]
+
+
+class EncodedEvent(NamedTuple):
+    """One validated event, encoded for every table of its model (a tuple: cheap to build).
+
+    Attributes:
+        entity: the model instance.
+        main: its row in the main table.
+        current: its row in the current-value table, or ``None``.
+        alternates: its row in each alternate-key table.
+    """
+
+    entity: Any
+    main: EncodedRow
+    current: EncodedRow | None = None
+    alternates: tuple[EncodedRow, ...] = ()
+
+    @property
+    def table(self) -> str:
+        return self.main.table
+
+    @property
+    def key(self) -> bytes:
+        return self.main.key
+
+    @property
+    def timestamp(self) -> int:
+        """The event time in microseconds."""
+        return self.main.timestamp
+
+    @property
+    def mutations(self) -> tuple[Mutation, ...]:
+        return self.main.mutations
+
+    @property
+    def current_key(self) -> bytes | None:
+        return None if self.current is None else self.current.key
+
+    def row_mutation(self) -> RowMutation:
+        return self.main.row_mutation()
+
+    def current_row_mutation(self) -> RowMutation | None:
+        return None if self.current is None else self.current.row_mutation()
+
+
+def encode_event(spec: ModelSpec, entity: Any) -> EncodedEvent:
+    """Validate an instance and encode it for every table of its model.
+
+    Raises:
+        ValidationError: a value cannot be stored; the message names the model,
+            the field and the value. Nothing is encoded half-way.
+    """
+    if spec_of(entity) is not spec:
+        raise errors.FieldTypeError(
+            f"expected a {spec.name} instance, got {type(entity).__name__}",
+            model=spec.name, value=entity,
+        )
+    codec = spec.codec
+    us = codec.time_of(entity)
+    parts = codec.key_parts(entity, us)
+    values, encoded = codec.values.encode(entity)
+    main = codec.row(entity, parts, us, values, encoded)
+    current = None
+    if spec.current_codec is not None:
+        current = spec.current_codec.derive(entity, main, codec)
+    if not spec.alternates:
+        return EncodedEvent(entity, main, current)
+    alternates = tuple(alt.codec.encode(entity) for alt in spec.alternates)
+    return EncodedEvent(entity, main, current, alternates)
+
+
+@attrs.frozen
+class TableWrite:
+    """One batch for one table: rows, and the entities each row stands for.
+
+    Attributes:
+        table: the table.
+        rows: the row mutations.
+        members: for each row, the indexes of the entities it writes for.
+    """
+
+    table: str
+    rows: tuple[RowMutation, ...]
+    members: tuple[tuple[int, ...], ...]
+
+
+class WriteStatus(enum.Enum):
+    """The outcome of saving one entity."""
+
+    #: Written to the main table and every companion table.
+    WRITTEN = "written"
+    #: Not written to the main table (its companions were not attempted).
+    FAILED = "failed"
+    #: The main table write may or may not have happened (timeout, lost
+    #: connection). Saving the entity again is safe: writes are idempotent.
+    UNKNOWN = "unknown"
+    #: Written to the main table, but a companion table write failed or is
+    #: unknown. Saving again (or a repair) brings the companions in step.
+    PARTIAL = "partial"
+
+
+@attrs.frozen
+class EntityResult:
+    """What happened to one entity of a save.
+
+    Attributes:
+        entity: the instance given.
+        status: the overall :class:`WriteStatus`.
+        tables: the outcome in each table written, main table first.
+    """
+
+    entity: Any
+    status: WriteStatus
+    tables: tuple[tuple[str, MutationOutcome], ...]
+
+    @property
+    def error(self) -> BaseException | None:
+        """The first error met, if any."""
+        return next((o.error for _, o in self.tables if o.error is not None), None)
+
+
+@attrs.frozen
+class WriteResult:
+    """The per-entity outcome of ``save_all``, in input order."""
+
+    results: tuple[EntityResult, ...]
+
+    def _with(self, status: WriteStatus) -> list[EntityResult]:
+        return [r for r in self.results if r.status is status]
+
+    @property
+    def written(self) -> list[EntityResult]:
+        return self._with(WriteStatus.WRITTEN)
+
+    @property
+    def failed(self) -> list[EntityResult]:
+        return self._with(WriteStatus.FAILED)
+
+    @property
+    def unknown(self) -> list[EntityResult]:
+        return self._with(WriteStatus.UNKNOWN)
+
+    @property
+    def partial(self) -> list[EntityResult]:
+        return self._with(WriteStatus.PARTIAL)
+
+    @property
+    def ok(self) -> bool:
+        """Whether every entity was written everywhere."""
+        return all(r.status is WriteStatus.WRITTEN for r in self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def summary(self) -> str:
+        counts = {s: len(self._with(s)) for s in WriteStatus}
+        return ", ".join(f"{n} {s.value}" for s, n in counts.items() if n) or "nothing to write"
+
+    def raise_for_failures(self) -> None:
+        """Raise :class:`SaveError` unless every entity was written everywhere."""
+        if not self.ok:
+            first = next(r for r in self.results if r.status is not WriteStatus.WRITTEN)
+            raise errors.SaveError(
+                f"save incomplete ({self.summary()}); first problem: {first.status.value}: "
+                f"{first.error!r}", self,
+            )
+
+
+_Outcomes = list[tuple[str, MutationOutcome]]
+
+
+class WritePlan:
+    """The writes of a batch of encoded events, and the fold of their outcomes.
+
+    Args:
+        events: the encoded events, in input order.
+    """
+
+    def __init__(self, events: Sequence[EncodedEvent]) -> None:
+        self.events = events
+        #: Per entity: (table, outcome), main table first.
+        self._outcomes: list[_Outcomes] = [[] for _ in events]
+
+    def main_writes(self, batch: range) -> list[TableWrite]:
+        """The main-table writes of the events in ``batch``, one per table."""
+        by_table: dict[str, list[int]] = {}
+        for i in batch:
+            by_table.setdefault(self.events[i].main.table, []).append(i)
+        return [TableWrite(table, tuple(self.events[i].main.row_mutation() for i in members),
+                           tuple((i,) for i in members))
+                for table, members in by_table.items()]
+
+    def companion_writes(self, batch: range) -> list[TableWrite]:
+        """The current-value and alternate-key writes of ``batch``.
+
+        Entities whose main write FAILED get none. Call it after the main
+        step's outcomes are recorded (an entity with no recorded main outcome
+        counts as written, which is how a repair replays companions).
+        """
+        live = [i for i in batch if not self._main_failed(i)]
+        return [*self._current_writes(live), *self._alternate_writes(live)]
+
+    def _main_failed(self, i: int) -> bool:
+        out = self._outcomes[i]
+        return bool(out) and out[0][1].status is MutationStatus.FAILED
+
+    def _current_writes(self, live: list[int]) -> list[TableWrite]:
+        """The newest event per current-value row; it stands for the others."""
+        newest: dict[tuple[str, bytes], int] = {}
+        members: dict[tuple[str, bytes], list[int]] = {}
+        for i in live:
+            row = self.events[i].current
+            if row is None:
+                continue
+            slot = (row.table, row.key)
+            members.setdefault(slot, []).append(i)
+            best = newest.get(slot)
+            if best is None or row.timestamp >= self.events[best].timestamp:
+                newest[slot] = i
+        by_table: dict[str, list[tuple[str, bytes]]] = {}
+        for slot in newest:
+            by_table.setdefault(slot[0], []).append(slot)
+        out = []
+        for table, slots in by_table.items():
+            rows = []
+            for s in slots:
+                current = self.events[newest[s]].current
+                assert current is not None
+                rows.append(current.row_mutation())
+            out.append(TableWrite(table, tuple(rows), tuple(tuple(members[s]) for s in slots)))
+        return out
+
+    def _alternate_writes(self, live: list[int]) -> list[TableWrite]:
+        by_table: dict[str, list[tuple[int, RowMutation]]] = {}
+        for i in live:
+            for row in self.events[i].alternates:
+                by_table.setdefault(row.table, []).append((i, row.row_mutation()))
+        return [TableWrite(table, tuple(r for _, r in items), tuple((i,) for i, _ in items))
+                for table, items in by_table.items()]
+
+    def record(self, write: TableWrite, outcomes: Sequence[MutationOutcome]) -> None:
+        """Record the backend's outcome of each row of ``write``."""
+        pair: tuple[str, MutationOutcome] | None = None
+        for members, outcome in zip(write.members, outcomes, strict=True):
+            # Backends return one shared APPLIED outcome: its rows share one pair
+            # too, rather than keeping a tuple per entity and table alive.
+            if pair is None or pair[1] is not outcome:
+                pair = (write.table, outcome)
+            for i in members:
+                self._outcomes[i].append(pair)
+
+    def failures(self) -> int:
+        """How many recorded row outcomes were not APPLIED (a repair's count)."""
+        return sum(1 for out in self._outcomes for _, o in out
+                   if o.status is not MutationStatus.APPLIED)
+
+    def result(self) -> WriteResult:
+        """One :class:`EntityResult` per event, in input order."""
+        return WriteResult(tuple(
+            EntityResult(ev.entity, _status(out), tuple(out))
+            for ev, out in zip(self.events, self._outcomes, strict=True)
+        ))
+
+
+def _status(out: _Outcomes) -> WriteStatus:
+    main = out[0][1].status
+    if main is MutationStatus.FAILED:
+        return WriteStatus.FAILED
+    if main is MutationStatus.UNKNOWN:
+        return WriteStatus.UNKNOWN
+    for _, companion in out[1:]:  # a loop: all() of a generator costs more per entity
+        if companion.status is not MutationStatus.APPLIED:
+            return WriteStatus.PARTIAL
+    return WriteStatus.WRITTEN
+
+
+def encode_all(entities: Iterable[Any]) -> list[EncodedEvent]:
+    """Encode every entity before anything is written (so nothing is half-written)."""
+    return [encode_event(spec_of(e), e) for e in entities]
