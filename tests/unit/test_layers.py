@@ -1,0 +1,137 @@
+"""The package's import graph: layers only import downwards, and nothing cycles.
+
+Every ``import`` statement in ``tsmodel/`` counts, wherever it stands: at the
+top, inside a function, or under ``if TYPE_CHECKING:``. The layers, lowest
+first, are the packages a newcomer sees in the tree (see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "tsmodel"
+
+#: Lowest first. A module may import its own layer and the layers before it.
+LAYERS = ("errors", "encoding", "backends", "layouts", "declare", "plan", "run", "jobs",
+          "cli", "__init__", "__main__")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every tsmodel module ``path`` imports, by any kind of import statement."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = _module_name(path) if path.name == "__init__.py" else \
+        _module_name(path).rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("tsmodel"))
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(node, package)
+            if not base.startswith("tsmodel"):
+                continue
+            # ``from tsmodel.plan import schema`` imports the module tsmodel.plan.schema;
+            # ``from tsmodel.plan.schema import plan`` the module tsmodel.plan.schema.
+            for alias in node.names:
+                name = f"{base}.{alias.name}"
+                found.add(name if _is_module(name) else base)
+    return found
+
+
+def _is_module(name: str) -> bool:
+    path = PACKAGE.parent / name.replace(".", "/")
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def _absolute(node: ast.ImportFrom, package: str) -> str:
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def _graph() -> dict[str, set[str]]:
+    graph = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        graph[_module_name(path)] = {m for m in _imports(path) if m != "tsmodel"}
+    return graph
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else "__init__"
+    return LAYERS.index(top)
+
+
+GRAPH = _graph()
+
+
+def test_every_module_is_in_a_layer() -> None:
+    unknown = sorted(m for m in GRAPH if m != "tsmodel" and m.split(".")[1] not in LAYERS)
+    assert not unknown, f"modules outside the layers {LAYERS}: {unknown}"
+
+
+@pytest.mark.parametrize("module", sorted(GRAPH))
+def test_no_import_from_a_lower_layer_upwards(module: str) -> None:
+    if module == "tsmodel":
+        return  # the public API imports everything
+    upward = sorted(m for m in GRAPH[module] if m in GRAPH and _layer(m) > _layer(module))
+    assert not upward, f"{module} (layer {LAYERS[_layer(module)]}) imports higher: {upward}"
+
+
+def test_no_import_cycles() -> None:
+    cycles = _cycles(GRAPH)
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle per strongly connected component of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in graph:
+                continue
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1 or node in graph.get(node, ()):
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_checker_sees_cycles_and_upward_imports() -> None:
+    """The checks above can fail: a made-up graph with both faults is caught."""
+    fake = {"tsmodel.encoding.a": {"tsmodel.plan.b"}, "tsmodel.plan.b": {"tsmodel.encoding.a"}}
+    assert _cycles(fake) == [["tsmodel.encoding.a", "tsmodel.plan.b"]]
+    assert _layer("tsmodel.plan.b") > _layer("tsmodel.encoding.a")
+    source = PACKAGE / "layouts" / "codec.py"
+    assert "tsmodel.encoding.keys" in _imports(source)
