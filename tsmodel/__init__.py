@@ -13,10 +13,6 @@ table in step and answers time-range and latest-value queries::
         cpu1_usr: float = ts.value("CPU/CPU1_USR")
 """
 
-from __future__ import annotations
-
-from datetime import datetime
-
 from tsmodel.backends.base import Backend, Features, GcRule, TableSpec
 from tsmodel.declare.fields import alternate, constant, key, salt, snapshot, timestamp, value
 from tsmodel.declare.model import model
@@ -24,7 +20,7 @@ from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.declare.tables import table_specs
 from tsmodel.encoding.codecs import Bool, Codec, Float64, Int64, Raw, Text, Utf8
 from tsmodel.encoding.serialization import Protobuf, Serialization
-from tsmodel.encoding.timestamps import from_micros, to_micros
+from tsmodel.encoding.timestamps import floor_timestamp
 from tsmodel.errors import (
     BackendError,
     ConfigurationError,
@@ -85,14 +81,3 @@ __all__ = [
     "DoesNotExist", "BackendError", "TableNotFoundError", "SaveError",
     "ConfigurationError", "EmulatorNotFoundError",
 ]
-
-
-def floor_timestamp(dt: datetime, unit_us: int = 1_000) -> datetime:
-    """Round ``dt`` down to a whole number of ``unit_us`` microseconds (default: ms).
-
-    Row keys refuse timestamps finer than their unit rather than truncate
-    them silently; use this to truncate on purpose, e.g.
-    ``floor_timestamp(datetime.now(timezone.utc))``.
-    """
-    us = to_micros(dt)
-    return from_micros(us - us % unit_us).astimezone(dt.tzinfo)

@@ -18,6 +18,7 @@ import pytest
 
 import tsmodel as ts
 from tsmodel.backends.base import Backend, ReadRequest, Row
+from tsmodel.encoding.timestamps import to_micros
 
 UTC = timezone.utc
 # A Friday: the two weeks of data cross the ISO week boundary of Monday 2021-03-08.
@@ -37,7 +38,7 @@ class CountingConnection(ts.Connection):
             yield row
 
     def outside(self, start: datetime, end: datetime) -> list[int]:
-        lo, hi = ts.to_micros(start), ts.to_micros(end)
+        lo, hi = to_micros(start), to_micros(end)
         return [t for t in self.cells if not lo <= t < hi]
 
 
@@ -203,7 +204,7 @@ def test_new_cells_row_holds_a_version_per_event(conn: CountingConnection,
     conn.save_all([model(**d) for d in data])
     (row,) = backend.read_rows(ReadRequest(model.__tsmodel__.table))
     pressure = [c for c in row.cells if c.qualifier == b"pressure"]
-    assert [c.timestamp for c in pressure] == [ts.to_micros(d["time"]) for d in reversed(data)]
+    assert [c.timestamp for c in pressure] == [to_micros(d["time"]) for d in reversed(data)]
     spec = ts.table_specs(model.__tsmodel__)[0]
     assert dict(spec.families)["measurements"].max_versions == 10_080  # a week of minutes
 
@@ -286,7 +287,7 @@ def test_offsets_plan_uses_a_qualifier_range_inside_one_bucket() -> None:
     (req,) = plan.requests
     assert req.rows.ranges[0].start == b"0000987654#20170726"
     assert (req.filter.qualifier_start, req.filter.qualifier_end) == (b"1000", b"1045\x00")
-    assert req.filter.timestamp_start == ts.to_micros(day + timedelta(hours=10))
+    assert req.filter.timestamp_start == to_micros(day + timedelta(hours=10))
 
 
 def test_offset_events_must_fall_on_a_step(conn: CountingConnection) -> None:

@@ -25,6 +25,7 @@ from tsmodel.backends.base import (
     RowMutation,
     TableSpec,
 )
+from tsmodel.encoding.timestamps import to_micros
 
 UTC = timezone.utc
 MARCH = datetime(2015, 3, 1, tzinfo=UTC)
@@ -272,7 +273,7 @@ def test_interrupted_snapshot_resumes(conn: ts.Connection, faulty: FaultyBackend
     for model in (Meter, Reference):
         conn.create_tables(model)
         conn.save_all(meter_readings(model))
-    table = Meter.__tsmodel__.snapshot.table_for(ts.to_micros(DAY))
+    table = Meter.__tsmodel__.snapshot.table_for(to_micros(DAY))
     faulty.fail_after_calls[table] = 3  # the 4th batch fails
     with pytest.raises(ts.SnapshotError, match="run the job again"):
         ts.build_snapshot(Meter, DAY, connection=conn, batch_size=96, progress=False)

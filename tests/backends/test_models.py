@@ -16,6 +16,7 @@ import pytest
 
 import tsmodel as ts
 from tsmodel.backends.base import Backend, RowMutation, SetCell
+from tsmodel.encoding.timestamps import to_micros
 
 T0 = datetime.fromtimestamp(1426535612.045, timezone.utc)
 
@@ -347,7 +348,7 @@ def test_cells_carry_the_event_time(backend: Backend, conn: ts.Connection) -> No
     conn.save(event)
     rows = list(backend.read_rows(ReadRequest(Metric.__tsmodel__.table)))
     assert len(rows) == 1
-    assert {c.timestamp for c in rows[0].cells} == {ts.to_micros(event.time)}
+    assert {c.timestamp for c in rows[0].cells} == {to_micros(event.time)}
     assert len(rows[0].cells) == 2  # cpu1_usr and blk_read; note is None
 
 
@@ -355,7 +356,7 @@ def test_rows_written_by_hand_decode(backend: Backend, conn: ts.Connection) -> N
     """Rows written without tsmodel, in the model's layout, come back as instances."""
     Metric = metric_model()
     conn.create_tables(Metric)
-    us = ts.to_micros(T0)
+    us = to_micros(T0)
     backend.mutate_rows(Metric.__tsmodel__.table, [RowMutation(
         b"server9#1426535612045",
         (SetCell("METRIC", b"CPU/CPU1_USR", us, ts.Float64().encode(0.02)),

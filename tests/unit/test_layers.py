@@ -135,3 +135,13 @@ def test_the_checker_sees_cycles_and_upward_imports() -> None:
     assert _layer("tsmodel.plan.b") > _layer("tsmodel.encoding.a")
     source = PACKAGE / "layouts" / "codec.py"
     assert "tsmodel.encoding.keys" in _imports(source)
+
+
+def test_the_package_exposes_only_its_api_and_its_layers() -> None:
+    import tsmodel
+
+    layers = {m.split(".")[1] for m in GRAPH if m.count(".") >= 1}
+    extra = {n for n in dir(tsmodel) if not n.startswith("__")} - set(tsmodel.__all__)
+    assert extra <= layers, f"names that are neither public API nor a layer: {extra - layers}"
+    missing = [n for n in tsmodel.__all__ if not hasattr(tsmodel, n)]
+    assert not missing

@@ -20,6 +20,7 @@ __all__ = [
     "to_micros",
     "from_micros",
     "ceil_to",
+    "floor_timestamp",
     "TimestampEncoding",
     "EpochEncoding",
     "FormatEncoding",
@@ -355,3 +356,14 @@ def _unit_name(unit: int) -> str:
     names = {1: "microseconds", 1_000: "milliseconds", 1_000_000: "seconds",
              60_000_000: "minutes", 3_600_000_000: "hours", _DAY_US: "days"}
     return names.get(unit, f"{unit} microseconds")
+
+
+def floor_timestamp(dt: datetime, unit_us: int = 1_000) -> datetime:
+    """Round ``dt`` down to a whole number of ``unit_us`` microseconds (default: ms).
+
+    Row keys refuse timestamps finer than their unit rather than truncate
+    them silently; use this to truncate on purpose, e.g.
+    ``floor_timestamp(datetime.now(timezone.utc))``.
+    """
+    us = to_micros(dt)
+    return from_micros(us - us % unit_us).astimezone(dt.tzinfo)
