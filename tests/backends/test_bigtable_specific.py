@@ -9,8 +9,9 @@ from __future__ import annotations
 import base64
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import grpc
@@ -20,6 +21,7 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud.bigtable.data.exceptions import RetryExceptionGroup
 from google.cloud.bigtable_v2.types import feature_flags
 
+import tsmodel as ts
 from tsmodel.backends import _bigtable_rpc as rpc_module
 from tsmodel.backends import _bigtable_wire as wire
 from tsmodel.backends import bigtable as bigtable_module
@@ -339,13 +341,14 @@ def test_classification(bt: BigtableBackend, error: BaseException, status: Mutat
     assert bt._classify(error) is status
 
 
-def test_emulator_entry_internal_is_failed(bt: BigtableBackend) -> None:
-    # The emulator reports every rejected entry as INTERNAL; Cloud Bigtable
-    # uses INTERNAL for server faults, after which the outcome is unknown.
-    assert bt._classify(entry_status(core_exceptions.InternalServerError)) is FAILED
+def test_entry_internal_is_unknown_on_every_connection(bt: BigtableBackend) -> None:
+    # INTERNAL is a server fault after which the entry may be applied, on the
+    # emulator as on Cloud Bigtable: the emulator classifies like production.
+    assert bt.emulator_host is not None
     production = object.__new__(BigtableBackend)
     production.emulator_host = None
-    assert production._classify(entry_status(core_exceptions.InternalServerError)) is UNKNOWN
+    for backend in (bt, production):
+        assert backend._classify(entry_status(core_exceptions.InternalServerError)) is UNKNOWN
 
 
 # -- the data path makes no admin call ----------------------------------------------
@@ -458,6 +461,7 @@ def test_empty_selections_read_nothing(bt: BigtableBackend, table: str) -> None:
 
 
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
+INTERNAL = grpc.StatusCode.INTERNAL
 
 
 class Injected(grpc.RpcError, grpc.Call):  # type: ignore[misc]
@@ -814,6 +818,50 @@ def test_permanent_call_error_fails_every_entry(
     assert [o.status for o in outcomes] == [FAILED, FAILED]
     assert isinstance(outcomes[0].error, core_exceptions.PermissionDenied)
     assert len(faulty.requests) == 1
+
+
+def test_entry_internal_status_is_unknown(
+    bt: BigtableBackend, table: str, inject: Callable[..., FaultyChannel]
+) -> None:
+    # INTERNAL in an entry's status is a server fault after which the entry
+    # may be applied, on the emulator as on Cloud Bigtable: here it was.
+    entries = [RowMutation(b"k%d" % i, (put("cf", b"q", 1, b"%d" % i),)) for i in range(3)]
+    faulty = inject("MutateRows", Fault(code=None, edit=with_status(1, INTERNAL)))
+    outcomes = bt.mutate_rows(table, entries)
+    assert [o.status for o in outcomes] == [APPLIED, UNKNOWN, APPLIED]
+    assert isinstance(outcomes[1].error, core_exceptions.InternalServerError)
+    assert len(faulty.requests) == 1  # not retried, like the client's default
+    assert [key for key, _ in rows(bt, table)] == [b"k0", b"k1", b"k2"]
+
+
+def test_save_all_reports_an_entry_internal_status_as_unknown(
+    bt: BigtableBackend, inject: Callable[..., FaultyChannel]
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+
+    @ts.model(table=f"READING_{suffix}", family="R", current=f"CURRENT_READING_{suffix}")
+    class Reading:
+        sensor: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        celsius: float = ts.value("C")
+
+    conn = ts.Connection(bt)
+    specs = conn.create_tables(Reading)
+    start = datetime(2015, 3, 16, tzinfo=timezone.utc)
+    readings = [Reading(sensor=f"s{i}", time=start, celsius=20.0 + i) for i in range(3)]
+    # The main-table write of s1 gets INTERNAL (after the server applied it).
+    inject("MutateRows", Fault(code=None, edit=with_status(1, INTERNAL)), None)
+    try:
+        result = conn.save_all(readings, raise_on_failure=False)
+        statuses = [r.status for r in result.results]
+        assert statuses == [ts.WriteStatus.WRITTEN, ts.WriteStatus.UNKNOWN,
+                            ts.WriteStatus.WRITTEN]
+        assert not result.failed
+        # UNKNOWN is not FAILED: the entity's current-value row was written too.
+        assert Reading.using(conn).latest(sensor="s1").celsius == 21.0
+    finally:
+        for spec in specs:
+            bt.delete_table(spec.name)
 
 
 def test_bad_row_keys_and_negative_timestamps_fail_alone(bt: BigtableBackend, table: str) -> None:

@@ -454,11 +454,11 @@ class BigtableBackend:
                 else MutationStatus.UNKNOWN
         if isinstance(error, _NOT_APPLIED_ERRORS):
             return MutationStatus.FAILED
-        internal = core_exceptions.InternalServerError
-        if self.emulator_host is not None and _is_entry_status(error, internal):
-            # The emulator reports every rejected entry (unknown family, bad
-            # timestamp) as INTERNAL in the entry's status, never a transient error.
-            return MutationStatus.FAILED
+        # Everything else (INTERNAL, UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED,
+        # UNKNOWN, CANCELLED...) may come after the server applied the entry,
+        # on the emulator as on Cloud Bigtable. The emulator's own refusals
+        # (unknown family, timestamp not in whole ms) come as INTERNAL too,
+        # but tsmodel refuses those entries before sending them.
         return MutationStatus.UNKNOWN
 
     # -- reads -------------------------------------------------------------
