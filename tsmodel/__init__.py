@@ -13,7 +13,7 @@ table in step and answers time-range and latest-value queries::
         cpu1_usr: float = ts.value("CPU/CPU1_USR")
 """
 
-from tsmodel.backends.base import Backend, Features, GcRule, TableSpec
+from tsmodel.backends.base import Backend, Features, GcRule, Reachable, TableSpec
 from tsmodel.declare.fields import alternate, constant, key, salt, snapshot, timestamp, value
 from tsmodel.declare.model import model
 from tsmodel.declare.spec import ModelSpec, spec_of
@@ -23,6 +23,7 @@ from tsmodel.encoding.serialization import Protobuf, Serialization
 from tsmodel.encoding.timestamps import floor_timestamp
 from tsmodel.errors import (
     BackendError,
+    BackendUnreachableError,
     ConfigurationError,
     DeclarationError,
     DoesNotExist,
@@ -73,11 +74,12 @@ __all__ = [
     # queries
     "QuerySet", "ReadPlan",
     # backends
-    "Backend", "Features", "GcRule", "TableSpec",
+    "Backend", "Reachable", "Features", "GcRule", "TableSpec",
     # errors
     "TsModelError", "DeclarationError", "ValidationError", "FieldTypeError",
     "KeyEncodingError", "KeyTypeError", "KeyDecodingError", "RetentionError", "QueryError",
     "ScanRefusedError",
-    "DoesNotExist", "BackendError", "TableNotFoundError", "SaveError",
+    "DoesNotExist", "BackendError", "TableNotFoundError", "BackendUnreachableError",
+    "SaveError",
     "ConfigurationError", "EmulatorNotFoundError",
 ]

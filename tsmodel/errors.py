@@ -24,6 +24,7 @@ __all__ = [
     "DoesNotExist",
     "BackendError",
     "TableNotFoundError",
+    "BackendUnreachableError",
     "SaveError",
     "ConfigurationError",
     "EmulatorNotFoundError",
@@ -120,6 +121,25 @@ class BackendError(TsModelError, RuntimeError):
 
 class TableNotFoundError(BackendError, LookupError):
     """A table does not exist on the backend."""
+
+
+class BackendUnreachableError(BackendError, ConnectionError):
+    """The backend cannot be reached: nothing listens at its address, or it does not answer.
+
+    Attributes:
+        address: where the backend was looked for (``"HOST:PORT"``).
+        listening: ``False`` when no connection could be made (nothing listens
+            there: a stopped emulator, a wrong port); ``True`` when one was
+            made but no answer came within ``timeout``.
+        timeout: the seconds waited.
+    """
+
+    def __init__(self, message: str, *, address: str = "", listening: bool = False,
+                 timeout: float = 0.0) -> None:
+        super().__init__(message)
+        self.address = address
+        self.listening = listening
+        self.timeout = timeout
 
 
 class SaveError(TsModelError, RuntimeError):

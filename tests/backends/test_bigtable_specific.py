@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import os
+import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -42,7 +43,8 @@ from tsmodel.backends.base import (
     TableSpec,
 )
 from tsmodel.backends.bigtable import BigtableBackend, gc_rule_from_proto, gc_rule_to_proto
-from tsmodel.errors import BackendError, TableNotFoundError
+from tsmodel.backends.emulator import Emulator
+from tsmodel.errors import BackendError, BackendUnreachableError, TableNotFoundError
 
 pytestmark = pytest.mark.emulator
 
@@ -129,6 +131,72 @@ def test_closed_backend_raises(emulator: Any) -> None:
         backend.list_tables()
     with pytest.raises(BackendError, match="closed"):
         backend.mutate_rows("t", [])
+
+
+# -- readiness ------------------------------------------------------------------
+
+
+def _unused_address() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{sock.getsockname()[1]}"  # nothing listens once closed
+
+
+def _unreachable(address: str, timeout: float) -> tuple[BackendUnreachableError, float]:
+    """The error of ``check_reachable`` on an emulator at ``address``, and the seconds it took."""
+    with BigtableBackend("p", "i", emulator_host=address) as backend:
+        started = time.monotonic()
+        with pytest.raises(BackendUnreachableError) as info:
+            backend.check_reachable(timeout)
+        return info.value, time.monotonic() - started
+
+
+def test_nothing_listening_is_told_at_once() -> None:
+    address = _unused_address()
+    error, seconds = _unreachable(address, 10.0)
+    assert seconds < 2  # not the timeout, nor the client's minute of retries
+    assert (error.address, error.listening, error.timeout) == (address, False, 10.0)
+    assert str(error).startswith(f"cannot reach the Bigtable emulator at {address}: nothing "
+                                 "listens there ("), error
+    assert isinstance(error, ConnectionError) and isinstance(error.__cause__, OSError)
+
+
+def test_a_server_that_does_not_answer_times_out() -> None:
+    with socket.socket() as server:  # accepts connections, never speaks gRPC
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        error, seconds = _unreachable(address, 0.5)
+    assert 0.4 < seconds < 5
+    assert (error.address, error.listening, error.timeout) == (address, True, 0.5)
+    assert str(error) == (f"the Bigtable emulator at {address} does not answer (no gRPC "
+                          "reply within 0.5 s)")
+    assert isinstance(error.__cause__, core_exceptions.DeadlineExceeded)
+
+
+def test_the_running_emulator_answers_and_a_stopped_one_listens_no_more(emulator: Any) -> None:
+    with Emulator(emulator.binary) as emu, \
+            BigtableBackend("p", "i", emulator_host=emu.host_port) as backend:
+        backend.check_reachable(10.0)
+        emu.stop()
+        with pytest.raises(BackendUnreachableError, match="nothing listens") as info:
+            backend.check_reachable(10.0)
+    assert info.value.address == emu.host_port and not info.value.listening
+
+
+def test_reachability_on_cloud_bigtable_is_not_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BIGTABLE_EMULATOR_HOST", raising=False)
+    with BigtableBackend("p", "i", credentials=AnonymousCredentials()) as backend:
+        started = time.monotonic()
+        backend.check_reachable(0.001)  # no request: the client's retries are production's
+        assert time.monotonic() - started < 0.5
+
+
+def test_closed_backend_is_not_reachable(emulator: Any) -> None:
+    backend = BigtableBackend("p", "i", emulator_host=emulator.host_port)
+    backend.close()
+    with pytest.raises(BackendError, match="closed"):
+        backend.check_reachable(1.0)
 
 
 # -- tables and GC rules --------------------------------------------------------

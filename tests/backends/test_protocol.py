@@ -36,6 +36,7 @@ from tsmodel.backends.base import (
     GcRule,
     MutationOutcome,
     MutationStatus,
+    Reachable,
     ReadFilter,
     ReadRequest,
     Row,
@@ -223,6 +224,11 @@ def table(backend: Backend, table_name: str) -> Iterator[str]:
 def test_backend_satisfies_protocol(backend: Backend) -> None:
     assert isinstance(backend, Backend)
     assert isinstance(backend.features, Features)
+
+
+def test_a_live_backend_is_reachable(backend: Backend) -> None:
+    assert isinstance(backend, Reachable)
+    backend.check_reachable(5.0)  # returns: the backend answers
 
 
 # --------------------------------------------------------------------------
@@ -430,6 +436,22 @@ def test_failed_entry_leaves_existing_row_untouched(backend: Backend, table: str
     )
     assert apply(backend, table, bad) == [FAILED]
     assert read(backend, table) == [(b"r", [old])]
+
+
+def test_entry_without_mutations_fails_alone(backend: Backend, table: str) -> None:
+    # Cloud Bigtable refuses an entry with no mutation (INVALID_ARGUMENT, "No
+    # mutations provided"): it is FAILED on every backend, the others apply.
+    good = cell("cf", b"q", 1, b"ok")
+    entries = [RowMutation(b"a", (set_cell(good),)), RowMutation(b"empty", ()),
+               RowMutation(b"c", (set_cell(good),))]
+    outcomes = backend.mutate_rows(table, entries)
+    assert [o.status for o in outcomes] == [APPLIED, FAILED, APPLIED]
+    assert "b'empty'" in str(outcomes[1].error) and "mutation" in str(outcomes[1].error)
+    assert apply(backend, table, RowMutation(b"empty", ())) == [FAILED]  # alone in a call
+    # A mutation that selects nothing is still a mutation: applied, changing nothing.
+    nothing = DeleteCells("cf", b"q", ts(5), ts(5))
+    assert apply(backend, table, RowMutation(b"a", (nothing,))) == [APPLIED]
+    assert read(backend, table) == [(b"a", [good]), (b"c", [good])]
 
 
 def test_mutate_rows_missing_table(backend: Backend, table_name: str) -> None:

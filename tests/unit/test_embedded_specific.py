@@ -106,6 +106,14 @@ def test_close_is_idempotent_and_later_calls_fail(tmp_path: Path) -> None:
         b.list_tables()
 
 
+def test_reachable_while_open(tmp_path: Path) -> None:
+    b = EmbeddedBackend(str(tmp_path / "x.db"))
+    b.check_reachable(0.001)  # in this process: nothing to wait for
+    b.close()
+    with pytest.raises(BackendError, match="closed"):
+        b.check_reachable(1.0)
+
+
 def test_unopenable_path_is_a_backend_error(tmp_path: Path) -> None:
     with pytest.raises(BackendError) as info:
         EmbeddedBackend(str(tmp_path))  # a directory

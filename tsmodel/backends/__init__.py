@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 from urllib.parse import parse_qs, urlsplit
 
-from tsmodel.backends.base import Backend, Features
+from tsmodel.backends.base import Backend, Features, Reachable
 from tsmodel.errors import ConfigurationError
 
-__all__ = ["Backend", "Features", "open_backend"]
+__all__ = ["Backend", "Features", "Reachable", "open_backend"]
 
 _URL_FORMS = (
     "None or 'memory://' (embedded, in memory), 'sqlite:///relative/file.db' "

@@ -41,6 +41,7 @@ __all__ = [
     "TableSpec",
     "Features",
     "Backend",
+    "Reachable",
 ]
 
 
@@ -290,6 +291,10 @@ class Backend(Protocol):
     Everything else in tsmodel is built on these. A backend never raises a
     foreign exception: failures come out as :class:`~tsmodel.errors.BackendError`
     (or a subclass) with the original exception as ``__cause__``.
+
+    Both real backends are also :class:`Reachable`: ``check_reachable(timeout)``
+    tells at once whether the backend can serve requests. It is a protocol of
+    its own so that wrappers and test doubles need not provide it.
     """
 
     features: Features
@@ -351,4 +356,32 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release connections and files. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class Reachable(Protocol):
+    """A backend that can tell, before the first request, whether it answers.
+
+    ``isinstance(backend, Reachable)`` says whether a backend has the check.
+    """
+
+    def check_reachable(self, timeout: float) -> None:
+        """Return when the backend can serve requests; raise at once when it cannot.
+
+        Call it before the first request when a failure should come quickly:
+        a client that retries would report an unreachable server only after
+        its deadline. Any answer of the server counts, an error included (the
+        requests that follow report it). Backends with nothing to check (a
+        local store) return at once.
+
+        Args:
+            timeout: seconds to wait for a connection and an answer.
+
+        Raises:
+            BackendUnreachableError: nothing listens at the backend's address
+                (``listening`` is false), or it did not answer within
+                ``timeout`` (``listening`` is true).
+            BackendError: the backend is closed.
+        """
         ...

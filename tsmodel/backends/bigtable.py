@@ -24,7 +24,9 @@ it needs are all in :mod:`._client_private`, which fails loudly (with a
 from __future__ import annotations
 
 import os
+import socket
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
@@ -55,7 +57,7 @@ from tsmodel.backends.base import (
     SetCell,
     TableSpec,
 )
-from tsmodel.errors import BackendError, TableNotFoundError, TsModelError
+from tsmodel.errors import BackendError, BackendUnreachableError, TableNotFoundError, TsModelError
 
 __all__ = ["BigtableBackend"]
 
@@ -490,6 +492,47 @@ class BigtableBackend:
         except core_exceptions.GoogleAPIError as exc:
             raise _wrap(exc, f"read table {table!r}", table=table) from exc
 
+    # -- readiness ---------------------------------------------------------
+
+    def check_reachable(self, timeout: float) -> None:
+        """Return when the emulator answers; raise at once when nothing listens there.
+
+        On the emulator, ``HOST:PORT`` is tried with a plain socket, then asked
+        for its tables once, without retries, within what is left of
+        ``timeout``: otherwise a stopped emulator fails the first request only
+        after the client's minute of retries. On Cloud Bigtable nothing is
+        checked: gRPC may reach Google's endpoint through a proxy a socket
+        would not use, and the client's retries are what production needs.
+
+        Args:
+            timeout: seconds to wait for the connection and the answer.
+
+        Raises:
+            BackendUnreachableError: nothing listens at the emulator's address
+                (``listening`` false), or it did not answer within ``timeout``
+                (``listening`` true); the message names ``HOST:PORT``.
+            BackendError: the backend is closed.
+        """
+        self._check_open()
+        if self.emulator_host is None:
+            return
+        deadline = time.monotonic() + timeout
+        _check_listening(self.emulator_host, timeout)
+        self._check_answers(timeout, max(deadline - time.monotonic(), 0.001))
+
+    def _check_answers(self, timeout: float, left: float) -> None:
+        """Raise unless the emulator answers one ListTables within ``left`` seconds."""
+        request = {"parent": self._instance_path, "view": admin_types.Table.View.NAME_ONLY}
+        try:
+            self._admin.list_tables(request=request, timeout=left, retry=None)
+        except (core_exceptions.DeadlineExceeded, core_exceptions.ServiceUnavailable) as exc:
+            raise BackendUnreachableError(
+                f"the Bigtable emulator at {self.emulator_host} does not answer (no gRPC "
+                f"reply within {timeout:g} s)", address=str(self.emulator_host),
+                listening=True, timeout=timeout) from exc
+        except core_exceptions.GoogleAPIError:
+            pass  # an answer: the requests that follow report the error
+
     # -- lifecycle ---------------------------------------------------------
 
     def close(self) -> None:
@@ -528,6 +571,24 @@ def _call(fn: Callable[[], _T], action: str, *, table: str | None = None) -> _T:
         if isinstance(exc, TsModelError):
             raise
         raise BackendError(f"cannot {action}: {exc}") from exc
+
+
+def _check_listening(address: str, timeout: float) -> None:
+    """Raise when nothing accepts a TCP connection at ``address`` (``HOST:PORT``).
+
+    An address of another form is left to the request that follows.
+    """
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return
+    except OSError as exc:
+        raise BackendUnreachableError(
+            f"cannot reach the Bigtable emulator at {address}: nothing listens there "
+            f"({exc.strerror or exc})", address=address, listening=False,
+            timeout=timeout) from exc
 
 
 def _wrap(exc: BaseException, action: str, *, table: str | None = None) -> BackendError:

@@ -414,6 +414,16 @@ class EmbeddedBackend:
                     raise TableNotFoundError(f"table {plan.table.name!r} was deleted") from exc
                 raise
 
+    def check_reachable(self, timeout: float) -> None:
+        """Return at once: the store lives in this process.
+
+        See :class:`~tsmodel.backends.base.Reachable`.
+
+        Raises:
+            BackendError: the backend is closed.
+        """
+        self._db()
+
     def close(self) -> None:
         """Close the SQLite connection. Idempotent."""
         with self._lock, _wrapped("close the embedded store"):
