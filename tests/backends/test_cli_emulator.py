@@ -107,7 +107,8 @@ def test_an_unreachable_emulator_is_one_line_error() -> None:
     line = _one_line_error(tsmodel("schema", "plan", EXAMPLE, "--url",
                                    f"bigtable-emulator://127.0.0.1:{port}/p/i"))
     assert f"cannot reach the Bigtable emulator at 127.0.0.1:{port}" in line, line
-    assert "--connect-timeout" in line
+    assert ": nothing listens there (" in line, line
+    assert line.endswith("); 'tsmodel emulator' starts one"), line
     assert time.monotonic() - started < 30  # not the client's minute of retries
 
 
@@ -123,6 +124,7 @@ def test_an_emulator_that_does_not_answer_times_out() -> None:
                                            "--connect-timeout", "0.5"))
             assert f"the Bigtable emulator at 127.0.0.1:{port} does not answer" in line, line
             assert "within 0.5 s" in line
+            assert "a slow one needs a longer --connect-timeout (now 0.5 s)" in line
         assert time.monotonic() - started < 30
 
 

@@ -1,22 +1,21 @@
 """``tsmodel schema plan`` and ``tsmodel schema apply``: the tables the models need.
 
 Thin wrappers of :func:`tsmodel.plan.schema.plan` and
-:func:`tsmodel.plan.schema.apply`; on the emulator, they first check that it
-answers, so that a stopped one fails at once rather than after the client's
-minute of retries.
+:func:`tsmodel.plan.schema.apply`; they first ask the backend whether it answers
+(:meth:`~tsmodel.backends.base.Reachable.check_reachable`), so that a stopped
+emulator fails at once rather than after the client's minute of retries.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import socket
-import threading
 from typing import Any
 
-from tsmodel.backends import Backend
+from tsmodel.backends import Backend, Reachable
 from tsmodel.cli._common import CliError, add_json, add_url, command, connect, group
 from tsmodel.cli._targets import models
+from tsmodel.errors import BackendUnreachableError
 from tsmodel.plan import schema
 
 __all__ = ["add_command", "EXIT_CHANGES", "CONNECT_TIMEOUT"]
@@ -104,53 +103,13 @@ def _schema(args: argparse.Namespace,
         return plan, (schema.apply(conn.backend, plan) if apply else ())
 
 
-# -- is the emulator there? -------------------------------------------------------------
-# The backends offer no readiness check yet; until they do, the port is tried
-# with a plain socket and the emulator asked for its tables through the
-# Backend protocol, both bounded by --connect-timeout.
-
-
 def _check_reachable(backend: Backend, seconds: float) -> None:
-    """Fail at once when an emulator does not answer, rather than after a minute of retries."""
-    where = getattr(backend, "emulator_host", None)
-    if not isinstance(where, str) or not where:
-        return  # not on the emulator
-    hint = ("is it running? 'tsmodel emulator' starts one; a slow one needs a longer "
-            f"--connect-timeout (now {seconds:g} s)")
-    _check_port(where, seconds, hint)
-    if not _answers(backend, seconds):
-        raise CliError(f"the Bigtable emulator at {where} does not answer (no gRPC "
-                       f"connection within {seconds:g} s); {hint}")
-
-
-def _check_port(where: str, seconds: float, hint: str) -> None:
-    """Fail when nothing listens on ``HOST:PORT`` (the client would retry for a minute)."""
-    host, _, port = where.rpartition(":")
+    """Fail at once when the backend does not answer, rather than after a minute of retries."""
+    if not isinstance(backend, Reachable):
+        return
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=seconds):
-            pass
-    except ValueError:
-        pass  # not HOST:PORT: the request below says
-    except OSError as exc:
-        raise CliError(f"cannot reach the Bigtable emulator at {where}: "
-                       f"{exc.strerror or exc}; {hint}") from None
-
-
-def _answers(backend: Backend, seconds: float) -> bool:
-    """Whether the backend answers a request within ``seconds``.
-
-    An error is an answer too: the plan's own requests report it. A request
-    still waiting is left to a daemon thread, cut short when the backend closes.
-    """
-    answered = threading.Event()
-
-    def ask() -> None:
-        try:
-            backend.list_tables()
-        except Exception:  # noqa: BLE001 - reported by the plan's requests
-            pass
-        finally:
-            answered.set()
-
-    threading.Thread(target=ask, name="tsmodel-emulator-probe", daemon=True).start()
-    return answered.wait(seconds)
+        backend.check_reachable(seconds)
+    except BackendUnreachableError as exc:
+        hint = (f"a slow one needs a longer --connect-timeout (now {seconds:g} s)"
+                if exc.listening else "'tsmodel emulator' starts one")
+        raise CliError(f"{exc}; {hint}") from exc
