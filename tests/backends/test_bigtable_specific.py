@@ -315,11 +315,12 @@ def test_deletion_bounds_between_milliseconds_apply_whole(bt: BigtableBackend,
 def test_entries_without_effect_are_applied(bt: BigtableBackend, table: str) -> None:
     bt.mutate_rows(table, [RowMutation(b"r", (put("cf", b"q", 5, b"v"),))])
     outcomes = bt.mutate_rows(table, [
-        RowMutation(b"empty", ()),
+        RowMutation(b"empty", ()),  # no mutation: refused, as Cloud Bigtable does
         RowMutation(b"r", (DeleteCells("cf", b"q", T0 + 9 * MS, T0 + 2 * MS),)),
         RowMutation(b"r", (DeleteCells("cf", b"q", None, 0),)),
     ])
-    assert [o.status for o in outcomes] == [APPLIED] * 3
+    assert [o.status for o in outcomes] == [FAILED, APPLIED, APPLIED]
+    assert isinstance(outcomes[0].error, ValueError)
     assert rows(bt, table) == [(b"r", [Cell("cf", b"q", T0 + 5 * MS, b"v")])]
 
 

@@ -108,10 +108,11 @@ def entry_requests(
     """``MutateRowsRequest`` messages for ``entries[i]`` of ``indices``, within the limits.
 
     Yields each request with the positions (in ``entries``) of its entries.
-    An entry that cannot be encoded is passed to ``refuse`` and left out; an
-    entry with nothing to do (no mutation, or only empty deletions) is left
-    out silently: it is trivially applied. An entry larger than the limits
-    goes alone in its request.
+    An entry that cannot be encoded, or has no mutation (Cloud Bigtable
+    refuses it with ``INVALID_ARGUMENT``), is passed to ``refuse`` and left
+    out; an entry whose mutations are all empty deletions is left out
+    silently: it is trivially applied. An entry larger than the limits goes
+    alone in its request.
     """
     def new_request() -> Any:
         return MutateRowsRequest(table_name=table_name, app_profile_id=app_profile_id or "")
@@ -170,12 +171,17 @@ def _fill_entry(pb: Any, entry: RowMutation) -> int:
     """Fill a raw ``MutateRowsRequest.Entry``; return how many mutations it got.
 
     Raises:
-        ValueError: a row key that Bigtable refuses, a negative timestamp.
+        ValueError: a row key that Bigtable refuses, no mutation, a negative
+            timestamp.
         TypeError: a value of the wrong type.
     """
     key = entry.key
     if not key or len(key) > MAX_ROW_KEY:
         raise ValueError(f"row key must be 1 to {MAX_ROW_KEY} bytes, got {len(key)}")
+    if not entry.mutations:
+        # Cloud Bigtable: INVALID_ARGUMENT "No mutations provided"; the
+        # emulator would apply it, the official client refuses it first.
+        raise ValueError(f"row {key!r:.80}: an entry needs at least one mutation")
     pb.row_key = key
     add = pb.mutations.add
     count = 0

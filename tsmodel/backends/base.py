@@ -336,7 +336,8 @@ class Backend(Protocol):
     def mutate_rows(self, table: str, entries: Sequence[RowMutation]) -> list[MutationOutcome]:
         """Apply each entry atomically to its row; entries are independent.
 
-        Returns one outcome per entry, in order. Never raises for the failure
+        Returns one outcome per entry, in order. An entry with no mutation is
+        ``FAILED`` (Cloud Bigtable refuses it). Never raises for the failure
         of single entries; raises :class:`BackendError` only when the call
         could not be attempted at all (then nothing was applied), e.g. with
         :class:`TableNotFoundError` for a missing table.

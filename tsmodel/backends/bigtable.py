@@ -344,13 +344,15 @@ class BigtableBackend:
         mutations and about 20 MiB. Entries that fail with a transient status
         (or get none) are sent again with back-off: every write carries
         explicit timestamps, so a retry cannot apply anything twice. An entry
-        without effect (no mutation, or only empty deletions) is applied
-        trivially.
+        with no mutation is refused, as Cloud Bigtable refuses it
+        (``INVALID_ARGUMENT``); one whose mutations are all empty deletions
+        is applied trivially.
 
         Returns:
             One outcome per entry, in order: ``APPLIED``; ``FAILED`` when the
             error proves the entry was not applied (bad request, unknown family,
-            negative timestamp, empty or oversized row key, permission...);
+            negative timestamp, empty or oversized row key, no mutation,
+            permission...);
             ``UNKNOWN`` when it may have been (timeout, lost connection,
             internal error).
 
