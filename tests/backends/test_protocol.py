@@ -454,22 +454,6 @@ def test_entry_without_mutations_fails_alone(backend: Backend, table: str) -> No
     assert read(backend, table) == [(b"a", [good]), (b"c", [good])]
 
 
-def test_entry_without_mutations_fails_alone(backend: Backend, table: str) -> None:
-    # Cloud Bigtable refuses an entry with no mutation (INVALID_ARGUMENT, "No
-    # mutations provided"): it is FAILED on every backend, the others apply.
-    good = cell("cf", b"q", 1, b"ok")
-    entries = [RowMutation(b"a", (set_cell(good),)), RowMutation(b"empty", ()),
-               RowMutation(b"c", (set_cell(good),))]
-    outcomes = backend.mutate_rows(table, entries)
-    assert [o.status for o in outcomes] == [APPLIED, FAILED, APPLIED]
-    assert "b'empty'" in str(outcomes[1].error) and "mutation" in str(outcomes[1].error)
-    assert apply(backend, table, RowMutation(b"empty", ())) == [FAILED]  # alone in a call
-    # A mutation that selects nothing is still a mutation: applied, changing nothing.
-    nothing = DeleteCells("cf", b"q", ts(5), ts(5))
-    assert apply(backend, table, RowMutation(b"a", (nothing,))) == [APPLIED]
-    assert read(backend, table) == [(b"a", [good]), (b"c", [good])]
-
-
 def test_mutate_rows_missing_table(backend: Backend, table_name: str) -> None:
     entry = RowMutation(b"r", (set_cell(cell("cf", b"q", 1, b"v")),))
     with pytest.raises(TableNotFoundError):
