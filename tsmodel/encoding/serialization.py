@@ -69,6 +69,10 @@ class BoundSerialization:
                 setattr(msg, v.name, item)
         return bytes(msg.SerializeToString(deterministic=True))
 
+    def encode_entity(self, entity: Any) -> bytes:
+        """One serialized message holding every non-``None`` value field of ``entity``."""
+        return self.encode({v.name: getattr(entity, v.name) for v in self.fields})
+
     def decode(self, data: bytes) -> dict[str, Any]:
         """The value fields of a serialized message.
 

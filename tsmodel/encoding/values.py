@@ -66,20 +66,18 @@ class ValueEncoder:
         self._columns = tuple(_Column(v, v.codec.encode, frozenset(v.accepted_types))
                               for v in values)
 
-    def encode(self, entity: Any) -> tuple[dict[str, Any], dict[str, bytes]]:
-        """The values of ``entity`` and the encoded bytes of the non-``None`` ones.
+    def encode(self, entity: Any) -> dict[str, bytes]:
+        """The encoded bytes of the non-``None`` values of ``entity``, by field.
 
         Raises:
             FieldTypeError: a value of the wrong type.
             ValidationError: ``None`` for a required value, a NaN not allowed,
                 a value the codec refuses, or one over ~10 MB encoded.
         """
-        fields: dict[str, Any] = {}
         encoded: dict[str, bytes] = {}
         for col in self._columns:
             name = col.spec.name
             item = getattr(entity, name)
-            fields[name] = item
             # item == item is False for NaN only: NaN takes the checked path.
             if type(item) in col.exact and item == item:
                 try:
@@ -94,7 +92,7 @@ class ValueEncoder:
                 raise too_big(self.model, col.spec.family, col.spec.qualifier, len(data),
                               field=name)
             encoded[name] = data
-        return fields, encoded
+        return encoded
 
     def _checked(self, v: ValueSpec, item: Any) -> bytes:
         """Encode ``item`` with every check, raising the documented errors."""

@@ -162,7 +162,7 @@ def _apply(conn: Connection, table: str, rows: list[RowMutation]) -> int:
     """Send ``rows``; the number whose outcome is not APPLIED."""
     if not rows:
         return 0
-    outcomes = conn.send(TableWrite(table, tuple(rows), tuple(() for _ in rows)))
+    outcomes = conn.send(TableWrite(table, tuple(rows), (), grouped=True))
     return sum(1 for o in outcomes if o.status is not MutationStatus.APPLIED)
 
 

@@ -35,8 +35,8 @@ VARIABLE_VALUE_BYTES = 64
 
 #: An event read back: its time in microseconds and its value fields.
 Event = tuple[int, dict[str, Any]]
-#: A compiled writer: (time in µs, values, encoded values) -> the row's mutations.
-Writer = Callable[[int, Mapping[str, Any], Mapping[str, bytes]], tuple[Mutation, ...]]
+#: A compiled writer: (time in µs, the instance, encoded values) -> the row's mutations.
+Writer = Callable[[int, Any, Mapping[str, bytes]], tuple[Mutation, ...]]
 #: A compiled check of an event time: why it cannot be stored, or ``None``.
 TimeCheck = Callable[[int], "str | None"]
 #: A compiled reader: (the row's cells, the bucket start in µs) -> the row's events.
@@ -103,9 +103,10 @@ class Layout(abc.ABC):
     def writer(self, shape: TableShape) -> Writer:
         """The function that writes one event's cells, compiled for ``shape``.
 
-        The writer takes the event time ``us`` (microseconds), the value
-        fields as given, and the non-``None`` ones encoded by their codecs; it
-        returns the row's mutations. It is called for every event written:
+        The writer takes the event time ``us`` (microseconds), the model
+        instance (its values as given, for serializations), and the
+        non-``None`` value fields encoded by their codecs; it returns the
+        row's mutations. It is called for every event written:
         work out what is the same for every event here, once.
         """
 
@@ -170,26 +171,28 @@ def value_cell_writer(shape: TableShape) -> Writer:
     event time floored to the millisecond."""
     ser = shape.serialization
     if ser is not None:
-        family, qualifier, serialize = ser.family, ser.qualifier, ser.encode
+        family, qualifier, serialize = ser.family, ser.qualifier, ser.encode_entity
 
-        def write_blob(us: int, values: Mapping[str, Any],
+        def write_blob(us: int, entity: Any,
                        encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
-            return (SetCell(family, qualifier, us // MS * MS, serialize(values)),)
+            return (SetCell(family, qualifier, us // MS * MS, serialize(entity)),)
 
         return write_blob
     columns = tuple((v.name, v.family, v.qualifier) for v in shape.values)
+    count = len(columns)
 
-    def write(us: int, values: Mapping[str, Any],
-              encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
+    def write(us: int, entity: Any, encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
         ts = us // MS * MS
         out: list[Mutation] = []
+        if len(encoded) == count:  # no None value: the common case
+            for name, family, qualifier in columns:
+                out.append(SetCell(family, qualifier, ts, encoded[name]))
+            return tuple(out)
         for name, family, qualifier in columns:
             data = encoded.get(name)
-            if data is None:
-                # Erase this event's cell, so a re-save with None is exact and idempotent.
-                out.append(DeleteCells(family, qualifier, ts, ts + MS))
-            else:
-                out.append(SetCell(family, qualifier, ts, data))
+            # Erase the cell of a None value, so a re-save with None is exact and idempotent.
+            out.append(DeleteCells(family, qualifier, ts, ts + MS) if data is None
+                       else SetCell(family, qualifier, ts, data))
         return tuple(out)
 
     return write

@@ -37,18 +37,12 @@ class EncodedRow(NamedTuple):
         key: the row key.
         timestamp: the event time in microseconds.
         mutations: the row's cell mutations.
-        parts: the encoded key segments by field (shared with companion tables).
-        values: the value fields as given.
-        encoded: the non-``None`` value fields, encoded by their codecs.
     """
 
     table: str
     key: bytes
     timestamp: int
     mutations: tuple[Mutation, ...]
-    parts: Mapping[str, bytes]
-    values: Mapping[str, Any]
-    encoded: Mapping[str, bytes]
 
     def row_mutation(self) -> RowMutation:
         return RowMutation(self.key, self.mutations)
@@ -65,7 +59,7 @@ class TableCodec:
         time_field: the model's timestamp field.
         values: the model's value encoder (shared by its tables).
         like: the model's main-table codec, for a companion table: where both
-            lay cells out alike, :meth:`derive` shares the main row's cells.
+            lay cells out alike, :meth:`row` shares the main row's cells.
     """
 
     __slots__ = ("shape", "table", "key", "layout", "time_field", "values",
@@ -105,8 +99,7 @@ class TableCodec:
         """
         us = self.time_of(entity)
         parts = self.key_parts(entity, us)
-        values, encoded = self.values.encode(entity)
-        return self.row(entity, parts, us, values, encoded)
+        return self.row(entity, parts, us, self.values.encode(entity))
 
     def time_of(self, entity: Any) -> int:
         """The event time of ``entity`` in microseconds."""
@@ -141,36 +134,30 @@ class TableCodec:
         return self.key.join(parts)
 
     def row(self, entity: Any, parts: Mapping[str, bytes], us: int,
-            values: Mapping[str, Any], encoded: Mapping[str, bytes]) -> EncodedRow:
+            encoded: Mapping[str, bytes], like: EncodedRow | None = None) -> EncodedRow:
         """This table's row of an event whose key segments and values are encoded.
 
         A model's tables share one encoding of the event: the current-value
         table's row reuses the main table's segments and values.
+
+        Args:
+            like: the event's row in the table of the codec this one was
+                built ``like``; where both lay cells out alike, its cells are
+                shared instead of written again.
         """
+        if like is not None and self._like is not None:
+            return EncodedRow(self.table, self.join(parts), us, like.mutations)
         problem = None if self._time_check is None else self._time_check(us)
         if problem is not None:
             raw = getattr(entity, self.time_field)
             raise errors.ValidationError(f"{raw} {problem}", model=self.model,
                                          field=self.time_field, value=raw)
-        mutations = self._write(us, values, encoded)
+        mutations = self._write(us, entity, encoded)
         if self.shape.serialization is not None:  # a blob of values checked one by one
             for m in mutations:
                 if type(m) is SetCell and len(m.value) > MAX_VALUE_BYTES:
                     raise too_big(self.model, m.family, m.qualifier, len(m.value))
-        return EncodedRow(self.table, self.join(parts), us, mutations, parts, values, encoded)
-
-    def derive(self, entity: Any, main: EncodedRow, main_codec: TableCodec) -> EncodedRow:
-        """This table's row of an event already encoded by ``main_codec``.
-
-        The tables of one model share the event's encoded key segments and
-        values; where this table lays cells out as ``main_codec`` does (a
-        current-value table beside a row-per-event main table), it shares the
-        cells too.
-        """
-        if main_codec is self._like:
-            return EncodedRow(self.table, self.join(main.parts), main.timestamp, main.mutations,
-                              main.parts, main.values, main.encoded)
-        return self.row(entity, main.parts, main.timestamp, main.values, main.encoded)
+        return EncodedRow(self.table, self.join(parts), us, mutations)
 
     # -- reads ----------------------------------------------------------------------
 

@@ -50,8 +50,7 @@ class Columns(Layout):
         v = shape.values[0]
         name, family = v.name, v.family
 
-        def write(us: int, values: Mapping[str, Any],
-                  encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
+        def write(us: int, entity: Any, encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
             return (SetCell(family, encoded[name], us // MS * MS, b""),)
 
         return write

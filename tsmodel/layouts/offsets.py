@@ -83,12 +83,11 @@ class Offsets(Layout):
         ser = shape.serialization
         v = shape.values[0]
 
-        def write(us: int, values: Mapping[str, Any],
-                  encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
+        def write(us: int, entity: Any, encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
             qualifier = self.qualifier(bucket, us)
             ts = us // MS * MS
             if ser is not None:
-                return (SetCell(ser.family, qualifier, ts, ser.encode(values)),)
+                return (SetCell(ser.family, qualifier, ts, ser.encode_entity(entity)),)
             data = encoded.get(v.name)
             if data is None:
                 return (DeleteCells(v.family, qualifier),)

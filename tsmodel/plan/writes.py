@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import attrs
 
@@ -83,14 +83,18 @@ def encode_event(spec: ModelSpec, entity: Any) -> EncodedEvent:
             f"expected a {spec.name} instance, got {type(entity).__name__}",
             model=spec.name, value=entity,
         )
+    return _encode(spec, entity)
+
+
+def _encode(spec: ModelSpec, entity: Any) -> EncodedEvent:
     codec = spec.codec
     us = codec.time_of(entity)
     parts = codec.key_parts(entity, us)
-    values, encoded = codec.values.encode(entity)
-    main = codec.row(entity, parts, us, values, encoded)
+    encoded = codec.values.encode(entity)
+    main = codec.row(entity, parts, us, encoded)
     current = None
     if spec.current_codec is not None:
-        current = spec.current_codec.derive(entity, main, codec)
+        current = spec.current_codec.row(entity, parts, us, encoded, like=main)
     if not spec.alternates:
         return EncodedEvent(entity, main, current)
     alternates = tuple(alt.codec.encode(entity) for alt in spec.alternates)
@@ -104,12 +108,16 @@ class TableWrite:
     Attributes:
         table: the table.
         rows: the row mutations.
-        members: for each row, the indexes of the entities it writes for.
+        members: for each row, the index of the entity it writes for; or,
+            with ``grouped``, the indexes of the entities it stands for.
+        grouped: whether a row stands for several entities (a current-value
+            row stands for the batch's events of one entity key).
     """
 
     table: str
     rows: tuple[RowMutation, ...]
-    members: tuple[tuple[int, ...], ...]
+    members: tuple[int, ...] | tuple[tuple[int, ...], ...]
+    grouped: bool = False
 
 
 class WriteStatus(enum.Enum):
@@ -214,8 +222,8 @@ class WritePlan:
         by_table: dict[str, list[int]] = {}
         for i in batch:
             by_table.setdefault(self.events[i].main.table, []).append(i)
-        return [TableWrite(table, tuple(self.events[i].main.row_mutation() for i in members),
-                           tuple((i,) for i in members))
+        return [TableWrite(table, tuple([self.events[i].main.row_mutation() for i in members]),
+                           tuple(members))
                 for table, members in by_table.items()]
 
     def companion_writes(self, batch: range) -> list[TableWrite]:
@@ -225,12 +233,9 @@ class WritePlan:
         step's outcomes are recorded (an entity with no recorded main outcome
         counts as written, which is how a repair replays companions).
         """
-        live = [i for i in batch if not self._main_failed(i)]
+        outcomes, failed = self._outcomes, MutationStatus.FAILED
+        live = [i for i in batch if not (outcomes[i] and outcomes[i][0][1].status is failed)]
         return [*self._current_writes(live), *self._alternate_writes(live)]
-
-    def _main_failed(self, i: int) -> bool:
-        out = self._outcomes[i]
-        return bool(out) and out[0][1].status is MutationStatus.FAILED
 
     def _current_writes(self, live: list[int]) -> list[TableWrite]:
         """The newest event per current-value row; it stands for the others."""
@@ -255,7 +260,8 @@ class WritePlan:
                 current = self.events[newest[s]].current
                 assert current is not None
                 rows.append(current.row_mutation())
-            out.append(TableWrite(table, tuple(rows), tuple(tuple(members[s]) for s in slots)))
+            out.append(TableWrite(table, tuple(rows), tuple(tuple(members[s]) for s in slots),
+                                  grouped=True))
         return out
 
     def _alternate_writes(self, live: list[int]) -> list[TableWrite]:
@@ -263,19 +269,24 @@ class WritePlan:
         for i in live:
             for row in self.events[i].alternates:
                 by_table.setdefault(row.table, []).append((i, row.row_mutation()))
-        return [TableWrite(table, tuple(r for _, r in items), tuple((i,) for i, _ in items))
+        return [TableWrite(table, tuple(r for _, r in items), tuple(i for i, _ in items))
                 for table, items in by_table.items()]
 
     def record(self, write: TableWrite, outcomes: Sequence[MutationOutcome]) -> None:
         """Record the backend's outcome of each row of ``write``."""
+        out = self._outcomes
+        grouped = write.grouped
         pair: tuple[str, MutationOutcome] | None = None
         for members, outcome in zip(write.members, outcomes, strict=True):
             # Backends return one shared APPLIED outcome: its rows share one pair
             # too, rather than keeping a tuple per entity and table alive.
             if pair is None or pair[1] is not outcome:
                 pair = (write.table, outcome)
-            for i in members:
-                self._outcomes[i].append(pair)
+            if grouped:
+                for i in cast("tuple[int, ...]", members):
+                    out[i].append(pair)
+            else:
+                out[cast(int, members)].append(pair)
 
     def failures(self) -> int:
         """How many recorded row outcomes were not APPLIED (a repair's count)."""
@@ -304,4 +315,11 @@ def _status(out: _Outcomes) -> WriteStatus:
 
 def encode_all(entities: Iterable[Any]) -> list[EncodedEvent]:
     """Encode every entity before anything is written (so nothing is half-written)."""
-    return [encode_event(spec_of(e), e) for e in entities]
+    specs: dict[type, ModelSpec] = {}  # spec_of once per model class of the call
+    out = []
+    for e in entities:
+        spec = specs.get(type(e))
+        if spec is None:
+            spec = specs[type(e)] = spec_of(e)
+        out.append(_encode(spec, e))
+    return out
