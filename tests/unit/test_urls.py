@@ -44,6 +44,84 @@ def test_bad_urls_are_configuration_errors(url: str) -> None:
         open_backend(url)
 
 
+SECRET = "s3cret"
+
+
+@pytest.mark.parametrize("url", [
+    f"bigtable://alice:{SECRET}@proj/inst",
+    f"bigtable://{SECRET}@proj/inst",  # a token as the user name
+    f"bigtable-emulator://alice:{SECRET}@localhost:8086/p/i",
+    f"sqlite://alice:{SECRET}@/data.db",
+    f"memory://alice:{SECRET}@",
+    f"postgres://alice:{SECRET}@db.example.com/x",
+])
+def test_credentials_in_urls_are_refused_without_echo(url: str) -> None:
+    with pytest.raises(ts.ConfigurationError, match="credentials") as info:
+        open_backend(url)
+    message = str(info.value)
+    assert SECRET not in message and "***" in message
+    assert SECRET not in repr(info.value.__cause__)
+
+
+@pytest.mark.parametrize("url, shown", [
+    (f"postgres://db.example.com/x?token={SECRET}", "token=***"),
+    (f"nonsense?password={SECRET}&user=bob", "password=***&user=bob"),
+    (f"sqlite://host/x.db?api_key={SECRET}", "api_key=***"),
+    (f"bigtable://proj/inst/extra?credentials={SECRET}", "credentials=***"),
+    (f"bigtable://proj/inst?access_token={SECRET}", "access_token=***"),
+    (f"bigtable://alice:pa/ss{SECRET}@proj/inst", "bigtable://***@proj/inst"),
+    (f"x://[?sig={SECRET}", "sig=***"),
+])
+def test_messages_redact_secret_looking_parts(url: str, shown: str) -> None:
+    with pytest.raises(ts.ConfigurationError) as info:
+        open_backend(url)
+    assert SECRET not in str(info.value)
+    assert shown in str(info.value)
+
+
+@pytest.mark.parametrize("url, option, known", [
+    ("bigtable://proj/inst?app_profle=typo", "app_profle", "app_profile"),
+    ("bigtable-emulator://localhost:8086/p/i?timeout=5", "timeout", "app_profile"),
+    ("bigtable://proj/inst?app_profile=a&flag", "flag", "app_profile"),
+    ("sqlite:///data.db?mode=ro", "mode", "none"),
+])
+def test_unknown_url_options_are_refused(url: str, option: str, known: str,
+                                         tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ts.ConfigurationError) as info:
+        open_backend(url)
+    message = str(info.value)
+    assert repr(option) in message and known in message
+    assert not (tmp_path / "data.db").exists()  # refused before anything is opened
+
+
+@pytest.mark.parametrize("url", ["x://[", "bigtable://[::1/p/i", "sqlite://[/x.db"])
+def test_unparsable_urls_are_configuration_errors(url: str) -> None:
+    with pytest.raises(ts.ConfigurationError, match="cannot open") as info:
+        ts.connect(url, default=False)
+    assert isinstance(info.value, ValueError)
+
+
+def test_backend_reprs_show_no_secrets(tmp_path: Path) -> None:
+    from google.auth.credentials import AnonymousCredentials
+
+    from tsmodel.backends.bigtable import BigtableBackend
+
+    with ts.connect(f"sqlite:///{tmp_path}/x.db", default=False, cache=True) as conn:
+        assert repr(conn.backend) == f"<CachingBackend EmbeddedBackend('{tmp_path}/x.db') " \
+            "maxsize=10000 ttl=30.0>"
+    credentials = AnonymousCredentials()
+    backend = BigtableBackend("proj", "inst", emulator_host="localhost:1",
+                              credentials=credentials, app_profile_id="prof")
+    try:
+        shown = repr(backend) + repr(ts.Connection(backend))
+        assert shown == "<BigtableBackend proj/inst on emulator localhost:1>" \
+            "<Connection BigtableBackend>"
+    finally:
+        backend.close()
+
+
 def test_connect_with_a_cache() -> None:
     with ts.connect("memory://", default=False, cache=True, cache_size=10,
                     cache_ttl=5.0) as conn:

@@ -7,8 +7,8 @@ lazily, when a Bigtable URL is opened.
 from __future__ import annotations
 
 import os
-from urllib.parse import parse_qs, urlsplit
 
+from tsmodel.backends import _urls
 from tsmodel.backends.base import Backend, Features, Reachable
 from tsmodel.errors import ConfigurationError
 
@@ -33,18 +33,22 @@ def open_backend(url: str | None = None) -> Backend:
         A ready backend.
 
     Raises:
-        ConfigurationError: the URL is not understood.
+        ConfigurationError: the URL is not understood, holds credentials
+            (``user:password@``), or has an unknown option; the message shows
+            the URL with anything secret-looking replaced by ``***``.
     """
     if url is None or url in ("", "memory://", "sqlite://", "sqlite://:memory:", "embedded://"):
         from tsmodel.backends.embedded import EmbeddedBackend
 
         return EmbeddedBackend()
-    parts = urlsplit(url)
+    parts = _urls.split(url)
     if parts.scheme in ("sqlite", "embedded"):
+        _urls.options(url, parts, ())
         if parts.netloc:
             raise ConfigurationError(
-                f"cannot open {url!r}: like SQLAlchemy, write sqlite:///relative/path.db or "
-                "sqlite:////absolute/path.db (three slashes, then the path)"
+                f"cannot open {_urls.redact(url)!r}: like SQLAlchemy, write "
+                "sqlite:///relative/path.db or sqlite:////absolute/path.db (three slashes, "
+                "then the path)"
             )
         path = parts.path[1:]  # drop the slash that ends the empty authority
         if not path or path == ":memory:":
@@ -53,25 +57,26 @@ def open_backend(url: str | None = None) -> Backend:
 
         return EmbeddedBackend(path)
     if parts.scheme in ("bigtable", "bigtable-emulator"):
-        return _open_bigtable(url, parts.scheme, parts.netloc, parts.path, parts.query)
-    raise ConfigurationError(f"cannot open {url!r}: expected {_URL_FORMS}")
+        return _open_bigtable(url, parts.scheme, parts.netloc, parts.path,
+                              _urls.options(url, parts, ("app_profile",)))
+    raise ConfigurationError(f"cannot open {_urls.redact(url)!r}: expected {_URL_FORMS}")
 
 
-def _open_bigtable(url: str, scheme: str, netloc: str, path: str, query: str) -> Backend:
+def _open_bigtable(url: str, scheme: str, netloc: str, path: str,
+                   options: dict[str, str]) -> Backend:
     segments = [s for s in path.split("/") if s]
-    options = {k: v[-1] for k, v in parse_qs(query).items()}
     if scheme == "bigtable":
         segments = [netloc, *segments]
         emulator_host = os.environ.get("BIGTABLE_EMULATOR_HOST") or None
     else:
         emulator_host = netloc
     if len(segments) != 2 or not all(segments) or not emulator_host and scheme != "bigtable":
-        raise ConfigurationError(f"cannot open {url!r}: expected {_URL_FORMS}")
+        raise ConfigurationError(f"cannot open {_urls.redact(url)!r}: expected {_URL_FORMS}")
     from tsmodel.backends.bigtable import BigtableBackend
 
     return BigtableBackend(
         project=segments[0],
         instance=segments[1],
         emulator_host=emulator_host,
-        app_profile_id=options.get("app_profile"),
+        app_profile_id=options.get("app_profile") or None,
     )
