@@ -215,6 +215,27 @@ def test_keys_decode_hex_and_current_keys(models_dir: Path) -> None:
     assert current["fields"] == {"exchange": "NYSE", "symbol": "IBM"}
 
 
+def test_keys_decode_any_table_of_the_model() -> None:
+    game = "examples/game_scores.py:GameScore"
+    by_day = json.loads(ok("keys", "decode", game, "LoL#20150301#Corrie", "--table",
+                           "GAME_BY_DAY", "--json"))
+    assert by_day["table"] == "GAME_BY_DAY" and by_day["fields"] == {
+        "game": "LoL", "time": "2015-03-01T00:00:00+00:00", "player": "Corrie"}
+    assert json.loads(ok("keys", "decode", game, "LoL#Corrie", "--table", "CURRENT_GAME",
+                         "--json"))["fields"] == {"game": "LoL", "player": "Corrie"}
+    assert json.loads(ok("keys", "decode", game, "LoL#Corrie#20150301", "--json"))[
+        "table"] == "GAME"
+    line = fails("keys", "decode", game, "LoL#Corrie", "--current", "--table", "GAME",
+                 status=2)
+    assert "argument --table: not allowed with argument --current" in line, line
+
+
+def test_keys_decode_current_of_a_model_without_one(models_dir: Path) -> None:
+    line = fails("keys", "decode", "mymodels.py:Meter", "0000000042", "--current",
+                 cwd=models_dir)
+    assert line == "tsmodel: error: Meter declares no current-value table (current=...)"
+
+
 def test_keys_integer_fields_are_typed(models_dir: Path) -> None:
     out = json.loads(ok("keys", "encode", "mymodels.py:Meter", "meter=42",
                         "time=2015-03-16T19:53:32.156", "--json", cwd=models_dir))
@@ -232,7 +253,11 @@ def test_keys_integer_fields_are_typed(models_dir: Path) -> None:
     (["encode", EXAMPLE, "host=a", "time=2015-03-16"], "ServerMetric has no key field 'host'"),
     (["encode", EXAMPLE, "hostname"], "keys encode: expected NAME=VALUE, got 'hostname'"),
     (["encode", EXAMPLE, "hostname=a", "hostname=b"], "keys encode: 'hostname' given twice"),
-    (["decode", EXAMPLE, "a#b", "--current"], "ServerMetric: current row key b'a#b'"),
+    (["decode", EXAMPLE, "a#b", "--current"],
+     "ServerMetric: row key b'a#b' of table 'CURRENT_METRIC': 'a#b' contains the separator"),
+    (["decode", EXAMPLE, "a", "--table", "CURRENT"],
+     "ServerMetric has no table 'CURRENT': its tables are 'METRIC' (main), 'CURRENT_METRIC' "
+     "(current value)"),
 ])
 def test_keys_errors_are_one_line(args: list[str], message: str) -> None:
     line = fails("keys", *args)
