@@ -18,6 +18,8 @@ __all__ = [
     "KeyEncodingError",
     "KeyTypeError",
     "KeyDecodingError",
+    "KeyDecodingTypeError",
+    "CellDecodingError",
     "RetentionError",
     "QueryError",
     "ScanRefusedError",
@@ -98,6 +100,65 @@ class RetentionError(ValidationError):
 
 class KeyDecodingError(TsModelError, ValueError):
     """A row key does not match the model's key layout."""
+
+
+class KeyDecodingTypeError(KeyDecodingError, TypeError):
+    """A row key to decode is neither ``bytes`` nor ``str``."""
+
+
+class CellDecodingError(TsModelError, ValueError):
+    """A stored cell does not hold what its field declares: corrupt or foreign data.
+
+    The codec that refuses the bytes says what is wrong; the table codec that
+    read the cell fills in where it is (:meth:`locate`). The message shows
+    every part that is known.
+
+    Attributes:
+        reason: what is wrong with the bytes.
+        data: the offending bytes, or ``None``.
+        model: the model class name, or ``None``.
+        field: the value field, or ``None``.
+        table: the table, or ``None``.
+        row_key: the row key, or ``None``.
+        column: the column as ``family:qualifier``, or ``None``.
+    """
+
+    def __init__(
+        self, reason: str, *, data: bytes | None = None, model: str | None = None,
+        field: str | None = None, table: str | None = None, row_key: bytes | None = None,
+        column: str | None = None,
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.data = data
+        self.model = model
+        self.field = field
+        self.table = table
+        self.row_key = row_key
+        self.column = column
+
+    def locate(
+        self, *, model: str | None = None, field: str | None = None, table: str | None = None,
+        row_key: bytes | None = None, column: str | None = None,
+    ) -> CellDecodingError:
+        """Fill in where the cell is (parts already known are kept); returns ``self``."""
+        self.model = self.model or model
+        self.field = self.field or field
+        self.table = self.table or table
+        self.row_key = self.row_key if self.row_key is not None else row_key
+        self.column = self.column or column
+        return self
+
+    def __str__(self) -> str:
+        who = ".".join(p for p in (self.model, self.field) if p)
+        where = ", ".join(
+            part for part in (
+                f"table {self.table!r}" if self.table else "",
+                f"row key {self.row_key!r}" if self.row_key is not None else "",
+                f"column {self.column}" if self.column else "",
+            ) if part)
+        prefix = ": ".join(p for p in (who, where) if p)
+        return f"{prefix}: {self.reason}" if prefix else self.reason
 
 
 class QueryError(TsModelError, ValueError):
