@@ -103,7 +103,7 @@ def test_float64_round_trip(value):
 def test_utf8():
     assert ts.Utf8().encode("Zürich") == "Zürich".encode()
     assert ts.Utf8().decode(b"Z\xc3\xbcrich") == "Zürich"
-    with pytest.raises(UnicodeDecodeError):
+    with pytest.raises(ts.CellDecodingError, match="UTF-8"):
         ts.Utf8().decode(b"\xff")
 
 

@@ -12,10 +12,60 @@ import math
 import struct
 from typing import Any, Protocol
 
+from tsmodel import errors
+
 __all__ = ["Codec", "Int64", "Float64", "Utf8", "Bool", "Raw", "Text", "codec_for"]
 
 _INT64 = struct.Struct(">q")
 _FLOAT64 = struct.Struct(">d")
+#: Every int of at most this magnitude is exactly a double.
+_EXACT_INT = 2**53
+#: The most bytes of a refused cell that an error message shows.
+_SHOWN = 32
+
+
+def _show(data: bytes) -> str:
+    return repr(data) if len(data) <= _SHOWN else f"{data[:_SHOWN]!r}... ({len(data)} bytes)"
+
+
+def _refuse(codec: str, data: bytes, what: str) -> errors.CellDecodingError:
+    """The error for cell bytes a codec cannot decode."""
+    article = "an" if codec[0] in "aeio" else "a"
+    return errors.CellDecodingError(
+        f"{article} {codec} cell {what}: {_show(data)} (written by another codec, or "
+        "damaged: declare ts.value(codec=...) to match the stored bytes, or rewrite the "
+        "event)", data=data)
+
+
+def _wrong_size(codec: str, data: bytes) -> errors.CellDecodingError:
+    return _refuse(codec, data, f"holds 8 bytes, got {len(data)}")
+
+
+def _utf8(codec: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _refuse(codec, data, f"is not valid UTF-8 ({exc.reason} at position "
+                                   f"{exc.start})") from None
+
+
+def _check_exact_float(value: Any) -> None:
+    """Refuse an int that a double would round (beyond 2**53, not a multiple of its step).
+
+    Raises:
+        ValidationError: the stored value would not be ``value``.
+    """
+    if isinstance(value, int) and not -_EXACT_INT <= value <= _EXACT_INT:
+        try:
+            exact = int(float(value)) == value
+        except OverflowError:
+            return  # the codec raises its own OverflowError
+        if not exact:
+            raise errors.ValidationError(
+                f"the int {value} is not exactly a 64-bit float: it would be stored as "
+                f"{float(value)!r}; pass float({value}) to accept the rounding, or declare "
+                "the field int"
+            )
 
 
 class Codec(Protocol):
@@ -44,8 +94,13 @@ class Int64:
             raise OverflowError(f"{value} does not fit in a signed 64-bit integer") from exc
 
     def decode(self, data: bytes) -> int:
+        """The int of 8 bytes.
+
+        Raises:
+            CellDecodingError: ``data`` is not 8 bytes long.
+        """
         if len(data) != 8:
-            raise ValueError(f"an int64 cell holds 8 bytes, got {len(data)}: {data!r}")
+            raise _wrong_size(self.name, data)
         return int(_INT64.unpack(data)[0])
 
 
@@ -56,14 +111,27 @@ class Float64:
     name = "float64"
 
     def encode(self, value: float) -> bytes:
+        """The 8 bytes of ``value``.
+
+        Raises:
+            ValidationError: an int that a double would round (beyond 2**53).
+            OverflowError: an int beyond the range of doubles.
+        """
+        if type(value) is not float:
+            _check_exact_float(value)
         try:
             return _FLOAT64.pack(value)
         except (struct.error, OverflowError) as exc:
             raise OverflowError(f"{value} does not fit in a 64-bit float") from exc
 
     def decode(self, data: bytes) -> float:
+        """The double of 8 bytes.
+
+        Raises:
+            CellDecodingError: ``data`` is not 8 bytes long.
+        """
         if len(data) != 8:
-            raise ValueError(f"a float64 cell holds 8 bytes, got {len(data)}: {data!r}")
+            raise _wrong_size(self.name, data)
         return float(_FLOAT64.unpack(data)[0])
 
 
@@ -77,11 +145,21 @@ class Utf8:
         return value.encode("utf-8")
 
     def decode(self, data: bytes) -> str:
-        return data.decode("utf-8")
+        """The text of UTF-8 bytes.
+
+        Raises:
+            CellDecodingError: ``data`` is not valid UTF-8.
+        """
+        return _utf8(self.name, data)
 
 
 class Bool:
-    """A boolean, one byte ``0x00`` or ``0x01``."""
+    """A boolean, one byte ``0x00`` or ``0x01``.
+
+    Decoding accepts exactly these two cells: an empty cell or another byte
+    is not a boolean this codec wrote, and is refused rather than read as
+    ``True``.
+    """
 
     python_type = bool
     name = "bool"
@@ -90,7 +168,17 @@ class Bool:
         return b"\x01" if value else b"\x00"
 
     def decode(self, data: bytes) -> bool:
-        return data != b"\x00"
+        """``False`` for ``0x00``, ``True`` for ``0x01``.
+
+        Raises:
+            CellDecodingError: any other bytes.
+        """
+        if data == b"\x01":
+            return True
+        if data == b"\x00":
+            return False
+        size = f"holds {len(data)} bytes" if len(data) != 1 else "holds another byte"
+        raise _refuse(self.name, data, f"holds one byte, 0x00 or 0x01; this one {size}")
 
 
 class Raw:
@@ -122,10 +210,22 @@ class Text:
         self.python_type: type | tuple[type, ...] = (float, int) if kind is float else kind
 
     def encode(self, value: Any) -> bytes:
-        return (repr(float(value)) if self.kind is float else str(value)).encode("utf-8")
+        if self.kind is float:
+            _check_exact_float(value)
+            return repr(float(value)).encode("utf-8")
+        return str(value).encode("utf-8")
 
     def decode(self, data: bytes) -> Any:
-        return self.kind(data.decode("utf-8"))
+        """The value of the text.
+
+        Raises:
+            CellDecodingError: ``data`` is not UTF-8 text of a ``kind`` value.
+        """
+        text = _utf8(repr(self), data)
+        try:
+            return self.kind(text)
+        except ValueError:
+            raise _refuse(repr(self), data, f"does not hold {self.kind.__name__} text") from None
 
     def __repr__(self) -> str:
         return f"Text({self.kind.__name__})"
