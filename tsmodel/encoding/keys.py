@@ -134,7 +134,14 @@ class StrSegment(Segment):
     def encode(self, value: str) -> bytes:
         if not isinstance(value, str):
             raise SegmentTypeError(f"expected str, got {type(value).__name__} {value!r}")
-        data = value.encode("utf-8")
+        try:
+            data = value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise SegmentValueError(
+                f"{value!r} holds a lone surrogate ({value[exc.start]!r} at index {exc.start}), "
+                "which UTF-8 cannot encode; decode the text that produced it with "
+                "errors='replace', or drop the character"
+            ) from None
         if self.width is None:
             return self._encode_variable(value, data)
         return self._encode_fixed(value, data)
@@ -185,7 +192,12 @@ class StrSegment(Segment):
         if self.width is not None:
             pad = self.pad.encode("utf-8")
             data = data.rstrip(pad) if self.align == "left" else data.lstrip(pad)
-        return data.decode("utf-8")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SegmentValueError(
+                f"{self.field}: segment {data!r} is not valid UTF-8 ({exc.reason} at "
+                f"position {exc.start})") from None
 
     def describe(self) -> str:
         if self.width is None:
