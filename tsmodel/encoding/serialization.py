@@ -57,6 +57,16 @@ class BoundSerialization:
     qualifier: bytes
     message_class: type[Message]
     fields: tuple[ValueSpec, ...]
+    #: Per value field: its name, whether it has presence, is optional, is a string.
+    _reading: tuple[tuple[str, bool, bool, bool], ...] = attrs.field(
+        init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        by_name = self.message_class.DESCRIPTOR.fields_by_name
+        reading = tuple((v.name, bool(by_name[v.name].has_presence), v.optional,
+                         by_name[v.name].type == FieldDescriptor.TYPE_STRING)
+                        for v in self.fields)
+        object.__setattr__(self, "_reading", reading)
 
     def encode(self, values: Mapping[str, Any]) -> bytes:
         """One serialized message holding every non-``None`` value."""
@@ -74,28 +84,39 @@ class BoundSerialization:
         return self.encode({v.name: getattr(entity, v.name) for v in self.fields})
 
     def decode(self, data: bytes) -> dict[str, Any]:
-        """The value fields of a serialized message.
+        """The value fields of a serialized message (``None`` for absent optional ones).
 
         Raises:
-            ValueError: ``data`` is not a valid message.
+            CellDecodingError: ``data`` is not a valid message, lacks a
+                required value, or holds a string that is not UTF-8.
         """
         msg = self.message_class()
         try:
             msg.ParseFromString(data)
         except DecodeError as exc:
-            raise ValueError(f"cannot parse {self.message_class.__name__}: {exc}") from exc
+            raise self._refuse(data, f"cannot parse it: {exc}") from None
         out: dict[str, Any] = {}
-        for v in self.fields:
-            present = _has(msg, v.name)
-            out[v.name] = getattr(msg, v.name) if present or not v.optional else None
+        for name, presence, optional, text in self._reading:
+            if presence and not msg.HasField(name):
+                if not optional:
+                    raise self._refuse(
+                        data, f"it lacks {name!r}, a required value of the model (make the "
+                        "field Optional[...] if events may lack it)", field=name)
+                out[name] = None
+                continue
+            item = getattr(msg, name)
+            if text and type(item) is not str:  # upb hands invalid proto2 UTF-8 over as bytes
+                raise self._refuse(data, f"its string field {name!r} is not valid UTF-8",
+                                   field=name)
+            out[name] = item
         return out
 
-
-def _has(msg: Message, name: str) -> bool:
-    try:
-        return bool(msg.HasField(name))
-    except ValueError:  # proto3 scalar without presence
-        return True
+    def _refuse(self, data: bytes, what: str, field: str | None = None) -> errors.CellDecodingError:
+        shown = data if len(data) <= 32 else data[:32]
+        more = "" if shown is data else f"... ({len(data)} bytes)"
+        return errors.CellDecodingError(
+            f"a {self.message_class.DESCRIPTOR.full_name} blob {shown!r}{more}: {what}",
+            data=data, field=field)
 
 
 @attrs.frozen
