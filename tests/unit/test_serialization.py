@@ -316,3 +316,80 @@ def test_message_field_narrower_than_the_value_is_refused(narrow):
 def test_bytes_like_values_serialize(raw):
     back = round_trip(Balloon, balloon(raw=raw))
     assert back.raw == b"ab"
+
+
+# -- messages tsmodel cannot use are refused at declaration ---------------------------------
+
+
+def labeled_message_class(name: str, fields, oneofs=()):
+    """A proto2 message class from (name, type, label[, oneof index]) tuples."""
+    file = descriptor_pb2.FileDescriptorProto(name=f"tsmlab/{name}.proto", package="tsmlab",
+                                              syntax="proto2")
+    msg = file.message_type.add(name=name)
+    for oneof in oneofs:
+        msg.oneof_decl.add(name=oneof)
+    for number, (field, kind, label, *oneof) in enumerate(fields, start=1):
+        added = msg.field.add(name=field, number=number, type=kind, label=label)
+        if oneof:
+            added.oneof_index = oneof[0]
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"tsmlab.{name}"))
+
+
+def declare_serialized(message, **values):
+    body = {"host": ts.key(), "time": ts.timestamp(), "__module__": __name__}
+    annotations = {"host": str, "time": datetime}
+    for name, (hint, field) in values.items():
+        body[name] = field
+        annotations[name] = hint
+    body["__annotations__"] = annotations
+    return ts.model(table="T", family="F", serialization=ts.Protobuf(message))(
+        type("Probe", (), body))
+
+
+def test_repeated_field_named_like_a_value_field_is_refused():
+    Repeated = labeled_message_class("Repeated", [("pressure", FDP.TYPE_INT64,
+                                                   FDP.LABEL_REPEATED)])
+    with pytest.raises(ts.DeclarationError, match="repeated") as info:
+        declare_serialized(Repeated, pressure=(int, ts.value()))
+    assert "Probe.pressure" in str(info.value) and "tsmlab.Repeated" in str(info.value)
+
+
+def test_required_field_that_is_no_value_field_is_refused():
+    Required = labeled_message_class("Required", [
+        ("pressure", FDP.TYPE_INT64, FDP.LABEL_OPTIONAL),
+        ("station", FDP.TYPE_STRING, FDP.LABEL_REQUIRED)])
+    with pytest.raises(ts.DeclarationError, match="required") as info:
+        declare_serialized(Required, pressure=(int, ts.value()))
+    assert "station" in str(info.value) and "Probe" in str(info.value)
+
+
+def test_required_field_for_an_optional_value_is_refused():
+    Required = labeled_message_class("RequiredOpt", [
+        ("pressure", FDP.TYPE_INT64, FDP.LABEL_REQUIRED)])
+    with pytest.raises(ts.DeclarationError, match="required"):
+        declare_serialized(Required, pressure=(int | None, ts.value(default=None)))
+
+
+def test_required_field_for_a_required_value_is_accepted():
+    Required = labeled_message_class("RequiredReq", [
+        ("pressure", FDP.TYPE_INT64, FDP.LABEL_REQUIRED)])
+    Probe = declare_serialized(Required, pressure=(int, ts.value()))
+    event = Probe(host="h", time=T0, pressure=3)
+    assert round_trip(Probe, event) == event
+
+
+def test_two_value_fields_in_one_oneof_are_refused():
+    """Setting the second field of a oneof clears the first: a value would be lost."""
+    OneOf = labeled_message_class("OneOf", [
+        ("pressure", FDP.TYPE_INT64, FDP.LABEL_OPTIONAL, 0),
+        ("humidity", FDP.TYPE_INT64, FDP.LABEL_OPTIONAL, 0)], oneofs=["reading"])
+    with pytest.raises(ts.DeclarationError, match="oneof"):
+        declare_serialized(OneOf, pressure=(int, ts.value()), humidity=(int, ts.value()))
+
+
+@pytest.mark.parametrize("message", [5, object, "tsmtest.Measurements", Cell])
+def test_message_that_is_not_a_message_class_is_refused(message):
+    with pytest.raises(ts.DeclarationError, match="message class"):
+        declare_serialized(message, pressure=(int, ts.value()))
