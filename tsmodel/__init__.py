@@ -45,7 +45,7 @@ from tsmodel.errors import (
 from tsmodel.jobs.repair import RepairReport, repair
 from tsmodel.jobs.snapshots import SnapshotError, SnapshotReport, build_snapshot
 from tsmodel.layouts import Layout, cells, columns, offsets, rows
-from tsmodel.plan.rowkeys import current_row_key, decode_row_key, row_key
+from tsmodel.plan.rowkeys import current_row_key, decode_row_key, encode_row_key, row_key
 from tsmodel.run.connection import (
     Connection,
     EntityResult,
@@ -69,7 +69,7 @@ __all__ = [
     # codecs
     "Codec", "Int64", "Float64", "Utf8", "Bool", "Raw", "Text",
     # row keys
-    "row_key", "current_row_key", "decode_row_key", "floor_timestamp",
+    "row_key", "current_row_key", "encode_row_key", "decode_row_key", "floor_timestamp",
     # connections and writes
     "connect", "Connection", "get_default_connection", "set_default_connection",
     "WriteResult", "EntityResult", "WriteStatus", "table_specs",

@@ -1,7 +1,9 @@
-"""Row keys of instances, and typed fields of row keys: the public helpers."""
+"""Row keys of instances or of key field values, and typed fields of row keys."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any
 
 from tsmodel import errors
@@ -9,9 +11,10 @@ from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.encoding.keys import SegmentValueError
 from tsmodel.encoding.timestamps import from_micros
 from tsmodel.layouts import TableCodec
+from tsmodel.layouts.codec import SALT_FIELD
 from tsmodel.plan.writes import encode_event
 
-__all__ = ["row_key", "current_row_key", "decode_row_key"]
+__all__ = ["row_key", "current_row_key", "encode_row_key", "decode_row_key"]
 
 
 def row_key(entity: Any) -> bytes:
@@ -36,6 +39,67 @@ def current_row_key(entity: Any) -> bytes:
     return current.key
 
 
+def encode_row_key(model: type, fields: Mapping[str, Any], *,
+                   table: str | None = None) -> bytes:
+    """The row key of key field values in one of ``model``'s tables, without an instance.
+
+    The inverse of :func:`decode_row_key`, encoding as a save does: the
+    timestamp is a timezone-aware ``datetime`` (any instant of its bucket,
+    for a bucket layout), and the salt is computed (a ``"__salt__"`` given
+    must be that salt).
+
+    Args:
+        model: a model class.
+        fields: the key field values by name; the current-value table needs
+            no timestamp.
+        table: the table of the key, by name: the main table (the default),
+            the current-value table or an alternate-key table.
+
+    Raises:
+        KeyEncodingError: a key field of the table has no value, a value does
+            not fit its segment (:class:`KeyTypeError` for a wrong type), or
+            ``"__salt__"`` is not the key's salt.
+        ValidationError: the timestamp is naive, or not a ``datetime``.
+        QueryError: a name is not a key field of the model, or the model has
+            no table named ``table``.
+    """
+    spec = spec_of(model)
+    codec = _codec(spec, table)
+    _check_names(spec, codec, fields)
+    entity = SimpleNamespace(**{k: v for k, v in fields.items() if k != SALT_FIELD})
+    us = codec.time_of(entity) if spec.timestamp_field in codec.key.fields else 0
+    key = codec.join(codec.key_parts(entity, us))
+    _check_salt(spec.name, codec, key, fields.get(SALT_FIELD))
+    return key
+
+
+def _check_names(spec: ModelSpec, codec: TableCodec, fields: Mapping[str, Any]) -> None:
+    """Refuse names that are not key fields, and key fields of the table without a value."""
+    unknown = [name for name in fields
+               if name not in (*spec.key_fields, spec.timestamp_field, SALT_FIELD)]
+    if unknown:
+        raise errors.QueryError(
+            f"{spec.name} has no key field {', '.join(map(repr, unknown))} (key fields: "
+            f"{', '.join((*spec.key_fields, spec.timestamp_field))})")
+    missing = next((name for name in codec.key.fields if name not in fields), None)
+    if missing is not None:
+        raise errors.KeyEncodingError(
+            f"no value given; the row key of table {codec.table!r} is "
+            f"{codec.key.describe_order()}", model=spec.name, field=missing)
+
+
+def _check_salt(model: str, codec: TableCodec, key: bytes, given: object) -> None:
+    """Refuse a ``"__salt__"`` that is not the salt of ``key``."""
+    if given is None:
+        return
+    salt = codec.decode_key(key).get(SALT_FIELD)
+    if given != salt:
+        raise errors.KeyEncodingError(
+            f"{given!r} is not the salt of row key {key!r} of table {codec.table!r} "
+            f"({'it has no salt' if salt is None else f'its fields hash to {salt}'})",
+            model=model, field=SALT_FIELD, value=given)
+
+
 def decode_row_key(model: type, key: bytes | str, *,
                    table: str | None = None) -> dict[str, Any]:
     """The typed key fields of a row key of one of ``model``'s tables.
@@ -57,7 +121,7 @@ def decode_row_key(model: type, key: bytes | str, *,
     """
     spec = spec_of(model)
     codec = _codec(spec, table)
-    raw = key.encode("utf-8") if isinstance(key, str) else key
+    raw = _key_bytes(spec.name, key)
     values = codec.decode_key(raw)
     _check_canonical(spec.name, codec, raw, values)
     if spec.timestamp_field in values:
@@ -96,3 +160,17 @@ def _check_canonical(model: str, codec: TableCodec, raw: bytes, values: dict[str
         raise errors.KeyDecodingError(
             f"{model}: {where} is not canonical: its values encode to {canonical!r}")
 
+
+def _key_bytes(model: str, key: object) -> bytes:
+    """The bytes of a row key given as bytes (or bytearray, memoryview) or UTF-8 text."""
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        return bytes(key)
+    if not isinstance(key, str):
+        raise errors.KeyDecodingTypeError(
+            f"{model}: a row key is bytes or str, not {type(key).__name__} {key!r}")
+    try:
+        return key.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise errors.KeyDecodingError(
+            f"{model}: row key {key!r} is not valid UTF-8 text ({exc.reason}); pass the "
+            "key's bytes") from None
