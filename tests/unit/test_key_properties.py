@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import tsmodel as ts
 from tests import strategies as tst
+from tsmodel.encoding.keys import IntSegment, SegmentValueError, StrSegment
 from tsmodel.encoding.timestamps import from_micros, to_micros
 
 PROPS = settings(max_examples=200, deadline=None,
@@ -158,6 +159,26 @@ def test_int_round_trip(meter, when):
     fields = ts.decode_row_key(Meter, key)
     assert fields == {"meter": meter, "time": when}
     assert type(fields["meter"]) is int
+
+
+@PROPS
+@given(meter=tst.key_ints(10), host=tst.variable_width_text())
+def test_text_of_a_key_value_parses_back(meter, host):
+    assert IntSegment("meter", 10).parse(str(meter)) == meter
+    assert StrSegment("host").parse(host) == host
+
+
+@pytest.mark.parametrize("text", ["forty", "", " 42", "4_2", "+42", "4.0", "\u0664\u0662"])
+def test_only_ascii_digits_parse_as_an_integer(text):
+    with pytest.raises(SegmentValueError, match="is not an integer"):
+        IntSegment("meter", 10).parse(text)
+    with pytest.raises(SegmentValueError, match="is negative"):  # the encoder's refusal
+        IntSegment("meter", 10).encode(IntSegment("meter", 10).parse("-5"))
+
+
+def test_timestamps_have_no_text_form_at_the_segment():
+    with pytest.raises(NotImplementedError, match="TimestampSegment has no text form"):
+        ts.spec_of(Meter).timestamp.parse("2015-03-16T19:53:32Z")
 
 
 @PROPS

@@ -78,6 +78,18 @@ class Segment:
     def decode(self, data: bytes) -> Any:
         raise NotImplementedError
 
+    def parse(self, text: str) -> Any:
+        """The value of this segment's field written as text (a command line, a file).
+
+        Strings are the text itself, integers are parsed. Timestamp segments
+        take microseconds, which nobody types: parse their text as an ISO 8601
+        ``datetime`` instead.
+
+        Raises:
+            SegmentValueError: the text is not a value of the segment.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no text form")
+
     def describe(self) -> str:
         raise NotImplementedError
 
@@ -199,6 +211,9 @@ class StrSegment(Segment):
                 f"{self.field}: segment {data!r} is not valid UTF-8 ({exc.reason} at "
                 f"position {exc.start})") from None
 
+    def parse(self, text: str) -> str:
+        return text
+
     def describe(self) -> str:
         if self.width is None:
             return f"{self.field}: variable-width string (at most {self.max_length} bytes)"
@@ -232,6 +247,11 @@ class IntSegment(Segment):
         if not data.isdigit():
             raise SegmentValueError(f"expected {self.width} digits, got {data!r}")
         return int(data)
+
+    def parse(self, text: str) -> int:
+        if re.fullmatch(r"-?[0-9]+", text) is None:  # int() would take "4_2" and " 42"
+            raise SegmentValueError(f"{text!r} is not an integer")
+        return int(text)
 
     def describe(self) -> str:
         return f"{self.field}: integer, {self.width} digits, zero-padded"
