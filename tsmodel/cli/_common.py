@@ -21,8 +21,8 @@ from typing import Any
 import attrs
 
 import tsmodel
-from tsmodel.encoding.keys import IntSegment, KeyLayout
-from tsmodel.encoding.timestamps import to_micros
+from tsmodel.encoding.keys import KeyLayout, Segment, SegmentValueError
+from tsmodel.errors import key_error
 
 __all__ = [
     "CliError", "Run", "URL_HELP", "print_error", "command", "group", "wrap", "add_target",
@@ -124,25 +124,22 @@ def pairs(items: Sequence[str], what: str) -> dict[str, str]:
 
 def typed(spec: tsmodel.ModelSpec, layout: KeyLayout, raw: dict[str, str],
           allowed: Sequence[str]) -> dict[str, Any]:
-    """Key field values from text: ints for integer segments, µs for the timestamp."""
+    """Key field values from text (:meth:`Segment.parse`); the timestamp as a datetime."""
     unknown = [n for n in raw if n not in allowed]
     if unknown:
         raise CliError(f"{spec.name} has no key field {', '.join(map(repr, unknown))} "
                        f"(key fields: {', '.join(allowed) or 'none'})")
-    integers = {s.field for s in layout.segments if isinstance(s, IntSegment)}
-    return {name: _typed_value(spec, name, value, name in integers)
-            for name, value in raw.items()}
+    segments = {s.field: s for s in layout.segments if s.field is not None}
+    return {name: _typed_value(spec, name, segments[name], value) for name, value in raw.items()}
 
 
-def _typed_value(spec: tsmodel.ModelSpec, name: str, value: str, integer: bool) -> Any:
+def _typed_value(spec: tsmodel.ModelSpec, name: str, segment: Segment, value: str) -> Any:
     if name == spec.timestamp_field:
-        return to_micros(parse_time(value, f"{spec.name}.{name}"))
-    if not integer:
-        return value
+        return parse_time(value, f"{spec.name}.{name}")
     try:
-        return int(value)
-    except ValueError:
-        raise CliError(f"{spec.name}.{name}: {value!r} is not an integer") from None
+        return segment.parse(value)
+    except SegmentValueError as exc:
+        raise key_error(exc, model=spec.name, field=name, value=value) from None
 
 
 # -- backends ---------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """``tsmodel keys encode`` and ``tsmodel keys decode``: row keys of a model.
 
-Decoding is the library's (:func:`tsmodel.decode_row_key`, for any table of
-the model); this module parses the text and prints the result.
+Encoding and decoding are the library's (:func:`tsmodel.encode_row_key`,
+:func:`tsmodel.decode_row_key`); this module parses the text and prints the
+result.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import argparse
 from datetime import datetime
 from typing import Any
 
-from tsmodel import ModelSpec, decode_row_key, spec_of
+from tsmodel import ModelSpec, decode_row_key, encode_row_key, spec_of
 from tsmodel.cli._common import (
     CliError,
     add_json,
@@ -24,8 +25,8 @@ from tsmodel.cli._common import (
     typed,
 )
 from tsmodel.cli._targets import one_model
-from tsmodel.encoding.keys import ConstantSegment, KeyLayout, SaltSegment, SegmentValueError
-from tsmodel.errors import key_error
+from tsmodel.encoding.keys import ConstantSegment, KeyLayout, SaltSegment, Segment
+from tsmodel.layouts.codec import SALT_FIELD
 from tsmodel.plan.schema import format_table
 
 __all__ = ["add_command"]
@@ -62,11 +63,13 @@ def add_command(commands: Any) -> None:
 
 
 def _run_encode(args: argparse.Namespace) -> int:
-    spec = spec_of(one_model(args.target))
-    encoded = _encode(spec, _values(spec, args.values))
-    key = spec.key.join(encoded)
-    current = spec.current_key.join(encoded) if spec.current_key is not None else None
-    parts = _segment_parts(spec.key, encoded)
+    model = one_model(args.target)
+    spec = spec_of(model)
+    values = _values(spec, args.values)
+    key = encode_row_key(model, values)
+    current = (encode_row_key(model, values, table=spec.current_table)
+               if spec.current_table is not None else None)
+    parts = _segment_parts(spec.key, key)
     if args.json:
         print_json({"model": spec.name, "table": spec.table, "row_key": key,
                     "row_key_hex": key.hex(), "current_table": spec.current_table,
@@ -99,29 +102,19 @@ def _values(spec: ModelSpec, items: list[str]) -> dict[str, Any]:
     return values
 
 
-def _encode(spec: ModelSpec, values: dict[str, Any]) -> dict[str, bytes]:
-    try:
-        return spec.key.encode_segments(values)
-    except SegmentValueError as exc:
-        field = getattr(exc, "field", None)
-        raise key_error(exc, model=spec.name, field=field,
-                        value=values.get(field or "")) from None
+def _segment_parts(layout: KeyLayout, key: bytes) -> list[tuple[str, bytes, str]]:
+    """``(name, bytes, encoding)`` of each segment of a key tsmodel encoded, in order."""
+    values = layout.decode(key)  # cannot fail: the key is canonical
+    return [(_segment_name(seg), seg.encode(values.get(seg.field or SALT_FIELD)),
+             seg.describe()) for seg in layout.segments]
 
 
-def _segment_parts(layout: KeyLayout,
-                   encoded: dict[str, bytes]) -> list[tuple[str, bytes, str]]:
-    """``(name, bytes, encoding)`` of each segment of the key, in order."""
-    parts = []
-    for seg in layout.segments:
-        if seg.field is not None:
-            data, name = encoded[seg.field], seg.field
-        elif isinstance(seg, SaltSegment):
-            data, name = seg.encode(seg.salt_of(encoded)), "salt"
-        else:
-            data = seg.encode(None)
-            name = "constant" if isinstance(seg, ConstantSegment) else type(seg).__name__
-        parts.append((name, data, seg.describe()))
-    return parts
+def _segment_name(seg: Segment) -> str:
+    if seg.field is not None:
+        return seg.field
+    if isinstance(seg, SaltSegment):
+        return "salt"
+    return "constant" if isinstance(seg, ConstantSegment) else type(seg).__name__
 
 
 # -- decode -----------------------------------------------------------------------------
