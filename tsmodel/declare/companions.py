@@ -20,6 +20,7 @@ import attrs
 
 from tsmodel import errors
 from tsmodel.declare.fields import META, Alternate, Constant, KeyInfo, Salt, Snapshot
+from tsmodel.declare.params import MAX_TABLE_NAME, check_name, show
 from tsmodel.declare.spec import ModelSpec, SnapshotSpec
 from tsmodel.encoding.buckets import Bucket, make_bucket
 from tsmodel.encoding.keys import BucketSegment, KeyLayout, Segment, TimestampSegment
@@ -33,11 +34,7 @@ SegmentMaker = Callable[[str, Any, Any], Segment]
 
 def check_table_name(model: str, what: str, name: str) -> None:
     """Refuse a table name Bigtable would not accept."""
-    if not name or len(name) > 50 or not all(c.isalnum() or c in "_-." for c in name):
-        raise errors.DeclarationError(
-            f"{model}: {what} {name!r} is not a valid table name (1-50 letters, digits, "
-            "'_', '-', '.')"
-        )
+    check_name(model, what, "table", name, limit=MAX_TABLE_NAME, what="table")
 
 
 def derive_alternate(main: ModelSpec, decl: Alternate, hints: dict[str, Any],
@@ -108,7 +105,7 @@ def _main_segments(main: ModelSpec) -> tuple[Any, ...]:
 
 def _derive(main: ModelSpec, table: str, segments: tuple[Any, ...], hints: dict[str, Any],
             infos: dict[str, Any], make_segment: SegmentMaker, what: str) -> ModelSpec:
-    built = [_segment(main, s, hints, infos, make_segment, what) for s in segments]
+    built = [_segment(main, s, hints, infos, make_segment, what, table) for s in segments]
     key = KeyLayout(tuple(built), main.key.separator)
     fields = [s.field for s in built if s.field is not None]
     missing = [f for f in (*main.key_fields, main.timestamp_field) if f not in fields]
@@ -131,12 +128,12 @@ def _derive(main: ModelSpec, table: str, segments: tuple[Any, ...], hints: dict[
 
 
 def _segment(main: ModelSpec, item: Any, hints: dict[str, Any], infos: dict[str, Any],
-             make_segment: SegmentMaker, what: str) -> Segment:
+             make_segment: SegmentMaker, what: str, table: str) -> Segment:
     if isinstance(item, Segment):
         return item
     if isinstance(item, (Constant, Salt)):
         return make_segment("__" + what, item, None)
-    name, info = _named(item)
+    name, info = _named(main.name, f"{what} table {table!r}", item)
     if name == main.timestamp_field:
         return main.timestamp
     if name in main.key_fields:
@@ -153,7 +150,7 @@ def _segment(main: ModelSpec, item: Any, hints: dict[str, Any], infos: dict[str,
     return make_segment(name, info if info is not None else KeyInfo(), hints.get(name))
 
 
-def _named(item: Any) -> tuple[str, KeyInfo | None]:
+def _named(model: str, what: str, item: Any) -> tuple[str, KeyInfo | None]:
     if isinstance(item, str):
         return item, None
     if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
@@ -161,6 +158,6 @@ def _named(item: Any) -> tuple[str, KeyInfo | None]:
         if isinstance(info, KeyInfo):
             return item[0], info
     raise errors.DeclarationError(
-        f"cannot use {item!r} as a key segment: give a field name, (name, ts.key(...)), "
+        f"{model}: {what} key segment {show(item)}: give a field name, (name, ts.key(...)), "
         "ts.constant(...) or ts.salt(...)"
     )

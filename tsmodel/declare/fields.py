@@ -4,6 +4,10 @@
 that record what the field means for Bigtable in the field's ``metadata``.
 ``constant`` and ``salt`` are markers: they take a place in the row key but
 are not attributes of instances.
+
+The helpers record their arguments as given; ``@model`` checks their types
+and ranges when the class is defined (:mod:`tsmodel.declare.params`), where
+the error can name the model and the field.
 """
 
 from __future__ import annotations
@@ -170,7 +174,8 @@ def salt(buckets: int, *, on: tuple[str, ...] | list[str] | str) -> Any:
         on: the field(s) hashed (with a stable CRC-32, never Python's
             randomized ``hash``), e.g. the timestamp field.
     """
-    names = (on,) if isinstance(on, str) else tuple(on)
+    # Anything else is kept as given: @model refuses it, naming the model and field.
+    names = (on,) if isinstance(on, str) else tuple(on) if isinstance(on, (list, tuple)) else on
     return Salt(buckets, names)
 
 
@@ -222,4 +227,4 @@ def snapshot(pattern: str, *, period: str | timedelta = "day",
         key: the snapshot's row key segments (as for :func:`alternate`);
             default: the main table's key.
     """
-    return Snapshot(pattern, period, key)
+    return Snapshot(pattern, period, tuple(key) if isinstance(key, list) else key)

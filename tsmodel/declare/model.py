@@ -21,7 +21,7 @@ import attrs
 from typing_extensions import dataclass_transform
 
 from tsmodel import errors
-from tsmodel.declare import sizing
+from tsmodel.declare import params, sizing
 from tsmodel.declare.companions import derive_alternate, derive_snapshot
 from tsmodel.declare.fields import (
     META,
@@ -145,10 +145,20 @@ def model(
     """
 
     def wrap(klass: type) -> type:
+        if not isinstance(klass, type):
+            raise errors.DeclarationError(
+                f"@tsmodel.model(...) decorates a class, not {type(klass).__name__} "
+                f"{params.show(klass)}"
+            )
         if table is None or family is None:
             raise errors.DeclarationError(
                 f"{klass.__name__}: @tsmodel.model needs table=... and family=..."
             )
+        params.check_model_options(
+            klass.__name__, table=table, family=family, current=current, separator=separator,
+            serialization=serialization, allow_hotspot=allow_hotspot, layout=layout,
+            max_rate=max_rate, retention=retention, max_versions=max_versions,
+            alternates=alternates, snapshot=snapshot)
         options = _Options(table, family, current, separator, serialization, allow_hotspot,
                            layout, max_rate, retention, max_versions, tuple(alternates),
                            snapshot)
@@ -156,7 +166,8 @@ def model(
 
     if cls is not None:
         raise errors.DeclarationError(
-            f"{cls.__name__}: use @tsmodel.model(table=..., family=...), with arguments"
+            f"{getattr(cls, '__name__', params.show(cls))}: use "
+            "@tsmodel.model(table=..., family=...), with arguments"
         )
     return wrap
 
@@ -201,17 +212,12 @@ def _build(cls: type, options: _Options) -> type:
 
 
 def _check_names(name: str, options: _Options) -> None:
+    """The separator, and the tables' relations (their names: params.check_model_options)."""
     sep = options.separator
     if len(sep) != 1 or sep not in string.punctuation:
         raise errors.DeclarationError(
             f"{name}: separator {sep!r} must be one ASCII punctuation character such as '#'"
         )
-    for what, text in (("table", options.table), ("family", options.family),
-                       ("current", options.current)):
-        if text is not None and (not text or not all(c.isalnum() or c in "_-." for c in text)):
-            raise errors.DeclarationError(
-                f"{name}: {what}={text!r}: use letters, digits, '_', '-' and '.' only"
-            )
     if options.current is not None and options.current == options.table:
         raise errors.DeclarationError(f"{name}: current= must name a table other than table=")
 
@@ -358,6 +364,7 @@ def _version_limit(spec: ModelSpec, options: _Options) -> int | None:
 
 
 def _segment(name: str, attr: str, info: Any, hint: Any, sep: bytes) -> Segment:
+    params.check_info(f"{name}.{attr}", info)
     if isinstance(info, Constant):
         if not info.text or sep.decode() in info.text:
             raise errors.DeclarationError(
@@ -405,10 +412,6 @@ def _key_segment(name: str, attr: str, info: KeyInfo, hint: Any, sep: bytes) -> 
         raise errors.DeclarationError(
             f"{name}.{attr}: key fields must be annotated str or int, not {hint!r}"
         )
-    if len(info.pad) != 1 or len(info.pad.encode("utf-8")) != 1:
-        raise errors.DeclarationError(f"{name}.{attr}: pad must be one ASCII character")
-    if info.align not in ("left", "right"):
-        raise errors.DeclarationError(f"{name}.{attr}: align must be 'left' or 'right'")
     if info.width is not None and info.width < 1:
         raise errors.DeclarationError(f"{name}.{attr}: width must be at least 1")
     if info.max_length < 1:
@@ -493,6 +496,7 @@ def _check_salt(name: str, key: KeyLayout, salt: SaltSegment) -> None:
 def _value_spec(
     name: str, attr: str, info: ValueInfo, hint: Any, default_family: str,
 ) -> ValueSpec:
+    params.check_info(f"{name}.{attr}", info)
     base, optional = _unwrap_optional(hint)
     codec = info.codec or codec_for(base)
     if codec is None:
