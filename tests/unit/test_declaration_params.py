@@ -254,6 +254,18 @@ def test_protobuf_message_instance_instead_of_a_class():
 # -- field names -------------------------------------------------------------------------
 
 
+def test_field_name_with_a_leading_underscore_is_refused():
+    """attrs names its __init__ argument without the underscore: rows could not be read back."""
+    refused(["Bad._v", "underscore"], {**HOST, **TIME, "_v": ts.value()}, {**ANN, "_v": float})
+
+
 def test_non_ascii_names_in_a_generated_message_are_refused():
     refused(["Bad.é", "protobuf", "ASCII"], {**HOST, **TIME, "é": ts.value()},
             {**ANN, "é": float}, serialization=Protobuf())
+
+
+@pytest.mark.parametrize("marker", [ts.constant("BATTERY"), ts.salt(4, on="time")])
+def test_annotated_constant_or_salt_is_refused(marker):
+    """An annotation made attrs require the marker as an argument of every instance."""
+    refused(["Bad.m", "without an annotation"], {"m": marker, **HOST, **TIME},
+            {**ANN, "m": int})

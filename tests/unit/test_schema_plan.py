@@ -405,8 +405,8 @@ def test_advice_for_a_time_first_key() -> None:
 def test_advice_for_salts() -> None:
     @ts.model(table="B", family="B")
     class Battery:
-        kind: str = ts.constant("BATTERY")
-        s: int = ts.salt(buckets=4, on=("time",))
+        kind = ts.constant("BATTERY")
+        s = ts.salt(buckets=4, on=("time",))
         time: datetime = ts.timestamp(format="%Y%m%d%H%M%S", millis=True)
         v: int = ts.value("V")
 

@@ -195,6 +195,12 @@ def _build(cls: type, options: _Options) -> type:
     hints = _type_hints(cls)
     for attr, item in items:
         if isinstance(item, (Constant, Salt)):
+            if attr in hints:
+                what = "ts.constant()" if isinstance(item, Constant) else "ts.salt()"
+                raise errors.DeclarationError(
+                    f"{name}.{attr}: {what} takes a place in the row key but is no field of "
+                    f"instances; assign it without an annotation ({attr} = {what[:-1]}...))"
+                )
             delattr(cls, attr)
     new_cls = attrs.define(cls, kw_only=True, slots=True, eq=True)
     spec = _make_spec(name, items, hints, options)
@@ -264,6 +270,12 @@ def _make_spec(
         if attr in _RESERVED:
             raise errors.DeclarationError(
                 f"{name}.{attr}: the name {attr!r} is reserved by tsmodel"
+            )
+        if attr.startswith("_") and isinstance(info, (KeyInfo, TimestampInfo, ValueInfo)):
+            raise errors.DeclarationError(
+                f"{name}.{attr}: a field name may not start with an underscore: attrs names "
+                f"its __init__ argument {attr.lstrip('_')!r}, so rows could not be read back "
+                "into instances; rename the field"
             )
         if isinstance(info, ValueInfo):
             values.append(_value_spec(name, attr, info, hints.get(attr), options.family))
