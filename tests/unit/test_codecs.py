@@ -158,9 +158,11 @@ def test_text_python_types():
     assert repr(ts.Text(float)) == "Text(float)"
 
 
-def test_text_of_another_kind_is_refused():
-    with pytest.raises(TypeError, match="int, float or str"):
-        ts.Text(bytes)
+@pytest.mark.parametrize("kind", [bytes, 5, "int", None])
+def test_text_of_another_kind_is_refused(kind):
+    with pytest.raises(ts.DeclarationError, match="int, float or str") as info:
+        ts.Text(kind)
+    assert isinstance(info.value, TypeError)
 
 
 @PROPS

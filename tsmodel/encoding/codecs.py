@@ -205,7 +205,9 @@ class Text:
 
     def __init__(self, kind: type = str) -> None:
         if kind not in (int, float, str):
-            raise TypeError(f"Text codec decodes to int, float or str, not {kind!r}")
+            raise errors.DeclarationError(
+                f"ts.Text(kind={kind!r}): the Text codec decodes to int, float or str; "
+                "e.g. ts.Text(float)")
         self.kind = kind
         self.python_type: type | tuple[type, ...] = (float, int) if kind is float else kind
 
