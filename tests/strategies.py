@@ -150,3 +150,147 @@ def byte_strings() -> st.SearchStrategy[bytes]:
 def unicode_text() -> st.SearchStrategy[str]:
     """Any text UTF-8 can encode."""
     return st.text(st.characters(exclude_categories=("Cs",)), max_size=32)
+
+
+# -- error fuzzing (tests/unit/test_error_fuzz.py) ---------------------------------------
+#
+# Declaration parameters, field values and stored bytes of every kind, right
+# and wrong, to check that only tsmodel's own errors escape.
+
+#: The first microsecond of the year 2 (year 1 shown in a far zone cannot be).
+_YEAR_2_US = -62_104_060_800_000_000
+#: Text UTF-8 cannot encode: lone surrogates.
+_SURROGATES = ("\ud800", "a\udc80b", "\udfff#")
+
+
+def junk() -> st.SearchStrategy[object]:
+    """A value of any kind that a parameter or a field might wrongly be given."""
+    import tsmodel as ts
+
+    things: list[object] = [object(), object, int, str, ts.Int64, ts.rows, ts.Protobuf,
+                            ts.constant("X"), ts.key(), len, Ellipsis, (), [], {}]
+    return st.one_of(
+        st.none(), st.booleans(), st.integers(-3, 70), st.integers(),
+        st.floats(), st.text(max_size=6), st.sampled_from(_SURROGATES),
+        st.binary(max_size=6), st.lists(st.integers(0, 9) | st.text(max_size=3), max_size=2),
+        st.timedeltas(min_value=timedelta(days=-3), max_value=timedelta(days=400)),
+        st.sampled_from(things),
+    )
+
+
+#: Per declaration parameter, values that a valid declaration may give it.
+DECLARATION_SLOTS: dict[tuple[str, str], tuple[object, ...]] = {
+    ("key", "width"): (None, 6),
+    ("key", "pad"): (" ", "_"),
+    ("key", "align"): ("left", "right"),
+    ("key", "max_length"): (16, 256),
+    ("timestamp", "unit"): ("ms", "us", "s"),
+    ("timestamp", "digits"): (None,),
+    ("timestamp", "format"): (None, "%Y%m%d%H%M%S"),
+    ("timestamp", "millis"): (False,),
+    ("timestamp", "reverse"): (False, True),
+    ("timestamp", "bucket"): (None,),
+    ("timestamp", "label"): (None,),
+    ("value", "qualifier"): (None, "Q/V"),
+    ("value", "family"): (None, "G"),
+    ("value", "codec"): (None,),
+    ("value", "allow_nan"): (False, True),
+    ("constant", "text"): ("BATTERY",),
+    ("salt", "buckets"): (4,),
+    ("salt", "on"): ("time", ("host", "time")),
+    ("alternate", "table"): ("ALT",),
+    ("snapshot", "pattern"): ("SNAP_{period:%Y%m%d}",),
+    ("snapshot", "period"): ("day",),
+    ("protobuf", "qualifier"): ("blob",),
+    ("model", "table"): ("T",),
+    ("model", "family"): ("F",),
+    ("model", "current"): (None, "CURRENT_T"),
+    ("model", "separator"): ("#", "|"),
+    ("model", "allow_hotspot"): (False, True),
+    ("model", "layout"): (None,),
+    ("model", "max_rate"): (None, 10),
+    ("model", "retention"): (None, timedelta(days=30)),
+    ("model", "max_versions"): (None, 1),
+}
+
+
+@st.composite
+def declarations(draw: st.DrawFn) -> tuple[dict[str, object], dict[str, object], dict[str, object]]:
+    """A model declaration: (class body, annotations, ``@model`` options).
+
+    Every parameter takes a valid value, except one to three drawn at random
+    that take :func:`junk`; constants, salts, companions and a serialization
+    come and go.
+    """
+    import tsmodel as ts
+
+    slots = list(DECLARATION_SLOTS)
+    wrong = draw(st.sets(st.sampled_from(slots), min_size=0, max_size=3))
+    p: dict[tuple[str, str], object] = {}
+    for slot in slots:
+        p[slot] = draw(junk() if slot in wrong else st.sampled_from(DECLARATION_SLOTS[slot]))
+
+    def params(helper: str) -> dict[str, object]:
+        return {name: value for (h, name), value in p.items() if h == helper}
+
+    key_hint = draw(st.sampled_from([str, str, int]))
+    value_hint = draw(st.sampled_from([float, int, str, bool, bytes, float | None, str | None]))
+    value_options = params("value")
+    if draw(st.booleans()) and value_hint in (float, int):
+        value_options["codec"] = ts.Text(value_hint)
+    default = {"default": None} if value_hint in (float | None, str | None) else {}
+    body: dict[str, object] = {}
+    annotations: dict[str, object] = {"host": key_hint, "time": datetime, "v": value_hint}
+    if draw(st.booleans()):
+        body["c"] = ts.constant(p["constant", "text"])
+    key_options = params("key")
+    if key_hint is int and key_options["width"] is None:
+        key_options["width"] = 6
+    body["host"] = ts.key(**key_options)
+    if draw(st.booleans()):
+        salt = params("salt")
+        body["s"] = ts.salt(salt["buckets"], on=salt["on"])
+    body["time"] = ts.timestamp(**params("timestamp"))
+    body["v"] = ts.value(**value_options, **default)
+    options = {name: value for (h, name), value in p.items() if h == "model"}
+    if draw(st.booleans()):
+        options["alternates"] = [ts.alternate(p["alternate", "table"], "host", "time")]
+    if draw(st.booleans()):
+        options["snapshot"] = ts.snapshot(p["snapshot", "pattern"],
+                                          period=p["snapshot", "period"])
+    if draw(st.booleans()):
+        options["serialization"] = ts.Protobuf(
+            qualifier=p["protobuf", "qualifier"])
+    return body, annotations, options
+
+
+def field_values(hint: object) -> st.SearchStrategy[object]:
+    """Values for a field annotated ``hint``: mostly right, sometimes :func:`junk`."""
+    right: dict[object, st.SearchStrategy[object]] = {
+        int: st.integers(-(2**70), 2**70),
+        float: st.floats() | st.integers(-(2**70), 2**70),
+        str: st.text(max_size=12) | st.sampled_from(_SURROGATES),
+        bool: st.booleans(),
+        bytes: st.binary(max_size=12),
+        datetime: st.one_of(aware_datetimes(0, _FORMAT_MAX_US, 1_000),
+                            aware_datetimes(_YEAR_2_US, _FORMAT_MAX_US), st.datetimes()),
+    }
+    base = right.get(hint, st.nothing())
+    if hint in (float | None, str | None):
+        base = st.none() | right[float if hint == float | None else str]
+    return st.one_of(base, base, base, junk())
+
+
+def stored_bytes(samples: tuple[bytes, ...] = ()) -> st.SearchStrategy[bytes]:
+    """Cell values or row keys: well-formed samples, their mutations, random bytes."""
+    mutated = st.builds(_mutate, st.sampled_from(samples), st.integers(0, 64),
+                        st.binary(max_size=3)) if samples else st.nothing()
+    known = st.sampled_from(samples) if samples else st.nothing()
+    return st.one_of(st.binary(max_size=24), known, mutated,
+                     st.sampled_from([b"", b"\x00", b"\x01", b"\x02", b"\xff" * 8]))
+
+
+def _mutate(data: bytes, at: int, insert: bytes) -> bytes:
+    at = at % (len(data) + 1)
+    return data[:at] + insert + data[at + 1:]
+
