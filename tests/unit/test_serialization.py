@@ -127,11 +127,16 @@ def test_validation_still_applies_to_serialized_fields():
         encode_event(ts.spec_of(Balloon), balloon(temperature=float("nan")))
 
 
-def test_row_without_the_blob_decodes_to_none_values():
-    (back,) = ts.spec_of(Balloon).codec.decode(
-        Balloon, Row(b"us-west2#3698#2021-03-05-1200", (Cell("data", b"other", T0_US, b"x"),)))
-    assert back.time == T0
-    assert back.pressure is None and back.humidity is None
+def test_row_without_the_blob_is_refused():
+    """A row with no cell of the model is no event of it (it decoded to all-None)."""
+    spec = ts.spec_of(Balloon)
+    with pytest.raises(ts.CellDecodingError) as info:
+        spec.codec.decode(
+            Balloon, Row(b"us-west2#3698#2021-03-05-1200", (Cell("data", b"other", T0_US, b"x"),)))
+    err = info.value
+    assert (err.model, err.table, err.row_key) == ("Balloon", spec.table,
+                                                   b"us-west2#3698#2021-03-05-1200")
+    assert "required" in str(err)
 
 
 def test_newest_blob_of_a_row_wins():

@@ -222,10 +222,12 @@ def test_missing_required_value():
     assert "None" in str(err) and "Optional" in str(err)
 
 
-def test_optional_none_erases_the_cell_of_this_event():
+def test_optional_none_erases_the_column_of_its_row():
+    """A row holds one event: None erases the column up to this event's cell, older
+    versions included, so a current-value row never keeps an older event's cell."""
     event = encode_event(ts.spec_of(ServerMetric), metric(note=None))
     (erase,) = [m for m in event.mutations if getattr(m, "qualifier", None) == b"note"]
-    assert erase == DeleteCells("METRIC", b"note", event.timestamp, event.timestamp + 1000)
+    assert erase == DeleteCells("METRIC", b"note", 0, event.timestamp + 1000)
 
 
 def test_nan_is_refused():

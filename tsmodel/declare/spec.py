@@ -10,7 +10,7 @@ from tsmodel.encoding.buckets import Bucket
 from tsmodel.encoding.keys import BucketSegment, KeyLayout, SaltSegment, TimestampSegment
 from tsmodel.encoding.timestamps import from_micros
 from tsmodel.encoding.values import ValueEncoder, ValueSpec
-from tsmodel.layouts import Layout, TableCodec, rows
+from tsmodel.layouts import Layout, Rows, TableCodec, rows
 
 if TYPE_CHECKING:
     from datetime import timedelta
@@ -80,7 +80,8 @@ class ModelSpec:
         current = None
         if self.current_table is not None and self.current_key is not None:
             current = TableCodec(self, table=self.current_table, key=self.current_key,
-                                 layout=rows(), time_field=self.timestamp_field, values=values,
+                                 layout=Rows(exact_times=self.time_unit < 1_000),
+                                 time_field=self.timestamp_field, values=values,
                                  like=codec)
         object.__setattr__(self, "codec", codec)
         object.__setattr__(self, "current_codec", current)

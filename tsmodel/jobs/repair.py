@@ -186,7 +186,7 @@ def _fix_current(conn: Connection, spec: ModelSpec, model: type, span: tuple[int
         identity = _main_identity(spec, found[0])
         if not span[0] <= identity[1] < span[1] or identity in held:
             continue
-        newest_ts = identity[1] // _MS * _MS
+        newest_ts = max(c.timestamp for c in row.cells)  # the cells of the event read
         failed += _apply(conn, codec.table, [RowMutation(row.key, tuple(
             DeleteCells(c.family, c.qualifier, newest_ts, newest_ts + _MS)
             for c in row.cells if c.timestamp == newest_ts))])

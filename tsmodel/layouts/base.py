@@ -16,6 +16,7 @@ import abc
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from tsmodel import errors
 from tsmodel.backends.base import Cell, DeleteCells, Mutation, SetCell
 from tsmodel.encoding.codecs import Bool, Float64, Int64
 
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
     from tsmodel.encoding.values import ValueSpec
 
 __all__ = ["Layout", "TableShape", "Event", "Writer", "Reader", "TimeCheck", "value_cell_writer",
-           "value_cell_decoder", "newest_cells", "value_bytes", "CELL_OVERHEAD", "MS"]
+           "value_cell_decoder", "missing_value", "column_name",
+           "newest_cells", "value_bytes", "CELL_OVERHEAD", "MS"]
 
 MS = 1_000
 #: Bytes a cell costs beyond its qualifier and value (timestamp, lengths...).
@@ -49,6 +51,10 @@ class TableShape(Protocol):
     @property
     def name(self) -> str:
         """The model name, for messages."""
+
+    @property
+    def family(self) -> str:
+        """The default column family."""
 
     @property
     def bucket(self) -> Bucket | None:
@@ -166,32 +172,57 @@ def value_bytes(v: ValueSpec) -> int:
 # -- cells of value fields, shared by the layouts ---------------------------------------
 
 
-def value_cell_writer(shape: TableShape) -> Writer:
-    """A writer of a column per value field (or one serialized cell), at the
-    event time floored to the millisecond."""
+def value_cell_writer(shape: TableShape, *, erase_older: bool = False,
+                      exact_times: bool = False) -> Writer:
+    """A writer of a column per value field (or one serialized cell).
+
+    Args:
+        erase_older: a ``None`` value erases every older version of its column
+            too (a row that holds one event: its older versions are older
+            events of the row, as in a current-value row), not only this
+            event's cell (a bucket row's other events stay).
+        exact_times: cell timestamps are the event time in µs times 1000, a
+            whole number of "milliseconds" ordering events by their full
+            microsecond time (current-value rows of ``unit="us"`` models);
+            else the event time floored to the millisecond.
+    """
+    def stamp(us: int) -> int:
+        return us * MS if exact_times else us // MS * MS
+
     ser = shape.serialization
     if ser is not None:
         family, qualifier, serialize = ser.family, ser.qualifier, ser.encode_entity
 
         def write_blob(us: int, entity: Any,
                        encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
-            return (SetCell(family, qualifier, us // MS * MS, serialize(entity)),)
+            return (SetCell(family, qualifier, stamp(us), serialize(entity)),)
 
         return write_blob
     columns = tuple((v.name, v.family, v.qualifier) for v in shape.values)
     count = len(columns)
+    if not columns:
+        # Every field is in the row key (an alternate key promoting every value):
+        # one empty cell makes the row exist.
+        marker_family = shape.family
+
+        def write_marker(us: int, entity: Any,
+                         encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
+            return (SetCell(marker_family, b"", stamp(us), b""),)
+
+        return write_marker
 
     def write(us: int, entity: Any, encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
-        ts = us // MS * MS
+        ts = stamp(us)
         out: list[Mutation] = []
         if len(encoded) == count:  # no None value: the common case
             for name, family, qualifier in columns:
                 out.append(SetCell(family, qualifier, ts, encoded[name]))
             return tuple(out)
+        erase_from = 0 if erase_older else ts
         for name, family, qualifier in columns:
             data = encoded.get(name)
             # Erase the cell of a None value, so a re-save with None is exact and idempotent.
-            out.append(DeleteCells(family, qualifier, ts, ts + MS) if data is None
+            out.append(DeleteCells(family, qualifier, erase_from, ts + MS) if data is None
                        else SetCell(family, qualifier, ts, data))
         return tuple(out)
 
@@ -210,7 +241,12 @@ def newest_cells(cells: tuple[Cell, ...]) -> dict[tuple[str, bytes], Cell]:
 
 def value_cell_decoder(shape: TableShape) -> Callable[[Iterable[Cell]], dict[str, Any]]:
     """A decoder of the value fields in the cells of one event (first cell of a
-    column wins; fields without a cell are ``None``)."""
+    column wins; fields without a cell are ``None``; other columns are ignored).
+
+    Raises (from the decoder):
+        CellDecodingError: a cell's bytes are not what its field declares; the
+            error names the field and the column.
+    """
     ser = shape.serialization
     if ser is not None:
         where, parse = (ser.family, ser.qualifier), ser.decode
@@ -219,7 +255,10 @@ def value_cell_decoder(shape: TableShape) -> Callable[[Iterable[Cell]], dict[str
         def decode_blob(cells: Iterable[Cell]) -> dict[str, Any]:
             for c in cells:
                 if (c.family, c.qualifier) == where:
-                    decoded: dict[str, Any] = parse(c.value)
+                    try:
+                        decoded: dict[str, Any] = parse(c.value)
+                    except errors.CellDecodingError as exc:
+                        raise exc.locate(column=column_name(*where)) from None
                     return decoded
             return empty.copy()
 
@@ -232,7 +271,27 @@ def value_cell_decoder(shape: TableShape) -> Callable[[Iterable[Cell]], dict[str
         for family, qualifier, _, value in cells:
             column = columns.get((family, qualifier))
             if column is not None and values[column[0]] is None:
-                values[column[0]] = column[1](value)
+                try:
+                    values[column[0]] = column[1](value)
+                except errors.CellDecodingError as exc:
+                    raise exc.locate(field=column[0],
+                                     column=column_name(family, qualifier)) from None
         return values
 
     return decode
+
+
+def missing_value(shape: TableShape, name: str) -> errors.CellDecodingError:
+    """The error for a row that lacks a required value's cell."""
+    v = next(v for v in shape.values if v.name == name)
+    ser = shape.serialization
+    where = column_name(ser.family, ser.qualifier) if ser is not None else \
+        column_name(v.family, v.qualifier)
+    return errors.CellDecodingError(
+        f"the row has no cell for {name!r}, a required value: not an event of this model "
+        "(a foreign or damaged row, or a column deleted by hand)", field=name, column=where)
+
+
+def column_name(family: str, qualifier: bytes) -> str:
+    """``family:qualifier`` for messages."""
+    return f"{family}:{qualifier.decode('utf-8', 'backslashreplace')}"

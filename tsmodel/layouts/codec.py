@@ -19,7 +19,7 @@ from tsmodel.backends.base import Mutation, Row, RowMutation, SetCell
 from tsmodel.encoding.keys import KeyLayout, SegmentValueError
 from tsmodel.encoding.timestamps import EPOCH, to_micros
 from tsmodel.encoding.values import MAX_VALUE_BYTES, ValueEncoder, too_big
-from tsmodel.layouts.base import Layout, TableShape
+from tsmodel.layouts.base import Layout, TableShape, missing_value
 
 __all__ = ["TableCodec", "EncodedRow", "MAX_VALUE_BYTES", "SALT_FIELD"]
 
@@ -64,7 +64,7 @@ class TableCodec:
 
     __slots__ = ("shape", "table", "key", "layout", "time_field", "values",
                  "_encoders", "_constants", "_joins_plainly", "_write", "_read", "_time_check",
-                 "_like")
+                 "_like", "_required")
 
     def __init__(self, shape: TableShape, *, table: str, key: KeyLayout, layout: Layout,
                  time_field: str, values: ValueEncoder, like: TableCodec | None = None) -> None:
@@ -83,6 +83,7 @@ class TableCodec:
         self._read = layout.reader(shape)
         self._time_check = layout.time_check(shape)
         self._like = like if like is not None and like.layout == layout else None
+        self._required = tuple(v.name for v in values.values if not v.optional)
 
     @property
     def model(self) -> str:
@@ -183,7 +184,16 @@ class TableCodec:
 
         Raises:
             KeyDecodingError: the row key does not match this table's key layout.
+            CellDecodingError: a cell is not what its field declares, or a row
+                lacks a required value; the error names the model, the table,
+                the row key and the column.
         """
+        try:
+            return self._decode(cls, row, only)
+        except errors.CellDecodingError as exc:
+            raise exc.locate(model=self.model, table=self.table, row_key=row.key) from None
+
+    def _decode(self, cls: Callable[..., M], row: Row, only: tuple[str, ...] | None) -> list[M]:
         keys = self.decode_key(row.key)
         keys.pop(SALT_FIELD, None)
         key_time = keys.pop(self.time_field, None)
@@ -191,6 +201,13 @@ class TableCodec:
         name = self.time_field
         out = []
         for ts, values in self._read(row.cells, key_time):
+            missing = self._missing(values, only)
+            if missing is not None:
+                if per_event:  # not an event of this model: a foreign or damaged row
+                    raise missing_value(self.shape, missing)
+                # A bucket row's event whose cell went past the version limit (a
+                # bucket fuller than max_versions): never returned half-filled.
+                continue
             if only is not None:
                 values = {k: (v if k in only else None) for k, v in values.items()}
             # Promoted values are in the key (and, serialized, in the blob too): the key wins.
@@ -199,3 +216,10 @@ class TableCodec:
             values[name] = EPOCH + timedelta(microseconds=us)
             out.append(cls(**values))
         return out
+
+    def _missing(self, values: dict[str, Any], only: tuple[str, ...] | None) -> str | None:
+        """The first required value field read that has no value."""
+        for required in self._required:
+            if values[required] is None and (only is None or required in only):
+                return required
+        return None

@@ -14,7 +14,8 @@ from typing import Any
 
 import attrs
 
-from tsmodel.backends.base import Cell, DeleteCells, Mutation, SetCell
+from tsmodel import errors
+from tsmodel.backends.base import Cell, Mutation, SetCell
 from tsmodel.encoding.buckets import Bucket, FixedBucket, MonthBucket, WeekBucket
 from tsmodel.layouts.base import (
     CELL_OVERHEAD,
@@ -25,6 +26,7 @@ from tsmodel.layouts.base import (
     TableShape,
     TimeCheck,
     Writer,
+    column_name,
     newest_cells,
     value_bytes,
 )
@@ -52,6 +54,10 @@ class Offsets(Layout):
         if shape.serialization is None and len(shape.values) != 1:
             return ("layout=ts.offsets(step) holds one value per offset column: declare one "
                     "value field, or serialization=ts.Protobuf() for the whole event")
+        if shape.serialization is None and shape.values[0].optional:
+            return ("layout=ts.offsets(step): the value field cannot be optional (an offset "
+                    "column holds a reading or nothing: leave out events without one), or "
+                    "serialize the event (serialization=ts.Protobuf())")
         if self.step <= 0 or self.step % _SECOND:
             return f"offsets step must be a positive whole number of seconds, got {self.step} us"
         return _step_problem(shape.bucket, self.step)
@@ -88,10 +94,7 @@ class Offsets(Layout):
             ts = us // MS * MS
             if ser is not None:
                 return (SetCell(ser.family, qualifier, ts, ser.encode_entity(entity)),)
-            data = encoded.get(v.name)
-            if data is None:
-                return (DeleteCells(v.family, qualifier),)
-            return (SetCell(v.family, qualifier, ts, data),)
+            return (SetCell(v.family, qualifier, ts, encoded[v.name]),)
 
         return write
 
@@ -130,19 +133,42 @@ class Offsets(Layout):
         v = shape.values[0]
 
         def decode(cell: Cell) -> dict[str, Any]:
-            if ser is not None:
-                decoded: dict[str, Any] = ser.decode(cell.value)
-                return decoded
-            return {v.name: v.codec.decode(cell.value)}
+            try:
+                if ser is not None:
+                    decoded: dict[str, Any] = ser.decode(cell.value)
+                    return decoded
+                return {v.name: v.codec.decode(cell.value)}
+            except errors.CellDecodingError as exc:
+                raise exc.locate(column=column_name(cell.family, cell.qualifier)) from None
 
         def read(cells: tuple[Cell, ...], bucket_start: int | None) -> list[Event]:
             assert bucket_start is not None
-            newest = newest_cells(cells)
-            found = sorted((self.time_of(bucket, bucket_start, q), cell)
-                           for (_, q), cell in newest.items())
+            found = []
+            for (family, qualifier), cell in newest_cells(cells).items():
+                us = self._event_time(bucket, bucket_start, family, qualifier)
+                if us is not None:
+                    found.append((us, cell))
+            found.sort()
             return [(us, decode(cell)) for us, cell in found]
 
         return read
+
+    def _event_time(self, bucket: Bucket, bucket_start: int, family: str,
+                    qualifier: bytes) -> int | None:
+        """The time of an offset column, or ``None`` for another column of the row.
+
+        A qualifier shaped like this layout's (its width, all digits) that no
+        time of the bucket gives is damaged: refused, never read as another time.
+        """
+        width = len(self.qualifier(bucket, bucket_start))
+        if len(qualifier) != width or not qualifier.isdigit():
+            return None  # a row-level column beside the offsets (the guide's METER:ID)
+        us = self.time_of(bucket, bucket_start, qualifier)
+        if bucket.start(us) != bucket_start or self.qualifier(bucket, us) != qualifier:
+            raise errors.CellDecodingError(
+                f"qualifier {qualifier.decode()!r} is no {self._step_text()} offset of the "
+                f"{bucket.name} bucket", column=column_name(family, qualifier))
+        return us
 
     def qualifier_range(self, shape: TableShape, start_us: int,
                         end_us: int) -> tuple[bytes, bytes] | None:

@@ -11,6 +11,7 @@ import attrs
 
 from tsmodel.backends.base import Cell
 from tsmodel.layouts.base import (
+    MS,
     Event,
     Layout,
     Reader,
@@ -26,7 +27,17 @@ __all__ = ["Rows", "rows"]
 
 @attrs.frozen
 class Rows(Layout):
-    """A row per event (single-timestamp rows)."""
+    """A row per event (single-timestamp rows).
+
+    Attributes:
+        exact_times: cell timestamps hold the event time in µs times 1000, so
+            that Bigtable's newest-cell-wins orders events of one millisecond
+            by their full time. The current-value table of a ``unit="us"``
+            model uses it (its key has no time); cells hold events until the
+            year 2262.
+    """
+
+    exact_times: bool = False
 
     name = "rows"
     bucketed = False
@@ -43,10 +54,14 @@ class Rows(Layout):
         return "a row per event"
 
     def time_check(self, shape: TableShape) -> TimeCheck | None:
+        if self.exact_times:
+            return _fits_exact
         return None  # the key holds the full time; cells hold it floored to the ms
 
     def writer(self, shape: TableShape) -> Writer:
-        return value_cell_writer(shape)
+        # A row holds one event: a None value erases its column's older versions too,
+        # so a current-value row holds exactly the newest event's cells.
+        return value_cell_writer(shape, erase_older=True, exact_times=self.exact_times)
 
     def reader(self, shape: TableShape) -> Reader:
         """A row's one event: the cells of its newest timestamp.
@@ -55,16 +70,30 @@ class Rows(Layout):
         current-value table, or a foreign write) never mix into it.
         """
         decode = value_cell_decoder(shape)
+        exact = self.exact_times
 
         def read(cells: tuple[Cell, ...], bucket_start: int | None) -> list[Event]:
             if not cells:
                 return []
             ts = max(c.timestamp for c in cells)
             if cells[0].timestamp == ts == cells[-1].timestamp:
-                return [(ts, decode(cells))]  # the common case: one event's cells
-            return [(ts, decode(c for c in cells if c.timestamp == ts))]
+                values = decode(cells)  # the common case: one event's cells
+            else:
+                values = decode(c for c in cells if c.timestamp == ts)
+            return [(ts // MS if exact else ts, values)]
 
         return read
+
+
+#: The last event time (µs) whose exact cell timestamp (µs x 1000) fits Bigtable's int64.
+_LAST_EXACT_US = (2**63 - 1) // MS
+
+
+def _fits_exact(us: int) -> str | None:
+    if 0 <= us <= _LAST_EXACT_US:
+        return None
+    return ("is outside 1970..2262, the times a current-value row of a unit='us' model can "
+            "order exactly (its cell timestamps are the time in µs x 1000)")
 
 
 def rows() -> Layout:

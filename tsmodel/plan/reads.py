@@ -213,12 +213,19 @@ def _best_table(spec: ModelSpec, state: QueryState, reverse_scan: bool) -> ReadP
                                      + plan.reason)
 
 
+def _prefix_end(prefix: bytes) -> bytes:
+    """The first key after every key that starts with ``prefix`` (it ends in a separator,
+    an ASCII punctuation character, so its last byte can be raised)."""
+    return prefix[:-1] + bytes([prefix[-1] + 1])
+
+
 def time_span(spec: ModelSpec) -> tuple[int, int]:
     """Every event time a model can store, as [start, end) microseconds."""
     if isinstance(spec.timestamp, TimestampSegment):
         enc = spec.timestamp.encoding
         return enc.min_us, enc.max_us + enc.unit
-    return 0, to_micros(datetime(9999, 12, 31, tzinfo=timezone.utc))
+    # Bucket models store whole milliseconds from the epoch to the last one of 9999.
+    return 0, to_micros(datetime.max.replace(tzinfo=timezone.utc)) + 1
 
 
 class _Compiler:
@@ -319,6 +326,7 @@ class _Compiler:
         return [RowRange(p + lo, p + hi) for p in prefixes]
 
     def _time_key_bounds(self) -> tuple[bytes, bytes] | None:
+        """The time segments bounding the range's keys: [first, end)."""
         s = self.state
         assert s.start_us is not None and s.end_us is not None
         bucket = self.spec.bucket
@@ -326,7 +334,8 @@ class _Compiler:
             start, end = max(ceil_to(s.start_us, _MS), 0), ceil_to(s.end_us, _MS)
             if start >= end:
                 return None
-            return bucket.label(bucket.start(start)), bucket.label(bucket.start(end - 1)) + b"\x00"
+            return (bucket.label(bucket.start(start)),
+                    self._after(bucket.label(bucket.start(end - 1))))
         assert isinstance(self.spec.timestamp, TimestampSegment)
         enc = self.spec.timestamp.encoding
         start = max(ceil_to(s.start_us, enc.unit), enc.min_us)
@@ -334,9 +343,18 @@ class _Compiler:
         if start >= end:
             return None
         if enc.reverse:
-            return enc.encode_us(end - enc.unit), enc.encode_us(start) + b"\x00"
-        high = enc.encode_us(end) if end <= enc.max_us else enc.encode_us(enc.max_us) + b"\x00"
-        return enc.encode_us(start), high
+            return enc.encode_us(end - enc.unit), self._after(enc.encode_us(start))
+        if end <= enc.max_us:  # fixed width: every key of an earlier time sorts before it
+            return enc.encode_us(start), enc.encode_us(end)
+        return enc.encode_us(start), self._after(enc.encode_us(enc.max_us))
+
+    def _after(self, last: bytes) -> bytes:
+        """The end of a range whose keys' time segment is at most ``last``."""
+        key = self.codec.key
+        if key.segments[-1].field == self.spec.timestamp_field:
+            return last + b"\x00"  # the time ends the key
+        # More segments follow: every key that starts with last + separator.
+        return _prefix_end(last + key.separator)
 
     def _requests(self, table: str, ranges: list[RowRange], exact: bool) -> tuple[ReadRequest, ...]:
         s = self.state
