@@ -230,3 +230,90 @@ def test_latest_without_current_table_finds_the_last_day(conn: ts.Connection) ->
                    value=1)
     conn.save(late)
     assert Reading.using(conn).latest(sensor="s") == late
+
+
+# -- 11: bucket rows past their version limit ---------------------------------------------
+
+
+def test_buckets_past_their_version_limit_read_alike(conn: ts.Connection) -> None:
+    """Item 11: the embedded store dropped versions at once and returned a half-filled
+    oldest event; the emulator returned every version. Both return the newest N whole."""
+
+    @ts.model(table=_name("FULL"), family="m", layout=ts.cells(), max_versions=3,
+              retention=timedelta(days=36500))
+    class Probe:
+        probe: str = ts.key()
+        time: datetime = ts.timestamp(bucket="day")
+        a: int = ts.value()
+        b: int | None = ts.value(default=None)
+
+    conn.create_tables(Probe)
+    day = datetime(2021, 3, 5, tzinfo=UTC)
+    events = [Probe(probe="p", time=day + timedelta(hours=h), a=h, b=None if h == 3 else h)
+              for h in range(5)]
+    conn.save_all(events)
+    got = list(Probe.range(day, day + timedelta(days=1), probe="p").using(conn))
+    # Column a keeps hours 2, 3, 4; column b keeps 1, 2, 4 (hour 3 has no b cell).
+    assert [(e.time.hour, e.a, e.b) for e in got] == [(2, 2, 2), (3, 3, None), (4, 4, 4)]
+
+
+def test_row_size_guard_counts_max_versions_without_a_rate() -> None:
+    """Item 11: 50 million versions of a month bucket passed the 100 MB row guard."""
+    with pytest.raises(ts.DeclarationError, match="100 MB"):
+        @ts.model(table=_name("HUGE"), family="m", layout=ts.cells(), max_versions=50_000_000)
+        class Huge:
+            probe: str = ts.key()
+            time: datetime = ts.timestamp(bucket="month")
+            a: int = ts.value()
+
+
+# -- 12: retention as a read filter --------------------------------------------------------
+
+
+def test_expired_events_are_not_read_on_any_backend(conn: ts.Connection) -> None:
+    """Item 12: with accept_expired=True the emulator kept returning expired events."""
+
+    @ts.model(table=_name("RET"), family="m", retention=timedelta(days=1))
+    class Reading:
+        sensor: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        value: int = ts.value()
+
+    conn.create_tables(Reading)
+    now = datetime.now(UTC).replace(microsecond=0)
+    old = Reading(sensor="s", time=now - timedelta(days=2), value=1)
+    fresh = Reading(sensor="s", time=now - timedelta(hours=1), value=2)
+    conn.save_all([old, fresh], accept_expired=True)
+    week = Reading.range(now - timedelta(days=7), now, sensor="s").using(conn)
+    assert list(week) == [fresh]
+    assert week.count() == 1 and week.first() == fresh
+    assert Reading.using(conn).latest(sensor="s") == fresh
+    assert list(Reading.range(now - timedelta(days=7), now - timedelta(days=1),
+                              sensor="s").using(conn)) == []
+
+
+# -- 8: salted rows under a salt that is not theirs -----------------------------------------
+
+
+def test_non_canonical_salted_rows_are_refused(conn: ts.Connection, backend: Backend) -> None:
+    """Item 8: a row under another salt value than its fields give was returned."""
+
+    @ts.model(table=_name("SALT"), family="m")
+    class Battery:
+        kind = ts.constant("BATTERY")
+        s = ts.salt(buckets=3, on=("time",))
+        time: datetime = ts.timestamp(format="%Y%m%d%H%M%S", millis=True)
+        v: int = ts.value()
+
+    conn.create_tables(Battery)
+    t0 = datetime(2015, 3, 1, 12, 45, 1, 3000, tzinfo=UTC)
+    event = Battery(time=t0, v=1)
+    conn.save(event)
+    key = ts.row_key(event)
+    wrong = key.replace(b"#" + key.split(b"#")[1] + b"#",
+                        b"#" + str((int(key.split(b"#")[1]) + 1) % 3).encode() + b"#")
+    backend.mutate_rows(Battery.__tsmodel__.table, [
+        RowMutation(wrong, (SetCell("m", b"v", round(t0.timestamp() * 1000) * 1000,
+                                    ts.Int64().encode(2)),))])
+    with pytest.raises(ts.KeyDecodingError, match="canonical"):
+        list(Battery.range(t0, t0 + timedelta(seconds=1)).using(conn))

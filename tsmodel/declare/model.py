@@ -343,9 +343,9 @@ def _finish_layout(spec: ModelSpec, options: _Options) -> ModelSpec:
         raise errors.DeclarationError(f"{spec.name}: max_rate must be positive events/second")
     if options.retention is not None and options.retention <= timedelta(0):
         raise errors.DeclarationError(f"{spec.name}: retention must be a positive timedelta")
-    versions = _version_limit(spec, options)
+    spec = attrs.evolve(spec, max_versions=_version_limit(spec, options))
     sizing.check_row_size(spec)
-    return attrs.evolve(spec, max_versions=versions)
+    return spec
 
 
 def _version_limit(spec: ModelSpec, options: _Options) -> int | None:

@@ -31,16 +31,25 @@ def events_per_bucket(spec: ModelSpec) -> int | None:
     return math.ceil(spec.max_rate * spec.bucket.max_us / _SECOND)
 
 
+def row_events(spec: ModelSpec) -> int | None:
+    """The most events one bucket row holds: at ``max_rate``, else as many as the
+    version limit keeps where each event is a cell version (``None``: no bound known)."""
+    events = events_per_bucket(spec)
+    if events is None and spec.layout.read_versions is None:
+        return spec.max_versions
+    return events
+
+
 def event_bytes(spec: ModelSpec) -> int:
     """The estimated bytes one event adds to a row of the main table."""
     return spec.layout.event_bytes(spec)
 
 
 def row_bytes(spec: ModelSpec) -> int | None:
-    """The estimated largest row of the main table, or ``None`` without a rate."""
+    """The estimated largest row of the main table, or ``None`` without a bound."""
     if spec.bucket is None:
         return event_bytes(spec) + spec.key.max_length
-    events = events_per_bucket(spec)
+    events = row_events(spec)
     if events is None:
         return None
     per_row = math.ceil(spec.layout.events_per_row(spec, events))
@@ -56,9 +65,11 @@ def check_row_size(spec: ModelSpec) -> None:
     size = row_bytes(spec)
     if spec.bucket is None or size is None or size <= MAX_ROW_BYTES:
         return
-    events = events_per_bucket(spec)
+    events = row_events(spec)
+    why = f"at max_rate={spec.max_rate}/s" if spec.max_rate is not None else \
+        f"with max_versions={spec.max_versions}"
     raise errors.DeclarationError(
-        f"{spec.name}: at max_rate={spec.max_rate}/s one {spec.bucket.name} bucket row holds "
-        f"up to {events} events, about {size / 1024 / 1024:.0f} MB, over the ~100 MB Bigtable "
-        "advises for a row; choose a smaller bucket (e.g. 'hour' or 'minute')"
+        f"{spec.name}: {why} one {spec.bucket.name} bucket row holds up to {events} events, "
+        f"about {size / 1024 / 1024:.0f} MB, over the ~100 MB Bigtable advises for a row; "
+        "choose a smaller bucket (e.g. 'hour' or 'minute') or fewer versions"
     )

@@ -195,6 +195,8 @@ class TableCodec:
 
     def _decode(self, cls: Callable[..., M], row: Row, only: tuple[str, ...] | None) -> list[M]:
         keys = self.decode_key(row.key)
+        if not self._joins_plainly:
+            self._check_salt(row.key, keys)
         keys.pop(SALT_FIELD, None)
         key_time = keys.pop(self.time_field, None)
         per_event = not self.layout.bucketed
@@ -216,6 +218,15 @@ class TableCodec:
             values[name] = EPOCH + timedelta(microseconds=us)
             out.append(cls(**values))
         return out
+
+    def _check_salt(self, key: bytes, keys: dict[str, Any]) -> None:
+        """Refuse a row under another salt value than its fields give: such a row is
+        not tsmodel's, and the rows of its fields' own salt may be elsewhere."""
+        canonical = self.key.encode(keys)
+        if canonical != key:
+            raise errors.KeyDecodingError(
+                f"{self.model}: row key {key!r} of table {self.table!r} is not canonical: its "
+                f"fields give {canonical!r} (another salt: written by another program?)")
 
     def _missing(self, values: dict[str, Any], only: tuple[str, ...] | None) -> str | None:
         """The first required value field read that has no value."""

@@ -11,8 +11,9 @@ never looked up.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import attrs
@@ -156,8 +157,8 @@ def queryable_fields(spec: ModelSpec) -> tuple[str, ...]:
     return tuple(names)
 
 
-def compile_query(spec: ModelSpec, state: QueryState,
-                  features: Features | None = None) -> ReadPlan:
+def compile_query(spec: ModelSpec, state: QueryState, features: Features | None = None,
+                  now_us: int | None = None) -> ReadPlan:
     """The read plan of ``state`` on ``spec``'s tables.
 
     Range queries compile on the table whose row key serves them best: a
@@ -169,6 +170,9 @@ def compile_query(spec: ModelSpec, state: QueryState,
         state: the query.
         features: the backend's capabilities (``None``: a backend without
             reverse scans).
+        now_us: the current time (µs; default: the clock), from which a
+            model's ``retention`` hides expired cells, whether or not garbage
+            collection ran yet.
 
     Raises:
         TypeError: the state has no mode yet (neither range nor current).
@@ -178,21 +182,25 @@ def compile_query(spec: ModelSpec, state: QueryState,
     if state.mode is None:
         raise TypeError(f"start with {spec.name}.range(...) or .current(...)")
     reverse_scan = features is not None and features.reverse_scan
+    if now_us is None:
+        now_us = time.time_ns() // 1_000
     if state.snapshot_us is not None:
         assert spec.snapshot is not None
-        return _Compiler(spec.snapshot.spec_for(state.snapshot_us), state, reverse_scan).plan()
+        snapshot = spec.snapshot.spec_for(state.snapshot_us)
+        return _Compiler(snapshot, state, reverse_scan, now_us).plan()
     if state.mode != "range" or not spec.alternates:
-        return _Compiler(spec, state, reverse_scan).plan()
-    return _best_table(spec, state, reverse_scan)
+        return _Compiler(spec, state, reverse_scan, now_us).plan()
+    return _best_table(spec, state, reverse_scan, now_us)
 
 
-def _best_table(spec: ModelSpec, state: QueryState, reverse_scan: bool) -> ReadPlan:
+def _best_table(spec: ModelSpec, state: QueryState, reverse_scan: bool,
+                now_us: int) -> ReadPlan:
     best: tuple[tuple[bool, bool], ReadPlan, ModelSpec] | None = None
     strict = attrs.evolve(state, allow_scan=False)
     for cand in (spec, *spec.alternates):
         if not all(name in cand.key_fields for name, _ in state.fields):
             continue
-        compiler = _Compiler(cand, strict, reverse_scan)
+        compiler = _Compiler(cand, strict, reverse_scan, now_us)
         try:
             plan = compiler.plan()
         except errors.ScanRefusedError:
@@ -202,7 +210,7 @@ def _best_table(spec: ModelSpec, state: QueryState, reverse_scan: bool) -> ReadP
             best = (score, plan, cand)
     if best is None:
         try:
-            return _Compiler(spec, state, reverse_scan).plan()
+            return _Compiler(spec, state, reverse_scan, now_us).plan()
         except errors.ScanRefusedError as exc:
             orders = "; ".join(f"{a.table}: {a.key.describe_order()}" for a in spec.alternates)
             raise errors.ScanRefusedError(f"{exc} (no alternate-key table serves them "
@@ -231,10 +239,12 @@ def time_span(spec: ModelSpec) -> tuple[int, int]:
 class _Compiler:
     """Turns a query state into a :class:`ReadPlan` and a client-side check."""
 
-    def __init__(self, spec: ModelSpec, state: QueryState, reverse_scan: bool) -> None:
+    def __init__(self, spec: ModelSpec, state: QueryState, reverse_scan: bool,
+                 now_us: int) -> None:
         self.spec = spec
         self.state = state
         self.reverse_scan = reverse_scan
+        self.now_us = now_us
 
     def plan(self) -> ReadPlan:
         s = self.state
@@ -387,14 +397,20 @@ class _Compiler:
             # events have ms-floored cell timestamps and are checked client-side.
             exact_ms = spec.time_unit >= _MS
             ts_start = max(ceil_to(s.start_us, _MS) if exact_ms else s.start_us // _MS * _MS, 0)
-            ts_end = ceil_to(s.end_us, _MS)
+            if spec.retention is not None:
+                # What the max-age rule deletes is gone on every backend, collected or not.
+                horizon = self.now_us - spec.retention // timedelta(microseconds=1)
+                ts_start = max(ts_start, ceil_to(horizon, _MS))
+            ts_end = max(ceil_to(s.end_us, _MS), ts_start)
             qualifiers = layout.qualifier_range(spec, s.start_us, s.end_us)
         return ReadFilter(
             families=spec.families, columns=columns,
             qualifier_start=qualifiers[0] if qualifiers else None,
             qualifier_end=qualifiers[1] if qualifiers else None,
             timestamp_start=ts_start, timestamp_end=ts_end,
-            cells_per_column=layout.read_versions,
+            # Layouts keeping a version per event read as many as GC keeps, whether
+            # or not GC ran yet (the embedded store collects at once, Bigtable later).
+            cells_per_column=layout.read_versions or (spec.max_versions if main else None),
         )
 
     def _client_checks(self,
