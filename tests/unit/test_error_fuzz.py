@@ -229,10 +229,7 @@ def test_fuzz_declarations_cover_every_helper():
         assert name in params or helper == "model", (helper, name)
 
 
-@pytest.mark.xfail(strict=True, raises=OverflowError,
-                   reason="layouts/codec.py builds the event time with EPOCH + timedelta, "
-                          "which overflows past 9999: the table codec's owner wraps it")
 def test_cell_timestamp_past_the_year_9999_is_a_decoding_error():
     row = Row(b"web1#2021030512", (Cell("F", b"i", MAX_CELL_US + 1000, b"\x00" * 8),))
-    with pytest.raises(ts.TsModelError):
+    with pytest.raises(ts.CellDecodingError, match="9999"):
         ts.spec_of(Bucketed).codec.decode(Bucketed, row)

@@ -258,7 +258,8 @@ def value_cell_decoder(shape: TableShape) -> Callable[[Iterable[Cell]], dict[str
                     try:
                         decoded: dict[str, Any] = parse(c.value)
                     except errors.CellDecodingError as exc:
-                        raise exc.locate(column=column_name(*where)) from None
+                        exc.locate(column=column_name(*where))
+                        raise
                     return decoded
             return empty.copy()
 
@@ -274,8 +275,13 @@ def value_cell_decoder(shape: TableShape) -> Callable[[Iterable[Cell]], dict[str
                 try:
                     values[column[0]] = column[1](value)
                 except errors.CellDecodingError as exc:
-                    raise exc.locate(field=column[0],
-                                     column=column_name(family, qualifier)) from None
+                    exc.locate(field=column[0], column=column_name(family, qualifier))
+                    raise
+                except (ValueError, TypeError, ArithmeticError, LookupError) as exc:
+                    # A codec of the application's that refuses the bytes its own way.
+                    raise errors.CellDecodingError(
+                        f"the field's codec refused the cell: {exc!r}", data=value,
+                        field=column[0], column=column_name(family, qualifier)) from exc
         return values
 
     return decode

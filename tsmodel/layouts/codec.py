@@ -191,7 +191,13 @@ class TableCodec:
         try:
             return self._decode(cls, row, only)
         except errors.CellDecodingError as exc:
-            raise exc.locate(model=self.model, table=self.table, row_key=row.key) from None
+            exc.locate(model=self.model, table=self.table, row_key=row.key)
+            raise
+        except OverflowError:  # a cell timestamp past the year 9999
+            raise errors.CellDecodingError(
+                f"a cell timestamp ({max(c.timestamp for c in row.cells)} us) is past the "
+                "last time a datetime holds (9999-12-31)", model=self.model, table=self.table,
+                row_key=row.key) from None
 
     def _decode(self, cls: Callable[..., M], row: Row, only: tuple[str, ...] | None) -> list[M]:
         keys = self.decode_key(row.key)

@@ -139,7 +139,8 @@ class Offsets(Layout):
                     return decoded
                 return {v.name: v.codec.decode(cell.value)}
             except errors.CellDecodingError as exc:
-                raise exc.locate(column=column_name(cell.family, cell.qualifier)) from None
+                exc.locate(column=column_name(cell.family, cell.qualifier))
+                raise
 
         def read(cells: tuple[Cell, ...], bucket_start: int | None) -> list[Event]:
             assert bucket_start is not None
