@@ -317,3 +317,71 @@ def test_non_canonical_salted_rows_are_refused(conn: ts.Connection, backend: Bac
                                     ts.Int64().encode(2)),))])
     with pytest.raises(ts.KeyDecodingError, match="canonical"):
         list(Battery.range(t0, t0 + timedelta(seconds=1)).using(conn))
+
+
+# -- 3 and 7: a correction replaces the event everywhere ------------------------------------
+
+
+def result_model() -> Any:
+    @ts.model(table=_name("R"), family="g", current=_name("R_CUR"),
+              alternates=[ts.alternate(_name("R_BY_RESULT"), "game", "result", "time",
+                                       "player")])
+    class Result:
+        game: str = ts.key()
+        player: str = ts.key()
+        time: datetime = ts.timestamp(format="%Y%m%d")
+        result: str = ts.value()
+        kda: float = ts.value()
+
+    return Result
+
+
+def test_correcting_a_promoted_value_moves_the_alternate_row(conn: ts.Connection,
+                                                           backend: Backend) -> None:
+    """Item 3: ``LoL#win#...#Jo`` stayed beside ``LoL#loss#...#Jo``; queries saw both."""
+    Result = result_model()
+    conn.create_tables(Result)
+    day = datetime(2015, 3, 1, tzinfo=UTC)
+    conn.save(Result(game="LoL", player="Jo", time=day, result="win", kda=2.0))
+    corrected = Result(game="LoL", player="Jo", time=day, result="loss", kda=2.0)
+    conn.save(corrected)
+    alt = Result.__tsmodel__.alternates[0].table
+    assert [k.split(b"#")[1] for k in raw_cells(backend, alt)] == [b"loss"]
+    span = (day, day + timedelta(days=1))
+    assert list(Result.range(*span, game="LoL", result="win").using(conn)) == []
+    assert list(Result.range(*span, game="LoL", result="loss").using(conn)) == [corrected]
+
+
+def test_repair_deletes_an_alternate_row_of_a_value_since_corrected(
+        conn: ts.Connection, backend: Backend) -> None:
+    """Item 3: ``ts.repair`` reported ``alternate_events_deleted=0`` for such a row."""
+    Result = result_model()
+    conn.create_tables(Result)
+    day = datetime(2015, 3, 1, tzinfo=UTC)
+    stale = Result(game="LoL", player="Jo", time=day, result="win", kda=2.0)
+    alt = Result.__tsmodel__.alternates[0]
+    backend.mutate_rows(alt.table, [alt.codec.encode(stale).row_mutation()])  # left over
+    conn.save(Result(game="LoL", player="Jo", time=day, result="loss", kda=2.0))
+    report = ts.repair(Result, day, day + timedelta(days=1), connection=conn)
+    assert report.alternate_events_deleted == 1 and report.ok
+    assert [k.split(b"#")[1] for k in raw_cells(backend, alt.table, versions=1)] == [b"loss"]
+
+
+def test_columns_layout_correction_replaces_the_event(conn: ts.Connection) -> None:
+    """Item 7: a corrected event (same key and time, new value) came back twice."""
+
+    @ts.model(table=_name("COLS"), family="m", layout=ts.columns(), max_rate=1.0)
+    class Pressure:
+        balloon: str = ts.key()
+        time: datetime = ts.timestamp(bucket="hour")
+        pascal: int = ts.value(codec=ts.Text(int))
+
+    conn.create_tables(Pressure)
+    t0 = datetime(2021, 3, 5, 12, tzinfo=UTC)
+    conn.save_all([Pressure(balloon="b", time=t0, pascal=94558),
+                   Pressure(balloon="b", time=t0 + timedelta(minutes=1), pascal=94560)])
+    fixed = Pressure(balloon="b", time=t0, pascal=94559)
+    conn.save(fixed)
+    got = list(Pressure.range(t0, t0 + timedelta(hours=1), balloon="b").using(conn))
+    assert [(e.time, e.pascal) for e in got] == [(t0, 94559),
+                                                (t0 + timedelta(minutes=1), 94560)]

@@ -71,6 +71,10 @@ class ModelSpec:
     codec: TableCodec = attrs.field(init=False, eq=False, repr=False)
     #: The current-value table's codec (a row per entity), or ``None``.
     current_codec: TableCodec | None = attrs.field(init=False, eq=False, repr=False)
+    #: Whether a save reads the event's main row first, to delete the cells of a
+    #: corrected event that the correction no longer writes (a value in a
+    #: qualifier, or a value promoted into an alternate key).
+    corrections_read_first: bool = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         # Compiled here, so that every spec (attrs.evolve included) has its own.
@@ -83,6 +87,9 @@ class ModelSpec:
                                  layout=Rows(exact_times=self.time_unit < 1_000),
                                  time_field=self.timestamp_field, values=values,
                                  like=codec)
+        promoted = any(f not in self.key_fields for a in self.alternates for f in a.key_fields)
+        object.__setattr__(self, "corrections_read_first",
+                           promoted or self.layout.cells_depend_on_values)
         object.__setattr__(self, "codec", codec)
         object.__setattr__(self, "current_codec", current)
 

@@ -87,12 +87,16 @@ def repair(model: type, start: datetime, end: datetime, *,
     conn = connection or get_default_connection()
     spec = spec_of(model)
     main: Any = conn.range(model, start, end, allow_scan=True, **key_prefix)
-    held: set[tuple[bytes, int]] = set()
+    #: (table, row key, event time) of every main-table event, in the main table
+    #: and in each alternate-key table.
+    held: set[tuple[str, bytes, int]] = set()
     events = failed = 0
     batch: list[EncodedEvent] = []
     for entity in main.iterator():
         event = encode_event(spec, entity)
-        held.add((event.key, event.timestamp))
+        # Where every table must hold it (a corrected promoted value moves it).
+        held.update((row.table, row.key, event.timestamp)
+                    for row in (event.main, *event.alternates))
         batch.append(event)
         if len(batch) >= batch_size:
             failed += _replay(conn, batch)
@@ -126,13 +130,13 @@ def _replay(conn: Connection, batch: list[EncodedEvent]) -> int:
     return plan.failures()
 
 
-def _main_identity(spec: ModelSpec, entity: Any) -> tuple[bytes, int]:
+def _main_identity(spec: ModelSpec, entity: Any) -> tuple[str, bytes, int]:
     row = spec.codec.encode(entity)
-    return row.key, row.timestamp
+    return row.table, row.key, row.timestamp
 
 
 def _prune_alternate(conn: Connection, spec: ModelSpec, alt: ModelSpec, model: type,
-                     span: tuple[int, int], held: set[tuple[bytes, int]],
+                     span: tuple[int, int], held: set[tuple[str, bytes, int]],
                      in_scope: Callable[[Any], bool]) -> tuple[int, int]:
     """Delete the alternate table's events in the span that the main table lacks.
 
@@ -146,7 +150,7 @@ def _prune_alternate(conn: Connection, spec: ModelSpec, alt: ModelSpec, model: t
     for row in conn.read(request):
         entity: Any
         for entity in alt.codec.decode(model, row):
-            if in_scope(entity) and _main_identity(spec, entity) not in held:
+            if in_scope(entity) and (alt.table, row.key, alt.codec.time_of(entity)) not in held:
                 doomed.append(_erase(row.key, alt.codec.encode(entity).mutations))
     return len(doomed), _apply(conn, alt.table, doomed)
 
@@ -167,7 +171,7 @@ def _apply(conn: Connection, table: str, rows: list[RowMutation]) -> int:
 
 
 def _fix_current(conn: Connection, spec: ModelSpec, model: type, span: tuple[int, int],
-                 held: set[tuple[bytes, int]],
+                 held: set[tuple[str, bytes, int]],
                  in_scope: Callable[[Any], bool]) -> tuple[int, int]:
     """Replace current-value events in the span that the main table lacks.
 
@@ -184,7 +188,7 @@ def _fix_current(conn: Connection, spec: ModelSpec, model: type, span: tuple[int
         if not found or not in_scope(found[0]):
             continue
         identity = _main_identity(spec, found[0])
-        if not span[0] <= identity[1] < span[1] or identity in held:
+        if not span[0] <= identity[2] < span[1] or identity in held:
             continue
         newest_ts = max(c.timestamp for c in row.cells)  # the cells of the event read
         failed += _apply(conn, codec.table, [RowMutation(row.key, tuple(

@@ -83,6 +83,9 @@ class Layout(abc.ABC):
     read_versions: ClassVar[int | None] = None
     #: Whether a read's ``only(...)`` can become a column filter.
     columns_are_fields: ClassVar[bool] = False
+    #: Whether an event's qualifiers depend on its values, so that a correction
+    #: (same key and time, new values) must delete the cells it no longer writes.
+    cells_depend_on_values: ClassVar[bool] = False
 
     # -- declaration ------------------------------------------------------------------
 

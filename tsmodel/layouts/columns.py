@@ -31,6 +31,7 @@ class Columns(Layout):
     """A bucket row, a new column per event (the value in the qualifier)."""
 
     name = "columns"
+    cells_depend_on_values = True
 
     def check(self, shape: TableShape) -> str | None:
         if not shape.bucket:

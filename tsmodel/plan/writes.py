@@ -14,15 +14,28 @@ table. :meth:`WritePlan.result` folds the outcomes into one
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
 import attrs
 
 from tsmodel import errors
-from tsmodel.backends.base import Mutation, MutationOutcome, MutationStatus, RowMutation
+from tsmodel.backends.base import (
+    DeleteCells,
+    Mutation,
+    MutationOutcome,
+    MutationStatus,
+    ReadFilter,
+    ReadRequest,
+    Row,
+    RowMutation,
+    RowSet,
+    SetCell,
+)
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.layouts import EncodedRow
+
+_MS = 1_000
 
 __all__ = ["EncodedEvent", "encode_event", "TableWrite", "WritePlan", "WriteStatus",
            "EntityResult", "WriteResult"]
@@ -42,6 +55,8 @@ class EncodedEvent(NamedTuple):
     main: EncodedRow
     current: EncodedRow | None = None
     alternates: tuple[EncodedRow, ...] = ()
+    #: The model's spec, where the event may correct one stored before.
+    spec: ModelSpec | None = None
 
     @property
     def table(self) -> str:
@@ -95,10 +110,11 @@ def _encode(spec: ModelSpec, entity: Any) -> EncodedEvent:
     current = None
     if spec.current_codec is not None:
         current = spec.current_codec.row(entity, parts, us, encoded, like=main)
-    if not spec.alternates:
+    if not spec.alternates and not spec.corrections_read_first:
         return EncodedEvent(entity, main, current)
     alternates = tuple(alt.codec.encode(entity) for alt in spec.alternates)
-    return EncodedEvent(entity, main, current, alternates)
+    return EncodedEvent(entity, main, current, alternates,
+                        spec if spec.corrections_read_first else None)
 
 
 @attrs.frozen
@@ -213,9 +229,64 @@ class WritePlan:
     """
 
     def __init__(self, events: Sequence[EncodedEvent]) -> None:
-        self.events = events
+        self.events = list(events)
         #: Per entity: (table, outcome), main table first.
         self._outcomes: list[_Outcomes] = [[] for _ in events]
+        #: Per entity: alternate rows of the event it corrects, to delete.
+        self._stale: dict[int, list[EncodedRow]] = {}
+
+    # -- corrections ------------------------------------------------------------------
+
+    def prior_reads(self, batch: range) -> list[ReadRequest]:
+        """The reads of stored events that the events of ``batch`` may correct.
+
+        Only models whose cells depend on their values (``corrections_read_first``)
+        need them: one read per main table, of the batch's rows, in the batch's
+        span of cell timestamps. Hand the rows to :meth:`absorb`.
+        """
+        wanted: dict[str, tuple[ModelSpec, set[bytes], list[int]]] = {}
+        for i in batch:
+            ev = self.events[i]
+            if ev.spec is not None:
+                spec, keys, times = wanted.setdefault(ev.main.table, (ev.spec, set(), []))
+                keys.add(ev.main.key)
+                times.append(ev.main.timestamp)
+        return [ReadRequest(table, RowSet(keys=tuple(sorted(keys))), ReadFilter(
+                    families=spec.families, timestamp_start=min(times) // _MS * _MS,
+                    timestamp_end=max(times) // _MS * _MS + _MS,
+                    cells_per_column=spec.codec.layout.read_versions or spec.max_versions))
+                for table, (spec, keys, times) in wanted.items()]
+
+    def absorb(self, batch: range, found: Mapping[tuple[str, bytes], Row]) -> None:
+        """Turn the stored events that ``batch`` corrects into deletions of their cells.
+
+        ``found`` holds the rows :meth:`prior_reads` selected, by (table, row key).
+        Cells of a stored event with the same key and time that the new event no
+        longer writes are deleted with its main row (atomically); alternate rows
+        under a key it no longer has are deleted with the alternate writes.
+        """
+        for i in batch:
+            ev = self.events[i]
+            row = found.get((ev.main.table, ev.main.key))
+            if ev.spec is None or row is None:
+                continue
+            codec = ev.spec.codec
+            for old in codec.decode(type(ev.entity), row):
+                if codec.time_of(old) == ev.timestamp and old != ev.entity:
+                    self.events[i] = ev = self._correct(i, ev, _encode(ev.spec, old))
+
+    def _correct(self, i: int, ev: EncodedEvent, old: EncodedEvent) -> EncodedEvent:
+        main = ev.main._replace(mutations=_stale(old.main, ev.main) + ev.main.mutations)
+        alternates = []
+        for before, after in zip(old.alternates, ev.alternates, strict=True):
+            if before.key == after.key:
+                alternates.append(after._replace(mutations=_stale(before, after) +
+                                                 after.mutations))
+            else:
+                alternates.append(after)
+                self._stale.setdefault(i, []).append(
+                    before._replace(mutations=_stale(before, None)))
+        return ev._replace(main=main, alternates=tuple(alternates))
 
     def main_writes(self, batch: range) -> list[TableWrite]:
         """The main-table writes of the events in ``batch``, one per table."""
@@ -267,7 +338,7 @@ class WritePlan:
     def _alternate_writes(self, live: list[int]) -> list[TableWrite]:
         by_table: dict[str, list[tuple[int, RowMutation]]] = {}
         for i in live:
-            for row in self.events[i].alternates:
+            for row in (*self._stale.get(i, ()), *self.events[i].alternates):
                 by_table.setdefault(row.table, []).append((i, row.row_mutation()))
         return [TableWrite(table, tuple(r for _, r in items), tuple(i for i, _ in items))
                 for table, items in by_table.items()]
@@ -299,6 +370,15 @@ class WritePlan:
             EntityResult(ev.entity, _status(out), tuple(out))
             for ev, out in zip(self.events, self._outcomes, strict=True)
         ))
+
+
+def _stale(old: EncodedRow, new: EncodedRow | None) -> tuple[Mutation, ...]:
+    """Deletions of the cells ``old`` wrote that ``new`` (a correction) does not write."""
+    kept = set() if new is None else {(m.family, m.qualifier, m.timestamp)
+                                      for m in new.mutations if isinstance(m, SetCell)}
+    return tuple(DeleteCells(m.family, m.qualifier, m.timestamp, m.timestamp + _MS)
+                 for m in old.mutations
+                 if isinstance(m, SetCell) and (m.family, m.qualifier, m.timestamp) not in kept)
 
 
 def _status(out: _Outcomes) -> WriteStatus:

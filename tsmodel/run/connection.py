@@ -162,6 +162,10 @@ class Connection:
         plan = WritePlan(events)
         for start in range(0, len(events), self.batch_size):
             batch = range(start, min(start + self.batch_size, len(events)))
+            reads = plan.prior_reads(batch)
+            if reads:
+                plan.absorb(batch, {(r.table, row.key): row for r in reads
+                                    for row in self.backend.read_rows(r)})
             self.execute(plan, plan.main_writes(batch))
             self.execute(plan, plan.companion_writes(batch))
         return plan.result()
