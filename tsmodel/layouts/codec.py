@@ -19,7 +19,7 @@ from tsmodel.backends.base import Mutation, Row, RowMutation, SetCell
 from tsmodel.encoding.keys import KeyLayout, SegmentValueError
 from tsmodel.encoding.timestamps import EPOCH, to_micros
 from tsmodel.encoding.values import MAX_VALUE_BYTES, ValueEncoder, too_big
-from tsmodel.layouts.base import Layout, TableShape, missing_value
+from tsmodel.layouts.base import Event, Layout, TableShape, missing_value
 
 __all__ = ["TableCodec", "EncodedRow", "MAX_VALUE_BYTES", "SALT_FIELD"]
 
@@ -189,7 +189,12 @@ class TableCodec:
                 the row key and the column.
         """
         try:
-            return self._decode(cls, row, only)
+            keys = self.decode_key(row.key)
+            if not self._joins_plainly:
+                self._check_salt(row.key, keys)
+            keys.pop(SALT_FIELD, None)
+            key_time = keys.pop(self.time_field, None)
+            return self._instances(cls, self._read(row.cells, key_time), keys, key_time, only)
         except errors.CellDecodingError as exc:
             exc.locate(model=self.model, table=self.table, row_key=row.key)
             raise
@@ -199,17 +204,14 @@ class TableCodec:
                 "last time a datetime holds (9999-12-31)", model=self.model, table=self.table,
                 row_key=row.key) from None
 
-    def _decode(self, cls: Callable[..., M], row: Row, only: tuple[str, ...] | None) -> list[M]:
-        keys = self.decode_key(row.key)
-        if not self._joins_plainly:
-            self._check_salt(row.key, keys)
-        keys.pop(SALT_FIELD, None)
-        key_time = keys.pop(self.time_field, None)
+    def _instances(self, cls: Callable[..., M], events: list[Event], keys: dict[str, Any],
+                   key_time: int | None, only: tuple[str, ...] | None) -> list[M]:
         per_event = not self.layout.bucketed
         name = self.time_field
         out = []
-        for ts, values in self._read(row.cells, key_time):
-            missing = self._missing(values, only)
+        for ts, values in events:
+            # None in values: a C-level scan; the closer look only when one is missing.
+            missing = self._missing(values, only) if None in values.values() else None
             if missing is not None:
                 if per_event:  # not an event of this model: a foreign or damaged row
                     raise missing_value(self.shape, missing)
