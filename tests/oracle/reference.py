@@ -1,0 +1,473 @@
+"""The reference model: what each table must hold and what each query must answer.
+
+Pure Python, built from the documented semantics only (docs/queries.md,
+docs/writes.md, docs/companions.md, docs/patterns.md, docs/row-keys.md) and a
+hand-written :class:`~tests.oracle.shapes.Shape`; it imports nothing of
+tsmodel. Events go in, tables and answers come out:
+
+* an event is identified by its key fields and its event time; saving the
+  same identity again replaces the event (a correction), whatever the order
+  of arrival;
+* ``range(start, end, **fields)`` holds the events with ``start <= time <
+  end`` whose fields match, read from the table the documented rule picks
+  (every field given a key prefix; time in the key first, then the main
+  table), in that table's row-key order; salted reads that reach the time
+  are merged by event time;
+* ``latest(**key)`` is the entity's event with the greatest event time (full
+  precision), ``current(**prefix)`` the newest event of each entity in key
+  order;
+* bucket rows keep ``max_versions`` versions per column: an event whose cells
+  the version limit drops may be missing, never changed (see
+  :class:`Answer`).
+
+Where the docs leave a semantic open, the choice made here says so.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from tests.oracle.shapes import DAY, MS, Seg, Shape
+
+__all__ = ["Ev", "Answer", "Reference", "Refused", "dt_of", "iso"]
+
+UTC = timezone.utc
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def dt_of(us: int) -> datetime:
+    """The UTC datetime of epoch microseconds."""
+    return _EPOCH + timedelta(microseconds=us)
+
+
+def iso(us: int) -> str:
+    return dt_of(us).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class Ev:
+    """One event: key field values, event time (µs) and value fields.
+
+    ``zone`` is the UTC offset (minutes) the event's time is given in when
+    saved; it never changes the instant and takes no part in equality.
+    """
+
+    keys: tuple[tuple[str, Any], ...]
+    t: int
+    values: tuple[tuple[str, Any], ...]
+    zone: int = field(default=0, compare=False)
+
+    @property
+    def identity(self) -> tuple[tuple[tuple[str, Any], ...], int]:
+        return self.keys, self.t
+
+    @property
+    def entity(self) -> tuple[tuple[str, Any], ...]:
+        return self.keys
+
+    def get(self, name: str) -> Any:
+        if name == "time":
+            return self.t
+        for k, v in self.keys:
+            if k == name:
+                return v
+        for k, v in self.values:
+            if k == name:
+                return v
+        raise KeyError(name)
+
+    def fields(self) -> dict[str, Any]:
+        return {**dict(self.keys), "time": self.t, **dict(self.values)}
+
+    def strict(self) -> tuple[Any, ...]:
+        """A comparison key that tells 1 from True and 0.0 from -0.0."""
+        return (tuple((k, type(v).__name__, repr(v)) for k, v in self.keys), self.t,
+                tuple((k, type(v).__name__, repr(v)) for k, v in self.values))
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(repr(self))
+
+    def __repr__(self) -> str:
+        when = iso(self.t) + (f"@{self.zone:+d}min" if self.zone else "")
+        shown = [f"{k}={v!r}" for k, v in self.keys] + [f"time={when}"]
+        shown += [f"{k}={v!r}" for k, v in self.values]
+        return f"Ev({', '.join(shown)})"
+
+
+class Refused(Exception):
+    """The query must raise: ``kind`` names the tsmodel exception class."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The events a query must return, in order.
+
+    ``maybe`` holds the identities of events a version limit may have
+    dropped (a bucket row past ``max_versions`` in some column): the answer
+    is then any subsequence of ``events`` that keeps every other event. The
+    docs leave open which of those come back; they do promise that an event
+    never comes back changed (half of its cells).
+    """
+
+    events: tuple[Ev, ...]
+    maybe: frozenset[Any] = frozenset()
+
+    def limited(self, n: int | None) -> Answer:
+        return self if n is None or self.maybe else Answer(self.events[:n], self.maybe)
+
+    def problem(self, got: Sequence[Ev], limit: int | None = None) -> str | None:
+        """Why ``got`` is not this answer (under ``limit``), or ``None``."""
+        want = [e.strict() for e in self.events]
+        have = [e.strict() for e in got]
+        if not self.maybe:
+            want = want[:limit] if limit is not None else want
+            return None if have == want else "differs"
+        if limit is not None and len(have) > limit:
+            return f"{len(have)} events past limit {limit}"
+        pos = 0
+        for item in have:  # a subsequence, in order
+            while pos < len(want) and want[pos] != item:
+                if self.events[pos].identity not in self.maybe:
+                    return f"left out {self.events[pos]!r}, which no version limit drops"
+                pos += 1
+            if pos == len(want):
+                return f"{item!r} is not one of the events (or out of order)"
+            pos += 1
+        if limit is None or len(have) < limit:
+            rest = [e for e in self.events[pos:] if e.identity not in self.maybe]
+            if rest:
+                return f"left out {rest[0]!r}, which no version limit drops"
+        return None
+
+    def count_problem(self, n: int, limit: int | None = None) -> str | None:
+        sure = len([e for e in self.events if e.identity not in self.maybe])
+        most = len(self.events)
+        if limit is not None:
+            sure, most = min(sure, limit), min(most, limit)
+        return None if sure <= n <= most else f"count {n} not in [{sure}, {most}]"
+
+
+@dataclass(frozen=True)
+class _Table:
+    """One table of the shape as the reference orders it."""
+
+    index: int  # 0: the main table, 1...: the alternates
+    segs: tuple[Seg, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(s.field for s in self.segs if s.kind not in ("const", "salt")
+                     and s.field is not None)
+
+    @property
+    def salt(self) -> Seg | None:
+        return next((s for s in self.segs if s.kind == "salt"), None)
+
+
+class Reference:
+    """What the tables of one shape hold after the saves so far."""
+
+    def __init__(self, shape: Shape) -> None:
+        self.shape = shape
+        self.events: dict[Any, Ev] = {}
+        self.snapshots: dict[int, tuple[Ev, ...]] = {}
+        self.tables = tuple(_Table(i, segs) for i, segs in
+                            enumerate((shape.key, *shape.alternates)))
+
+    # -- writes ---------------------------------------------------------------------
+
+    def save(self, events: Iterable[Ev]) -> None:
+        """Saving an identity again replaces the event: a correction."""
+        for e in events:
+            self.events[e.identity] = e
+
+    def saved(self) -> list[Ev]:
+        return list(self.events.values())
+
+    # -- time -----------------------------------------------------------------------
+
+    def bucket_start(self, t: int) -> int:
+        size = self.shape.time.bucket
+        return t - t % size
+
+    # -- which table a range reads ----------------------------------------------------
+
+    def choose(self, given: frozenset[str], allow_scan: bool) -> tuple[_Table, bool, bool]:
+        """The table a range query reads, whether it reaches the time, whether it scans.
+
+        docs/companions.md: "A query reads the table whose key uses every
+        field given as a prefix, preferring one with the time range in the
+        key, then the main table"; docs/queries.md: no prefix at all refuses
+        with ScanRefusedError unless allow_scan=True, which scans the main
+        table and checks the fields on decoded rows.
+        """
+        best: tuple[tuple[bool, bool], _Table] | None = None
+        for table in self.tables:
+            names = table.names
+            n = len(given)
+            head = names[:n]
+            if set(head) != given or "time" in head:
+                continue
+            reaches = names[n] == "time"
+            if not given and not reaches:
+                continue  # no key field narrows the key
+            score = (reaches, table.index == 0)
+            if best is None or score > best[0]:
+                best = (score, table)
+        if best is not None:
+            return best[1], best[0][0], False
+        if not allow_scan:
+            raise Refused("ScanRefusedError")
+        return self.tables[0], False, True
+
+    # -- orders ---------------------------------------------------------------------
+
+    def salt_of(self, seg: Seg, e: Ev) -> int:
+        """docs/row-keys.md: crc32 of the encoded segment of the ``on`` field, mod N."""
+        on = next(s for s in self.shape.key if s.field == seg.on)
+        return zlib.crc32(self.encode_seg(on, e)) % seg.buckets
+
+    def row_order(self, table: _Table, e: Ev) -> tuple[Any, ...]:
+        """Row-key order of ``table``: segments in turn (key order is value order)."""
+        parts: list[Any] = []
+        for seg in table.segs:
+            if seg.kind == "const":
+                continue
+            if seg.kind == "salt":
+                parts.append(self.salt_of(seg, e))
+            elif seg.kind == "time":
+                if self.shape.bucketed:
+                    parts.append(self.bucket_start(e.t))
+                else:
+                    parts.append(-e.t if self.shape.time.reverse else e.t)
+            else:
+                parts.append(e.get(seg.field or ""))
+        if self.shape.bucketed:
+            parts.append(e.t)  # a bucket row's events, oldest first
+        return tuple(parts)
+
+    # -- queries --------------------------------------------------------------------
+
+    def range(self, start: int, end: int, fields: dict[str, Any], *, allow_scan: bool = False,
+              newest_first: bool = False) -> Answer:
+        """docs/queries.md "Time ranges", "Key-field prefixes", "Newest first", "Salted models"."""
+        if start > end:
+            raise Refused("QueryError")
+        table, reaches, _ = self.choose(frozenset(fields), allow_scan)
+        salt = table.salt
+        merged = (salt is not None and reaches
+                  and not all(name in fields for name in (salt.on,)))
+        found = [e for e in self.events.values() if start <= e.t < end
+                 and all(e.get(k) == v for k, v in fields.items())]
+        if merged:  # one read per salt, merged by event time
+            found.sort(key=lambda e: e.t)
+        else:
+            found.sort(key=lambda e: self.row_order(table, e))
+        if newest_first:
+            if table.index == 0 and self.shape.time.reverse:
+                pass  # "newest_first() changes nothing" on a reversed timestamp
+            elif merged:
+                found.sort(key=lambda e: -e.t)
+            else:
+                found.reverse()  # "reverse row-key order"
+        return Answer(tuple(found), self._droppable(table, found))
+
+    def current_key(self) -> tuple[str, ...]:
+        return self.shape.key_fields
+
+    def current(self, fields: dict[str, Any], *, allow_scan: bool = False) -> Answer:
+        """The newest event of each entity under a key prefix, in key order.
+
+        docs/queries.md: "current() without arguments reads the whole
+        current-value table ... it is not refused as a scan"; other fields
+        must form a prefix of the key (the scan rule otherwise).
+        """
+        names = self.current_key()
+        head = names[:len(fields)]
+        if set(head) != set(fields) and not allow_scan:
+            raise Refused("ScanRefusedError")
+        newest = self.newest_by_entity()
+        found = [e for e in newest.values() if all(e.get(k) == v for k, v in fields.items())]
+        found.sort(key=lambda e: tuple(e.get(n) for n in names))
+        return Answer(tuple(found))
+
+    def newest_by_entity(self) -> dict[Any, Ev]:
+        newest: dict[Any, Ev] = {}
+        for e in self.events.values():
+            if e.entity not in newest or e.t > newest[e.entity].t:
+                newest[e.entity] = e
+        return newest
+
+    def latest(self, key: dict[str, Any]) -> Ev:
+        """docs/queries.md "Latest values": the newest event, or DoesNotExist."""
+        entity = tuple((n, key[n]) for n in self.shape.key_fields)
+        found = self.newest_by_entity().get(entity)
+        if found is None:
+            raise Refused("DoesNotExist")
+        return found
+
+    # -- snapshots and repair -------------------------------------------------------
+
+    def build_snapshot(self, period: int, restart: bool) -> tuple[int, bool]:
+        """docs/companions.md "Snapshot tables": the events written, and "already complete".
+
+        A period built once is complete; building it again writes nothing
+        unless ``restart`` (which copies the whole period again).
+        """
+        day = period - period % DAY
+        if day in self.snapshots and not restart:
+            return 0, True
+        held = [e for e in self.events.values() if day <= e.t < day + DAY]
+        held.sort(key=lambda e: self.row_order(self.tables[0], e))
+        self.snapshots[day] = tuple(held)
+        return len(held), False
+
+    def snapshot(self, period: int, fields: dict[str, Any]) -> Answer:
+        day = period - period % DAY
+        held = self.snapshots[day]
+        return Answer(tuple(e for e in held if all(e.get(k) == v for k, v in fields.items())))
+
+    def repair_events(self, start: int, end: int, fields: dict[str, Any]) -> Answer:
+        """The main-table events a repair of [start, end) replays (docs/companions.md)."""
+        found = [e for e in self.events.values() if start <= e.t < end
+                 and all(e.get(k) == v for k, v in fields.items())]
+        return Answer(tuple(found), self._droppable(self.tables[0], found))
+
+    # -- version limits -------------------------------------------------------------
+
+    def _columns_of(self, e: Ev) -> list[Any]:
+        """The columns of a bucket row an event writes a cell version in."""
+        layout = self.shape.layout
+        if layout == "columns":
+            (value,) = self.shape.values
+            return [("column", e.get(value.name))]
+        if self.shape.serialized:
+            return ["blob"]
+        return [v.name for v in self.shape.values if e.get(v.name) is not None]
+
+    def _droppable(self, table: _Table, found: Sequence[Ev]) -> frozenset[Any]:
+        """Identities among ``found`` whose cells a version limit may drop.
+
+        docs/patterns.md: "the versions of a column *are* the events"; a
+        family keeps ``max_versions`` of them. An event is sure to be read
+        when each of its cells is among the newest ``max_versions`` of its
+        column in its row; the others may be gone.
+        """
+        limit = self.shape.max_versions
+        if limit is None or self.shape.layout not in ("cells", "columns"):
+            return frozenset()
+        versions: dict[Any, list[int]] = defaultdict(list)
+        for e in self.events.values():
+            row = (e.entity, self.bucket_start(e.t))
+            for col in self._columns_of(e):
+                versions[(row, col)].append(e.t)
+        kept = {k: set(sorted(ts, reverse=True)[:limit]) for k, ts in versions.items()}
+        out = set()
+        for e in found:
+            row = (e.entity, self.bucket_start(e.t))
+            if any(e.t not in kept[(row, col)] for col in self._columns_of(e)):
+                out.add(e.identity)
+        return frozenset(out)
+
+    # -- raw tables -----------------------------------------------------------------
+
+    def encode_seg(self, seg: Seg, e: Ev) -> bytes:
+        """A key segment, encoded as docs/row-keys.md shows."""
+        if seg.kind == "const":
+            return seg.text.encode()
+        if seg.kind == "salt":
+            digits = len(str(seg.buckets - 1))
+            return str(self.salt_of(seg, e)).zfill(digits).encode()
+        if seg.kind == "time":
+            return self.encode_time(e.t)
+        value = e.get(seg.field or "")
+        if seg.kind == "str":
+            return str(value).encode()
+        if seg.kind == "fstr":
+            return str(value).ljust(seg.width).encode()
+        if seg.kind == "int":
+            return str(value).zfill(seg.width).encode()
+        raise AssertionError(seg.kind)
+
+    def encode_time(self, t: int) -> bytes:
+        tm = self.shape.time
+        if tm.kind == "epoch":
+            n = t // tm.precision
+            if tm.reverse:
+                n = 10**tm.digits - 1 - n
+            return str(n).zfill(tm.digits).encode()
+        if tm.kind == "format":
+            text = dt_of(t).strftime(tm.fmt)
+            if tm.millis:
+                text += f"{t // MS % 1000:03d}"
+            return text.encode()
+        return dt_of(self.bucket_start(t)).strftime(tm.label).encode()
+
+    def key_of(self, segs: Iterable[Seg], e: Ev) -> bytes:
+        return b"#".join(self.encode_seg(s, e) for s in segs)
+
+    def table_keys(self, index: int) -> set[bytes]:
+        """Row keys of the main table (0) or an alternate (1...)."""
+        segs = self.tables[index].segs
+        return {self.key_of(segs, e) for e in self.events.values()}
+
+    def snapshot_keys(self, day: int) -> set[bytes]:
+        return {self.key_of(self.shape.key, e) for e in self.snapshots[day]}
+
+    def current_segs(self) -> tuple[Seg, ...]:
+        """docs/writes.md: the row key without the timestamp and the salt."""
+        return tuple(s for s in self.shape.key if s.kind not in ("salt", "time"))
+
+    def current_keys(self) -> set[bytes]:
+        return {self.key_of(self.current_segs(), e) for e in self.newest_by_entity().values()}
+
+    def value_cells(self, e: Ev) -> set[tuple[str, bytes, int, bytes]]:
+        """An event's cells, a column per value field (docs/writes.md).
+
+        ``None`` writes no cell; every cell carries the event time in whole
+        milliseconds, as microseconds.
+        """
+        ts = e.t // MS * MS
+        return {(self.shape.family, v.qualifier.encode(), ts, encode_value(v.kind, e.get(v.name)))
+                for v in self.shape.values if e.get(v.name) is not None}
+
+    def current_rows(self) -> dict[bytes, set[tuple[str, bytes, int | None, bytes]]]:
+        """Each current-value row: exactly the newest event's cells.
+
+        Of a model with ``unit="us"``, the cell timestamps are left open
+        (``None``): docs/writes.md rounds cells down to the millisecond, which
+        cannot order two events of one millisecond (item 1); the fix stores
+        them at µs x 1000, which no doc states yet. The harness then checks
+        that the row's cells share one timestamp.
+        """
+        exact = self.shape.time.precision >= MS
+        return {self.key_of(self.current_segs(), e):
+                {c if exact else (*c[:2], None, c[3]) for c in self.value_cells(e)}
+                for e in self.newest_by_entity().values()}
+
+    def main_rows(self) -> dict[bytes, set[tuple[str, bytes, int, bytes]]]:
+        """Each main-table row of a row-per-event shape: its event's cells."""
+        return {self.key_of(self.shape.key, e): self.value_cells(e) for e in self.events.values()}
+
+
+def encode_value(kind: str, value: Any) -> bytes:
+    """docs/writes.md "How an event becomes cells": Int64, Float64, Utf8, Bool."""
+    if kind == "int":
+        return struct.pack(">q", value)
+    if kind == "float":
+        return struct.pack(">d", value)
+    if kind == "str":
+        return str(value).encode("utf-8")
+    if kind == "bool":
+        return b"\x01" if value else b"\x00"
+    raise AssertionError(kind)
