@@ -3,12 +3,14 @@
 The strategies generate values that a row key segment accepts (so that the
 round-trip and order properties can be stated without filtering) and the
 timestamps each encoding can hold, as timezone-aware datetimes in assorted
-time zones.
+time zones. The ``oracle_*`` strategies draw the events and queries of the
+oracle harness (``tests/oracle``) from a shape's small universe.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -27,6 +29,17 @@ __all__ = [
     "float64s",
     "byte_strings",
     "unicode_text",
+    "oracle_events",
+    "oracle_batches",
+    "oracle_correction",
+    "oracle_instants",
+    "oracle_key_fields",
+    "oracle_refinements",
+    "oracle_range_queries",
+    "oracle_current_queries",
+    "oracle_entities",
+    "oracle_key_prefixes",
+    "oracle_periods",
 ]
 
 #: First code point a variable-width segment accepts with the ``#`` separator
@@ -150,6 +163,188 @@ def byte_strings() -> st.SearchStrategy[bytes]:
 def unicode_text() -> st.SearchStrategy[str]:
     """Any text UTF-8 can encode."""
     return st.text(st.characters(exclude_categories=("Cs",)), max_size=32)
+
+
+# -- the oracle harness (tests/oracle) -------------------------------------------------
+#
+# Events, corrections, instants and queries drawn from the small universe a
+# shape (tests/oracle/shapes.py) declares, so that saves collide. Composite
+# strategies, so that a failing run prints each step's values as they read.
+
+#: UTC offsets (minutes) events and query bounds are given in.
+_ORACLE_ZONES = (0, 330, -480, 840, -720)
+#: The last microsecond a datetime holds, 9999-12-31T23:59:59.999999Z.
+_DATETIME_MAX_US = 253_402_300_799_999_999
+#: 9999-12-31T00:00:00Z, the last day a datetime holds.
+_LAST_DAY_US = 253_402_214_400_000_000
+
+
+def _oracle_event(shape: Any, entity: dict[str, Any], t: int, values: dict[str, Any],
+                  zone: int) -> Any:
+    from tests.oracle.reference import Ev
+
+    values = dict(values)
+    for name in shape.fixed_values:  # a value that an exclusion keeps fixed per identity
+        choices = shape.value(name).choices
+        values[name] = choices[(t // 1000) % len(choices)]
+    keys = tuple((name, entity[name]) for name in shape.key_fields)
+    return Ev(keys, t, tuple((v.name, values[v.name]) for v in shape.values), zone)
+
+
+def _oracle_values(shape: Any) -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries({v.name: st.sampled_from(v.choices) for v in shape.values})
+
+
+@st.composite
+def oracle_events(draw: st.DrawFn, shape: Any) -> Any:
+    """One event of the shape's universe: an entity, a time, values, a time zone."""
+    return _oracle_event(shape, draw(st.sampled_from(shape.entities)),
+                         draw(st.sampled_from(shape.times)), draw(_oracle_values(shape)),
+                         draw(st.sampled_from(_ORACLE_ZONES)))
+
+
+def oracle_batches(shape: Any) -> st.SearchStrategy[list[Any]]:
+    """The events of one ``save_all``: distinct identities, in any order."""
+    return st.lists(oracle_events(shape), min_size=1, max_size=8,
+                    unique_by=lambda e: e.identity)
+
+
+@st.composite
+def oracle_correction(draw: st.DrawFn, shape: Any, old: Any) -> Any:
+    """The same identity (key fields and time) with values drawn again."""
+    return _oracle_event(shape, dict(old.keys), old.t, draw(_oracle_values(shape)),
+                         draw(st.sampled_from(_ORACLE_ZONES)))
+
+
+def oracle_instants(shape: Any) -> st.SearchStrategy[int]:
+    """Query bounds (µs): event times and their neighbours, bucket edges, the extremes."""
+    jitters = [0, 0, 1, -1, 1000, -1000]
+    if shape.bucketed:
+        jitters += [shape.time.bucket // 2, -shape.time.bucket]
+    near = st.tuples(st.sampled_from(shape.times), st.sampled_from(jitters)).map(
+        lambda drawn: min(max(sum(drawn), 0), _DATETIME_MAX_US))
+    return st.one_of(near, st.sampled_from([0, _DATETIME_MAX_US]))
+
+
+def oracle_periods(shape: Any) -> st.SearchStrategy[int]:
+    """An instant of a snapshot period (a UTC day) holding some of the shape's times."""
+    from tests.oracle.exclusions import excluded
+
+    times = shape.times
+    if excluded("snapshot-last-day"):
+        times = tuple(t for t in times if t < _LAST_DAY_US)
+    return st.sampled_from(times)
+
+
+def _absent(seg: Any) -> Any:
+    return 10**seg.width - 1 if seg.kind == "int" else "zz"
+
+
+def _promoted(shape: Any) -> set[str]:
+    """Value fields promoted into an alternate key."""
+    names = {v.name for v in shape.values}
+    return {s.field for key in shape.alternates for s in key if s.field in names}
+
+
+@st.composite
+def oracle_key_fields(draw: st.DrawFn, shape: Any, *, current: bool = False) -> tuple[Any, ...]:
+    """Key fields of a query: any subset of the queryable fields, known or absent values."""
+    segs: dict[str, Any] = {}
+    for key in (shape.key,) if current else (shape.key, *shape.alternates):
+        for seg in key:
+            if seg.kind not in ("const", "salt", "time") and seg.field not in segs:
+                segs[seg.field] = seg
+    names = draw(st.lists(st.sampled_from(list(segs)), unique=True)) if segs else []
+    if frozenset(names) in shape.skip_queries:
+        names = []
+    fields = []
+    for name in (n for n in segs if n in names):
+        if name in shape.key_fields:
+            known = sorted({e[name] for e in shape.entities}, key=repr)
+        else:  # a value promoted into an alternate key
+            known = [c for c in shape.value(name).choices if c is not None]
+        fields.append((name, draw(st.sampled_from([*known, _absent(segs[name])]))))
+    return tuple(fields)
+
+
+@st.composite
+def oracle_refinements(draw: st.DrawFn, shape: Any) -> Any:
+    """Limit, newest first, only(...) and the way the QuerySet is run."""
+    from tests.oracle.exclusions import excluded
+    from tests.oracle.ops import Refine
+
+    promoted = _promoted(shape)
+    names = [v.name for v in shape.values]
+    if excluded("only-promoted-value"):
+        names = [n for n in names if n not in promoted]
+    only = None
+    if names and draw(st.booleans()):
+        only = tuple(draw(st.lists(st.sampled_from(names), min_size=1, unique=True)))
+        required = [v.name for v in shape.values if not v.optional and v.name in names]
+        if excluded("only-optional") and not set(only) & set(required):
+            only = (*only, required[0])
+    limit = draw(st.one_of(st.none(), st.integers(0, 4)))
+    run = draw(st.sampled_from(["list", "list", "count", "first", "exists", "slice"]))
+    if excluded("first-after-limit-0") and limit == 0 and run in ("first", "exists"):
+        run = "list"
+    return Refine(limit, draw(st.booleans()), only, run)
+
+
+@st.composite
+def oracle_range_queries(draw: st.DrawFn, shape: Any) -> Any:
+    """A range query: bounds (now and then backwards), key fields, scan, refinements."""
+    from tests.oracle.exclusions import excluded
+    from tests.oracle.ops import RangeQuery, Refine
+    from tests.oracle.reference import Reference, Refused
+
+    a, b = draw(oracle_instants(shape)), draw(oracle_instants(shape))
+    lo, hi = min(a, b), max(a, b)
+    if draw(st.integers(0, 9)) == 0:
+        lo, hi = hi, lo  # start after end: a QueryError
+    fields = draw(oracle_key_fields(shape))
+    scan = draw(st.sampled_from([False, False, True]))
+    refine = draw(oracle_refinements(shape))
+    named = {n for n, _ in fields}
+    promoted = _promoted(shape)
+    if refine.only is not None and named & promoted and not promoted <= set(refine.only):
+        # Read from the alternate key: whether only() blanks a value the key
+        # holds is left open by the docs, so only() keeps every promoted value.
+        refine = Refine(refine.limit, refine.newest_first, None, refine.run)
+    if refine.newest_first and excluded("salted-scan-newest-first"):
+        try:
+            table, reaches, _ = Reference(shape).choose(frozenset(named), scan)
+        except Refused:
+            pass
+        else:
+            if table.salt is not None and table.salt.on not in named and not reaches:
+                refine = Refine(refine.limit, False, refine.only, refine.run)
+    return RangeQuery(lo, hi, fields, scan, refine, draw(st.sampled_from(_ORACLE_ZONES)))
+
+
+@st.composite
+def oracle_current_queries(draw: st.DrawFn, shape: Any) -> Any:
+    """A current() query; newest_first() there is not documented, so never asked."""
+    from tests.oracle.ops import CurrentQuery, Refine
+
+    fields = draw(oracle_key_fields(shape, current=True))
+    scan = draw(st.sampled_from([False, False, True]))
+    refine = draw(oracle_refinements(shape))
+    return CurrentQuery(fields, scan, Refine(refine.limit, False, refine.only, refine.run))
+
+
+@st.composite
+def oracle_key_prefixes(draw: st.DrawFn, shape: Any) -> dict[str, Any]:
+    """Leading key fields of the main key, with values of the universe."""
+    names = shape.key_fields[:draw(st.integers(0, len(shape.key_fields)))]
+    return {n: draw(st.sampled_from(sorted({e[n] for e in shape.entities}, key=repr)))
+            for n in names}
+
+
+def oracle_entities(shape: Any) -> st.SearchStrategy[dict[str, Any]]:
+    """An entity of the universe, or one that never has an event."""
+    absent = {s.field: _absent(s) for s in shape.key
+              if s.kind not in ("const", "salt", "time")}
+    return st.sampled_from([*shape.entities, absent])
 
 
 # -- error fuzzing (tests/unit/test_error_fuzz.py) ---------------------------------------
