@@ -1,0 +1,372 @@
+"""The state machine: saves, queries, repairs and snapshots checked against the reference.
+
+:func:`machine_for` builds a Hypothesis ``RuleBasedStateMachine`` for one
+shape and one or two backends (*sides*). Every example declares the shape's
+model afresh (tables of its own), and every step runs on each side:
+
+* saves: new batches (shuffled, of any batch size), replays of saved
+  events, corrections (same identity, new values), late and
+  same-millisecond events (the shape's time universe makes them common);
+* queries of every kind: ``range`` with key-field prefixes, scans,
+  ``limit``/``[:n]``, ``newest_first``, ``only``, ``count``, ``first``,
+  ``exists``; ``latest``; ``current``; snapshot reads;
+* repairs (on clean tables: they must find nothing to fix) and snapshot
+  builds;
+* raw table checks: the row keys of every table, the cells of
+  row-per-event rows and of each current-value row.
+
+Each answer is compared with :class:`~tests.oracle.reference.Reference`,
+never with what another call of tsmodel returns; with two sides
+(differential mode) the two backends' answers must also be equal.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+
+import tsmodel as ts
+from tests import strategies as tst
+from tests.oracle.exclusions import excluded
+from tests.oracle.ops import CurrentQuery, RangeQuery, Refine, aware
+from tests.oracle.reference import Answer, Ev, Reference, Refused, iso
+from tests.oracle.shapes import MS, Shape, us_of
+from tsmodel.backends.base import Backend, ReadFilter, ReadRequest
+
+__all__ = ["Side", "machine_for", "oracle_settings", "EXAMPLES", "STEPS"]
+
+UTC = timezone.utc
+
+#: Examples per shape and backend (CI budget by default; raise it for long runs).
+EXAMPLES = int(os.environ.get("TSMODEL_ORACLE_EXAMPLES", "0") or 0)
+#: Steps per example.
+STEPS = int(os.environ.get("TSMODEL_ORACLE_STEPS", "0") or 0)
+
+
+def oracle_settings(examples: int, steps: int = 25) -> settings:
+    """Settings of one run: ``TSMODEL_ORACLE_EXAMPLES`` / ``_STEPS`` override the budget."""
+    return settings(max_examples=EXAMPLES or examples, stateful_step_count=STEPS or steps,
+                    deadline=None, print_blob=True,
+                    suppress_health_check=[HealthCheck.too_slow,
+                                           HealthCheck.filter_too_much,
+                                           HealthCheck.data_too_large])
+
+
+@dataclass
+class Side:
+    """One backend the machine runs on."""
+
+    name: str
+    backend: Backend
+
+    def conn(self, batch_size: int = 1000) -> ts.Connection:
+        return ts.Connection(self.backend, batch_size=batch_size)
+
+
+_ERRORS: dict[str, type[Exception]] = {
+    "ScanRefusedError": ts.ScanRefusedError,
+    "QueryError": ts.QueryError,
+    "DoesNotExist": ts.DoesNotExist,
+}
+_EXPECTED_ERRORS = (ts.QueryError, ts.DoesNotExist)
+
+
+@dataclass(frozen=True)
+class Raised:
+    """A query that raised one of the errors a query may raise by design."""
+
+    kind: str
+
+    @classmethod
+    def of(cls, exc: BaseException) -> Raised:
+        for kind in ("ScanRefusedError", "DoesNotExist", "QueryError"):
+            if isinstance(exc, _ERRORS[kind]):
+                return cls(kind)
+        raise exc
+
+
+def machine_for(shape: Shape, sides: Sequence[Side]) -> type[RuleBasedStateMachine]:
+    """A state machine running ``shape`` on ``sides`` (two: differential mode)."""
+
+    class OracleMachine(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = shape.make_model(uuid.uuid4().hex[:10].upper())
+            self.spec = ts.spec_of(self.model)
+            self.ref = Reference(shape)
+            self.snapshot_tables: dict[int, str] = {}
+            for side in sides:
+                side.conn().create_tables(self.model)
+
+        def teardown(self) -> None:
+            for side in sides:
+                side.conn().drop_tables(self.model)
+                for table in self.snapshot_tables.values():
+                    side.backend.delete_table(table)
+
+        # -- saves ------------------------------------------------------------------
+
+        @rule(batch=tst.oracle_batches(shape), batch_size=st.sampled_from([1000, 3, 1]))
+        def save(self, batch: list[Ev], batch_size: int) -> None:
+            self._save(batch, batch_size)
+
+        @precondition(lambda self: bool(self.ref.events))
+        @rule(data=st.data())
+        def replay(self, data: st.DataObject) -> None:
+            """Save again events saved before (a retry, a backfill), in any order."""
+            pool = sorted(self.ref.saved(), key=repr)
+            again = data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=6,
+                                       unique_by=lambda e: e.identity).flatmap(st.permutations),
+                              label="replayed")
+            self._save(again, 1000)
+
+        @precondition(lambda self: bool(self.ref.events))
+        @rule(data=st.data())
+        def correct(self, data: st.DataObject) -> None:
+            """Save a saved identity with other values (a correction)."""
+            pool = sorted(self.ref.saved(), key=repr)
+            old = data.draw(st.sampled_from(pool), label="corrected")
+            new = data.draw(tst.oracle_correction(shape, old), label="correction")
+            self._save([new], 1000)
+
+        def _save(self, batch: list[Ev], batch_size: int) -> None:
+            entities = [self._instance(e) for e in batch]
+            for side in sides:
+                result = side.conn(batch_size).save_all(entities, raise_on_failure=False)
+                statuses = [r.status for r in result.results]
+                assert statuses == [ts.WriteStatus.WRITTEN] * len(batch), (
+                    f"{side.name}: save_all -> {result.summary()}: {result.results}")
+            self.ref.save(batch)
+
+        def _instance(self, e: Ev) -> Any:
+            return self.model(**{**e.fields(), "time": aware(e.t, e.zone)})
+
+        # -- queries ----------------------------------------------------------------
+
+        @rule(q=tst.oracle_range_queries(shape))
+        def query_range(self, q: RangeQuery) -> None:
+            try:
+                want: Answer | Refused = self.ref.range(
+                    q.start, q.end, dict(q.fields), allow_scan=q.allow_scan,
+                    newest_first=q.refine.newest_first)
+            except Refused as refused:
+                want = refused
+
+            def run(conn: ts.Connection) -> Any:
+                qs = self.model.range(aware(q.start, q.zone), aware(q.end, -q.zone),
+                                      allow_scan=q.allow_scan, **dict(q.fields))
+                return self._run(qs.using(conn), q.refine)
+
+            self._compare(repr(q), want, q.refine, run)
+
+        @precondition(lambda self: shape.current)
+        @rule(q=tst.oracle_current_queries(shape))
+        def query_current(self, q: CurrentQuery) -> None:
+            try:
+                want: Answer | Refused = self.ref.current(dict(q.fields), allow_scan=q.allow_scan)
+            except Refused as refused:
+                want = refused
+
+            def run(conn: ts.Connection) -> Any:
+                qs = self.model.current(allow_scan=q.allow_scan, **dict(q.fields))
+                return self._run(qs.using(conn), q.refine)
+
+            self._compare(repr(q), want, q.refine, run)
+
+        @rule(key=tst.oracle_entities(shape))
+        def query_latest(self, key: dict[str, Any]) -> None:
+            try:
+                want: Answer | Refused = Answer((self.ref.latest(key),))
+            except Refused as refused:
+                want = refused
+
+            def run(conn: ts.Connection) -> Any:
+                return [self._event(self.model.using(conn).latest(**key))]
+
+            self._compare(f"latest({key})", want, Refine(), run)
+
+        def _run(self, qs: Any, refine: Refine) -> Any:
+            if refine.newest_first:
+                qs = qs.newest_first()
+            if refine.only is not None:
+                qs = qs.only(*refine.only)
+            if refine.limit is not None:
+                qs = qs[:refine.limit] if refine.run == "slice" else qs.limit(refine.limit)
+            if refine.run == "count":
+                return qs.count()
+            if refine.run == "exists":
+                return qs.exists()
+            if refine.run == "first":
+                first = qs.first()
+                return [] if first is None else [self._event(first)]
+            return [self._event(item) for item in qs]
+
+        def _compare(self, what: str, want: Answer | Refused, refine: Refine,
+                     run: Callable[[ts.Connection], Any]) -> None:
+            answers = []
+            for side in sides:
+                try:
+                    got = run(side.conn())
+                except _EXPECTED_ERRORS as exc:
+                    got = Raised.of(exc)
+                answers.append(got)
+                problem = self._problem(want, refine, got)
+                assert problem is None, (
+                    f"{side.name}: {what}: {problem}\n  expected: {want!r}\n  got:      {got!r}")
+            if len(answers) == 2:
+                a, b = answers
+                same = ([e.strict() for e in a] == [e.strict() for e in b]
+                        if isinstance(a, list) and isinstance(b, list) else a == b)
+                assert same, (f"{what}: the backends differ\n  {sides[0].name}: {a!r}\n"
+                              f"  {sides[1].name}: {b!r}")
+
+        def _problem(self, want: Answer | Refused, refine: Refine, got: Any) -> str | None:
+            if isinstance(want, Refused):
+                if isinstance(got, Raised) and got.kind == want.kind:
+                    return None
+                return f"should raise {want.kind}"
+            if isinstance(got, Raised):
+                return f"raised {got.kind}"
+            if refine.only is not None:
+                want = _only(want, refine.only)
+            limit = refine.limit
+            if refine.run == "count":
+                return want.count_problem(got, limit)
+            if refine.run == "exists":
+                return want.count_problem(int(got), 1 if limit is None else min(limit, 1))
+            if refine.run == "first":
+                return want.problem(got, 1 if limit is None else min(limit, 1))
+            return want.problem(got, limit)
+
+        def _event(self, item: Any) -> Ev:
+            """A returned instance as an event, checking what the reference cannot see."""
+            assert type(item) is self.model, f"got a {type(item).__name__}"
+            when = item.time
+            assert isinstance(when, datetime) and when.tzinfo is UTC, (
+                f"results come back in UTC (docs/queries.md), got {when!r}")
+            keys = tuple((n, getattr(item, n)) for n in shape.key_fields)
+            values = tuple((v.name, getattr(item, v.name)) for v in shape.values)
+            return Ev(keys, us_of(when), values)
+
+        # -- snapshots and repairs --------------------------------------------------
+
+        @precondition(lambda self: shape.snapshot)
+        @rule(period=tst.oracle_periods(shape), restart=st.booleans())
+        def build_snapshot(self, period: int, restart: bool) -> None:
+            written, complete = self.ref.build_snapshot(period, restart)
+            day = period - period % 86_400_000_000
+            for side in sides:
+                report = ts.build_snapshot(self.model, aware(period, 0), connection=side.conn(),
+                                           batch_size=3, progress=False, restart=restart)
+                self.snapshot_tables[day] = report.table
+                assert (report.events_written, report.already_complete) == (written, complete), (
+                    f"{side.name}: snapshot of {aware(day, 0):%Y-%m-%d} (restart={restart}): "
+                    f"{report}; expected {written} events written, complete={complete}")
+
+        @precondition(lambda self: bool(self.ref.snapshots))
+        @rule(data=st.data(), fields=tst.oracle_key_prefixes(shape))
+        def read_snapshot(self, data: st.DataObject, fields: dict[str, Any]) -> None:
+            day = data.draw(st.sampled_from(sorted(self.ref.snapshots)), label="period")
+            want = self.ref.snapshot(day, fields)
+
+            def run(conn: ts.Connection) -> Any:
+                qs = self.model.snapshot(aware(day, 0), **fields).using(conn)
+                return [self._event(item) for item in qs]
+
+            self._compare(f"snapshot({aware(day, 0):%Y-%m-%d}, {fields})", want, Refine(), run)
+
+        @precondition(lambda self: shape.companions)
+        @rule(a=tst.oracle_instants(shape), b=tst.oracle_instants(shape),
+              fields=tst.oracle_key_prefixes(shape))
+        def repair(self, a: int, b: int, fields: dict[str, Any]) -> None:
+            """On tables no failure touched, a repair replays and finds nothing to fix."""
+            start, end = min(a, b), max(a, b)
+            want = self.ref.repair_events(start, end, fields)
+            for side in sides:
+                report = ts.repair(self.model, aware(start, 0), aware(end, 0),
+                                   connection=side.conn(), batch_size=3, **fields)
+                what = f"{side.name}: repair [{iso(start)}, {iso(end)}) {fields}: {report}"
+                assert report.ok, what
+                problem = want.count_problem(report.events)
+                assert problem is None, f"{what}: events {problem}"
+                assert (report.alternate_events_deleted, report.current_rows_fixed) == (0, 0), (
+                    f"{what}: a clean run's companions need no fix")
+
+        # -- raw tables -------------------------------------------------------------
+
+        @rule()
+        def check_tables(self) -> None:
+            spec = self.spec
+            for side in sides:
+                keys = _keys(side.backend, spec.table)
+                assert keys == self.ref.table_keys(0), _diff(side, spec.table, keys,
+                                                             self.ref.table_keys(0))
+                if shape.layout == "rows" and not shape.serialized:
+                    rows = _newest_cells(side.backend, spec.table)
+                    assert rows == self.ref.main_rows(), _diff(side, spec.table, rows,
+                                                               self.ref.main_rows())
+                for i, alt in enumerate(spec.alternates, start=1):
+                    keys = _keys(side.backend, alt.table)
+                    assert keys == self.ref.table_keys(i), _diff(side, alt.table, keys,
+                                                                 self.ref.table_keys(i))
+                if spec.current_table is not None:
+                    self._check_current(side, spec.current_table)
+                for day, table in self.snapshot_tables.items():
+                    keys = _keys(side.backend, table)
+                    assert keys == self.ref.snapshot_keys(day), _diff(
+                        side, table, keys, self.ref.snapshot_keys(day))
+
+        def _check_current(self, side: Side, table: str) -> None:
+            keys = _keys(side.backend, table)
+            assert keys == self.ref.current_keys(), _diff(side, table, keys,
+                                                          self.ref.current_keys())
+            if shape.serialized:
+                return  # a serialized current row: the docs do not say its cells
+            if shape.optional_values and excluded(6):
+                return  # Item 6: an older optional cell stays in the current row
+            rows = _newest_cells(side.backend, table)
+            want = self.ref.current_rows()
+            if shape.time.precision < MS:  # one timestamp per row, its value left open
+                assert all(len({c[2] for c in cells}) == 1 for cells in rows.values()), rows
+                rows = {k: {(*c[:2], None, c[3]) for c in cells} for k, cells in rows.items()}
+            assert rows == want, _diff(side, table, rows, want)
+
+    OracleMachine.__name__ = OracleMachine.__qualname__ = (
+        f"Oracle_{shape.name}_{'_'.join(s.name for s in sides)}")
+    return OracleMachine
+
+
+def _only(want: Answer, only: tuple[str, ...]) -> Answer:
+    """docs/queries.md: with only(...), "the other value fields come back None"."""
+    def blank(e: Ev) -> Ev:
+        return replace(e, values=tuple((k, v if k in only else None) for k, v in e.values))
+
+    return Answer(tuple(blank(e) for e in want.events), want.maybe)
+
+
+def _keys(backend: Backend, table: str) -> set[bytes]:
+    return {row.key for row in backend.read_rows(ReadRequest(table))}
+
+
+def _newest_cells(backend: Backend, table: str) -> dict[bytes, set[tuple[str, bytes, int, bytes]]]:
+    """Each row's newest cell per column: what Bigtable holds for a reader, GC or not."""
+    request = ReadRequest(table, filter=ReadFilter(cells_per_column=1))
+    return {row.key: {(c.family, c.qualifier, c.timestamp, c.value) for c in row.cells}
+            for row in backend.read_rows(request)}
+
+
+def _diff(side: Side, table: str, got: Any, want: Any) -> str:
+    if isinstance(got, dict):
+        extra = {k: v for k, v in got.items() if want.get(k) != v}
+        missing = {k: v for k, v in want.items() if got.get(k) != v}
+    else:
+        extra, missing = got - want, want - got
+    return f"{side.name}: table {table}: unexpected {extra!r}; expected but missing {missing!r}"
