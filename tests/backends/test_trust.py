@@ -385,3 +385,42 @@ def test_columns_layout_correction_replaces_the_event(conn: ts.Connection) -> No
     got = list(Pressure.range(t0, t0 + timedelta(hours=1), balloon="b").using(conn))
     assert [(e.time, e.pascal) for e in got] == [(t0, 94559),
                                                 (t0 + timedelta(minutes=1), 94560)]
+
+
+def test_two_versions_of_an_event_in_one_batch_keep_the_last(conn: ts.Connection,
+                                                           backend: Backend) -> None:
+    """Two versions of one event in one save_all: the last in input order is the event,
+    in every table (Bigtable does not order the entries of one bulk call)."""
+    Result = result_model()
+    conn.create_tables(Result)
+    day = datetime(2015, 3, 1, tzinfo=UTC)
+    first = Result(game="LoL", player="Jo", time=day, result="win", kda=1.0)
+    last = Result(game="LoL", player="Jo", time=day, result="loss", kda=2.0)
+    result = conn.save_all([first, last])
+    assert [r.status for r in result.results] == [ts.WriteStatus.WRITTEN] * 2
+    span = (day, day + timedelta(days=1))
+    assert list(Result.range(*span, game="LoL", player="Jo").using(conn)) == [last]
+    alt = Result.__tsmodel__.alternates[0].table
+    assert [k.split(b"#")[1] for k in raw_cells(backend, alt)] == [b"loss"]
+    assert Result.using(conn).latest(game="LoL", player="Jo") == last
+
+
+def test_retention_hides_expired_current_values(conn: ts.Connection) -> None:
+    """Item 12 for the current-value table: an expired event is not the latest one."""
+
+    @ts.model(table=_name("RETC"), family="m", current=_name("RETC_CUR"),
+              retention=timedelta(days=1))
+    class Reading:
+        sensor: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        value: int = ts.value()
+
+    conn.create_tables(Reading)
+    now = datetime.now(UTC).replace(microsecond=0)
+    conn.save(Reading(sensor="old", time=now - timedelta(days=2), value=1),
+              accept_expired=True)
+    fresh = Reading(sensor="new", time=now - timedelta(hours=1), value=2)
+    conn.save(fresh)
+    with pytest.raises(Reading.DoesNotExist):
+        Reading.using(conn).latest(sensor="old")
+    assert list(Reading.using(conn).current()) == [fresh]

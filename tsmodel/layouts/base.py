@@ -132,6 +132,10 @@ class Layout(abc.ABC):
         with a fresh dict the caller may change.
         """
 
+    def cell_timestamp(self, us: int) -> int:
+        """The cell timestamp of an event at ``us``: the time floored to the millisecond."""
+        return us // MS * MS
+
     def qualifier_range(self, shape: TableShape, start_us: int,
                         end_us: int) -> tuple[bytes, bytes] | None:
         """A qualifier range selecting exactly ``[start, end)`` in one row, if one exists."""

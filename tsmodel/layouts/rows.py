@@ -58,6 +58,9 @@ class Rows(Layout):
             return _fits_exact
         return None  # the key holds the full time; cells hold it floored to the ms
 
+    def cell_timestamp(self, us: int) -> int:
+        return us * MS if self.exact_times else us // MS * MS
+
     def writer(self, shape: TableShape) -> Writer:
         # A row holds one event: a None value erases its column's older versions too,
         # so a current-value row holds exactly the newest event's cells.

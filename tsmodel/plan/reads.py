@@ -391,6 +391,9 @@ class _Compiler:
             columns = tuple((spec.value(n).family, spec.value(n).qualifier) for n in s.only)
         ts_start = ts_end = None
         qualifiers = None
+        if not main and spec.retention is not None:
+            # What the max-age rule deletes in the main table is no current value either.
+            ts_start = self.codec.layout.cell_timestamp(self._horizon())
         if main:
             assert s.start_us is not None and s.end_us is not None
             # Events of whole ms: t >= start exactly when t >= ceil(start). Finer
@@ -399,8 +402,7 @@ class _Compiler:
             ts_start = max(ceil_to(s.start_us, _MS) if exact_ms else s.start_us // _MS * _MS, 0)
             if spec.retention is not None:
                 # What the max-age rule deletes is gone on every backend, collected or not.
-                horizon = self.now_us - spec.retention // timedelta(microseconds=1)
-                ts_start = max(ts_start, ceil_to(horizon, _MS))
+                ts_start = max(ts_start, self._horizon())
             ts_end = max(ceil_to(s.end_us, _MS), ts_start)
             qualifiers = layout.qualifier_range(spec, s.start_us, s.end_us)
         return ReadFilter(
@@ -412,6 +414,11 @@ class _Compiler:
             # or not GC ran yet (the embedded store collects at once, Bigtable later).
             cells_per_column=layout.read_versions or (spec.max_versions if main else None),
         )
+
+    def _horizon(self) -> int:
+        """The oldest cell timestamp the model's max age keeps, now."""
+        assert self.spec.retention is not None
+        return ceil_to(self.now_us - self.spec.retention // timedelta(microseconds=1), _MS)
 
     def _client_checks(self,
                        leftover: list[str]) -> tuple[tuple[str, ...], Callable[[Any], bool]]:

@@ -234,6 +234,10 @@ class WritePlan:
         self._outcomes: list[_Outcomes] = [[] for _ in events]
         #: Per entity: alternate rows of the event it corrects, to delete.
         self._stale: dict[int, list[EncodedRow]] = {}
+        #: Entities whose later version in the same batch is written instead.
+        self._superseded: set[int] = set()
+        #: Per entity written for earlier versions of itself: all their indexes.
+        self._groups: dict[int, list[int]] = {}
 
     # -- corrections ------------------------------------------------------------------
 
@@ -289,13 +293,41 @@ class WritePlan:
         return ev._replace(main=main, alternates=tuple(alternates))
 
     def main_writes(self, batch: range) -> list[TableWrite]:
-        """The main-table writes of the events in ``batch``, one per table."""
+        """The main-table writes of the events in ``batch``, one per table.
+
+        Several versions of one event (same table, key and time) in a batch
+        are one write, of the last in input order: Bigtable does not apply the
+        entries of a bulk call in order. The earlier versions share its outcome.
+        """
+        self._dedupe(batch)
         by_table: dict[str, list[int]] = {}
         for i in batch:
-            by_table.setdefault(self.events[i].main.table, []).append(i)
-        return [TableWrite(table, tuple([self.events[i].main.row_mutation() for i in members]),
-                           tuple(members))
-                for table, members in by_table.items()]
+            if i not in self._superseded:
+                by_table.setdefault(self.events[i].main.table, []).append(i)
+        return [self._write(table, [(i, self.events[i].main) for i in winners])
+                for table, winners in by_table.items()]
+
+    def _dedupe(self, batch: range) -> None:
+        last: dict[tuple[str, bytes, int], int] = {}
+        for i in batch:
+            main = self.events[i].main
+            last[(main.table, main.key, main.timestamp)] = i
+        if len(last) == len(batch):
+            return  # the common case: no event twice
+        for i in batch:
+            main = self.events[i].main
+            winner = last[(main.table, main.key, main.timestamp)]
+            if winner != i:
+                self._superseded.add(i)
+                self._groups.setdefault(winner, [winner]).append(i)
+
+    def _write(self, table: str, rows: list[tuple[int, EncodedRow]]) -> TableWrite:
+        """A table write of ``rows`` for their entities (and those they supersede)."""
+        mutations = tuple([row.row_mutation() for _, row in rows])
+        if not self._groups:
+            return TableWrite(table, mutations, tuple(i for i, _ in rows))
+        return TableWrite(table, mutations, tuple(tuple(self._groups.get(i, (i,)))
+                                                  for i, _ in rows), grouped=True)
 
     def companion_writes(self, batch: range) -> list[TableWrite]:
         """The current-value and alternate-key writes of ``batch``.
@@ -305,7 +337,8 @@ class WritePlan:
         counts as written, which is how a repair replays companions).
         """
         outcomes, failed = self._outcomes, MutationStatus.FAILED
-        live = [i for i in batch if not (outcomes[i] and outcomes[i][0][1].status is failed)]
+        live = [i for i in batch if i not in self._superseded
+                and not (outcomes[i] and outcomes[i][0][1].status is failed)]
         return [*self._current_writes(live), *self._alternate_writes(live)]
 
     def _current_writes(self, live: list[int]) -> list[TableWrite]:
@@ -317,7 +350,7 @@ class WritePlan:
             if row is None:
                 continue
             slot = (row.table, row.key)
-            members.setdefault(slot, []).append(i)
+            members.setdefault(slot, []).extend(self._groups.get(i, (i,)))
             best = newest.get(slot)
             if best is None or row.timestamp >= self.events[best].timestamp:
                 newest[slot] = i
@@ -336,12 +369,11 @@ class WritePlan:
         return out
 
     def _alternate_writes(self, live: list[int]) -> list[TableWrite]:
-        by_table: dict[str, list[tuple[int, RowMutation]]] = {}
+        by_table: dict[str, list[tuple[int, EncodedRow]]] = {}
         for i in live:
             for row in (*self._stale.get(i, ()), *self.events[i].alternates):
-                by_table.setdefault(row.table, []).append((i, row.row_mutation()))
-        return [TableWrite(table, tuple(r for _, r in items), tuple(i for i, _ in items))
-                for table, items in by_table.items()]
+                by_table.setdefault(row.table, []).append((i, row))
+        return [self._write(table, items) for table, items in by_table.items()]
 
     def record(self, write: TableWrite, outcomes: Sequence[MutationOutcome]) -> None:
         """Record the backend's outcome of each row of ``write``."""
