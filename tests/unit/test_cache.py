@@ -309,3 +309,16 @@ def test_cached_rows_are_the_rows_read(cache: CachingBackend) -> None:
     request = ReadRequest("t", RowSet(keys=(b"a",)))
     first, second = list(cache.read_rows(request)), list(cache.read_rows(request))
     assert first == second == [Row(b"a", (Cell("cf", b"q", MS, b"1"),))]
+
+
+def test_a_caching_backend_passes_the_readiness_check_on() -> None:
+    from tsmodel.backends.base import Reachable
+    from tsmodel.errors import BackendError
+
+    inner = EmbeddedBackend()
+    cached = CachingBackend(inner)
+    assert isinstance(cached, Reachable)
+    cached.check_reachable(0.1)  # the embedded store answers at once
+    cached.close()
+    with pytest.raises(BackendError):
+        cached.check_reachable(0.1)

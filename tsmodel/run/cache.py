@@ -28,6 +28,7 @@ from cachetools import TTLCache
 from tsmodel.backends.base import (
     Backend,
     MutationOutcome,
+    Reachable,
     ReadFilter,
     ReadRequest,
     Row,
@@ -270,6 +271,12 @@ class CachingBackend:
                 self._store(entry, (table, key), row, ticket)
         if row is not None:
             yield row
+
+    def check_reachable(self, timeout: float) -> None:
+        """The wrapped backend's readiness check (:class:`~tsmodel.backends.base.Reachable`),
+        or nothing when it has none."""
+        if isinstance(self.backend, Reachable):
+            self.backend.check_reachable(timeout)
 
     def close(self) -> None:
         """Close the wrapped backend and drop every entry. Idempotent."""
