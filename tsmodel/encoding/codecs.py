@@ -99,9 +99,11 @@ class Int64:
         Raises:
             CellDecodingError: ``data`` is not 8 bytes long.
         """
-        if len(data) != 8:
-            raise _wrong_size(self.name, data)
-        return int(_INT64.unpack(data)[0])
+        try:
+            value: int = _INT64.unpack(data)[0]
+        except struct.error:
+            raise _wrong_size(self.name, data) from None
+        return value
 
 
 class Float64:
@@ -130,9 +132,11 @@ class Float64:
         Raises:
             CellDecodingError: ``data`` is not 8 bytes long.
         """
-        if len(data) != 8:
-            raise _wrong_size(self.name, data)
-        return float(_FLOAT64.unpack(data)[0])
+        try:
+            value: float = _FLOAT64.unpack(data)[0]
+        except struct.error:
+            raise _wrong_size(self.name, data) from None
+        return value
 
 
 class Utf8:

@@ -193,8 +193,6 @@ def value_cell_writer(shape: TableShape, *, erase_older: bool = False,
             microsecond time (current-value rows of ``unit="us"`` models);
             else the event time floored to the millisecond.
     """
-    def stamp(us: int) -> int:
-        return us * MS if exact_times else us // MS * MS
 
     ser = shape.serialization
     if ser is not None:
@@ -202,7 +200,8 @@ def value_cell_writer(shape: TableShape, *, erase_older: bool = False,
 
         def write_blob(us: int, entity: Any,
                        encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
-            return (SetCell(family, qualifier, stamp(us), serialize(entity)),)
+            return (SetCell(family, qualifier, us * MS if exact_times else us // MS * MS,
+                            serialize(entity)),)
 
         return write_blob
     columns = tuple((v.name, v.family, v.qualifier) for v in shape.values)
@@ -214,12 +213,12 @@ def value_cell_writer(shape: TableShape, *, erase_older: bool = False,
 
         def write_marker(us: int, entity: Any,
                          encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
-            return (SetCell(marker_family, b"", stamp(us), b""),)
+            return (SetCell(marker_family, b"", us * MS if exact_times else us // MS * MS, b""),)
 
         return write_marker
 
     def write(us: int, entity: Any, encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
-        ts = stamp(us)
+        ts = us * MS if exact_times else us // MS * MS
         out: list[Mutation] = []
         if len(encoded) == count:  # no None value: the common case
             for name, family, qualifier in columns:

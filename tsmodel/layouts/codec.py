@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
+from operator import itemgetter
 from typing import Any, NamedTuple, TypeVar
 
 from tsmodel import errors
 from tsmodel.backends.base import Mutation, Row, RowMutation, SetCell
-from tsmodel.encoding.keys import KeyLayout, SegmentValueError
+from tsmodel.encoding.keys import ConstantSegment, KeyLayout, SegmentValueError
 from tsmodel.encoding.timestamps import EPOCH, to_micros
 from tsmodel.encoding.values import MAX_VALUE_BYTES, ValueEncoder, too_big
 from tsmodel.layouts.base import Event, Layout, TableShape, missing_value
@@ -48,6 +49,11 @@ class EncodedRow(NamedTuple):
         return RowMutation(self.key, self.mutations)
 
 
+def _constant_name(data: bytes) -> str:
+    """The name of a constant key segment among the encoded parts of a key."""
+    return "\0constant " + data.hex()
+
+
 class TableCodec:
     """The row key and cell codec of one table of one model.
 
@@ -63,8 +69,8 @@ class TableCodec:
     """
 
     __slots__ = ("shape", "table", "key", "layout", "time_field", "values",
-                 "_encoders", "_constants", "_joins_plainly", "_write", "_read", "_time_check",
-                 "_like", "_required")
+                 "_encoders", "_constants", "_joins_plainly", "_join", "_write", "_read",
+                 "_time_check", "_like", "_required")
 
     def __init__(self, shape: TableShape, *, table: str, key: KeyLayout, layout: Layout,
                  time_field: str, values: ValueEncoder, like: TableCodec | None = None) -> None:
@@ -76,9 +82,12 @@ class TableCodec:
         self.values = values
         self._encoders = tuple((seg.field, seg.encoder(), seg.field == time_field)
                                for seg in key.segments if seg.field is not None)
-        self._constants = tuple((seg.field, b"" if seg.field else seg.encode(None))
-                                for seg in key.segments)
+        # A constant segment's bytes stand in the parts under a name no field has,
+        # the same in every table of the model, so a key is one C-level join.
+        self._constants = {_constant_name(seg.encode(None)): seg.encode(None)
+                           for seg in key.segments if isinstance(seg, ConstantSegment)}
         self._joins_plainly = key.salt() is None
+        self._join = self._joiner()
         self._write = layout.writer(shape)
         self._read = layout.reader(shape)
         self._time_check = layout.time_check(shape)
@@ -118,7 +127,7 @@ class TableCodec:
 
     def key_parts(self, entity: Any, us: int) -> dict[str, bytes]:
         """The encoded key segments of ``entity`` by field."""
-        parts: dict[str, bytes] = {}
+        parts: dict[str, bytes] = self._constants.copy()
         name = ""
         try:
             for name, encode, is_time in self._encoders:
@@ -129,10 +138,18 @@ class TableCodec:
         return parts
 
     def join(self, parts: Mapping[str, bytes]) -> bytes:
-        """The row key from encoded segments (every field segment of this key)."""
-        if self._joins_plainly:
-            return self.key.separator.join([parts[f] if f else c for f, c in self._constants])
-        return self.key.join(parts)
+        """The row key from encoded segments (:meth:`key_parts` of this model)."""
+        return self._join(parts)
+
+    def _joiner(self) -> Callable[[Mapping[str, bytes]], bytes]:
+        if not self._joins_plainly:
+            return self.key.join  # the salt is computed from the other segments
+        names = [s.field if s.field is not None else _constant_name(s.encode(None))
+                 for s in self.key.segments]
+        if len(names) == 1:
+            return itemgetter(names[0])
+        get, sep = itemgetter(*names), self.key.separator
+        return lambda parts: sep.join(get(parts))
 
     def row(self, entity: Any, parts: Mapping[str, bytes], us: int,
             encoded: Mapping[str, bytes], like: EncodedRow | None = None) -> EncodedRow:
@@ -147,7 +164,7 @@ class TableCodec:
                 shared instead of written again.
         """
         if like is not None and self._like is not None:
-            return EncodedRow(self.table, self.join(parts), us, like.mutations)
+            return EncodedRow(self.table, self._join(parts), us, like.mutations)
         problem = None if self._time_check is None else self._time_check(us)
         if problem is not None:
             raw = getattr(entity, self.time_field)
@@ -158,7 +175,7 @@ class TableCodec:
             for m in mutations:
                 if type(m) is SetCell and len(m.value) > MAX_VALUE_BYTES:
                     raise too_big(self.model, m.family, m.qualifier, len(m.value))
-        return EncodedRow(self.table, self.join(parts), us, mutations)
+        return EncodedRow(self.table, self._join(parts), us, mutations)
 
     # -- reads ----------------------------------------------------------------------
 

@@ -78,11 +78,14 @@ class Rows(Layout):
         def read(cells: tuple[Cell, ...], bucket_start: int | None) -> list[Event]:
             if not cells:
                 return []
-            ts = max(c.timestamp for c in cells)
-            if cells[0].timestamp == ts == cells[-1].timestamp:
-                values = decode(cells)  # the common case: one event's cells
+            ts = cells[0].timestamp
+            for c in cells:
+                if c.timestamp != ts:  # cells of several times: the newest is the event
+                    ts = max(c.timestamp for c in cells)
+                    values = decode(c for c in cells if c.timestamp == ts)
+                    break
             else:
-                values = decode(c for c in cells if c.timestamp == ts)
+                values = decode(cells)  # the common case: one event's cells
             return [(ts // MS if exact else ts, values)]
 
         return read
