@@ -424,3 +424,29 @@ def test_retention_hides_expired_current_values(conn: ts.Connection) -> None:
     with pytest.raises(Reading.DoesNotExist):
         Reading.using(conn).latest(sensor="old")
     assert list(Reading.using(conn).current()) == [fresh]
+
+
+def test_rows_under_foreign_salt_values_refuse_the_answer(conn: ts.Connection,
+                                                         backend: Backend) -> None:
+    """Item 8: rows under salt digits the model does not have were never read, and the
+    answer came back in part (3 of 5 events of the guide's BATTERY table)."""
+
+    @ts.model(table=_name("SALT7"), family="m")
+    class Battery:
+        kind = ts.constant("BATTERY")
+        s = ts.salt(buckets=3, on=("time",))
+        time: datetime = ts.timestamp(format="%Y%m%d%H%M%S", millis=True)
+        v: int = ts.value()
+
+    conn.create_tables(Battery)
+    t0 = datetime(2015, 3, 1, 12, 45, 1, 3000, tzinfo=UTC)
+    conn.save(Battery(time=t0, v=1))
+    span = (t0, t0 + timedelta(seconds=1))
+    assert len(list(Battery.range(*span).using(conn))) == 1
+    stamp = round(t0.timestamp() * 1000) * 1000
+    backend.mutate_rows(Battery.__tsmodel__.table, [RowMutation(
+        b"BATTERY#7#20150301124501003", (SetCell("m", b"v", stamp, ts.Int64().encode(2)),))])
+    plan = Battery.range(*span).explain()
+    assert "guard" in str(plan)
+    with pytest.raises(ts.KeyDecodingError, match="salt value"):
+        list(Battery.range(*span).using(conn))

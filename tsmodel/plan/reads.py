@@ -60,6 +60,9 @@ class ReadPlan:
         descending: whether the merged stream comes newest first.
         reverse_after: whether the executor reverses the stream itself (newest
             first without a reverse scan), holding at most ``limit`` instances.
+        guards: reads that must find no row (rows under salt values the model
+            does not have: another program's salts); the executor refuses
+            to answer when one does, rather than answer in part.
     """
 
     model: str
@@ -75,6 +78,7 @@ class ReadPlan:
     limit: int | None = None
     descending: bool = False
     reverse_after: bool = False
+    guards: tuple[ReadRequest, ...] = ()
 
     def __str__(self) -> str:
         lines = [f"{self.model}: read table {self.table!r}" + (" (SCAN)" if self.scan else "")]
@@ -87,6 +91,8 @@ class ReadPlan:
         if len(self.requests) > 1:
             lines.append(f"  merge: {self.merge} ({len(self.requests)} reads)")
         lines.extend(f"  client filter: {f}" for f in self.client_filters)
+        lines.extend(f"  guard: no row in [{g.rows.ranges[0].start!r}, {g.rows.ranges[0].end!r})"
+                     for g in self.guards)
         return "\n".join(lines)
 
 
@@ -222,8 +228,8 @@ def _best_table(spec: ModelSpec, state: QueryState, reverse_scan: bool,
 
 
 def _prefix_end(prefix: bytes) -> bytes:
-    """The first key after every key that starts with ``prefix`` (it ends in a separator,
-    an ASCII punctuation character, so its last byte can be raised)."""
+    """The first key after every key that starts with ``prefix`` (it ends in an ASCII
+    character, a separator or a digit, so its last byte can be raised)."""
     return prefix[:-1] + bytes([prefix[-1] + 1])
 
 
@@ -269,7 +275,30 @@ class _Compiler:
         return ReadPlan(self.spec.name, codec.table, requests, merge, checks, scan,
                         self._reason(key, used, reached_time, leftover, current),
                         codec=codec, accept=accept, only=s.only, limit=s.limit,
-                        descending=descending, reverse_after=s.newest_first and not descending)
+                        descending=descending, reverse_after=s.newest_first and not descending,
+                        guards=self._salt_guards(key, self._encode_given(key)))
+
+    def _salt_guards(self, key: KeyLayout, given: dict[str, bytes]) -> tuple[ReadRequest, ...]:
+        """Reads of the salt values beyond the model's (``9`` of a 3-salt model) before
+        the salt, when every salt is read: a row there is not this model's own."""
+        prefix = b""
+        for seg in key.segments:
+            if isinstance(seg, SaltSegment):
+                if all(name in given for name in seg.on) or seg.buckets >= 10**seg.width:
+                    return ()
+                first = str(seg.buckets).zfill(seg.width).encode("ascii")
+                rows = RowSet(ranges=(RowRange(prefix + first,
+                                               _prefix_end(prefix + b"9" * seg.width)),))
+                return (ReadRequest(self.codec.table, rows, ReadFilter(
+                    families=self.spec.families, cells_per_column=1, strip_values=True),
+                    limit=1),)
+            if isinstance(seg, ConstantSegment):
+                prefix += seg.encode(None) + key.separator
+            elif seg.field in given:
+                prefix += given[seg.field] + key.separator
+            else:
+                return ()
+        return ()
 
     @property
     def codec(self) -> TableCodec:

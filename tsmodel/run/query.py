@@ -290,6 +290,13 @@ class QuerySet(Generic[M]):
 
 def _run(plan: ReadPlan, conn: Connection, model: type[M]) -> Iterator[M]:
     """Stream the instances a plan selects, as the plan says."""
+    for guard in plan.guards:
+        found = next(iter(conn.read(guard)), None)
+        if found is not None:
+            raise errors.KeyDecodingError(
+                f"{plan.model}: table {plan.table!r} has row {found.key!r} under a salt value "
+                "the model does not have: rows of another program's salts would be missed; "
+                "the answer is refused rather than given in part")
     streams = [_events(plan, conn, req, model) for req in plan.requests]
     merged = _merge(streams, plan.merge, plan.descending, model)
     kept: Iterator[M] = merged
