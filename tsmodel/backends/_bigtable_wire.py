@@ -266,8 +266,8 @@ def row_filter(read_filter: ReadFilter) -> Any:
     """The raw ``RowFilter`` of ``read_filter``: ``None`` for none, ``False`` when no cell passes.
 
     The steps follow :class:`~tsmodel.backends.base.ReadFilter`'s order:
-    families, columns, qualifier range, timestamps, versions per column,
-    value stripping.
+    versions kept, families, columns, qualifier range, timestamps, versions
+    per column, value stripping.
     """
     steps = [_family_filter(read_filter.families), _column_filter(read_filter.columns),
              _qualifier_range_filter(read_filter),
@@ -275,6 +275,8 @@ def row_filter(read_filter: ReadFilter) -> Any:
     if any(step is False for step in steps):
         return False
     chain = [step for step in steps if step is not None]
+    if read_filter.versions_kept is not None:  # first: counts every version of a column
+        chain.insert(0, _RowFilter(cells_per_column_limit_filter=read_filter.versions_kept))
     if read_filter.cells_per_column is not None:
         chain.append(_RowFilter(cells_per_column_limit_filter=read_filter.cells_per_column))
     if read_filter.strip_values:

@@ -174,6 +174,11 @@ class Plan:
                 self.gc[family] = (NO_LIMIT if cap is None else cap, None)
             else:
                 self.gc[family] = (NO_LIMIT, gc.collects(rule, now))
+        if flt.versions_kept is not None:  # ranks counted before the other filters
+            for family in self.table.families:
+                if flt.families is None or family in flt.families:
+                    cap, test = self.gc.get(family, (NO_LIMIT, None))
+                    self.gc[family] = (min(cap, flt.versions_kept), test)
 
     def _add_time_filter(self, where: list[str], params: list[Any]) -> None:
         candidates = (("ts >= ?", self.ts_start), ("ts < ?", self.ts_end))

@@ -105,7 +105,7 @@ def _describe_request(req: ReadRequest) -> list[str]:
     if req.rows.is_whole_table():
         out.append("  row range: whole table")
     f = req.filter
-    parts = []
+    parts = [f"newest {f.versions_kept} versions kept"] if f.versions_kept else []
     if f.families:
         parts.append("families=" + ",".join(f.families))
     if f.columns:
@@ -439,9 +439,10 @@ class _Compiler:
             qualifier_start=qualifiers[0] if qualifiers else None,
             qualifier_end=qualifiers[1] if qualifiers else None,
             timestamp_start=ts_start, timestamp_end=ts_end,
-            # Layouts keeping a version per event read as many as GC keeps, whether
-            # or not GC ran yet (the embedded store collects at once, Bigtable later).
-            cells_per_column=layout.read_versions or (spec.max_versions if main else None),
+            cells_per_column=layout.read_versions,
+            # Layouts keeping a version per event see the versions GC keeps, whether
+            # or not it ran yet (the embedded store collects at once, Bigtable later).
+            versions_kept=None if layout.read_versions or not main else spec.max_versions,
         )
 
     def _horizon(self) -> int:
