@@ -40,6 +40,7 @@ __all__ = [
     "oracle_entities",
     "oracle_key_prefixes",
     "oracle_periods",
+    "oracle_repair_spans",
 ]
 
 #: First code point a variable-width segment accepts with the ``#`` separator
@@ -224,6 +225,16 @@ def oracle_instants(shape: Any) -> st.SearchStrategy[int]:
     near = st.tuples(st.sampled_from(shape.times), st.sampled_from(jitters)).map(
         lambda drawn: min(max(sum(drawn), 0), _DATETIME_MAX_US))
     return st.one_of(near, st.sampled_from([0, _DATETIME_MAX_US]))
+
+
+def oracle_repair_spans(shape: Any) -> st.SearchStrategy[tuple[int, int]]:
+    """The [start, end) of a repair."""
+    from tests.oracle.exclusions import excluded
+
+    bounds = oracle_instants(shape)
+    if excluded("repair-stale-current-cell"):
+        return bounds.map(lambda start: (start, _DATETIME_MAX_US))
+    return st.tuples(bounds, bounds).map(lambda ab: (min(ab), max(ab)))
 
 
 def oracle_periods(shape: Any) -> st.SearchStrategy[int]:

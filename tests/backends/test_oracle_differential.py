@@ -16,7 +16,7 @@ import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
 from tests.oracle.machine import Side, machine_for, oracle_settings
-from tests.oracle.shapes import SHAPES, Shape, differential
+from tests.oracle.shapes import SHAPES, Shape
 from tsmodel.backends.bigtable import BigtableBackend
 from tsmodel.backends.embedded import EmbeddedBackend
 
@@ -39,5 +39,5 @@ def sides(emulator: object) -> Iterator[list[Side]]:
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
 def test_oracle_differential(sides: list[Side], shape: Shape) -> None:
-    machine = machine_for(differential(shape), sides)
+    machine = machine_for(shape, sides)
     run_state_machine_as_test(machine, settings=oracle_settings(EXAMPLES, STEPS))

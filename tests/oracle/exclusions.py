@@ -56,10 +56,22 @@ OPEN: dict[int | str, str] = {
     "version-limit-backends-differ": "a range over a bucket row past its version limit "
                                      "that leaves out the row's newest versions: the "
                                      "emulator (before GC) returns older in-range events "
-                                     "the embedded store (GC at once) has dropped, though "
-                                     "docs/backends.md says results are the same; "
-                                     "differential mode gives bucket shapes a version limit "
+                                     "that the version limit drops, though docs/patterns.md "
+                                     "says every backend answers as the embedded store does "
+                                     "once GC has run; on the emulator (alone or in "
+                                     "differential mode) bucket shapes get a version limit "
                                      "their rows never reach",
+    "repair-stale-current-cell": "a repair whose range holds an older event of an entity "
+                                 "but not its newest replays the older event into the "
+                                 "current-value row, leaving an optional cell the newest "
+                                 "event has None for (docs/companions.md: the rewritten row "
+                                 "holds only the newest event's cells); repairs run to the "
+                                 "end of time",
+    "version-limit-gc-timing": "ts.columns(): a correction that moves an event out of a "
+                               "column past its version limit brings back an older version "
+                               "on the emulator (not yet collected) that the embedded store "
+                               "dropped at once, so the backends answer differently; shape "
+                               "columns gets a version limit its rows never reach",
     "first-after-limit-0": "qs.limit(0).first() returns an event and .exists() is True "
                            "(first() asks for limit(1), dropping the limit of 0); the "
                            "harness never runs first() or exists() after limit(0)",

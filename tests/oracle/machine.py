@@ -38,7 +38,7 @@ from tests import strategies as tst
 from tests.oracle.exclusions import excluded
 from tests.oracle.ops import CurrentQuery, RangeQuery, Refine, aware
 from tests.oracle.reference import Answer, Ev, Reference, Refused, iso
-from tests.oracle.shapes import MS, Shape, us_of
+from tests.oracle.shapes import MS, Shape, on_backends, us_of
 from tsmodel.backends.base import Backend, ReadFilter, ReadRequest
 
 __all__ = ["Side", "machine_for", "oracle_settings", "EXAMPLES", "STEPS"]
@@ -95,6 +95,7 @@ class Raised:
 
 def machine_for(shape: Shape, sides: Sequence[Side]) -> type[RuleBasedStateMachine]:
     """A state machine running ``shape`` on ``sides`` (two: differential mode)."""
+    shape = on_backends(shape, [side.name for side in sides])
 
     class OracleMachine(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -284,11 +285,10 @@ def machine_for(shape: Shape, sides: Sequence[Side]) -> type[RuleBasedStateMachi
             self._compare(f"snapshot({aware(day, 0):%Y-%m-%d}, {fields})", want, Refine(), run)
 
         @precondition(lambda self: shape.companions)
-        @rule(a=tst.oracle_instants(shape), b=tst.oracle_instants(shape),
-              fields=tst.oracle_key_prefixes(shape))
-        def repair(self, a: int, b: int, fields: dict[str, Any]) -> None:
+        @rule(span=tst.oracle_repair_spans(shape), fields=tst.oracle_key_prefixes(shape))
+        def repair(self, span: tuple[int, int], fields: dict[str, Any]) -> None:
             """On tables no failure touched, a repair replays and finds nothing to fix."""
-            start, end = min(a, b), max(a, b)
+            start, end = span
             want = self.ref.repair_events(start, end, fields)
             for side in sides:
                 report = ts.repair(self.model, aware(start, 0), aware(end, 0),
