@@ -110,51 +110,20 @@ class Refused(Exception):
 
 @dataclass(frozen=True)
 class Answer:
-    """The events a query must return, in order.
-
-    ``maybe`` holds the identities of events a version limit may have
-    dropped (a bucket row past ``max_versions`` in some column): the answer
-    is then any subsequence of ``events`` that keeps every other event. The
-    docs leave open which of those come back; they do promise that an event
-    never comes back changed (half of its cells).
-    """
+    """The events a query must return, in order."""
 
     events: tuple[Ev, ...]
-    maybe: frozenset[Any] = frozenset()
-
-    def limited(self, n: int | None) -> Answer:
-        return self if n is None or self.maybe else Answer(self.events[:n], self.maybe)
 
     def problem(self, got: Sequence[Ev], limit: int | None = None) -> str | None:
         """Why ``got`` is not this answer (under ``limit``), or ``None``."""
         want = [e.strict() for e in self.events]
-        have = [e.strict() for e in got]
-        if not self.maybe:
-            want = want[:limit] if limit is not None else want
-            return None if have == want else "differs"
-        if limit is not None and len(have) > limit:
-            return f"{len(have)} events past limit {limit}"
-        pos = 0
-        for item in have:  # a subsequence, in order
-            while pos < len(want) and want[pos] != item:
-                if self.events[pos].identity not in self.maybe:
-                    return f"left out {self.events[pos]!r}, which no version limit drops"
-                pos += 1
-            if pos == len(want):
-                return f"{item!r} is not one of the events (or out of order)"
-            pos += 1
-        if limit is None or len(have) < limit:
-            rest = [e for e in self.events[pos:] if e.identity not in self.maybe]
-            if rest:
-                return f"left out {rest[0]!r}, which no version limit drops"
-        return None
+        if limit is not None:
+            want = want[:limit]
+        return None if [e.strict() for e in got] == want else "differs"
 
     def count_problem(self, n: int, limit: int | None = None) -> str | None:
-        sure = len([e for e in self.events if e.identity not in self.maybe])
-        most = len(self.events)
-        if limit is not None:
-            sure, most = min(sure, limit), min(most, limit)
-        return None if sure <= n <= most else f"count {n} not in [{sure}, {most}]"
+        want = len(self.events) if limit is None else min(len(self.events), limit)
+        return None if n == want else f"count {n}, expected {want}"
 
 
 @dataclass(frozen=True)
@@ -183,13 +152,51 @@ class Reference:
         self.snapshots: dict[int, tuple[Ev, ...]] = {}
         self.tables = tuple(_Table(i, segs) for i, segs in
                             enumerate((shape.key, *shape.alternates)))
+        #: The current-value rows as written: entity -> column -> {timestamp: value}.
+        self.current_cells: dict[Any, dict[bytes, dict[int, bytes]]] = {}
+        #: Entities whose current row a repair may have rewritten (see current_row_problem).
+        self.repaired: set[Any] = set()
 
     # -- writes ---------------------------------------------------------------------
 
-    def save(self, events: Iterable[Ev]) -> None:
-        """Saving an identity again replaces the event: a correction."""
-        for e in events:
-            self.events[e.identity] = e
+    def save(self, events: Sequence[Ev], batch_size: int = 1000) -> None:
+        """Saving an identity again replaces the event: a correction.
+
+        docs/writes.md: ``save_all`` writes batches of ``batch_size``; per
+        batch, the events of one current-value row "collapse into one write
+        of the newest".
+        """
+        for at in range(0, len(events), batch_size):
+            batch = events[at:at + batch_size]
+            newest: dict[Any, Ev] = {}
+            for e in batch:
+                self.events[e.identity] = e
+                if e.entity not in newest or e.t > newest[e.entity].t:
+                    newest[e.entity] = e
+            if self.shape.current:
+                for e in newest.values():
+                    self._write_current(e)
+
+    def _write_current(self, e: Ev) -> None:
+        """One current-row write (docs/writes.md "Optional values").
+
+        A value writes its cell at the event's cell timestamp; ``None``
+        deletes the column's versions up to the event's millisecond ("in a
+        row that holds one event ... it deletes every older version of the
+        column too").
+        """
+        row = self.current_cells.setdefault(e.entity, {})
+        ts = self.current_timestamp(e.t)
+        for v in self.shape.values:
+            column = row.setdefault(v.qualifier.encode(), {})
+            value = e.get(v.name)
+            if value is None:
+                for old in [t for t in column if t <= ts]:
+                    del column[old]
+            else:
+                column[ts] = encode_value(v.kind, value)
+        if e.t == self.newest_by_entity()[e.entity].t:
+            self.repaired.discard(e.entity)  # every older version of a None column is gone
 
     def saved(self) -> list[Ev]:
         return list(self.events.values())
@@ -267,7 +274,7 @@ class Reference:
         salt = table.salt
         merged = (salt is not None and reaches
                   and not all(name in fields for name in (salt.on,)))
-        found = [e for e in self.events.values() if start <= e.t < end
+        found = [e for e in self.visible() if start <= e.t < end
                  and all(e.get(k) == v for k, v in fields.items())]
         if merged:  # one read per salt, merged by event time
             found.sort(key=lambda e: e.t)
@@ -280,7 +287,7 @@ class Reference:
                 found.sort(key=lambda e: -e.t)
             else:
                 found.reverse()  # "reverse row-key order"
-        return Answer(tuple(found), self._droppable(table, found))
+        return Answer(tuple(found))
 
     def current_key(self) -> tuple[str, ...]:
         return self.shape.key_fields
@@ -327,7 +334,7 @@ class Reference:
         day = period - period % DAY
         if day in self.snapshots and not restart:
             return 0, True
-        held = [e for e in self.events.values() if day <= e.t < day + DAY]
+        held = [e for e in self.visible() if day <= e.t < day + DAY]
         held.sort(key=lambda e: self.row_order(self.tables[0], e))
         self.snapshots[day] = tuple(held)
         return len(held), False
@@ -338,10 +345,16 @@ class Reference:
         return Answer(tuple(e for e in held if all(e.get(k) == v for k, v in fields.items())))
 
     def repair_events(self, start: int, end: int, fields: dict[str, Any]) -> Answer:
-        """The main-table events a repair of [start, end) replays (docs/companions.md)."""
-        found = [e for e in self.events.values() if start <= e.t < end
+        """The main-table events a repair of [start, end) replays (docs/companions.md).
+
+        "ts.repair over the event's time rewrites the row" (docs/writes.md):
+        the current rows of the entities it covers may be rewritten clean.
+        """
+        found = [e for e in self.visible() if start <= e.t < end
                  and all(e.get(k) == v for k, v in fields.items())]
-        return Answer(tuple(found), self._droppable(self.tables[0], found))
+        self.repaired |= {e.entity for e in self.events.values()
+                          if all(e.get(k) == v for k, v in fields.items())}
+        return Answer(tuple(found))
 
     # -- version limits -------------------------------------------------------------
 
@@ -355,29 +368,27 @@ class Reference:
             return ["blob"]
         return [v.name for v in self.shape.values if e.get(v.name) is not None]
 
-    def _droppable(self, table: _Table, found: Sequence[Ev]) -> frozenset[Any]:
-        """Identities among ``found`` whose cells a version limit may drop.
+    def visible(self) -> list[Ev]:
+        """The events reads return: those a bucket row's version limit keeps.
 
-        docs/patterns.md: "the versions of a column *are* the events"; a
-        family keeps ``max_versions`` of them. An event is sure to be read
-        when each of its cells is among the newest ``max_versions`` of its
-        column in its row; the others may be gone.
+        docs/patterns.md: reads apply the version limit as a read filter,
+        "every backend answers as the embedded store does once garbage
+        collection has run": a column keeps its newest ``max_versions``
+        versions, and "an event whose required value's cell went past the
+        limit ... is left out, never returned half-filled". An event whose
+        every cell is kept is read whole.
         """
         limit = self.shape.max_versions
+        events = list(self.events.values())
         if limit is None or self.shape.layout not in ("cells", "columns"):
-            return frozenset()
+            return events
         versions: dict[Any, list[int]] = defaultdict(list)
-        for e in self.events.values():
-            row = (e.entity, self.bucket_start(e.t))
+        for e in events:
             for col in self._columns_of(e):
-                versions[(row, col)].append(e.t)
+                versions[(e.entity, self.bucket_start(e.t), col)].append(e.t)
         kept = {k: set(sorted(ts, reverse=True)[:limit]) for k, ts in versions.items()}
-        out = set()
-        for e in found:
-            row = (e.entity, self.bucket_start(e.t))
-            if any(e.t not in kept[(row, col)] for col in self._columns_of(e)):
-                out.add(e.identity)
-        return frozenset(out)
+        return [e for e in events if all(e.t in kept[(e.entity, self.bucket_start(e.t), col)]
+                                         for col in self._columns_of(e))]
 
     # -- raw tables -----------------------------------------------------------------
 
@@ -432,7 +443,7 @@ class Reference:
         return {self.key_of(self.current_segs(), e) for e in self.newest_by_entity().values()}
 
     def value_cells(self, e: Ev) -> set[tuple[str, bytes, int, bytes]]:
-        """An event's cells, a column per value field (docs/writes.md).
+        """A main-table event's cells, a column per value field (docs/writes.md).
 
         ``None`` writes no cell; every cell carries the event time in whole
         milliseconds, as microseconds.
@@ -441,19 +452,46 @@ class Reference:
         return {(self.shape.family, v.qualifier.encode(), ts, encode_value(v.kind, e.get(v.name)))
                 for v in self.shape.values if e.get(v.name) is not None}
 
-    def current_rows(self) -> dict[bytes, set[tuple[str, bytes, int | None, bytes]]]:
-        """Each current-value row: exactly the newest event's cells.
+    def current_timestamp(self, t: int) -> int:
+        """docs/writes.md "Microsecond models": µs x 1000 for unit="us", else whole ms."""
+        return t * 1000 if self.shape.time.precision < MS else t // MS * MS
 
-        Of a model with ``unit="us"``, the cell timestamps are left open
-        (``None``): docs/writes.md rounds cells down to the millisecond, which
-        cannot order two events of one millisecond (item 1); the fix stores
-        them at µs x 1000, which no doc states yet. The harness then checks
-        that the row's cells share one timestamp.
+    def current_rows(self) -> dict[bytes, dict[bytes, tuple[int, bytes]]]:
+        """Each current-value row as a reader sees it: the newest version per column."""
+        out = {}
+        for e in self.newest_by_entity().values():
+            row = self.current_cells.get(e.entity, {})
+            out[self.key_of(self.current_segs(), e)] = {
+                q: max(column.items()) for q, column in row.items() if column}
+        return out
+
+    def current_row_problem(self, key: bytes, got: dict[bytes, tuple[int, bytes]]) -> str | None:
+        """Why a current row read with one version per column is wrong, or ``None``.
+
+        The row holds the newest event's cells and, where that event has
+        ``None``, the newest version a late older event left (docs/writes.md:
+        "A late older event ... still leaves that cell in the current-value
+        row"). After a repair covering the entity the row may instead be
+        rewritten with the newest event's cells only: until its newest event
+        is written again, a ``None`` column may hold either.
         """
-        exact = self.shape.time.precision >= MS
-        return {self.key_of(self.current_segs(), e):
-                {c if exact else (*c[:2], None, c[3]) for c in self.value_cells(e)}
-                for e in self.newest_by_entity().values()}
+        want = self.current_rows()[key]
+        if got == want:
+            return None
+        entity = next(e.entity for e in self.newest_by_entity().values()
+                      if self.key_of(self.current_segs(), e) == key)
+        if entity in self.repaired:
+            newest = self.newest_by_entity()[entity]
+            ts = self.current_timestamp(newest.t)
+            exact = {q: (ts, v) for _, q, _, v in
+                     ((None, v.qualifier.encode(), None, encode_value(v.kind, newest.get(v.name)))
+                      for v in self.shape.values if newest.get(v.name) is not None)}
+            written = self.current_cells.get(entity, {})
+            if all(got.get(q) == cell for q, cell in exact.items()) and all(
+                    q in exact or cell[1] == written.get(q, {}).get(cell[0])
+                    for q, cell in got.items()):
+                return None
+        return f"row {key!r}: {got!r}, expected {want!r}"
 
     def main_rows(self) -> dict[bytes, set[tuple[str, bytes, int, bytes]]]:
         """Each main-table row of a row-per-event shape: its event's cells."""
