@@ -184,10 +184,6 @@ def _oracle_event(shape: Any, entity: dict[str, Any], t: int, values: dict[str, 
                   zone: int) -> Any:
     from tests.oracle.reference import Ev
 
-    values = dict(values)
-    for name in shape.fixed_values:  # a value that an exclusion keeps fixed per identity
-        choices = shape.value(name).choices
-        values[name] = choices[(t // 1000) % len(choices)]
     keys = tuple((name, entity[name]) for name in shape.key_fields)
     return Ev(keys, t, tuple((v.name, values[v.name]) for v in shape.values), zone)
 
@@ -266,8 +262,6 @@ def oracle_key_fields(draw: st.DrawFn, shape: Any, *, current: bool = False) -> 
             if seg.kind not in ("const", "salt", "time") and seg.field not in segs:
                 segs[seg.field] = seg
     names = draw(st.lists(st.sampled_from(list(segs)), unique=True)) if segs else []
-    if frozenset(names) in shape.skip_queries:
-        names = []
     fields = []
     for name in (n for n in segs if n in names):
         if name in shape.key_fields:

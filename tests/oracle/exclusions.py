@@ -1,16 +1,16 @@
-"""Open bugs the oracle harness steps around, one named exclusion per issue item.
+"""Open bugs the oracle harness steps around, one named exclusion each.
 
-Each exclusion restricts what the harness generates or checks (a shape flag,
-a strategy filter, a check left out for one shape); none weakens a
-comparison. When a fix lands, delete its entry here and the code that reads
-it (search for ``excluded(N)``), or lift it for one run to see whether the
-bug is still there::
+Each exclusion restricts what the harness generates (a shape flag, a
+strategy filter); none weakens a comparison. When a fix lands, delete its
+entry here and the code that reads it (search for ``excluded("name")``), or
+lift it for one run to see whether the bug is still there::
 
-    TSMODEL_ORACLE_INCLUDE=7 pytest tests/backends/test_oracle.py -k columns
+    TSMODEL_ORACLE_INCLUDE=only-optional pytest tests/backends/test_oracle.py -k rows
     TSMODEL_ORACLE_INCLUDE=all pytest tests/backends/test_oracle.py
 
-Numbered items are those of the issue "Data you can trust"; named ones are
-divergences the harness found that the issue does not list.
+The items of the issue "Data you can trust" that the harness reproduces
+(1, 2, 3, 6, 7, 9, 11) are fixed and need no exclusion; the entries below
+are divergences from the docs that the harness found beyond the issue.
 """
 
 from __future__ import annotations
@@ -19,27 +19,8 @@ import os
 
 __all__ = ["OPEN", "excluded"]
 
-#: Issue item (or name of a new finding) -> what goes wrong, how the harness steps around it.
-OPEN: dict[int | str, str] = {
-    1: "unit='us': two events of one entity in the same millisecond, latest() and "
-       "current() give the one written last, not the newest; shape rows_us draws no two "
-       "times in one millisecond",
-    2: "an alternate key with a bucket timestamp followed by more fields "
-       "(game#<hour>#player) returns nothing for a range; shape cells sends no query "
-       "that the alternate-key table serves",
-    3: "correcting a promoted value (saving the same event with another value in an "
-       "alternate key) leaves the old alternate row; shape salted_time never changes "
-       "the promoted value of an event",
-    6: "the current-value row keeps an older optional cell when the newest event has "
-       "None there; the raw current-row check skips shapes with optional values",
-    7: "ts.columns(): a corrected event (same time, another value) comes back as two "
-       "events; shape columns never changes the value of an event",
-    11: "ts.cells() bucket rows past their version limit return half-filled events "
-        "(optional values make columns hold different numbers of versions); shape "
-        "cells gets a version limit its rows never reach",
-    9: "latest() without a current-value table misses the events late on 9999-12-31 of "
-       "a bucketed timestamp; shapes cells_blob and offsets_blob draw no time on "
-       "9999-12-31",
+#: Name -> what goes wrong, and how the harness steps around it.
+OPEN: dict[str, str] = {
     "only-optional": "only(...) of optional values drops the events whose selected values "
                      "are all None (their rows have no cell in the column filter) instead of "
                      "returning them with None; only() always names a required value",
@@ -78,16 +59,15 @@ OPEN: dict[int | str, str] = {
 }
 
 
-def _lifted() -> set[int | str]:
+def _lifted() -> set[str]:
     raw = os.environ.get("TSMODEL_ORACLE_INCLUDE", "").strip().lower()
     if raw == "all":
         return set(OPEN)
-    return {int(part) if part.isdigit() else part
-            for part in raw.replace(" ", "").split(",") if part}
+    return {part for part in raw.replace(" ", "").split(",") if part}
 
 
-def excluded(item: int | str) -> bool:
-    """Whether the harness steps around open bug ``item`` in this run."""
-    if item not in OPEN:
-        raise KeyError(f"issue item {item} has no exclusion (fixed? remove the check)")
-    return item not in _lifted()
+def excluded(name: str) -> bool:
+    """Whether the harness steps around open bug ``name`` in this run."""
+    if name not in OPEN:
+        raise KeyError(f"{name!r} has no exclusion (fixed? remove the check)")
+    return name not in _lifted()

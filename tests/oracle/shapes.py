@@ -102,11 +102,6 @@ class Shape:
     serialized: bool = False
     max_versions: int | None = None  # version limit of bucket rows
     family: str = "F"
-    #: Values that must not change for an identity (a function of the event
-    #: time), when an exclusion forbids corrections of them.
-    fixed_values: tuple[str, ...] = ()
-    #: Key field sets of range queries the harness must not send (an exclusion).
-    skip_queries: tuple[frozenset[str], ...] = ()
 
     def make_model(self, suffix: str) -> type:
         """The shape's model, on tables named with ``suffix``."""
@@ -199,13 +194,9 @@ def _rows_us(suffix: str, shape: Shape) -> type:
 
 
 def _us_times() -> tuple[int, ...]:
+    """Several times in one millisecond (item 1), and late ones."""
     times = [_T_US + d for d in (1, 2, 999, 1_001, 1_999, 2_500, 5_007, SECOND + 3)]
-    times += [_LATE_US + 1, _LATE_US + 2]
-    if excluded(1):
-        # Item 1: keep the first time of each millisecond; the µs stay.
-        seen: set[int] = set()
-        times = [t for t in times if not (t // MS in seen or seen.add(t // MS))]  # type: ignore[func-returns-value]
-    return tuple(times)
+    return tuple(times + [_LATE_US + 1, _LATE_US + 2])
 
 
 ROWS_US = Shape(
@@ -298,8 +289,6 @@ SALTED_TIME = Shape(
     times=tuple(_T_FMT + d * MS for d in (1, 2, 3, 4, 5, 1000, 60_000)),
     current=True,
     alternates=((Seg("const", text="BAT"), Seg("str", "user"), Seg("time", "time")),),
-    # Item 3: the promoted value of an event never changes.
-    fixed_values=("user",) if excluded(3) else (),
 )
 
 
@@ -386,10 +375,7 @@ CELLS = Shape(
                                   HOUR + MS, HOUR + 30 * MINUTE)),
     current=True,
     alternates=((Seg("str", "game"), Seg("time", "time"), Seg("str", "player")),),
-    # Item 11: a version limit the rows never reach while the bug is open.
-    max_versions=1_000 if excluded(11) else 3,
-    # Item 2: no range query the alternate-key table would serve.
-    skip_queries=(frozenset({"game"}),) if excluded(2) else (),
+    max_versions=3,
 )
 
 
@@ -397,8 +383,8 @@ _D0 = _t(2017, 7, 26)
 
 
 def _far_days(*offsets: int) -> tuple[int, ...]:
-    # Item 9: no event on 9999-12-31 while latest() without a current table misses them.
-    return () if excluded(9) else tuple(_FAR_DAY + d for d in offsets)
+    """Times on 9999-12-31, the last day (item 9)."""
+    return tuple(_FAR_DAY + d for d in offsets)
 
 
 def _cells_blob(suffix: str, shape: Shape) -> type:
@@ -448,8 +434,6 @@ COLUMNS = Shape(
     current=True,
     # A correction past the version limit: the backends differ (exclusions.py).
     max_versions=1_000 if excluded("version-limit-gc-timing") else 2,
-    # Item 7: the value of an event never changes.
-    fixed_values=("value",) if excluded(7) else (),
 )
 
 
