@@ -7,14 +7,15 @@ events), query (range, latest, current, snapshots, with every refinement),
 repair, build snapshots and read raw tables; every answer is compared with
 the pure-Python reference (tests/oracle/reference.py).
 
-The budget fits CI (about a minute per backend on 2 cores); for a long local
-run raise it, e.g.::
+The budget fits CI (about 35 s on the embedded store, 45 s on the emulator,
+on 2 cores); for a long local run raise it, e.g.::
 
     TSMODEL_ORACLE_EXAMPLES=500 TSMODEL_ORACLE_STEPS=50 \\
         .venv/bin/python -m pytest -p no:cacheprovider tests/backends/test_oracle.py
 
 Open bugs are stepped around by named exclusions (tests/oracle/exclusions.py);
-``TSMODEL_ORACLE_INCLUDE=all`` (or a list of issue items) lifts them.
+``TSMODEL_ORACLE_INCLUDE=all`` (or a comma-separated list of their names)
+lifts them.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Pure Python, built from the documented semantics only (docs/queries.md,
 docs/writes.md, docs/companions.md, docs/patterns.md, docs/row-keys.md) and a
-hand-written :class:`~tests.oracle.shapes.Shape`; it imports nothing of
+hand-written :class:`~tests.oracle.shapes.Shape`; no line of it calls
 tsmodel. Events go in, tables and answers come out:
 
 * an event is identified by its key fields and its event time; saving the
@@ -16,9 +16,13 @@ tsmodel. Events go in, tables and answers come out:
 * ``latest(**key)`` is the entity's event with the greatest event time (full
   precision), ``current(**prefix)`` the newest event of each entity in key
   order;
-* bucket rows keep ``max_versions`` versions per column: an event whose cells
-  the version limit drops may be missing, never changed (see
-  :class:`Answer`).
+* bucket rows keep ``max_versions`` versions per column, and reads answer
+  as if garbage collection had run: an event a version limit drops is
+  missing, never half-filled (:meth:`Reference.visible`);
+* a current-value row holds the newest event's cells, plus what late older
+  events left in the columns the newest event has ``None`` for
+  (:meth:`Reference.current_row_problem`); row keys are encoded as
+  docs/row-keys.md prints them.
 
 Where the docs leave a semantic open, the choice made here says so.
 """

@@ -1,6 +1,6 @@
 """The model shapes the oracle harness runs, each declared twice.
 
-Once as a tsmodel model (``declare(suffix)``, fresh tables per example), and
+Once as a tsmodel model (``make_model(suffix)``, fresh tables per example), and
 once as a :class:`Shape`: a hand-written description of its row keys, time,
 layout, values and companion tables that the reference model
 (:mod:`tests.oracle.reference`) reads. The reference never looks at
