@@ -290,8 +290,6 @@ def oracle_refinements(draw: st.DrawFn, shape: Any) -> Any:
             only = (*only, required[0])
     limit = draw(st.one_of(st.none(), st.integers(0, 4)))
     run = draw(st.sampled_from(["list", "list", "count", "first", "exists", "slice"]))
-    if excluded("first-after-limit-0") and limit == 0 and run in ("first", "exists"):
-        run = "list"
     return Refine(limit, draw(st.booleans()), only, run)
 
 

@@ -53,9 +53,6 @@ OPEN: dict[str, str] = {
                                "on the emulator (not yet collected) that the embedded store "
                                "dropped at once, so the backends answer differently; shape "
                                "columns gets a version limit its rows never reach",
-    "first-after-limit-0": "qs.limit(0).first() returns an event and .exists() is True "
-                           "(first() asks for limit(1), dropping the limit of 0); the "
-                           "harness never runs first() or exists() after limit(0)",
 }
 
 

@@ -210,7 +210,7 @@ class QuerySet(Generic[M]):
 
     def first(self) -> M | None:
         """The first matching instance, or ``None``."""
-        return next(iter(self.limit(1)), None)
+        return next(iter(self[:1]), None)
 
     def latest(self, **key_fields: Any) -> M:
         """The newest event of one entity.
