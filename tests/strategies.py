@@ -176,8 +176,6 @@ def unicode_text() -> st.SearchStrategy[str]:
 _ORACLE_ZONES = (0, 330, -480, 840, -720)
 #: The last microsecond a datetime holds, 9999-12-31T23:59:59.999999Z.
 _DATETIME_MAX_US = 253_402_300_799_999_999
-#: 9999-12-31T00:00:00Z, the last day a datetime holds.
-_LAST_DAY_US = 253_402_214_400_000_000
 
 
 def _oracle_event(shape: Any, entity: dict[str, Any], t: int, values: dict[str, Any],
@@ -235,12 +233,7 @@ def oracle_repair_spans(shape: Any) -> st.SearchStrategy[tuple[int, int]]:
 
 def oracle_periods(shape: Any) -> st.SearchStrategy[int]:
     """An instant of a snapshot period (a UTC day) holding some of the shape's times."""
-    from tests.oracle.exclusions import excluded
-
-    times = shape.times
-    if excluded("snapshot-last-day"):
-        times = tuple(t for t in times if t < _LAST_DAY_US)
-    return st.sampled_from(times)
+    return st.sampled_from(shape.times)
 
 
 def _absent(seg: Any) -> Any:

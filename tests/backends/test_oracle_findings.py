@@ -56,3 +56,30 @@ def test_first_and_exists_respect_a_limit_of_zero(conn: ts.Connection) -> None:
     assert qs.limit(0).exists() is False
     assert not qs.limit(0)
     assert qs.limit(2).first().reading == 0
+
+
+# -- snapshot-last-day ------------------------------------------------------------------
+
+
+def test_snapshot_of_the_last_day_is_built(conn: ts.Connection) -> None:
+    """9999-12-31 is a day like any other: its snapshot is built and read."""
+
+    @ts.model(table=_name("SNAP"), family="m",
+              snapshot=ts.snapshot(_name("SNAP") + "_{period:%Y%m%d}", period="day"))
+    class Reading:
+        sensor: str = ts.key()
+        time: datetime = ts.timestamp(format="%Y%m%d%H%M%S")
+        value: int = ts.value()
+
+    last = datetime(9999, 12, 31, tzinfo=UTC)
+    conn.create_tables(Reading)
+    events = [Reading(sensor="a", time=last + timedelta(hours=h), value=h)
+              for h in (0, 12, 23)]
+    events.append(Reading(sensor="a", time=last - timedelta(hours=1), value=-1))
+    conn.save_all(events)
+    report = ts.build_snapshot(Reading, last + timedelta(hours=5), connection=conn)
+    assert report.events_written == 3
+    assert report.period_start == last and report.period_end is None
+    assert "3 events" in str(report)
+    got = [(e.time, e.value) for e in Reading.snapshot(last).using(conn)]
+    assert got == [(e.time, e.value) for e in events[:3]]

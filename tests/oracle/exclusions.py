@@ -27,8 +27,6 @@ OPEN: dict[str, str] = {
     "only-promoted-value": "only(...) naming a value promoted into an alternate key raises "
                            "KeyError when the alternate-key table serves the query; only() "
                            "never names a promoted value",
-    "snapshot-last-day": "build_snapshot() of 9999-12-31 raises OverflowError (the period's "
-                         "end is past datetime.max); no snapshot of that day is built",
     "salted-scan-newest-first": "newest_first() on a salted scan (a salt on key fields that "
                                 "the query does not give) reverses each salt's read but keeps "
                                 "the salts in ascending order, not the reverse row-key order "

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 import attrs
@@ -41,6 +41,8 @@ __all__ = ["SnapshotReport", "SnapshotError", "build_snapshot", "JOBS_TABLE"]
 #: The table where jobs record their progress.
 JOBS_TABLE = "TSMODEL_JOBS"
 _FAMILY = "job"
+#: The last microsecond a ``datetime`` can express.
+_LAST_US = to_micros(datetime.max.replace(tzinfo=timezone.utc))
 
 
 class SnapshotError(errors.BackendError):
@@ -54,7 +56,8 @@ class SnapshotReport:
     Attributes:
         table: the snapshot table.
         period_start: the period's first instant (UTC).
-        period_end: the instant after the period.
+        period_end: the instant after the period; ``None`` for the last
+            period of year 9999, whose end ``datetime`` cannot express.
         rows_read: main-table rows read in this run.
         events_written: events written to the snapshot in this run.
         batches: batches written in this run.
@@ -65,7 +68,7 @@ class SnapshotReport:
 
     table: str
     period_start: datetime
-    period_end: datetime
+    period_end: datetime | None
     rows_read: int
     events_written: int
     batches: int
@@ -122,7 +125,8 @@ def build_snapshot(
 
 def _report(target: ModelSpec, start: int, end: int, rows: int, events: int, batches: int,
             resumed: bytes | None, complete: bool, began: float) -> SnapshotReport:
-    return SnapshotReport(target.table, from_micros(start), from_micros(end), rows, events,
+    period_end = None if end > _LAST_US else from_micros(end)
+    return SnapshotReport(target.table, from_micros(start), period_end, rows, events,
                           batches, resumed, complete, time.monotonic() - began)
 
 
