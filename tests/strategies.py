@@ -268,19 +268,12 @@ def oracle_key_fields(draw: st.DrawFn, shape: Any, *, current: bool = False) -> 
 @st.composite
 def oracle_refinements(draw: st.DrawFn, shape: Any) -> Any:
     """Limit, newest first, only(...) and the way the QuerySet is run."""
-    from tests.oracle.exclusions import excluded
     from tests.oracle.ops import Refine
 
-    promoted = _promoted(shape)
     names = [v.name for v in shape.values]
-    if excluded("only-promoted-value"):
-        names = [n for n in names if n not in promoted]
     only = None
     if names and draw(st.booleans()):
         only = tuple(draw(st.lists(st.sampled_from(names), min_size=1, unique=True)))
-        required = [v.name for v in shape.values if not v.optional and v.name in names]
-        if excluded("only-optional") and not set(only) & set(required):
-            only = (*only, required[0])
     limit = draw(st.one_of(st.none(), st.integers(0, 4)))
     run = draw(st.sampled_from(["list", "list", "count", "first", "exists", "slice"]))
     return Refine(limit, draw(st.booleans()), only, run)

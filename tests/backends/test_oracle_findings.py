@@ -29,11 +29,11 @@ def _name(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
 
-def _sensor(**options: object) -> type:
+def _sensor(bucket: str | None = None, **options: object) -> type:
     @ts.model(table=_name("SENSOR"), family="m", **options)
     class Sensor:
         sensor: str = ts.key()
-        time: datetime = ts.timestamp(unit="ms")
+        time: datetime = ts.timestamp(unit="ms", bucket=bucket)
         reading: int = ts.value()
         note: str | None = ts.value(default=None)
 
@@ -83,3 +83,118 @@ def test_snapshot_of_the_last_day_is_built(conn: ts.Connection) -> None:
     assert "3 events" in str(report)
     got = [(e.time, e.value) for e in Reading.snapshot(last).using(conn)]
     assert got == [(e.time, e.value) for e in events[:3]]
+
+
+# -- only-optional ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["rows", "cells"])
+def test_only_optional_values_keeps_events_whose_values_are_none(conn: ts.Connection,
+                                                                 layout: str) -> None:
+    """only("note") returns every event, with ``note=None`` where it has none."""
+    options: dict[str, object] = {} if layout == "rows" else {
+        "layout": getattr(ts, layout)(), "max_rate": 1.0, "bucket": "hour"}
+    Sensor = _sensor(**options)
+    conn.create_tables(Sensor)
+    events = [Sensor(sensor="a", time=T0 + timedelta(minutes=i), reading=i,
+                     note=None if i % 2 else f"n{i}") for i in range(6)]
+    conn.save_all(events)
+    qs = Sensor.range(T0, T0 + timedelta(hours=1), sensor="a").using(conn)
+    got = [(e.time, e.reading, e.note) for e in qs.only("note")]
+    assert got == [(e.time, None, e.note) for e in events]
+    assert qs.only("note").count() == len(events)
+    assert [e.note for e in qs.only("note").newest_first()] == [e.note for e in events][::-1]
+
+
+# -- events whose values are all None (found while fixing only-optional) -----------------
+
+
+def _raw(backend: Backend, table: str) -> dict[bytes, list[tuple[str, bytes, int, bytes]]]:
+    from tsmodel.backends.base import ReadRequest
+
+    return {row.key: sorted((c.family, c.qualifier, c.timestamp, c.value) for c in row.cells)
+            for row in backend.read_rows(ReadRequest(table))}
+
+
+@pytest.mark.parametrize("layout", ["rows", "cells"])
+def test_an_event_whose_values_are_all_none_is_kept(conn: ts.Connection, backend: Backend,
+                                                     layout: str) -> None:
+    """Every value optional and None: the event was reported saved and never stored."""
+    options: dict[str, object] = {"current": _name("CUR")} if layout == "rows" else {
+        "layout": ts.cells(), "max_rate": 1.0}
+
+    @ts.model(table=_name("SPARSE"), family="m", **options)
+    class Sparse:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms", bucket=None if layout == "rows" else "hour")
+        cpu: float | None = ts.value(default=None)
+        note: str | None = ts.value(default=None)
+
+    conn.create_tables(Sparse)
+    empty = Sparse(host="h", time=T0, cpu=None, note=None)
+    full = Sparse(host="h", time=T0 + timedelta(seconds=1), cpu=0.5, note="x")
+    assert conn.save_all([empty, full]).ok
+    qs = Sparse.range(T0, T0 + timedelta(minutes=1), host="h").using(conn)
+    assert list(qs) == [empty, full]
+    assert list(qs.only("cpu")) == [empty, Sparse(host="h", time=full.time, cpu=0.5)]
+    assert Sparse.using(conn).latest(host="h") == full
+    # Correcting the empty event with a value leaves no marker beside the value.
+    corrected = Sparse(host="h", time=T0, cpu=1.5, note=None)
+    assert conn.save_all([corrected]).ok
+    assert list(qs) == [corrected, full]
+    raw = _raw(backend, Sparse.__tsmodel__.table)
+    assert all(q != b"" for cells in raw.values() for _, q, _, _ in cells), raw
+    # And back: all None again is the empty event, not the old value.
+    assert conn.save_all([empty]).ok
+    assert list(qs) == [empty, full]
+    if layout == "rows":  # the current row is the newest event, also when it is empty
+        newest = Sparse(host="h", time=T0 + timedelta(seconds=2))
+        assert conn.save_all([newest]).ok
+        assert Sparse.using(conn).latest(host="h") == newest
+        current = _raw(backend, Sparse.__tsmodel__.current_table)
+        assert [[(q, t) for _, q, t, _ in cells] for cells in current.values()] == [
+            [(b"", 1_714_521_602_000_000)]]
+
+
+def test_an_alternate_row_whose_remaining_values_are_none_is_written(
+        conn: ts.Connection) -> None:
+    """The alternate key promotes the required value; the optional rest is None."""
+
+    @ts.model(table=_name("LOG"), family="m",
+              alternates=[ts.alternate(_name("LOG_BY_LEVEL"), "level", "host", "time")])
+    class Log:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        level: str = ts.value()
+        note: str | None = ts.value(default=None)
+
+    conn.create_tables(Log)
+    events = [Log(host="h", time=T0 + timedelta(seconds=i), level="warn",
+                  note=None if i % 2 else f"n{i}") for i in range(4)]
+    assert conn.save_all(events).ok
+    warn = Log.range(T0, T0 + timedelta(minutes=1), level="warn", host="h").using(conn)
+    assert warn.explain().table == Log.__tsmodel__.alternates[0].table
+    assert list(warn) == events
+    # only() of the promoted value (the alternate table has no column for it).
+    assert [e.level for e in warn.only("level")] == ["warn"] * 4
+    assert [e.note for e in warn.only("note")] == [e.note for e in events]
+
+
+def test_a_foreign_cell_is_not_an_event_of_a_model_of_optional_values(
+        conn: ts.Connection, backend: Backend) -> None:
+    """A row with only an unknown column decoded to an event with every value None."""
+    from tsmodel.backends.base import RowMutation, SetCell
+
+    @ts.model(table=_name("SPARSE"), family="m")
+    class Sparse:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        cpu: float | None = ts.value(default=None)
+
+    conn.create_tables(Sparse)
+    key = ts.row_key(Sparse(host="h", time=T0))
+    backend.mutate_rows(Sparse.__tsmodel__.table, [
+        RowMutation(key, (SetCell("m", b"other", 1_714_521_600_000_000, b"x"),))])
+    with pytest.raises(ts.CellDecodingError) as info:
+        list(Sparse.range(T0, T0 + timedelta(hours=1), host="h").using(conn))
+    assert "m:other" in str(info.value) and repr(key) in str(info.value)

@@ -21,12 +21,6 @@ __all__ = ["OPEN", "excluded"]
 
 #: Name -> what goes wrong, and how the harness steps around it.
 OPEN: dict[str, str] = {
-    "only-optional": "only(...) of optional values drops the events whose selected values "
-                     "are all None (their rows have no cell in the column filter) instead of "
-                     "returning them with None; only() always names a required value",
-    "only-promoted-value": "only(...) naming a value promoted into an alternate key raises "
-                           "KeyError when the alternate-key table serves the query; only() "
-                           "never names a promoted value",
     "salted-scan-newest-first": "newest_first() on a salted scan (a salt on key fields that "
                                 "the query does not give) reverses each salt's read but keeps "
                                 "the salts in ascending order, not the reverse row-key order "

@@ -179,6 +179,10 @@ def value_bytes(v: ValueSpec) -> int:
 # -- cells of value fields, shared by the layouts ---------------------------------------
 
 
+#: The qualifier of the empty cell that makes an event without value cells exist.
+MARKER = b""
+
+
 def value_cell_writer(shape: TableShape, *, erase_older: bool = False,
                       exact_times: bool = False) -> Writer:
     """A writer of a column per value field (or one serialized cell).
@@ -206,21 +210,27 @@ def value_cell_writer(shape: TableShape, *, erase_older: bool = False,
         return write_blob
     columns = tuple((v.name, v.family, v.qualifier) for v in shape.values)
     count = len(columns)
+    marker_family = shape.family
     if not columns:
         # Every field is in the row key (an alternate key promoting every value):
         # one empty cell makes the row exist.
-        marker_family = shape.family
 
         def write_marker(us: int, entity: Any,
                          encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
-            return (SetCell(marker_family, b"", us * MS if exact_times else us // MS * MS, b""),)
+            return (SetCell(marker_family, MARKER, us * MS if exact_times else us // MS * MS,
+                            b""),)
 
         return write_marker
+    # When every value is optional, an event whose values are all None has no
+    # value cell: the empty marker cell makes it exist (else it would be lost).
+    # Events with a value erase the marker at their time (a corrected event),
+    # and a row of one event keeps no older event's marker.
+    markers = not any(not v.optional for v in shape.values)
 
     def write(us: int, entity: Any, encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
         ts = us * MS if exact_times else us // MS * MS
         out: list[Mutation] = []
-        if len(encoded) == count:  # no None value: the common case
+        if len(encoded) == count and not markers:  # no None value: the common case
             for name, family, qualifier in columns:
                 out.append(SetCell(family, qualifier, ts, encoded[name]))
             return tuple(out)
@@ -230,6 +240,13 @@ def value_cell_writer(shape: TableShape, *, erase_older: bool = False,
             # Erase the cell of a None value, so a re-save with None is exact and idempotent.
             out.append(DeleteCells(family, qualifier, erase_from, ts + MS) if data is None
                        else SetCell(family, qualifier, ts, data))
+        if markers:
+            if encoded:
+                out.append(DeleteCells(marker_family, MARKER, erase_from, ts + MS))
+            else:
+                if erase_older and ts:  # (an end of 0 would mean "no end" on Bigtable)
+                    out.append(DeleteCells(marker_family, MARKER, 0, ts))
+                out.append(SetCell(marker_family, MARKER, ts, b""))
         return tuple(out)
 
     return write
@@ -290,7 +307,22 @@ def value_cell_decoder(shape: TableShape) -> Callable[[Iterable[Cell]], dict[str
                         field=column[0], column=column_name(family, qualifier)) from exc
         return values
 
-    return decode
+    if any(not v.optional for v in shape.values):
+        return decode  # an event without a required value's cell is refused later
+    marker = (shape.family, MARKER)
+
+    def decode_sparse(cells: Iterable[Cell]) -> dict[str, Any]:
+        """Every value is optional: an event is a value cell or the empty marker."""
+        cells = tuple(cells)
+        values = decode(cells)
+        if values == nothing and not any((c.family, c.qualifier) == marker for c in cells):
+            c = cells[0]
+            raise errors.CellDecodingError(
+                "no cell of a value field and no empty marker cell: not an event of this "
+                "model (a foreign or damaged row)", column=column_name(c.family, c.qualifier))
+        return values
+
+    return decode_sparse
 
 
 def missing_value(shape: TableShape, name: str) -> errors.CellDecodingError:

@@ -12,7 +12,7 @@ never looked up.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -29,6 +29,7 @@ from tsmodel.encoding.keys import (
     TimestampSegment,
 )
 from tsmodel.encoding.timestamps import ceil_to, to_micros
+from tsmodel.encoding.values import ValueSpec
 from tsmodel.layouts import TableCodec
 
 __all__ = ["ReadPlan", "QueryState", "compile_query", "queryable_fields", "time_span"]
@@ -417,7 +418,7 @@ class _Compiler:
         columns = None
         layout = self.codec.layout
         if s.only is not None and spec.serialization is None and layout.columns_are_fields:
-            columns = tuple((spec.value(n).family, spec.value(n).qualifier) for n in s.only)
+            columns = _only_columns(self.codec.shape.values, s.only)
         ts_start = ts_end = None
         qualifiers = None
         if not main and spec.retention is not None:
@@ -503,3 +504,22 @@ class _Compiler:
         if leftover:
             parts.append(f"scan filtering {', '.join(leftover)} client-side")
         return "; ".join(parts)
+
+
+def _only_columns(values: Sequence[ValueSpec],
+                  only: tuple[str, ...]) -> tuple[tuple[str, bytes], ...] | None:
+    """The column filter of ``only(...)`` on a table holding ``values``, or ``None``
+    when no filter can keep every event.
+
+    An event may have no cell in the chosen columns (its optional values are
+    None; a promoted value is in the row key, not in a column), so the filter
+    also keeps a required value's column, which every event has. A table
+    without a required value is read whole.
+    """
+    chosen = [v for v in values if v.name in only]
+    if not any(not v.optional for v in chosen):
+        required = next((v for v in values if not v.optional), None)
+        if required is None:
+            return None
+        chosen.append(required)
+    return tuple((v.family, v.qualifier) for v in chosen)
