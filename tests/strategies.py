@@ -282,9 +282,7 @@ def oracle_refinements(draw: st.DrawFn, shape: Any) -> Any:
 @st.composite
 def oracle_range_queries(draw: st.DrawFn, shape: Any) -> Any:
     """A range query: bounds (now and then backwards), key fields, scan, refinements."""
-    from tests.oracle.exclusions import excluded
     from tests.oracle.ops import RangeQuery, Refine
-    from tests.oracle.reference import Reference, Refused
 
     a, b = draw(oracle_instants(shape)), draw(oracle_instants(shape))
     lo, hi = min(a, b), max(a, b)
@@ -299,14 +297,6 @@ def oracle_range_queries(draw: st.DrawFn, shape: Any) -> Any:
         # Read from the alternate key: whether only() blanks a value the key
         # holds is left open by the docs, so only() keeps every promoted value.
         refine = Refine(refine.limit, refine.newest_first, None, refine.run)
-    if refine.newest_first and excluded("salted-scan-newest-first"):
-        try:
-            table, reaches, _ = Reference(shape).choose(frozenset(named), scan)
-        except Refused:
-            pass
-        else:
-            if table.salt is not None and table.salt.on not in named and not reaches:
-                refine = Refine(refine.limit, False, refine.only, refine.run)
     return RangeQuery(lo, hi, fields, scan, refine, draw(st.sampled_from(_ORACLE_ZONES)))
 
 

@@ -198,3 +198,35 @@ def test_a_foreign_cell_is_not_an_event_of_a_model_of_optional_values(
     with pytest.raises(ts.CellDecodingError) as info:
         list(Sparse.range(T0, T0 + timedelta(hours=1), host="h").using(conn))
     assert "m:other" in str(info.value) and repr(key) in str(info.value)
+
+
+# -- salted-scan-newest-first -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("limit", [None, 3])
+def test_newest_first_on_a_salted_scan_is_reverse_row_key_order(
+        conn: ts.Connection, backend: Backend, limit: int | None) -> None:
+    """Each salt's read was reversed, but the salts stayed in ascending order."""
+    from tsmodel.backends.base import ReadRequest
+
+    @ts.model(table=_name("BATTERY"), family="m")
+    class Battery:
+        salt = ts.salt(3, on="user")
+        user: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        percentage: int = ts.value()
+
+    conn.create_tables(Battery)
+    events = [Battery(user=f"u{u}", time=T0 + timedelta(seconds=s), percentage=u * 10 + s)
+              for u in range(6) for s in range(3)]
+    assert conn.save_all(events).ok
+    # The oracle: the table's rows in reverse row-key order.
+    keys = [row.key for row in backend.read_rows(ReadRequest(Battery.__tsmodel__.table))]
+    assert len({k[:1] for k in keys}) > 1, "the users should spread over several salts"
+    by_key = {ts.row_key(e): e for e in events}
+    expected = [by_key[k] for k in reversed(keys)][:limit]
+    qs = Battery.range(T0, T0 + timedelta(minutes=1), allow_scan=True).using(conn)
+    if limit is not None:
+        qs = qs.limit(limit)
+    assert list(qs.newest_first()) == expected
+    assert list(qs) == [by_key[k] for k in keys][:limit]

@@ -21,11 +21,6 @@ __all__ = ["OPEN", "excluded"]
 
 #: Name -> what goes wrong, and how the harness steps around it.
 OPEN: dict[str, str] = {
-    "salted-scan-newest-first": "newest_first() on a salted scan (a salt on key fields that "
-                                "the query does not give) reverses each salt's read but keeps "
-                                "the salts in ascending order, not the reverse row-key order "
-                                "of docs/queries.md (its salted section says each read is "
-                                "reversed); such scans are never asked newest first",
     "version-limit-backends-differ": "a range over a bucket row past its version limit "
                                      "that leaves out the row's newest versions: the "
                                      "emulator (before GC) returns older in-range events "

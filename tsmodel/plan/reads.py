@@ -271,6 +271,8 @@ class _Compiler:
         checks, accept = self._client_checks(leftover)
         # Per-salt reads are in time order only when the time range is in the key.
         merge = "time" if len(requests) > 1 and reached_time and not current else "concat"
+        if merge == "concat" and any(req.reverse for req in requests):
+            requests = requests[::-1]  # reversed reads, one after the other: the last first
         natural_desc = not current and self.spec.reversed_time
         descending = natural_desc != any(req.reverse for req in requests)
         return ReadPlan(self.spec.name, codec.table, requests, merge, checks, scan,
