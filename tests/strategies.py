@@ -223,11 +223,7 @@ def oracle_instants(shape: Any) -> st.SearchStrategy[int]:
 
 def oracle_repair_spans(shape: Any) -> st.SearchStrategy[tuple[int, int]]:
     """The [start, end) of a repair."""
-    from tests.oracle.exclusions import excluded
-
     bounds = oracle_instants(shape)
-    if excluded("repair-stale-current-cell"):
-        return bounds.map(lambda start: (start, _DATETIME_MAX_US))
     return st.tuples(bounds, bounds).map(lambda ab: (min(ab), max(ab)))
 
 

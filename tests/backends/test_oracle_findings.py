@@ -230,3 +230,47 @@ def test_newest_first_on_a_salted_scan_is_reverse_row_key_order(
         qs = qs.limit(limit)
     assert list(qs.newest_first()) == expected
     assert list(qs) == [by_key[k] for k in keys][:limit]
+
+
+# -- repair-stale-current-cell ----------------------------------------------------------
+
+
+def test_repair_of_an_older_range_leaves_the_current_row_alone(
+        conn: ts.Connection, backend: Backend) -> None:
+    """A repair of a range holding an older event but not the newest wrote the older
+    event's cells into the current row (a NOTE the newest event has None for)."""
+    Sensor = _sensor(current=_name("CUR"))
+    conn.create_tables(Sensor)
+    older = Sensor(sensor="a", time=T0, reading=1, note="old")
+    newest = Sensor(sensor="a", time=T0 + timedelta(days=2), reading=2, note=None)
+    assert conn.save_all([older, newest]).ok
+    table = Sensor.__tsmodel__.current_table
+    before = _raw(backend, table)
+    assert [q for _, q, _, _ in next(iter(before.values()))] == [b"reading"]
+    report = ts.repair(Sensor, T0, T0 + timedelta(days=1), connection=conn)
+    assert report.ok and report.events == 1 and report.current_rows_fixed == 0
+    assert _raw(backend, table) == before
+    assert Sensor.using(conn).latest(sensor="a") == newest
+
+
+def test_repair_brings_a_current_row_that_is_behind_up_to_date(
+        conn: ts.Connection, backend: Backend) -> None:
+    """The current write of the newest event failed: repair makes it current."""
+    from tsmodel.backends.base import DeleteRow, RowMutation
+
+    Sensor = _sensor(current=_name("CUR"))
+    conn.create_tables(Sensor)
+    events = [Sensor(sensor="a", time=T0 + timedelta(hours=h), reading=h,
+                     note="x" if h == 0 else None) for h in range(3)]
+    assert conn.save_all(events).ok
+    expected = _raw(backend, Sensor.__tsmodel__.current_table)
+    # Put the current row back to the oldest event, as if the later writes failed.
+    key = next(iter(expected))
+    backend.mutate_rows(Sensor.__tsmodel__.current_table, [RowMutation(key, (DeleteRow(),))])
+    conn.save_all(events[:1])
+    report = ts.repair(Sensor, T0, T0 + timedelta(days=1), connection=conn)
+    assert report.ok and report.events == 3
+    assert Sensor.using(conn).latest(sensor="a") == events[-1]
+    raw = _raw(backend, Sensor.__tsmodel__.current_table)
+    newest_cells = [(q, t) for _, q, t, _ in raw[key] if t == max(t for _, _, t, _ in raw[key])]
+    assert newest_cells == [(b"reading", 1_714_528_800_000_000)]

@@ -29,12 +29,6 @@ OPEN: dict[str, str] = {
                                      "once GC has run; on the emulator (alone or in "
                                      "differential mode) bucket shapes get a version limit "
                                      "their rows never reach",
-    "repair-stale-current-cell": "a repair whose range holds an older event of an entity "
-                                 "but not its newest replays the older event into the "
-                                 "current-value row, leaving an optional cell the newest "
-                                 "event has None for (docs/companions.md: the rewritten row "
-                                 "holds only the newest event's cells); repairs run to the "
-                                 "end of time",
     "version-limit-gc-timing": "ts.columns(): a correction that moves an event out of a "
                                "column past its version limit brings back an older version "
                                "on the emulator (not yet collected) that the embedded store "

@@ -90,6 +90,8 @@ def repair(model: type, start: datetime, end: datetime, *,
     #: (table, row key, event time) of every main-table event, in the main table
     #: and in each alternate-key table.
     held: set[tuple[str, bytes, int]] = set()
+    #: The newest event of the range per current-value row.
+    newest: dict[bytes, EncodedEvent] = {}
     events = failed = 0
     batch: list[EncodedEvent] = []
     for entity in main.iterator():
@@ -97,6 +99,11 @@ def repair(model: type, start: datetime, end: datetime, *,
         # Where every table must hold it (a corrected promoted value moves it).
         held.update((row.table, row.key, event.timestamp)
                     for row in (event.main, *event.alternates))
+        if event.current_key is not None:
+            best = newest.get(event.current_key)
+            if best is None or event.timestamp >= best.timestamp:
+                newest[event.current_key] = event
+            event = event._replace(current_table=None, current_key=None, current_mutations=())
         batch.append(event)
         if len(batch) >= batch_size:
             failed += _replay(conn, batch)
@@ -104,6 +111,7 @@ def repair(model: type, start: datetime, end: datetime, *,
             batch = []
     failed += _replay(conn, batch)
     events += len(batch)
+    failed += _replay_current(conn, spec, list(newest.values()), batch_size)
     span = (to_micros(start), to_micros(end))
 
     def in_scope(entity: Any) -> bool:
@@ -128,6 +136,29 @@ def _replay(conn: Connection, batch: list[EncodedEvent]) -> int:
     plan = WritePlan(batch)
     conn.execute(plan, plan.companion_writes(range(len(batch))))
     return plan.failures()
+
+
+def _replay_current(conn: Connection, spec: ModelSpec, newest: list[EncodedEvent],
+                    batch_size: int) -> int:
+    """Write each row's newest event of the range into the current-value table,
+    unless the row holds a newer event (one after the range): an older event
+    never replaces it, nor leaves cells beside it. Returns the failures."""
+    codec = spec.current_codec
+    if codec is None or not newest:
+        return 0
+    failed = 0
+    for i in range(0, len(newest), batch_size):
+        chunk = newest[i:i + batch_size]
+        request = ReadRequest(codec.table, RowSet(keys=tuple(ev.current_key for ev in chunk
+                                                             if ev.current_key is not None)),
+                              ReadFilter(families=spec.families, cells_per_column=1,
+                                         strip_values=True))
+        held = {row.key: max(c.timestamp for c in row.cells) for row in conn.read(request)}
+        cell_time = codec.layout.cell_timestamp
+        due = [ev._replace(alternates=()) for ev in chunk
+               if held.get(ev.current_key, -1) <= cell_time(ev.timestamp)]  # type: ignore[arg-type]
+        failed += _replay(conn, due)
+    return failed
 
 
 def _main_identity(spec: ModelSpec, entity: Any) -> tuple[str, bytes, int]:
