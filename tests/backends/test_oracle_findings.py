@@ -274,3 +274,39 @@ def test_repair_brings_a_current_row_that_is_behind_up_to_date(
     raw = _raw(backend, Sensor.__tsmodel__.current_table)
     newest_cells = [(q, t) for _, q, t, _ in raw[key] if t == max(t for _, _, t, _ in raw[key])]
     assert newest_cells == [(b"reading", 1_714_528_800_000_000)]
+
+
+# -- version-limit-backends-differ ------------------------------------------------------
+
+
+def test_jobs_see_the_versions_a_version_limit_keeps(conn: ts.Connection,
+                                                     backend: Backend) -> None:
+    """A bucket past its version limit: repair deleted the alternate copy of the
+    event the limit drops (the emulator had not collected it yet), and snapshots
+    copied it; both now answer as if garbage collection had run."""
+    day = datetime(2021, 3, 7, 23, tzinfo=UTC)
+
+    @ts.model(table=_name("SCORE"), family="m", layout=ts.cells(), max_versions=3,
+              alternates=[ts.alternate(_name("SCORE_BY_PLAYER"), "player", "game", "time")],
+              snapshot=ts.snapshot(_name("SCORE") + "_{period:%Y%m%d}", period="day"))
+    class Score:
+        game: str = ts.key()
+        player: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms", bucket="hour")
+        points: int = ts.value()
+
+    conn.create_tables(Score)
+    events = [Score(game="Dota", player="Corrie", time=day + timedelta(minutes=m), points=m)
+              for m in (0, 1, 10, 20)]
+    assert conn.save_all(events).ok
+    kept = events[1:]  # the hour's row keeps 3 versions: the oldest event is gone
+    qs = Score.range(day, day + timedelta(hours=1), game="Dota", player="Corrie")
+    assert list(qs.using(conn)) == kept
+    report = ts.repair(Score, datetime(1970, 1, 1, tzinfo=UTC), day + timedelta(minutes=5),
+                       connection=conn)
+    assert (report.events, report.alternate_events_deleted, report.failed) == (1, 0, 0)
+    by_player = Score.range(day, day + timedelta(hours=1), player="Corrie")
+    assert list(by_player.using(conn)) == kept
+    snap = ts.build_snapshot(Score, day, connection=conn)
+    assert snap.events_written == 3
+    assert list(Score.snapshot(day).using(conn)) == kept

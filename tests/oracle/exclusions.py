@@ -21,14 +21,6 @@ __all__ = ["OPEN", "excluded"]
 
 #: Name -> what goes wrong, and how the harness steps around it.
 OPEN: dict[str, str] = {
-    "version-limit-backends-differ": "a range over a bucket row past its version limit "
-                                     "that leaves out the row's newest versions: the "
-                                     "emulator (before GC) returns older in-range events "
-                                     "that the version limit drops, though docs/patterns.md "
-                                     "says every backend answers as the embedded store does "
-                                     "once GC has run; on the emulator (alone or in "
-                                     "differential mode) bucket shapes get a version limit "
-                                     "their rows never reach",
     "version-limit-gc-timing": "ts.columns(): a correction that moves an event out of a "
                                "column past its version limit brings back an older version "
                                "on the emulator (not yet collected) that the embedded store "

@@ -37,7 +37,7 @@ import tsmodel as ts
 from tests import strategies as tst
 from tests.oracle.ops import CurrentQuery, RangeQuery, Refine, aware
 from tests.oracle.reference import Answer, Ev, Reference, Refused, iso
-from tests.oracle.shapes import Shape, on_backends, us_of
+from tests.oracle.shapes import Shape, us_of
 from tsmodel.backends.base import Backend, ReadFilter, ReadRequest
 
 __all__ = ["Side", "machine_for", "oracle_settings", "EXAMPLES", "STEPS"]
@@ -94,7 +94,6 @@ class Raised:
 
 def machine_for(shape: Shape, sides: Sequence[Side]) -> type[RuleBasedStateMachine]:
     """A state machine running ``shape`` on ``sides`` (two: differential mode)."""
-    shape = on_backends(shape, [side.name for side in sides])
 
     class OracleMachine(RuleBasedStateMachine):
         def __init__(self) -> None:

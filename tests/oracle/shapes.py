@@ -15,14 +15,14 @@ replays, late events, same-millisecond events, full bucket rows.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
 import tsmodel as ts
 from tests.oracle.exclusions import excluded
 
-__all__ = ["Seg", "Time", "Value", "Shape", "SHAPES", "shape_named", "on_backends", "us_of",
+__all__ = ["Seg", "Time", "Value", "Shape", "SHAPES", "shape_named", "us_of",
            "MS", "HOUR", "DAY"]
 
 UTC = timezone.utc
@@ -492,11 +492,3 @@ SHAPES: tuple[Shape, ...] = (ROWS, ROWS_US, REVERSED, FORMAT_FAR, SALTED_TIME, S
 def shape_named(name: str) -> Shape:
     return next(s for s in SHAPES if s.name == name)
 
-
-def on_backends(shape: Shape, backends: list[str]) -> Shape:
-    """The shape as the harness runs it on ``backends``."""
-    if ("emulator" in backends and shape.max_versions is not None
-            and excluded("version-limit-backends-differ")):
-        # A version limit the rows never reach while the emulator answers otherwise past it.
-        return replace(shape, max_versions=1_000)
-    return shape

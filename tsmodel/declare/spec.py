@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from tsmodel.backends.base import ReadFilter
 from tsmodel.encoding.buckets import Bucket
 from tsmodel.encoding.keys import BucketSegment, KeyLayout, SaltSegment, TimestampSegment
 from tsmodel.encoding.timestamps import from_micros
@@ -92,6 +93,20 @@ class ModelSpec:
                            promoted or self.layout.cells_depend_on_values)
         object.__setattr__(self, "codec", codec)
         object.__setattr__(self, "current_codec", current)
+
+    def events_filter(self, **filters: Any) -> ReadFilter:
+        """The read filter of this table's events, plus ``filters``.
+
+        Every read that decodes events of the table uses it: a layout that
+        keeps a cell version per event sees only the versions the table's GC
+        rule keeps (``versions_kept``), whether or not garbage collection ran
+        yet (the embedded store collects at once, Bigtable later); a layout
+        of one event per row reads the newest version of each column.
+        """
+        read_versions = self.layout.read_versions
+        return ReadFilter(families=self.families, cells_per_column=read_versions,
+                          versions_kept=None if read_versions else self.max_versions,
+                          **filters)
 
     @property
     def reversed_time(self) -> bool:

@@ -174,9 +174,8 @@ def _prune_alternate(conn: Connection, spec: ModelSpec, alt: ModelSpec, model: t
     Returns:
         The events deleted, and the deletes that were not APPLIED.
     """
-    request = ReadRequest(alt.table, RowSet(), ReadFilter(
-        families=alt.families, timestamp_start=span[0], timestamp_end=span[1],
-        cells_per_column=alt.codec.layout.read_versions))
+    request = ReadRequest(alt.table, RowSet(), alt.events_filter(
+        timestamp_start=span[0], timestamp_end=span[1]))
     doomed: list[RowMutation] = []
     for row in conn.read(request):
         entity: Any

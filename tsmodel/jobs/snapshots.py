@@ -158,9 +158,8 @@ def _scan(conn: Connection, spec: ModelSpec, span: tuple[int, int],
           after: bytes | None) -> Iterator[Row]:
     """The main table's rows with cells in the period, after a resume key."""
     rows = RowSet(ranges=(RowRange(after + b"\x00"),)) if after else RowSet()
-    request = ReadRequest(spec.table, rows, ReadFilter(
-        families=spec.families, timestamp_start=span[0], timestamp_end=span[1],
-        cells_per_column=spec.codec.layout.read_versions))
+    request = ReadRequest(spec.table, rows, spec.events_filter(
+        timestamp_start=span[0], timestamp_end=span[1]))
     return conn.read(request)
 
 

@@ -437,16 +437,15 @@ class _Compiler:
                 ts_start = max(ts_start, self._horizon())
             ts_end = max(ceil_to(s.end_us, _MS), ts_start)
             qualifiers = layout.qualifier_range(spec, s.start_us, s.end_us)
-        return ReadFilter(
-            families=spec.families, columns=columns,
+        filters: dict[str, Any] = dict(
+            columns=columns,
             qualifier_start=qualifiers[0] if qualifiers else None,
             qualifier_end=qualifiers[1] if qualifiers else None,
-            timestamp_start=ts_start, timestamp_end=ts_end,
-            cells_per_column=layout.read_versions,
-            # Layouts keeping a version per event see the versions GC keeps, whether
-            # or not it ran yet (the embedded store collects at once, Bigtable later).
-            versions_kept=None if layout.read_versions or not main else spec.max_versions,
-        )
+            timestamp_start=ts_start, timestamp_end=ts_end)
+        if main:  # the versions the table's GC rule keeps, collected or not
+            return spec.events_filter(**filters)
+        return ReadFilter(families=spec.families, cells_per_column=layout.read_versions,
+                          **filters)
 
     def _horizon(self) -> int:
         """The oldest cell timestamp the model's max age keeps, now."""
