@@ -20,7 +20,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
 import tsmodel as ts
-from tests.oracle.exclusions import excluded
 
 __all__ = ["Seg", "Time", "Value", "Shape", "SHAPES", "shape_named", "us_of",
            "MS", "HOUR", "DAY"]
@@ -432,8 +431,7 @@ COLUMNS = Shape(
     entities=tuple({"host": h, "metric": m} for h in ("h1", "h2") for m in ("cpu", "mem")),
     times=tuple(_H0 + d for d in (0, MS, 15 * MINUTE, 30 * MINUTE, HOUR - MS, HOUR)),
     current=True,
-    # A correction past the version limit: the backends differ (exclusions.py).
-    max_versions=1_000 if excluded("version-limit-gc-timing") else 2,
+    max_versions=2,
 )
 
 

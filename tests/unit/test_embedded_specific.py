@@ -92,7 +92,7 @@ def fill(backend: EmbeddedBackend, table: str, count: int, value: bytes = b"v") 
 
 def test_is_a_backend_with_its_features(backend: EmbeddedBackend, tmp_path: Path) -> None:
     assert isinstance(backend, Backend)
-    assert backend.features.reverse_scan and backend.features.immediate_gc
+    assert backend.features.reverse_scan and not backend.features.immediate_gc
     assert not backend.features.persistent
     with EmbeddedBackend(str(tmp_path / "x.db")) as on_file:
         assert on_file.features.persistent
@@ -200,29 +200,36 @@ def test_two_backends_on_one_file_see_each_others_tables(tmp_path: Path) -> None
 # -- garbage collection -------------------------------------------------------
 
 
-def test_max_age_collects_old_cell_timestamps_at_once(backend: EmbeddedBackend) -> None:
+def test_max_age_collects_old_cell_timestamps(backend: EmbeddedBackend) -> None:
     table = make_table(backend, aged=GcRule(max_age=DAY))
     now = now_ms()
     old, fresh = now - 2 * DAY // timedelta(microseconds=1), now
     put(backend, table, b"backfill", Cell("aged", b"q", old, b"old"))
     put(backend, table, b"mixed", Cell("aged", b"q", old, b"o"), Cell("aged", b"q", fresh, b"new"))
     put(backend, table, b"plain", Cell("cf", b"q", old, b"kept"))
+    # As on Bigtable before its GC runs, reads return every cell.
+    assert keys(read(backend, table)) == [b"backfill", b"mixed", b"plain"]
+    assert len(read(backend, table)[1].cells) == 2
+    assert backend.collect_garbage(table) == 2
     assert read(backend, table) == [
         Row(b"mixed", (Cell("aged", b"q", fresh, b"new"),)),
         Row(b"plain", (Cell("cf", b"q", old, b"kept"),)),
     ]
-    assert backend.collect_garbage(table) == 2
     assert backend.collect_garbage() == 0
 
 
-def test_gc_runs_before_the_timestamp_filter(backend: EmbeddedBackend) -> None:
+def test_versions_kept_counts_before_the_timestamp_filter(backend: EmbeddedBackend) -> None:
     table = make_table(backend, one=GcRule(max_versions=1))
     put(backend, table, b"r", Cell("one", b"q", MS, b"old"))
     put(backend, table, b"r", Cell("one", b"q", 2 * MS, b"new"))
-    assert read(backend, table, filter=ReadFilter(timestamp_end=2 * MS)) == []
+    assert read(backend, table, filter=ReadFilter(timestamp_end=2 * MS)) == [
+        Row(b"r", (Cell("one", b"q", MS, b"old"),))]  # not collected yet
+    assert read(backend, table, filter=ReadFilter(timestamp_end=2 * MS, versions_kept=1)) == []
     assert read(backend, table, filter=ReadFilter(timestamp_start=2 * MS)) == [
         Row(b"r", (Cell("one", b"q", 2 * MS, b"new"),))
     ]
+    assert backend.collect_garbage(table) == 1
+    assert read(backend, table, filter=ReadFilter(timestamp_end=2 * MS)) == []
 
 
 def test_intersection_keeps_recent_extra_versions(backend: EmbeddedBackend) -> None:
@@ -232,12 +239,13 @@ def test_intersection_keeps_recent_extra_versions(backend: EmbeddedBackend) -> N
     day = DAY // timedelta(microseconds=1)
     versions = [now, now - MS, now - 2 * day, now - 3 * day]
     put(backend, table, b"r", *(Cell("both", b"q", t, b"%d" % t) for t in versions))
+    assert len(read(backend, table)[0].cells) == 4
+    assert backend.collect_garbage(table) == 2
     cells = read(backend, table)[0].cells
     assert [c.timestamp for c in cells] == [now, now - MS]
     assert read(backend, table, reverse=True, filter=ReadFilter(cells_per_column=1)) == [
         Row(b"r", (Cell("both", b"q", now, b"%d" % now),))
     ]
-    assert backend.collect_garbage(table) == 2
 
 
 def test_nested_union_rule(backend: EmbeddedBackend) -> None:
@@ -249,6 +257,7 @@ def test_nested_union_rule(backend: EmbeddedBackend) -> None:
     put(backend, table, b"r", *(Cell("nested", b"q", t, b"") for t in stamps))
     # rank order: now, now-3ms, now-4ms, now-5ms, now-2d; max 3 versions and
     # (rank >= 2 and older than a day) collects now-5ms and now-2d.
+    assert backend.collect_garbage(table) == 2
     assert [c.timestamp for c in read(backend, table)[0].cells] == [now, now - 3 * MS, now - 4 * MS]
 
 
@@ -268,6 +277,8 @@ def test_tightened_rule_applies_to_existing_cells(backend: EmbeddedBackend) -> N
     put(backend, table, b"r", *(Cell("cf", b"q", t * MS, b"") for t in range(1, 6)))
     assert len(read(backend, table)[0].cells) == 5
     backend.create_table(TableSpec(table, (("cf", GcRule(max_versions=2)),)))
+    assert len(read(backend, table)[0].cells) == 5  # until GC runs
+    assert backend.collect_garbage(table) == 3
     assert [c.timestamp for c in read(backend, table)[0].cells] == [5 * MS, 4 * MS]
 
 
@@ -428,17 +439,18 @@ def test_read_of_a_deleted_table_never_reads_its_successor(backend: EmbeddedBack
 # -- the read fast paths: one-family tables, version checks, keyset paging ---------
 
 
-def expected_rows(data: dict[bytes, list[Cell]], versions: dict[str, int], flt: ReadFilter,
+def expected_rows(data: dict[bytes, list[Cell]], flt: ReadFilter,
                   reverse: bool, limit: int | None) -> list[Row]:
-    """The protocol's answer, spelled out: GC (versions), then the filters, newest first."""
+    """The protocol's answer, spelled out: versions kept, then the filters, newest first
+    (the tables' GC rules do not apply: nothing was collected)."""
     out = []
     for key in sorted(data, reverse=reverse):
         by_column: dict[tuple[str, bytes], list[Cell]] = {}
         for c in sorted(data[key], key=lambda c: (c.family, c.qualifier, -c.timestamp)):
             by_column.setdefault((c.family, c.qualifier), []).append(c)
         cells = []
-        for (family, _), column in sorted(by_column.items()):
-            kept = column[:versions.get(family, len(column))]
+        for _, column in sorted(by_column.items()):
+            kept = column[:flt.versions_kept or len(column)]
             kept = [c for c in kept if (flt.timestamp_start is None or
                                         c.timestamp >= flt.timestamp_start)
                     and (flt.timestamp_end is None or c.timestamp < flt.timestamp_end)]
@@ -469,14 +481,16 @@ def test_paged_reads_match_the_protocol(
         put(backend, "t", key, *data[key])
     filters = [ReadFilter(), ReadFilter(cells_per_column=1),
                ReadFilter(timestamp_start=2 * MS, timestamp_end=5 * MS),
-               ReadFilter(timestamp_end=3 * MS, cells_per_column=1)]
+               ReadFilter(timestamp_end=3 * MS, cells_per_column=1),
+               ReadFilter(versions_kept=1), ReadFilter(versions_kept=2, timestamp_end=4 * MS),
+               ReadFilter(versions_kept=2, timestamp_start=2 * MS, cells_per_column=1)]
     for flt, reverse, limit in itertools.product(filters, (False, True), (None, 9)):
         for rows in (RowSet(), RowSet(ranges=(RowRange(b"k010", b"k045"),)),
                      RowSet(keys=(b"k003", b"k021", b"k050"),
                             ranges=(RowRange(b"k030", b"k040"),))):
             wanted = {k: v for k, v in data.items() if rows.contains(k)}
             got = read(backend, "t", rows=rows, filter=flt, reverse=reverse, limit=limit)
-            assert got == expected_rows(wanted, versions, flt, reverse, limit), (flt, reverse)
+            assert got == expected_rows(wanted, flt, reverse, limit), (flt, reverse)
 
 
 def test_one_family_tables_do_not_fetch_the_family(backend: EmbeddedBackend) -> None:
@@ -523,12 +537,14 @@ def test_versions_in_a_chunk_take_the_general_path(backend: EmbeddedBackend) -> 
     put(backend, table, b"a", Cell("one", b"q", MS, b"a1"))
     put(backend, table, b"b", Cell("one", b"q", MS, b"b1"), Cell("one", b"q", 3 * MS, b"b3"))
     put(backend, table, b"c", Cell("one", b"q", 2 * MS, b"c2"))
-    assert read(backend, table) == [
+    kept = ReadFilter(versions_kept=1)
+    assert read(backend, table, filter=kept) == [
         Row(b"a", (Cell("one", b"q", MS, b"a1"),)),
         Row(b"b", (Cell("one", b"q", 3 * MS, b"b3"),)),
         Row(b"c", (Cell("one", b"q", 2 * MS, b"c2"),)),
     ]
-    assert keys(read(backend, table, filter=ReadFilter(timestamp_end=3 * MS))) == [b"a", b"c"]
+    kept_before_3 = ReadFilter(versions_kept=1, timestamp_end=3 * MS)
+    assert keys(read(backend, table, filter=kept_before_3)) == [b"a", b"c"]
 
 
 @pytest.mark.parametrize("rule, kept", [
@@ -545,9 +561,10 @@ def test_version_rules_are_collected_physically(
         put(backend, table, key, *(Cell("v", q, t * MS, b"%d" % t)
                                    for q in (b"q", b"r") for t in range(1, 6)),
             Cell("cf", b"q", MS, b"kept"), Cell("cf", b"q", 2 * MS, b"kept"))
-    before = read(backend, table)
+    v_only = ReadFilter(families=("v",))
+    before = read(backend, table, filter=ReadFilter(families=("v",), versions_kept=kept))
     assert backend.collect_garbage(table) == 2 * 2 * (5 - kept)
-    assert read(backend, table) == before
+    assert read(backend, table, filter=v_only) == before
     con = backend._con
     assert con is not None
     stored = con.execute("SELECT row_key, family, qualifier, ts FROM tsm_cells_1"

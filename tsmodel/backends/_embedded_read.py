@@ -126,11 +126,11 @@ def segment_where(segment: Segment, after: tuple[str, bytes] | None,
 class Plan:
     """A read request compiled against one table snapshot.
 
-    SQL applies the cell filters, age-only GC rules and, for the families
-    without ``max_versions`` in their rule, the timestamp range.
-    :meth:`process` applies the rest in Python: GC rules with
-    ``max_versions`` (they need every version of a column), then the
+    SQL applies the cell filters and, when no ``versions_kept`` applies, the
+    timestamp range. :meth:`process` applies the rest in Python:
+    ``versions_kept`` (it needs every version of a column), then the
     timestamp range for those families, then the cells-per-column limit.
+    The tables' GC rules do not apply to reads (see :mod:`..embedded`).
     """
 
     def __init__(self, table: Table, request: ReadRequest) -> None:
@@ -140,7 +140,7 @@ class Plan:
         self.table, self.reverse, self.limit = table, request.reverse, request.limit or None
         self.ts_start, self.ts_end = clamp(flt.timestamp_start), clamp(flt.timestamp_end)
         self.cells_per_column = flt.cells_per_column
-        #: family -> (rank cap, further test) for GC rules with max_versions
+        #: family -> (rank cap, further test) of the versions_kept filter
         self.gc: dict[str, tuple[int, gc.GcTest | None]] = {}
         where: list[str] = []
         params: list[Any] = []
@@ -161,24 +161,17 @@ class Plan:
             self.ts_start is not None or self.ts_end is not None) else None
 
     def _add_gc(self, flt: ReadFilter, where: list[str], params: list[Any]) -> None:
-        now = now_us()
-        for family, rule in self.table.families.items():
-            if rule.is_empty() or (flt.families is not None and family not in flt.families):
-                continue
-            if not gc.uses(rule, "max_versions"):
-                if (cutoff := gc.age_cutoff(rule, now)) is not None:
-                    where.append("NOT (+family = ? AND ts < ?)")
-                    params.extend((family, cutoff))
-            elif not gc.uses(rule, "max_age"):
-                cap = gc.max_versions_of(rule)
-                self.gc[family] = (NO_LIMIT if cap is None else cap, None)
-            else:
-                self.gc[family] = (NO_LIMIT, gc.collects(rule, now))
-        if flt.versions_kept is not None:  # ranks counted before the other filters
+        """The ``versions_kept`` filter: ranks counted before the other filters.
+
+        GC rules themselves never apply to reads: like Cloud Bigtable before
+        its garbage collection runs, the store returns every cell it holds
+        until :meth:`~tsmodel.backends.embedded.EmbeddedBackend.collect_garbage`
+        (or a collection after many writes) deletes them.
+        """
+        if flt.versions_kept is not None:
             for family in self.table.families:
                 if flt.families is None or family in flt.families:
-                    cap, test = self.gc.get(family, (NO_LIMIT, None))
-                    self.gc[family] = (min(cap, flt.versions_kept), test)
+                    self.gc[family] = (flt.versions_kept, None)
 
     def _add_time_filter(self, where: list[str], params: list[Any]) -> None:
         candidates = (("ts >= ?", self.ts_start), ("ts < ?", self.ts_end))

@@ -287,8 +287,9 @@ class Features:
 
     #: Rows can be read in descending key order (``ReadRequest.reverse``).
     reverse_scan: bool = False
-    #: Garbage collection runs at once (the embedded store) rather than
-    #: eventually (Cloud Bigtable).
+    #: Reads never return a cell a GC rule collects (garbage collection runs
+    #: at once). No backend of tsmodel's does: like Cloud Bigtable before
+    #: its GC runs, they return such cells until collection deletes them.
     immediate_gc: bool = False
     #: Data survives closing the connection.
     persistent: bool = False

@@ -8,10 +8,11 @@ backwards. Table names, families and GC rules live in ``tsm_tables`` and
 
 Reads page through the primary key in chunks (keyset pagination on the row
 key) and hold the lock only while a chunk is fetched: a half-consumed read
-never blocks writes, and each row is read atomically. GC rules are evaluated
-at read time against the current clock, so reads never see a cell that GC
-would collect; such cells are also deleted physically as tables are written
-and by :meth:`EmbeddedBackend.collect_garbage`.
+never blocks writes, and each row is read atomically. GC rules do not apply
+to reads: as on Cloud Bigtable before its garbage collection runs, a read
+returns every cell written until :meth:`EmbeddedBackend.collect_garbage`
+deletes what the rules collect (it also runs by itself as tables are
+written). So the store answers exactly as Bigtable does before GC.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ class EmbeddedBackend:
     def __init__(self, path: str = ":memory:") -> None:
         self.path = path
         persistent = path not in (":memory:", "") and "mode=memory" not in path
-        self.features = Features(reverse_scan=True, immediate_gc=True, persistent=persistent)
+        self.features = Features(reverse_scan=True, immediate_gc=False, persistent=persistent)
         self._lock = threading.RLock()
         self._tables: dict[str, _read.Table] = {}
         self._meta_version = -1
@@ -160,8 +161,8 @@ class EmbeddedBackend:
         """Create the table with its families, or add missing families to it.
 
         Idempotent: an existing table keeps its data; the families of ``spec``
-        get its GC rules (applying at once to existing cells); other families
-        are left alone.
+        get its GC rules (which apply to existing cells when garbage is next
+        collected); other families are left alone.
 
         Raises:
             BackendError: a table or family name is empty, or SQLite failed.
@@ -311,7 +312,7 @@ class EmbeddedBackend:
         if written + cells >= threshold:
             try:
                 self._collect(meta)
-            except sqlite3.Error:  # best effort: reads leave out collected cells anyway
+            except sqlite3.Error:  # best effort: the cells stay until the next collection
                 self._gc_due[meta.id] = (0, threshold)
 
     # -- garbage collection
@@ -319,8 +320,11 @@ class EmbeddedBackend:
     def collect_garbage(self, table: str | None = None) -> int:
         """Delete physically, now, the cells that the GC rules collect.
 
-        Reads never return such cells anyway; this reclaims their space. It
-        also runs by itself as tables with GC rules are written.
+        Until then reads return them, as Cloud Bigtable does before its
+        garbage collection runs (tsmodel's queries read with the version
+        limit and the max age as filters, so their answers do not change).
+        It also runs by itself after every 100,000 or so cells written to a
+        table with GC rules.
 
         Args:
             table: one table, or ``None`` for every table.
