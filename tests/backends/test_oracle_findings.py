@@ -310,3 +310,17 @@ def test_jobs_see_the_versions_a_version_limit_keeps(conn: ts.Connection,
     snap = ts.build_snapshot(Score, day, connection=conn)
     assert snap.events_written == 3
     assert list(Score.snapshot(day).using(conn)) == kept
+
+
+def test_only_leaves_out_an_event_past_the_version_limit(conn: ts.Connection) -> None:
+    """only("note") of a bucket past its version limit returned the dropped event
+    whose note cell was kept, with its required reading gone."""
+    Sensor = _sensor(bucket="hour", layout=ts.cells(), max_versions=2)
+    conn.create_tables(Sensor)
+    events = [Sensor(sensor="a", time=T0 + timedelta(minutes=i), reading=i) for i in range(3)]
+    assert conn.save_all(events).ok
+    # The oldest event's note: the note column has one version, within the limit.
+    assert conn.save_all([Sensor(sensor="a", time=T0, reading=0, note="late")]).ok
+    qs = Sensor.range(T0, T0 + timedelta(hours=1), sensor="a").using(conn)
+    assert [e.time for e in qs] == [e.time for e in events[1:]]
+    assert [(e.time, e.note) for e in qs.only("note")] == [(e.time, None) for e in events[1:]]

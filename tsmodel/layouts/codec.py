@@ -70,7 +70,7 @@ class TableCodec:
 
     __slots__ = ("shape", "table", "key", "layout", "time_field", "values",
                  "_encoders", "_constants", "_joins_plainly", "_join", "_write", "_read",
-                 "_time_check", "_like", "_required")
+                 "_time_check", "_like", "_required", "witness")
 
     def __init__(self, shape: TableShape, *, table: str, key: KeyLayout, layout: Layout,
                  time_field: str, values: ValueEncoder, like: TableCodec | None = None) -> None:
@@ -93,6 +93,10 @@ class TableCodec:
         self._time_check = layout.time_check(shape)
         self._like = like if like is not None and like.layout == layout else None
         self._required = tuple(v.name for v in values.values if not v.optional)
+        #: The required value whose cell every event of the table has: a read
+        #: of ``only(...)`` reads its column too, so that an event whose chosen
+        #: values are all None is found, and one past a version limit is not.
+        self.witness: str | None = self._required[0] if self._required else None
 
     @property
     def model(self) -> str:
@@ -256,6 +260,7 @@ class TableCodec:
     def _missing(self, values: dict[str, Any], only: tuple[str, ...] | None) -> str | None:
         """The first required value field read that has no value."""
         for required in self._required:
-            if values[required] is None and (only is None or required in only):
+            if values[required] is None and (only is None or required in only
+                                             or required == self.witness):
                 return required
         return None

@@ -12,7 +12,7 @@ never looked up.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -29,7 +29,6 @@ from tsmodel.encoding.keys import (
     TimestampSegment,
 )
 from tsmodel.encoding.timestamps import ceil_to, to_micros
-from tsmodel.encoding.values import ValueSpec
 from tsmodel.layouts import TableCodec
 
 __all__ = ["ReadPlan", "QueryState", "compile_query", "queryable_fields", "time_span"]
@@ -420,7 +419,7 @@ class _Compiler:
         columns = None
         layout = self.codec.layout
         if s.only is not None and spec.serialization is None and layout.columns_are_fields:
-            columns = _only_columns(self.codec.shape.values, s.only)
+            columns = _only_columns(self.codec, s.only)
         ts_start = ts_end = None
         qualifiers = None
         if not main and spec.retention is not None:
@@ -507,20 +506,18 @@ class _Compiler:
         return "; ".join(parts)
 
 
-def _only_columns(values: Sequence[ValueSpec],
+def _only_columns(codec: TableCodec,
                   only: tuple[str, ...]) -> tuple[tuple[str, bytes], ...] | None:
-    """The column filter of ``only(...)`` on a table holding ``values``, or ``None``
-    when no filter can keep every event.
+    """The column filter of ``only(...)`` on the codec's table, or ``None`` when no
+    filter can keep every event.
 
     An event may have no cell in the chosen columns (its optional values are
     None; a promoted value is in the row key, not in a column), so the filter
-    also keeps a required value's column, which every event has. A table
-    without a required value is read whole.
+    also keeps the column of the codec's witness, a required value every
+    event has (and which the decoder checks: an event past a version limit is
+    left out). A table without a required value is read whole.
     """
-    chosen = [v for v in values if v.name in only]
-    if not any(not v.optional for v in chosen):
-        required = next((v for v in values if not v.optional), None)
-        if required is None:
-            return None
-        chosen.append(required)
+    if codec.witness is None:
+        return None
+    chosen = [v for v in codec.shape.values if v.name in only or v.name == codec.witness]
     return tuple((v.family, v.qualifier) for v in chosen)
