@@ -324,3 +324,25 @@ def test_only_leaves_out_an_event_past_the_version_limit(conn: ts.Connection) ->
     qs = Sensor.range(T0, T0 + timedelta(hours=1), sensor="a").using(conn)
     assert [e.time for e in qs] == [e.time for e in events[1:]]
     assert [(e.time, e.note) for e in qs.only("note")] == [(e.time, None) for e in events[1:]]
+
+
+def test_a_correction_deletes_a_cell_past_the_version_limit(conn: ts.Connection) -> None:
+    """ts.columns(), max_versions=2: the oldest event of a column past its limit was
+    corrected to another value; its old cell, unseen by the read before the write,
+    stayed and came back beside the correction once the column had room."""
+
+    @ts.model(table=_name("LVL"), family="m", layout=ts.columns(), max_versions=2)
+    class Level:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms", bucket="hour")
+        value: int = ts.value()
+
+    conn.create_tables(Level)
+    t = [T0, T0 + timedelta(milliseconds=1), T0 + timedelta(minutes=15)]
+    assert conn.save_all([Level(host="h", time=x, value=1) for x in t]).ok
+    fixed = [Level(host="h", time=t[0], value=2), Level(host="h", time=t[2], value=2)]
+    assert conn.save_all(fixed).ok
+    qs = Level.range(T0, T0 + timedelta(hours=1), host="h").using(conn)
+    assert sorted((e.time, e.value) for e in qs) == [(t[0], 2), (t[1], 1), (t[2], 2)]
+    report = ts.repair(Level, T0, T0 + timedelta(hours=1), connection=conn)
+    assert report.events == 3

@@ -279,7 +279,9 @@ class WritePlan:
         return [ReadRequest(table, RowSet(keys=tuple(sorted(keys))), ReadFilter(
                     families=spec.families, timestamp_start=min(times) // _MS * _MS,
                     timestamp_end=max(times) // _MS * _MS + _MS,
-                    cells_per_column=spec.codec.layout.read_versions or spec.max_versions))
+                    # Every version: a stored cell past the version limit is still
+                    # there until GC runs, and must not come back beside the correction.
+                    cells_per_column=spec.codec.layout.read_versions))
                 for table, (spec, keys, times) in wanted.items()]
 
     def absorb(self, batch: range, found: Mapping[tuple[str, bytes], Row]) -> None:
