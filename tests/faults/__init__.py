@@ -1,0 +1,1 @@
+"""Fault injection between tsmodel and the Cloud Bigtable emulator (tests only)."""

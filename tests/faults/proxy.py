@@ -1,0 +1,461 @@
+"""A fault-injecting gRPC proxy in front of the Cloud Bigtable emulator.
+
+:class:`FaultProxy` listens on a free loopback port and forwards every call
+to the emulator as raw bytes: admin calls and the data calls tsmodel does
+not make (``MutateRow``, ``CheckAndMutateRow``, ``ReadModifyWriteRow``,
+``SampleRowKeys``, ``PingAndWarm``...) pass through untouched. ``MutateRows``
+and ``ReadRows`` are parsed (with google-cloud-bigtable's generated
+``google.bigtable.v2`` protobufs) only to inject the faults of
+:class:`Faults`, drawn from a seeded random generator:
+
+* **MutateRows**: fail the call before forwarding (nothing applied); forward
+  it, then fail it (all applied, the client sees an error); forward it and
+  fail it after the first half of the statuses; or fault single entries:
+  refuse some with a non-retryable status without forwarding them (truly
+  not applied), report an error (``INTERNAL``, ``UNAVAILABLE``...) for others
+  the emulator applied, or drop their status (applied, never reported).
+* **ReadRows**: fail before forwarding; cut the stream after some responses
+  with a retryable status or a reset stream; re-split the rows into
+  single-chunk responses with values split in two (as Cloud Bigtable sends
+  large rows), optionally cut inside a row; restart a row with
+  ``reset_row``; end with a non-retryable error; end "successfully" inside a
+  row (a broken server).
+* Any call may be delayed by a few milliseconds.
+
+The proxy keeps a ledger of what the emulator really applied (row keys and
+cell timestamps of every entry it forwarded that the emulator accepted),
+and counts every fault it injected by kind (:attr:`FaultProxy.injected`).
+It knows nothing of tsmodel.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from concurrent import futures
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.cloud.bigtable_v2.types import bigtable as bigtable_types
+from google.rpc import code_pb2
+
+__all__ = ["Faults", "FaultProxy", "NO_FAULTS", "READ_FATAL_KINDS"]
+
+MutateRowsRequest: Any = bigtable_types.MutateRowsRequest.pb()
+MutateRowsResponse: Any = bigtable_types.MutateRowsResponse.pb()
+ReadRowsResponse: Any = bigtable_types.ReadRowsResponse.pb()
+CellChunk: Any = ReadRowsResponse.CellChunk
+
+_SERVICE = "/google.bigtable.v2.Bigtable/"
+_MUTATE_ROWS = _SERVICE + "MutateRows"
+_READ_ROWS = _SERVICE + "ReadRows"
+_UNLIMITED = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
+#: Headers gRPC sets by itself: not forwarded.
+_OWN_HEADERS = ("user-agent", "content-type", "te", "grpc-accept-encoding", "grpc-encoding")
+
+S = grpc.StatusCode
+#: Retryable call-level statuses after which nothing (before) or everything (after) applied.
+_TRANSIENT = (S.UNAVAILABLE, S.DEADLINE_EXCEEDED)
+#: Statuses a server may report for an entry it applied (or may have).
+_APPLIED_ENTRY_ERRORS = (code_pb2.INTERNAL, code_pb2.UNAVAILABLE, code_pb2.DEADLINE_EXCEEDED,
+                         code_pb2.ABORTED)
+#: Statuses a server reports for an entry it refused: certainly not applied.
+_REFUSED_ENTRY_ERRORS = (code_pb2.INVALID_ARGUMENT, code_pb2.FAILED_PRECONDITION)
+#: How a reset connection reads (gRPC's message, which clients retry as UNAVAILABLE).
+_RST_STREAM = "Received RST_STREAM with error code 2"
+#: Read faults after which the read must raise (the others must be absorbed).
+READ_FATAL_KINDS = ("read.fatal", "read.truncated")
+
+
+@dataclass(frozen=True)
+class Faults:
+    """How often each fault happens: probabilities per call (or per entry).
+
+    A call gets at most one call-level fault, picked in the order below.
+    """
+
+    write_before: float = 0.0  # fail before forwarding (UNAVAILABLE / DEADLINE_EXCEEDED)
+    write_after: float = 0.0  # forward, then fail (UNAVAILABLE / DEADLINE_EXCEEDED / INTERNAL)
+    write_midway: float = 0.0  # forward, send half of the statuses, then fail
+    write_entries: float = 0.0  # fault single entries of the call...
+    entry_rate: float = 0.25  # ...this share of them
+    entry_refuse: float = 0.3  # of a faulted entry: refused, not forwarded
+    entry_drop: float = 0.2  # of a faulted entry: applied, no status (the rest: an error status)
+    read_before: float = 0.0  # fail before forwarding (UNAVAILABLE)
+    read_cut: float = 0.0  # cut after some responses (UNAVAILABLE / DEADLINE_EXCEEDED / ABORTED)
+    read_rst: float = 0.0  # cut after some responses as a reset connection
+    read_split: float = 0.0  # re-split into chunks, split values; cut inside a row half the time
+    read_reset_row: float = 0.0  # send part of a row, reset it, send it whole
+    read_fatal: float = 0.0  # end with a non-retryable error after some responses
+    read_truncated: float = 0.0  # end with OK inside a row (re-split first)
+    delay: float = 0.0  # delay the call (any method)
+    max_delay: float = 0.003  # seconds
+
+
+NO_FAULTS = Faults()
+
+
+class _Abort(Exception):
+    """End the call with this status (raised inside a handler)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code, self.details = code, details
+
+
+class FaultProxy:
+    """A gRPC proxy on a free loopback port that injects :class:`Faults`.
+
+    Args:
+        target: the emulator's ``HOST:PORT``.
+        seed: seed of the fault draws.
+
+    Use it as a context manager, or :meth:`start` and :meth:`stop`.
+    """
+
+    def __init__(self, target: str, seed: int = 0, faults: Faults = NO_FAULTS) -> None:
+        self.target = target
+        self.faults = faults
+        self.rng = random.Random(seed)
+        #: Faults injected, by kind (``"write.before.UNAVAILABLE"``, ``"entry.refused..."``).
+        self.injected: Counter[str] = Counter()
+        #: Calls seen, by method name.
+        self.calls: Counter[str] = Counter()
+        #: What the emulator applied: (table, row key) -> cell timestamps written.
+        self.applied: dict[tuple[str, bytes], set[int]] = defaultdict(set)
+        #: Entries refused without forwarding: (table, row key) -> cell timestamps.
+        self.refused: dict[tuple[str, bytes], set[int]] = defaultdict(set)
+        self._lock = threading.Lock()
+        self._upstream = grpc.insecure_channel(target, options=_UNLIMITED)
+        self._server: grpc.Server | None = None
+        self.port: int | None = None
+
+    @property
+    def host_port(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> FaultProxy:
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=8),
+                             handlers=[_Handler(self)], options=_UNLIMITED)
+        self.port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        self._server = server
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop(grace=None)
+            self._server = None
+        self._upstream.close()
+
+    def __enter__(self) -> FaultProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- draws ----------------------------------------------------------------------
+
+    def _chance(self, p: float) -> bool:
+        return p > 0 and self.rng.random() < p
+
+    def _pick(self, options: tuple[Any, ...]) -> Any:
+        return options[self.rng.randrange(len(options))]
+
+    def _count(self, kind: str) -> None:
+        self.injected[kind] += 1
+
+    def _maybe_delay(self) -> None:
+        with self._lock:
+            pause = self.rng.uniform(0, self.faults.max_delay) \
+                if self._chance(self.faults.delay) else 0.0
+            if pause:
+                self._count("delay")
+        if pause:
+            time.sleep(pause)
+
+    # -- pass-through ---------------------------------------------------------------
+
+    def forward(self, method: str, requests: Iterator[bytes],
+                context: grpc.ServicerContext) -> Iterator[bytes]:
+        """Any call, untouched: every request message on, every response back."""
+        with self._lock:
+            self.calls[method.rsplit("/", 1)[-1]] += 1
+        self._maybe_delay()
+        call = self._upstream.stream_stream(method)
+        try:
+            yield from call(requests, timeout=context.time_remaining(),
+                            metadata=_metadata(context))
+        except grpc.RpcError as exc:
+            context.abort(exc.code(), exc.details() or "")
+
+    def _upstream_stream(self, method: str, request: bytes,
+                         context: grpc.ServicerContext) -> list[bytes]:
+        call = self._upstream.unary_stream(method)
+        return list(call(request, timeout=context.time_remaining(),
+                         metadata=_metadata(context)))
+
+    # -- MutateRows -----------------------------------------------------------------
+
+    def mutate_rows(self, request: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
+        self._maybe_delay()
+        pb = MutateRowsRequest.FromString(request)
+        table = pb.table_name.rsplit("/", 1)[-1]
+        with self._lock:
+            self.calls["MutateRows"] += 1
+            kind, code = self._write_fault()
+            plan = self._entry_plan(len(pb.entries)) if kind == "entries" else None
+        if kind == "before":
+            raise _Abort(code, "injected before forwarding: nothing was applied")
+        if plan is None:
+            responses = self._upstream_stream(_MUTATE_ROWS, request, context)
+            self._record(table, pb.entries, range(len(pb.entries)), responses)
+            if kind == "after":
+                raise _Abort(code, "injected after forwarding: every entry was applied")
+            if kind == "midway":
+                statuses = [e for r in responses for e in MutateRowsResponse.FromString(r).entries]
+                half = MutateRowsResponse()
+                half.entries.extend(statuses[:len(statuses) // 2])
+                yield half.SerializeToString()
+                raise _Abort(code, "injected after forwarding and half the statuses")
+            yield from responses
+            return
+        yield from self._faulty_entries(table, pb, plan, context)
+
+    def _write_fault(self) -> tuple[str, grpc.StatusCode | None]:
+        f = self.faults
+        if self._chance(f.write_before):
+            code = self._pick(_TRANSIENT)
+            self._count(f"write.before.{code.name}")
+            return "before", code
+        if self._chance(f.write_after):
+            code = self._pick((*_TRANSIENT, S.INTERNAL))
+            self._count(f"write.after.{code.name}")
+            return "after", code
+        if self._chance(f.write_midway):
+            code = self._pick((*_TRANSIENT, S.INTERNAL))
+            self._count(f"write.midway.{code.name}")
+            return "midway", code
+        if self._chance(f.write_entries):
+            return "entries", None
+        return "none", None
+
+    def _entry_plan(self, count: int) -> list[tuple[str, int]]:
+        """Per entry: ("ok"|"refuse"|"error"|"drop", status code)."""
+        f = self.faults
+        plan = []
+        for _ in range(count):
+            if not self._chance(f.entry_rate):
+                plan.append(("ok", 0))
+                continue
+            draw = self.rng.random()
+            if draw < f.entry_refuse:
+                code = self._pick(_REFUSED_ENTRY_ERRORS)
+                plan.append(("refuse", code))
+                self._count(f"entry.refused.{code_pb2.Code.Name(code)}")
+            elif draw < f.entry_refuse + f.entry_drop:
+                plan.append(("drop", 0))
+                self._count("entry.applied.no_status")
+            else:
+                code = self._pick(_APPLIED_ENTRY_ERRORS)
+                plan.append(("error", code))
+                self._count(f"entry.applied.{code_pb2.Code.Name(code)}")
+        return plan
+
+    def _faulty_entries(self, table: str, pb: Any, plan: list[tuple[str, int]],
+                        context: grpc.ServicerContext) -> Iterator[bytes]:
+        sent = [i for i, (what, _) in enumerate(plan) if what != "refuse"]
+        statuses: dict[int, Any] = {}
+        if sent:
+            subset = MutateRowsRequest(table_name=pb.table_name,
+                                       app_profile_id=pb.app_profile_id)
+            subset.entries.extend(pb.entries[i] for i in sent)
+            responses = self._upstream_stream(_MUTATE_ROWS, subset.SerializeToString(), context)
+            self._record(table, pb.entries, sent, responses)
+            for r in responses:
+                for entry in MutateRowsResponse.FromString(r).entries:
+                    statuses[sent[entry.index]] = entry.status
+        out = MutateRowsResponse()
+        for index, (what, code) in enumerate(plan):
+            if what == "drop":
+                continue
+            entry = out.entries.add(index=index)
+            if what == "refuse":
+                with self._lock:
+                    self.refused[(table, pb.entries[index].row_key)].update(
+                        _timestamps(pb.entries[index]))
+                entry.status.code, entry.status.message = code, "injected: entry refused"
+            elif what == "error" and statuses[index].code == 0:
+                entry.status.code, entry.status.message = code, "injected after applying"
+            else:
+                entry.status.CopyFrom(statuses[index])
+        yield out.SerializeToString()
+
+    def _record(self, table: str, entries: Any, positions: Any, responses: list[bytes]) -> None:
+        """Note the entries (``entries[positions[i]]``) the emulator accepted."""
+        positions = list(positions)
+        with self._lock:
+            for r in responses:
+                for status in MutateRowsResponse.FromString(r).entries:
+                    if status.status.code == 0:
+                        entry = entries[positions[status.index]]
+                        self.applied[(table, entry.row_key)].update(_timestamps(entry))
+
+    # -- ReadRows -------------------------------------------------------------------
+
+    def read_rows(self, request: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
+        self._maybe_delay()
+        with self._lock:
+            self.calls["ReadRows"] += 1
+            kind = self._read_fault()
+        if kind == "before":
+            raise _Abort(S.UNAVAILABLE, "injected before forwarding")
+        responses = self._upstream_stream(_READ_ROWS, request, context)
+        with self._lock:
+            plan = self._read_plan(kind, responses)
+        yield from plan.messages
+        if plan.code is not None:
+            raise _Abort(plan.code, plan.details)
+
+    def _read_fault(self) -> str:
+        f = self.faults
+        for kind in ("before", "cut", "rst", "split", "reset_row", "fatal", "truncated"):
+            if self._chance(getattr(f, f"read_{kind}")):
+                return kind
+        return "none"
+
+    def _read_plan(self, kind: str, responses: list[bytes]) -> _ReadPlan:
+        if kind == "none":
+            return _ReadPlan(responses)
+        if kind in ("cut", "rst", "fatal"):
+            at = self.rng.randint(0, len(responses))
+            if kind == "cut":
+                code = self._pick((*_TRANSIENT, S.ABORTED))
+                self._count(f"read.cut.{code.name}")
+                return _ReadPlan(responses[:at], code, "injected: stream cut")
+            if kind == "rst":
+                self._count("read.rst_stream")
+                return _ReadPlan(responses[:at], S.INTERNAL, _RST_STREAM)
+            code = self._pick((S.INTERNAL, S.PERMISSION_DENIED))
+            self._count("read.fatal")
+            return _ReadPlan(responses[:at], code, "injected: non-retryable")
+        pieces, inside = _split(responses)
+        if kind == "reset_row":
+            self._count("read.reset_row")
+            return _ReadPlan(_with_reset(pieces, inside, self.rng))
+        mid_row = [i for i, flag in enumerate(inside) if flag]
+        if kind == "truncated":
+            if not mid_row:
+                return _ReadPlan(pieces)  # no row to end inside of
+            self._count("read.truncated")
+            return _ReadPlan(pieces[:self._pick(tuple(mid_row))])
+        if mid_row and self.rng.random() < 0.5:
+            self._count("read.split.cut_mid_row")
+            return _ReadPlan(pieces[:self._pick(tuple(mid_row))], S.UNAVAILABLE,
+                             "injected: stream cut inside a row")
+        self._count("read.split")
+        return _ReadPlan(pieces)
+
+
+@dataclass
+class _ReadPlan:
+    messages: list[bytes]
+    code: grpc.StatusCode | None = None
+    details: str = ""
+
+
+def _split(responses: list[bytes]) -> tuple[list[bytes], list[bool]]:
+    """Every chunk in its own response, values of two bytes or more split in two.
+
+    Returns the responses, and for each position ``i`` whether a row is open
+    after the first ``i`` responses.
+    """
+    pieces: list[bytes] = []
+    inside = [False]
+    open_row = False
+    for raw in responses:
+        response = ReadRowsResponse.FromString(raw)
+        if not response.chunks:
+            pieces.append(raw)  # e.g. a last-scanned-row response
+            inside.append(open_row)
+            continue
+        for chunk in response.chunks:
+            for part in _split_chunk(chunk):
+                pieces.append(ReadRowsResponse(chunks=[part]).SerializeToString())
+                open_row = not (part.commit_row or part.reset_row)
+                inside.append(open_row)
+    return pieces, inside
+
+
+def _split_chunk(chunk: Any) -> list[Any]:
+    if chunk.value_size or len(chunk.value) < 2:
+        return [chunk]
+    half = len(chunk.value) // 2
+    first = CellChunk()
+    first.CopyFrom(chunk)
+    first.value, first.value_size, first.commit_row = chunk.value[:half], len(chunk.value), False
+    return [first, CellChunk(value=chunk.value[half:], commit_row=chunk.commit_row)]
+
+
+def _with_reset(pieces: list[bytes], inside: list[bool], rng: random.Random) -> list[bytes]:
+    """``pieces`` with one row sent in part, reset, then sent whole."""
+    starts = [i for i in range(len(pieces)) if not inside[i]]
+    if not pieces or not starts:
+        return pieces
+    start = rng.choice(starts)
+    end = next((i for i in range(start + 1, len(inside)) if not inside[i]), len(pieces))
+    half = max(1, (end - start) // 2)
+    partial = [ReadRowsResponse.FromString(p) for p in pieces[start:start + half]]
+    for p in partial:
+        for chunk in p.chunks:
+            chunk.commit_row = False
+    if not any(p.chunks for p in partial):
+        return pieces
+    reset = ReadRowsResponse(chunks=[CellChunk(reset_row=True)]).SerializeToString()
+    return [*pieces[:start], *(p.SerializeToString() for p in partial), reset, *pieces[start:]]
+
+
+def _timestamps(entry: Any) -> set[int]:
+    return {m.set_cell.timestamp_micros for m in entry.mutations if m.HasField("set_cell")}
+
+
+def _metadata(context: grpc.ServicerContext) -> list[tuple[str, str | bytes]]:
+    return [(k, v) for k, v in context.invocation_metadata()
+            if not k.startswith(":") and k not in _OWN_HEADERS]
+
+
+class _Handler(grpc.GenericRpcHandler):
+    """Every method: MutateRows and ReadRows with faults, the rest forwarded as they are."""
+
+    def __init__(self, proxy: FaultProxy) -> None:
+        self.proxy = proxy
+
+    def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        method = details.method
+        if method == _MUTATE_ROWS:
+            return grpc.unary_stream_rpc_method_handler(self._guard(self.proxy.mutate_rows))
+        if method == _READ_ROWS:
+            return grpc.unary_stream_rpc_method_handler(self._guard(self.proxy.read_rows))
+        proxy = self.proxy
+
+        def forward(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
+            return proxy.forward(method, requests, context)
+
+        # Unary or streaming, every call is a stream of messages on the wire.
+        return grpc.stream_stream_rpc_method_handler(forward)
+
+    @staticmethod
+    def _guard(handler: Any) -> Any:
+        def run(request: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
+            try:
+                yield from handler(request, context)
+            except _Abort as abort:
+                context.abort(abort.code, abort.details)
+            except grpc.RpcError as exc:  # the emulator's own error
+                context.abort(exc.code(), exc.details() or "")
+        return run
+
