@@ -1,0 +1,680 @@
+"""Reported outcomes are true under faults: a fault-injecting proxy before the emulator.
+
+tsmodel saves many entities of several model shapes through
+:class:`~tests.faults.proxy.FaultProxy`, which fails calls before and after
+forwarding them, refuses some entries without forwarding them, reports
+errors for entries the emulator applied, drops statuses, and breaks,
+re-splits and truncates read streams.
+Then every table is read back **directly** from the emulator with the
+official client (bypassing the proxy) and each entity's reported outcome is
+checked against what was saved (an oracle written here from the documented
+row keys and cell formats, never from tsmodel's own encoders):
+
+* ``WRITTEN``: the main row (or the event's cells in its bucket row) and
+  every alternate row hold exactly the saved cells; the current-value row
+  holds this event or a newer one;
+* ``FAILED``: nothing of it was applied anywhere (the proxy's ledger agrees),
+  and its companions were not attempted;
+* ``UNKNOWN``: the main row is exactly right or absent, never wrong; the
+  companions were attempted all the same, and each companion outcome is true;
+* ``PARTIAL``: the main row is exact, a companion outcome is not APPLIED,
+  and each companion outcome is true (APPLIED present, FAILED absent);
+* a current-value row only ever holds cells of events whose current write
+  was attempted, its newest cells are exactly one such event's, and no event
+  reported APPLIED there is newer than it (docs/writes.md, docs/companions.md).
+
+Then the entities not written are saved again straight to the emulator, and
+queries of every kind run through the proxy with read faults: each answer
+is exactly the oracle's, or a ``BackendError`` is raised; a read that met
+only retryable faults must answer exactly (streams are resumed).
+
+The CI budget is a few thousand entities (well under a minute on 2 cores);
+scale it up for a long local run, e.g.::
+
+    TSMODEL_FAULT_ENTITIES=100000 TSMODEL_FAULT_SEED=7 \\
+        .venv/bin/python -m pytest -p no:cacheprovider tests/backends/test_faults.py
+
+``TSMODEL_FAULT_ROUNDS`` sets the rounds of faulted queries (default 3).
+The figures (entities, faults injected by kind, outcomes by status,
+mismatches) are printed at the end of the module.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+import uuid
+import warnings
+import zlib
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Optional
+
+import pytest
+
+import tsmodel as ts
+from tests.faults.proxy import READ_FATAL_KINDS, FaultProxy, Faults
+from tsmodel.backends.base import MutationStatus
+from tsmodel.backends.bigtable import BigtableBackend
+
+pytestmark = pytest.mark.emulator
+
+UTC = timezone.utc
+ENTITIES = int(os.environ.get("TSMODEL_FAULT_ENTITIES", "3000"))
+SEED = int(os.environ.get("TSMODEL_FAULT_SEED", "10"))
+ROUNDS = int(os.environ.get("TSMODEL_FAULT_ROUNDS", "3"))
+BATCH = 50  # small batches: many calls, so many faults
+PROJECT, INSTANCE = "tsmodel-faults", "faults"
+T0 = datetime(2021, 3, 7, tzinfo=UTC)
+MS = 1_000
+
+WRITE_FAULTS = Faults(write_before=0.05, write_after=0.04, write_midway=0.04,
+                      write_entries=0.25, delay=0.1)
+READ_FAULTS = Faults(read_before=0.08, read_cut=0.1, read_rst=0.05, read_split=0.1,
+                     read_reset_row=0.05, read_fatal=0.04, read_truncated=0.04, delay=0.1)
+#: While saving.
+SAVE_FAULTS = WRITE_FAULTS
+APPLIED, FAILED, UNKNOWN = MutationStatus.APPLIED, MutationStatus.FAILED, MutationStatus.UNKNOWN
+Cells = frozenset[tuple[str, bytes, int, bytes]]
+
+
+# -- the oracle: what the docs say each table holds ------------------------------------------
+
+
+def i64(v: int) -> bytes:
+    return struct.pack(">q", v)
+
+
+def f64(v: float) -> bytes:
+    return struct.pack(">d", v)
+
+
+def ms13(t: datetime) -> str:
+    return str((t - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)).zfill(13)
+
+
+def micros(t: datetime) -> int:
+    """The cell timestamp of an event time: whole milliseconds, in µs."""
+    return int(ms13(t)) * MS
+
+
+@dataclass(frozen=True)
+class Row:
+    """Cells an event must leave in one row: the whole row, or its cells at ``ts`` only."""
+
+    table: str
+    key: bytes
+    cells: Cells
+    whole: bool = True  # False: a bucket row shared with other events
+
+
+def cells(family: str, t: datetime, *columns: tuple[str, bytes | None]) -> Cells:
+    return frozenset((family, q.encode(), micros(t), v) for q, v in columns if v is not None)
+
+
+class Shape:
+    """A model shape: its model, events, expected rows and the queries to check."""
+
+    name = ""
+
+    def __init__(self, suffix: str) -> None:
+        self.model = self.declare(suffix)
+        spec = ts.spec_of(self.model)
+        self.main_table = spec.table
+        self.current_table = spec.current_table
+        self.alternate_tables = [a.table for a in spec.alternates]
+
+    @property
+    def tables(self) -> list[str]:
+        return [self.main_table, *([self.current_table] if self.current_table else []),
+                *self.alternate_tables]
+
+    def declare(self, suffix: str) -> type:
+        raise NotImplementedError
+
+    def events(self, rng: random.Random, n: int) -> list[Any]:
+        raise NotImplementedError
+
+    def main(self, e: Any) -> Row:
+        raise NotImplementedError
+
+    def alternates(self, e: Any) -> list[Row]:
+        return []
+
+    def current(self, e: Any) -> Row | None:
+        """The current-value row the event writes (its cells at its time)."""
+        return None
+
+    def queries(self, events: list[Any]) -> Iterator[Query]:
+        """(name, run on a connection, expected answer)."""
+        raise NotImplementedError
+
+
+#: A query: its name, how to run it on a connection, and the oracle's answer.
+Query = tuple[str, Callable[[ts.Connection], Any], Any]
+
+
+def ranged(m: Any, **fields: Any) -> Callable[[ts.Connection], Any]:
+    return lambda c: list(m.using(c).range(T0, END, **fields))
+
+
+def latest(m: Any, **fields: Any) -> Callable[[ts.Connection], Any]:
+    return lambda c: m.using(c).latest(**fields)
+
+
+def current(m: Any) -> Callable[[ts.Connection], Any]:
+    return lambda c: list(m.using(c).current())
+
+
+def _times(rng: random.Random, n: int, step_ms: int) -> list[datetime]:
+    """``n`` distinct event times, about ``step_ms`` apart, shuffled."""
+    times = [T0 + timedelta(milliseconds=i * step_ms + rng.randrange(step_ms // 2 or 1))
+             for i in range(n)]
+    rng.shuffle(times)
+    return times
+
+
+def _newest(events: list[Any], key: Callable[[Any], Any]) -> dict[Any, Any]:
+    newest: dict[Any, Any] = {}
+    for e in events:
+        k = key(e)
+        if k not in newest or e.time > newest[k].time:
+            newest[k] = e
+    return newest
+
+
+END = T0 + timedelta(days=3650)
+
+
+class Metrics(Shape):
+    """Row per event, a current-value table and an alternate-key table."""
+
+    name = "rows"
+
+    def declare(self, suffix: str) -> type:
+        @ts.model(table=f"FM_{suffix}", family="F", current=f"FM_CUR_{suffix}",
+                  alternates=[ts.alternate(f"FM_BY_DC_{suffix}", "dc", "time", "host")])
+        class Metric:
+            dc: str = ts.key()
+            host: str = ts.key()
+            time: datetime = ts.timestamp(unit="ms")
+            cpu: float = ts.value("CPU")
+            blk: int = ts.value("BLK")
+            note: Optional[str] = ts.value("NOTE", default=None)  # noqa: UP045
+
+        return Metric
+
+    def events(self, rng: random.Random, n: int) -> list[Any]:
+        return [self.model(dc=rng.choice(("eu", "us", "usw")), host=f"h{rng.randrange(20)}",
+                           time=t, cpu=rng.choice((0.0, 0.5, rng.random(), -1e300)),
+                           blk=rng.randrange(-2**63, 2**63),
+                           note=rng.choice((None, None, "", "kernel upgrade", "é")))
+                for t in _times(rng, n, 13)]
+
+    def _cells(self, e: Any) -> Cells:
+        return cells("F", e.time, ("CPU", f64(e.cpu)), ("BLK", i64(e.blk)),
+                     ("NOTE", None if e.note is None else e.note.encode()))
+
+    def main(self, e: Any) -> Row:
+        return Row(self.main_table, f"{e.dc}#{e.host}#{ms13(e.time)}".encode(), self._cells(e))
+
+    def alternates(self, e: Any) -> list[Row]:
+        key = f"{e.dc}#{ms13(e.time)}#{e.host}".encode()
+        return [Row(self.alternate_tables[0], key, self._cells(e))]
+
+    def current(self, e: Any) -> Row:
+        assert self.current_table is not None
+        return Row(self.current_table, f"{e.dc}#{e.host}".encode(), self._cells(e))
+
+    def queries(self, events: list[Any]) -> Iterator[Query]:
+        m = self.model
+        by_entity: dict[tuple[str, str], list[Any]] = defaultdict(list)
+        for e in events:
+            by_entity[(e.dc, e.host)].append(e)
+        for (dc, host), group in sorted(by_entity.items()):
+            yield (f"range dc={dc} host={host}",
+                   ranged(m, dc=dc, host=host),
+                   sorted(group, key=lambda e: e.time))
+            yield (f"latest dc={dc} host={host}",
+                   latest(m, dc=dc, host=host),
+                   max(group, key=lambda e: e.time))
+        for dc in sorted({e.dc for e in events}):
+            yield (f"range dc={dc} (alternate)", ranged(m, dc=dc),
+                   sorted((e for e in events if e.dc == dc),
+                          key=lambda e: (ms13(e.time), e.host.encode())))
+        newest = _newest(events, lambda e: f"{e.dc}#{e.host}".encode())
+        yield "current()", current(m), [newest[k] for k in sorted(newest)]
+
+
+class Readings(Shape):
+    """A bucketed ``cells`` layout (a cell version per event), with a current-value table."""
+
+    name = "cells"
+
+    def declare(self, suffix: str) -> type:
+        @ts.model(table=f"FC_{suffix}", family="F", layout=ts.cells(), max_versions=1000,
+                  current=f"FC_CUR_{suffix}")
+        class Reading:
+            sensor: str = ts.key()
+            time: datetime = ts.timestamp(bucket="hour", label="%Y%m%d%H")
+            a: int = ts.value("A")
+            b: Optional[str] = ts.value("B", default=None)  # noqa: UP045
+
+        return Reading
+
+    def events(self, rng: random.Random, n: int) -> list[Any]:
+        return [self.model(sensor=f"s{rng.randrange(10)}", time=t, a=rng.randrange(1000),
+                           b=rng.choice((None, "x", "long " * 20)))
+                for t in _times(rng, n, 3_700)]
+
+    def _cells(self, e: Any) -> Cells:
+        return cells("F", e.time, ("A", i64(e.a)), ("B", None if e.b is None else e.b.encode()))
+
+    def main(self, e: Any) -> Row:
+        key = f"{e.sensor}#{e.time.astimezone(UTC):%Y%m%d%H}".encode()
+        return Row(self.main_table, key, self._cells(e), whole=False)
+
+    def current(self, e: Any) -> Row:
+        assert self.current_table is not None
+        return Row(self.current_table, e.sensor.encode(), self._cells(e))
+
+    def queries(self, events: list[Any]) -> Iterator[Query]:
+        m = self.model
+        for sensor in sorted({e.sensor for e in events}):
+            group = [e for e in events if e.sensor == sensor]
+            yield (f"range sensor={sensor}", ranged(m, sensor=sensor),
+                   sorted(group, key=lambda e: e.time))
+            yield (f"latest sensor={sensor}", latest(m, sensor=sensor),
+                   max(group, key=lambda e: e.time))
+        newest = _newest(events, lambda e: e.sensor.encode())
+        yield "current()", current(m), [newest[k] for k in sorted(newest)]
+
+
+class Salted(Shape):
+    """A salted row key (a salt digit of four on the host), with a current-value table."""
+
+    name = "salted"
+
+    def declare(self, suffix: str) -> type:
+        @ts.model(table=f"FS_{suffix}", family="F", current=f"FS_CUR_{suffix}")
+        class Salt:
+            salt = ts.salt(4, on="host")
+            host: str = ts.key()
+            time: datetime = ts.timestamp(unit="ms")
+            v: float = ts.value("V")
+
+        return Salt
+
+    def events(self, rng: random.Random, n: int) -> list[Any]:
+        return [self.model(host=f"server{rng.randrange(16)}.example", time=t, v=rng.random())
+                for t in _times(rng, n, 17)]
+
+    @staticmethod
+    def key(e: Any) -> bytes:
+        salt = zlib.crc32(e.host.encode()) % 4  # docs/row-keys.md
+        return f"{salt}#{e.host}#{ms13(e.time)}".encode()
+
+    def main(self, e: Any) -> Row:
+        return Row(self.main_table, self.key(e), cells("F", e.time, ("V", f64(e.v))))
+
+    def current(self, e: Any) -> Row:
+        assert self.current_table is not None
+        return Row(self.current_table, e.host.encode(), cells("F", e.time, ("V", f64(e.v))))
+
+    def queries(self, events: list[Any]) -> Iterator[Query]:
+        m = self.model
+        for host in sorted({e.host for e in events}):
+            yield (f"range host={host}", ranged(m, host=host),
+                   sorted((e for e in events if e.host == host), key=lambda e: e.time))
+        yield ("range (scan of every salt)",
+               ranged(m, allow_scan=True), sorted(events, key=self.key))
+        newest = _newest(events, lambda e: e.host.encode())
+        yield "current()", current(m), [newest[k] for k in sorted(newest)]
+
+
+class Outcomes(Shape):
+    """An alternate key promoting a value: each batch reads its rows before writing."""
+
+    name = "promoted"
+
+    def declare(self, suffix: str) -> type:
+        @ts.model(table=f"FP_{suffix}", family="F",
+                  alternates=[ts.alternate(f"FP_BY_RESULT_{suffix}", "game", "result", "time",
+                                           "player")])
+        class Outcome:
+            game: str = ts.key()
+            player: str = ts.key()
+            time: datetime = ts.timestamp(unit="ms")
+            result: str = ts.value("R")
+            kda: float = ts.value("K")
+
+        return Outcome
+
+    def events(self, rng: random.Random, n: int) -> list[Any]:
+        return [self.model(game=rng.choice(("LoL", "Dota")), player=f"p{rng.randrange(10)}",
+                           time=t, result=rng.choice(("win", "loss", "draw")),
+                           kda=rng.random() * 10)
+                for t in _times(rng, n, 29)]
+
+    def main(self, e: Any) -> Row:
+        key = f"{e.game}#{e.player}#{ms13(e.time)}".encode()
+        return Row(self.main_table, key,
+                   cells("F", e.time, ("R", e.result.encode()), ("K", f64(e.kda))))
+
+    def alternates(self, e: Any) -> list[Row]:
+        key = f"{e.game}#{e.result}#{ms13(e.time)}#{e.player}".encode()
+        return [Row(self.alternate_tables[0], key, cells("F", e.time, ("K", f64(e.kda))))]
+
+    def queries(self, events: list[Any]) -> Iterator[Query]:
+        m = self.model
+        for game in sorted({e.game for e in events}):
+            group = [e for e in events if e.game == game]
+            yield (f"range game={game}", ranged(m, game=game),
+                   sorted(group, key=lambda e: self.main(e).key))
+            for result in ("draw", "loss", "win"):
+                yield (f"range game={game} result={result} (alternate)",
+                       ranged(m, game=game, result=result),
+                       sorted((e for e in group if e.result == result),
+                              key=lambda e: self.alternates(e)[0].key))
+
+
+SHAPES: tuple[tuple[type[Shape], float], ...] = (
+    (Metrics, 0.4), (Readings, 0.25), (Salted, 0.2), (Outcomes, 0.15))
+
+
+# -- reading the emulator directly ------------------------------------------------------
+
+
+class Direct:
+    """Every cell of the tables, read with the official client straight from the emulator."""
+
+    def __init__(self, emulator_host: str, tables: list[str]) -> None:
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud.bigtable.data import BigtableDataClient, ReadRowsQuery
+
+        previous = os.environ.get("BIGTABLE_EMULATOR_HOST")
+        os.environ["BIGTABLE_EMULATOR_HOST"] = emulator_host
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                client = BigtableDataClient(project=PROJECT,
+                                            credentials=AnonymousCredentials())  # type: ignore[no-untyped-call]
+        finally:
+            if previous is None:
+                del os.environ["BIGTABLE_EMULATOR_HOST"]
+            else:
+                os.environ["BIGTABLE_EMULATOR_HOST"] = previous
+        self.rows: dict[str, dict[bytes, Cells]] = {}
+        try:
+            for name in tables:
+                table = client.get_table(INSTANCE, name)
+                self.rows[name] = {
+                    row.row_key: frozenset((c.family, c.qualifier, c.timestamp_micros, c.value)
+                                           for c in row.cells)
+                    for row in table.read_rows(ReadRowsQuery())}
+                table.close()
+        finally:
+            client.close()
+
+    def state(self, want: Row) -> str:
+        """"exact", "absent" or "wrong": how ``want`` stands in the emulator."""
+        got = self.rows[want.table].get(want.key, frozenset())
+        if not want.whole:
+            ts_ = next(iter(want.cells))[2]
+            got = frozenset(c for c in got if c[2] == ts_)
+        if not got:
+            return "absent"
+        return "exact" if got == want.cells else "wrong"
+
+
+# -- the run ---------------------------------------------------------------------------
+
+
+@dataclass
+class Figures:
+    entities: Counter[str] = field(default_factory=Counter)
+    outcomes: Counter[str] = field(default_factory=Counter)
+    faults: Counter[str] = field(default_factory=Counter)
+    unknown_applied: Counter[str] = field(default_factory=Counter)
+    reads: Counter[str] = field(default_factory=Counter)
+    mismatches: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        return [
+            f"fault harness: seed {SEED}, {sum(self.entities.values())} entities "
+            f"({dict(self.entities)}), batches of {BATCH}",
+            f"  outcomes: {dict(sorted(self.outcomes.items()))}",
+            f"  UNKNOWN main writes the emulator holds / lacks: "
+            f"{self.unknown_applied['held']} / {self.unknown_applied['lacked']}",
+            f"  faults injected: {dict(sorted(self.faults.items()))}",
+            f"  reads: {dict(sorted(self.reads.items()))}",
+            f"  mismatches: {len(self.mismatches)}",
+        ]
+
+
+FIGURES = Figures()
+
+
+@pytest.fixture(scope="module")
+def proxy(emulator: Any, request: pytest.FixtureRequest) -> Iterator[FaultProxy]:
+    with FaultProxy(emulator.host_port, seed=SEED) as p:
+        yield p
+    FIGURES.faults.update(p.injected)
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if capture is not None and reporter is not None:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line("")
+            for line in FIGURES.lines():
+                reporter.write_line(line)
+
+
+@pytest.fixture(scope="module")
+def direct_conn(emulator: Any) -> Iterator[ts.Connection]:
+    conn = ts.Connection(BigtableBackend(PROJECT, INSTANCE, emulator_host=emulator.host_port),
+                         batch_size=BATCH)
+    yield conn
+    conn.close()
+
+
+@pytest.fixture(scope="module")
+def proxied_conn(proxy: FaultProxy) -> Iterator[ts.Connection]:
+    conn = ts.Connection(BigtableBackend(PROJECT, INSTANCE, emulator_host=proxy.host_port),
+                         batch_size=BATCH)
+    yield conn
+    conn.close()
+
+
+@dataclass
+class Saved:
+    shapes: list[Shape]
+    events: list[tuple[Shape, Any]]
+    results: list[ts.EntityResult]
+
+
+@pytest.fixture(scope="module")
+def saved(proxy: FaultProxy, proxied_conn: ts.Connection,
+          direct_conn: ts.Connection) -> Iterator[Saved]:
+    rng = random.Random(SEED)
+    suffix = uuid.uuid4().hex[:8]
+    shapes = [kind(suffix) for kind, _ in SHAPES]
+    direct_conn.create_tables(*(s.model for s in shapes))
+    events = [(shape, e) for shape, (_, share) in zip(shapes, SHAPES, strict=True)
+              for e in shape.events(rng, max(1, round(ENTITIES * share)))]
+    rng.shuffle(events)
+    proxy.faults = SAVE_FAULTS
+    try:
+        result = proxied_conn.save_all([e for _, e in events], raise_on_failure=False)
+    finally:
+        proxy.faults = Faults()
+    for shape, _ in events:
+        FIGURES.entities[shape.name] += 1
+    yield Saved(shapes, events, list(result.results))
+    direct_conn.drop_tables(*(s.model for s in shapes))
+
+
+# -- checks of the reported outcomes -----------------------------------------------------
+
+
+def check_entity(shape: Shape, e: Any, r: ts.EntityResult, direct: Direct,
+                 proxy: FaultProxy) -> list[str]:
+    """What is wrong with the reported outcome of one entity (nothing, if all is true)."""
+    problems = []
+    status = r.status
+    tables = dict(r.tables)
+    main = shape.main(e)
+    state = direct.state(main)
+    ledger = micros(e.time) in proxy.applied.get((main.table, main.key), set())
+    if state != ("absent" if not ledger else "exact"):
+        problems.append(f"harness: main row {state} but the proxy's ledger says "
+                        f"{'applied' if ledger else 'not applied'}")
+    companions = shape.alternates(e)
+    if status is ts.WriteStatus.WRITTEN:
+        if state != "exact":
+            problems.append(f"WRITTEN but main row {state}")
+        if any(o.status is not APPLIED for o in tables.values()):
+            problems.append(f"WRITTEN with table outcomes {r.tables}")
+    elif status is ts.WriteStatus.FAILED:
+        if state != "absent":
+            problems.append(f"FAILED but main row {state}")
+        if list(tables) != [main.table]:
+            problems.append(f"FAILED but companions attempted: {list(tables)}")
+    elif status is ts.WriteStatus.UNKNOWN:
+        if state == "wrong":
+            problems.append("UNKNOWN but main row wrong")
+        FIGURES.unknown_applied["held" if state == "exact" else "lacked"] += 1
+    elif status is ts.WriteStatus.PARTIAL:
+        if state != "exact":
+            problems.append(f"PARTIAL but main row {state}")
+        if all(o.status is APPLIED for t, o in r.tables[1:]):
+            problems.append(f"PARTIAL with every companion applied: {r.tables}")
+    if status is not ts.WriteStatus.FAILED:
+        wanted = [*(c.table for c in companions),
+                  *([shape.current_table] if shape.current_table else [])]
+        if sorted(tables) != sorted([main.table, *wanted]):
+            problems.append(f"{status.name}: companions attempted {list(tables)}, "
+                            f"expected {[main.table, *wanted]}")
+    for alt in companions:
+        outcome = tables.get(alt.table)
+        alt_state = direct.state(alt)
+        if alt_state == "wrong":
+            problems.append(f"alternate row {alt.key!r} wrong")
+        elif outcome is None and alt_state != "absent":
+            problems.append(f"alternate row {alt.key!r} present but never attempted")
+        elif outcome is not None and outcome.status is APPLIED and alt_state != "exact":
+            problems.append(f"alternate APPLIED but row {alt_state}")
+        elif outcome is not None and outcome.status is FAILED and alt_state != "absent":
+            problems.append(f"alternate FAILED but row {alt_state}")
+    return [f"{shape.name} {e!r}: {status.name}: {p}" for p in problems]
+
+
+def check_current(shape: Shape, group: list[tuple[Any, ts.EntityResult]],
+                  direct: Direct) -> list[str]:
+    """The promises on one current-value row, given the events written to it."""
+    assert shape.current_table is not None
+    key = shape.current(group[0][0]).key
+    row = direct.rows[shape.current_table].get(key, frozenset())
+    attempted: dict[int, Any] = {}  # cell timestamp -> event, for writes that may have applied
+    applied = []
+    for e, r in group:
+        outcome = dict(r.tables).get(shape.current_table)
+        if outcome is not None and outcome.status is not FAILED:
+            attempted[micros(e.time)] = e
+        if outcome is not None and outcome.status is APPLIED:
+            applied.append(micros(e.time))
+    problems = []
+    stray = {c[2] for c in row} - attempted.keys()
+    if stray:
+        problems.append(f"holds cells at {sorted(stray)} of events never written there")
+    if applied and (not row or max(c[2] for c in row) < max(applied)):
+        problems.append(f"older than an event reported APPLIED there ({max(applied)})")
+    if row and not stray:
+        newest = max(c[2] for c in row)
+        want = shape.current(attempted[newest]).cells
+        got = frozenset(c for c in row if c[2] == newest)
+        if got != want:
+            problems.append(f"newest cells {sorted(got)} are not the event's {sorted(want)}")
+    return [f"{shape.name} current row {key!r}: {p}" for p in problems]
+
+
+def test_every_reported_outcome_is_true(saved: Saved, proxy: FaultProxy, emulator: Any) -> None:
+    tables = [t for s in saved.shapes for t in s.tables]
+    direct = Direct(emulator.host_port, tables)
+    problems: list[str] = []
+    current_rows: dict[tuple[int, bytes], list[tuple[Any, ts.EntityResult]]] = defaultdict(list)
+    for (shape, e), r in zip(saved.events, saved.results, strict=True):
+        assert r.entity is e
+        FIGURES.outcomes[r.status.name] += 1
+        problems += check_entity(shape, e, r, direct, proxy)
+        if shape.current_table is not None:
+            current_rows[(id(shape), shape.current(e).key)].append((e, r))
+    by_id = {id(s): s for s in saved.shapes}
+    for (shape_id, _), group in current_rows.items():
+        problems += check_current(by_id[shape_id], group, direct)
+    FIGURES.mismatches += problems
+    assert FIGURES.outcomes["WRITTEN"] < len(saved.events), "no fault changed an outcome"
+    assert not problems, f"{len(problems)} untrue outcomes:\n" + "\n".join(problems[:30])
+
+
+# -- reads under faults -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def healed(saved: Saved, direct_conn: ts.Connection) -> Saved:
+    """Everything not reported WRITTEN saved again, without faults."""
+    again = [e for (_, e), r in zip(saved.events, saved.results, strict=True)
+             if r.status is not ts.WriteStatus.WRITTEN]
+    result = direct_conn.save_all(again, raise_on_failure=False)
+    assert result.ok, result.summary()
+    return saved
+
+
+def run_query(proxy: FaultProxy, conn: ts.Connection, run: Callable[[ts.Connection], Any],
+              expected: Any) -> tuple[str, str]:
+    """("exact" | "raised" | "wrong" | "escaped", detail) of one query.
+
+    Raising is right only after a fault no retry can mend (READ_FATAL_KINDS).
+    """
+    before = Counter(proxy.injected)
+    try:
+        got = run(conn)
+    except ts.BackendError as exc:
+        outcome, detail = "raised", type(exc).__name__
+    except ts.TsModelError as exc:  # DoesNotExist, a decoding error...: a wrong answer
+        outcome, detail = "wrong", f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # noqa: BLE001 - outside the hierarchy
+        outcome, detail = "escaped", f"{type(exc).__name__}: {exc}"
+    else:
+        outcome = "exact" if got == expected else "wrong"
+        detail = "" if outcome == "exact" else f"got {got!r:.300}"
+    fired = proxy.injected - before
+    fatal = any(kind.startswith(READ_FATAL_KINDS) for kind in fired)
+    if outcome == "raised" and not fatal:
+        outcome, detail = "wrong", f"raised {detail} after retryable faults {dict(fired)}"
+    return outcome, detail
+
+
+def test_reads_under_faults_are_exact_or_raise(healed: Saved, proxy: FaultProxy,
+                                               proxied_conn: ts.Connection) -> None:
+    by_shape: dict[int, list[Any]] = defaultdict(list)
+    for shape, e in healed.events:
+        by_shape[id(shape)].append(e)
+    queries = [(shape.name, name, run, expected)
+               for shape in healed.shapes
+               for name, run, expected in shape.queries(by_shape[id(shape)])]
+    problems = []
+    try:
+        for round_ in range(ROUNDS + 1):
+            proxy.faults = READ_FAULTS if round_ else Faults()  # round 0 checks the oracle
+            for shape_name, name, run, expected in queries:
+                outcome, detail = run_query(proxy, proxied_conn, run, expected)
+                FIGURES.reads[outcome if round_ else "unfaulted " + outcome] += 1
+                if outcome not in ("exact", "raised"):
+                    problems.append(f"round {round_}: {shape_name} {name}: {outcome} {detail}")
+    finally:
+        proxy.faults = Faults()
+    FIGURES.mismatches += problems
+    assert not problems, f"{len(problems)} wrong reads:\n" + "\n".join(problems[:30])
