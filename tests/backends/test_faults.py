@@ -4,7 +4,7 @@ tsmodel saves many entities of several model shapes through
 :class:`~tests.faults.proxy.FaultProxy`, which fails calls before and after
 forwarding them, refuses some entries without forwarding them, reports
 errors for entries the emulator applied, drops statuses, and breaks,
-re-splits and truncates read streams.
+re-splits and truncates read streams (the reads that precede corrections too).
 Then every table is read back **directly** from the emulator with the
 official client (bypassing the proxy) and each entity's reported outcome is
 checked against what was saved (an oracle written here from the documented
@@ -49,7 +49,7 @@ import warnings
 import zlib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
@@ -75,8 +75,10 @@ WRITE_FAULTS = Faults(write_before=0.05, write_after=0.04, write_midway=0.04,
                       write_entries=0.25, delay=0.1)
 READ_FAULTS = Faults(read_before=0.08, read_cut=0.1, read_rst=0.05, read_split=0.1,
                      read_reset_row=0.05, read_fatal=0.04, read_truncated=0.04, delay=0.1)
-#: While saving.
-SAVE_FAULTS = WRITE_FAULTS
+#: While saving: write faults, and read faults on the reads that precede corrections.
+SAVE_FAULTS = replace(WRITE_FAULTS, **{name: getattr(READ_FAULTS, name)
+                                       for name in READ_FAULTS.__dataclass_fields__
+                                       if name.startswith("read_")})
 APPLIED, FAILED, UNKNOWN = MutationStatus.APPLIED, MutationStatus.FAILED, MutationStatus.UNKNOWN
 Cells = frozenset[tuple[str, bytes, int, bytes]]
 
@@ -617,6 +619,29 @@ def test_every_reported_outcome_is_true(saved: Saved, proxy: FaultProxy, emulato
     FIGURES.mismatches += problems
     assert FIGURES.outcomes["WRITTEN"] < len(saved.events), "no fault changed an outcome"
     assert not problems, f"{len(problems)} untrue outcomes:\n" + "\n".join(problems[:30])
+
+
+def test_a_failed_read_before_writing_fails_its_entities(
+    proxy: FaultProxy, proxied_conn: ts.Connection, direct_conn: ts.Connection, emulator: Any
+) -> None:
+    """The read before a correction fails: every entity of its batches FAILED, none raised.
+
+    Nothing of them is sent, so nothing is applied anywhere.
+    """
+    shape = Outcomes(uuid.uuid4().hex[:8])
+    direct_conn.create_tables(shape.model)
+    events = shape.events(random.Random(SEED), 2 * BATCH + 1)
+    proxy.faults = Faults(read_fatal=1.0)
+    try:
+        result = proxied_conn.save_all(events, raise_on_failure=False)
+    finally:
+        proxy.faults = Faults()
+    assert [r.entity for r in result.failed] == events
+    assert all(isinstance(r.error, ts.BackendError) for r in result.failed)
+    assert all(len(r.tables) == 1 for r in result.failed), "companions not attempted"
+    direct = Direct(emulator.host_port, shape.tables)
+    assert direct.rows == {table: {} for table in shape.tables}
+    direct_conn.drop_tables(shape.model)
 
 
 # -- reads under faults -----------------------------------------------------------------

@@ -274,6 +274,40 @@ def test_missing_table_fails_every_entity(conn: ts.Connection) -> None:
     assert all(isinstance(r.error, ts.TableNotFoundError) for r in result.failed)
 
 
+def outcome_model() -> Any:
+    """A model whose saves read their rows first (a value promoted into an alternate key)."""
+    suffix = uuid.uuid4().hex[:10]
+
+    @ts.model(table=f"OUTCOME_{suffix}", family="G",
+              alternates=[ts.alternate(f"OUTCOME_BY_RESULT_{suffix}", "game", "result", "time",
+                                       "player")])
+    class Outcome:
+        game: str = ts.key()
+        player: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        result: str = ts.value()
+
+    assert ts.spec_of(Outcome).corrections_read_first
+    return Outcome
+
+
+def test_missing_table_fails_entities_whose_save_reads_first(conn: ts.Connection) -> None:
+    """The read before a correction finds no table: FAILED entity by entity, not an error.
+
+    The other model's entities in the same batches are written.
+    """
+    Outcome, Metric = outcome_model(), metric_model()
+    conn.create_tables(Metric)
+    outcomes = [Outcome(game="LoL", player=f"p{i}", time=T0, result="win") for i in range(10)]
+    metrics = fleet(Metric, hosts=1, points=10)
+    result = conn.save_all([x for pair in zip(outcomes, metrics, strict=True) for x in pair],
+                           raise_on_failure=False)
+    assert [r.entity for r in result.failed] == outcomes
+    assert all(isinstance(r.error, ts.TableNotFoundError) for r in result.failed)
+    assert all(len(r.tables) == 1 for r in result.failed), "companions not attempted"
+    assert [r.entity for r in result.written] == metrics
+
+
 def test_reading_a_missing_table_raises(conn: ts.Connection) -> None:
     Metric = metric_model()
     with pytest.raises(ts.TableNotFoundError):

@@ -259,6 +259,8 @@ class WritePlan:
         self._superseded: set[int] = set()
         #: Per entity written for earlier versions of itself: all their indexes.
         self._groups: dict[int, list[int]] = {}
+        #: Entities failed before anything was sent for them (see :meth:`refuse`).
+        self._refused: set[int] = set()
 
     # -- corrections ------------------------------------------------------------------
 
@@ -302,6 +304,19 @@ class WritePlan:
                 if codec.time_of(old) == ev.timestamp and old != ev.entity:
                     self.events[i] = ev = self._correct(i, ev, _encode(ev.spec, old))
 
+    def refuse(self, batch: range, table: str, error: BaseException) -> None:
+        """FAIL the events of ``batch`` in main table ``table``: nothing is sent for them.
+
+        For a prior read of ``table`` that failed: without it, a correction
+        could leave cells of the event it replaces. Their companions are not
+        attempted either, as for any FAILED main write.
+        """
+        pair = (table, MutationOutcome(MutationStatus.FAILED, error))
+        for i in batch:
+            if self.events[i].table == table:
+                self._outcomes[i].append(pair)
+                self._refused.add(i)
+
     def _correct(self, i: int, ev: EncodedEvent, old: EncodedEvent) -> EncodedEvent:
         mutations = _stale(old.main, ev.main) + ev.mutations
         alternates = []
@@ -324,8 +339,9 @@ class WritePlan:
         """
         self._dedupe(batch)
         by_table: dict[str, list[int]] = {}
+        skipped = self._superseded | self._refused
         for i in batch:
-            if i not in self._superseded:
+            if i not in skipped:
                 by_table.setdefault(self.events[i].table, []).append(i)
         return [self._write(table, [(i, self.events[i].row_mutation()) for i in winners])
                 for table, winners in by_table.items()]

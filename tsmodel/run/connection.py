@@ -164,11 +164,23 @@ class Connection:
             batch = range(start, min(start + self.batch_size, len(events)))
             reads = plan.prior_reads(batch)
             if reads:
-                plan.absorb(batch, {(r.table, row.key): row for r in reads
-                                    for row in self.backend.read_rows(r)})
+                plan.absorb(batch, self._read_first(plan, batch, reads))
             self.execute(plan, plan.main_writes(batch))
             self.execute(plan, plan.companion_writes(batch))
         return plan.result()
+
+    def _read_first(self, plan: WritePlan, batch: range,
+                    reads: list[ReadRequest]) -> dict[tuple[str, bytes], Row]:
+        """The rows a batch's corrections need; a failed read fails its table's entities."""
+        found: dict[tuple[str, bytes], Row] = {}
+        for request in reads:
+            try:
+                rows = list(self.backend.read_rows(request))
+            except errors.BackendError as exc:
+                plan.refuse(batch, request.table, exc)
+                continue
+            found.update(((request.table, row.key), row) for row in rows)
+        return found
 
     def execute(self, plan: WritePlan, writes: Iterable[TableWrite]) -> None:
         """Send each planned table write and record its outcomes in ``plan``."""
