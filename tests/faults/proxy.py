@@ -22,9 +22,9 @@ and ``ReadRows`` are parsed (with google-cloud-bigtable's generated
   row (a broken server).
 * Any call may be delayed by a few milliseconds.
 
-The proxy keeps a ledger of what the emulator really applied (row keys and
-cell timestamps of every entry it forwarded that the emulator accepted),
-and counts every fault it injected by kind (:attr:`FaultProxy.injected`).
+The proxy keeps a ledger of what it sent to the emulator and of what the
+emulator said it applied (row keys and cell timestamps of the entries), and
+counts every fault it injected by kind (:attr:`FaultProxy.injected`).
 It knows nothing of tsmodel.
 """
 
@@ -125,7 +125,10 @@ class FaultProxy:
         self.injected: Counter[str] = Counter()
         #: Calls seen, by method name.
         self.calls: Counter[str] = Counter()
-        #: What the emulator applied: (table, row key) -> cell timestamps written.
+        #: What was sent to the emulator: (table, row key) -> cell timestamps written.
+        #: A superset of what it applied (a call may time out after applying).
+        self.forwarded: dict[tuple[str, bytes], set[int]] = defaultdict(set)
+        #: What the emulator said it applied: (table, row key) -> cell timestamps.
         self.applied: dict[tuple[str, bytes], set[int]] = defaultdict(set)
         #: Entries refused without forwarding: (table, row key) -> cell timestamps.
         self.refused: dict[tuple[str, bytes], set[int]] = defaultdict(set)
@@ -212,6 +215,7 @@ class FaultProxy:
         if kind == "before":
             raise _Abort(code, "injected before forwarding: nothing was applied")
         if plan is None:
+            self._sent(table, pb.entries)
             responses = self._upstream_stream(_MUTATE_ROWS, request, context)
             self._record(table, pb.entries, range(len(pb.entries)), responses)
             if kind == "after":
@@ -274,6 +278,7 @@ class FaultProxy:
             subset = MutateRowsRequest(table_name=pb.table_name,
                                        app_profile_id=pb.app_profile_id)
             subset.entries.extend(pb.entries[i] for i in sent)
+            self._sent(table, subset.entries)
             responses = self._upstream_stream(_MUTATE_ROWS, subset.SerializeToString(), context)
             self._record(table, pb.entries, sent, responses)
             for r in responses:
@@ -294,6 +299,11 @@ class FaultProxy:
             else:
                 entry.status.CopyFrom(statuses[index])
         yield out.SerializeToString()
+
+    def _sent(self, table: str, entries: Any) -> None:
+        with self._lock:
+            for entry in entries:
+                self.forwarded[(table, entry.row_key)].update(_timestamps(entry))
 
     def _record(self, table: str, entries: Any, positions: Any, responses: list[bytes]) -> None:
         """Note the entries (``entries[positions[i]]``) the emulator accepted."""
@@ -325,6 +335,8 @@ class FaultProxy:
         f = self.faults
         for kind in ("before", "cut", "rst", "split", "reset_row", "fatal", "truncated"):
             if self._chance(getattr(f, f"read_{kind}")):
+                if kind == "before":
+                    self._count("read.before.UNAVAILABLE")
                 return kind
         return "none"
 
