@@ -49,14 +49,17 @@ import warnings
 import zlib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
 import pytest
+from google.cloud.bigtable.data.exceptions import RetryExceptionGroup
 
 import tsmodel as ts
 from tests.faults.proxy import READ_FATAL_KINDS, FaultProxy, Faults
+from tsmodel.backends import _bigtable_rpc as rpc_module
 from tsmodel.backends.base import MutationStatus
 from tsmodel.backends.bigtable import BigtableBackend
 
@@ -75,6 +78,9 @@ WRITE_FAULTS = Faults(write_before=0.05, write_after=0.04, write_midway=0.04,
                       write_entries=0.25, delay=0.1)
 READ_FAULTS = Faults(read_before=0.08, read_cut=0.1, read_rst=0.05, read_split=0.1,
                      read_reset_row=0.05, read_fatal=0.04, read_truncated=0.04, delay=0.1)
+#: Many faults, for a run whose retries run out (test_outcomes_are_true_when_retries_run_out).
+STORM_FAULTS = Faults(write_before=0.3, write_after=0.2, write_midway=0.1, write_entries=0.4,
+                      entry_rate=0.5, read_before=0.3, read_cut=0.2, read_fatal=0.05, delay=0.2)
 #: While saving: write faults, and read faults on the reads that precede corrections.
 SAVE_FAULTS = replace(WRITE_FAULTS, **{name: getattr(READ_FAULTS, name)
                                        for name in READ_FAULTS.__dataclass_fields__
@@ -439,19 +445,20 @@ class Direct:
 class Figures:
     entities: Counter[str] = field(default_factory=Counter)
     outcomes: Counter[str] = field(default_factory=Counter)
-    faults: Counter[str] = field(default_factory=Counter)
+    faults: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     unknown_applied: Counter[str] = field(default_factory=Counter)
     reads: Counter[str] = field(default_factory=Counter)
     mismatches: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         return [
-            f"fault harness: seed {SEED}, {sum(self.entities.values())} entities "
-            f"({dict(self.entities)}), batches of {BATCH}",
+            f"fault harness: seed {SEED}, batches of {BATCH}, entities "
+            f"{dict(sorted(self.entities.items()))}",
             f"  outcomes: {dict(sorted(self.outcomes.items()))}",
             f"  UNKNOWN main writes the emulator holds / lacks: "
-            f"{self.unknown_applied['held']} / {self.unknown_applied['lacked']}",
-            f"  faults injected: {dict(sorted(self.faults.items()))}",
+            f"{dict(sorted(self.unknown_applied.items()))}",
+            *(f"  faults injected ({phase}): {dict(sorted(counts.items()))}"
+              for phase, counts in self.faults.items()),
             f"  reads: {dict(sorted(self.reads.items()))}",
             f"  mismatches: {len(self.mismatches)}",
         ]
@@ -464,7 +471,6 @@ FIGURES = Figures()
 def proxy(emulator: Any, request: pytest.FixtureRequest) -> Iterator[FaultProxy]:
     with FaultProxy(emulator.host_port, seed=SEED) as p:
         yield p
-    FIGURES.faults.update(p.injected)
     capture = request.config.pluginmanager.get_plugin("capturemanager")
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     if capture is not None and reporter is not None:
@@ -490,32 +496,49 @@ def proxied_conn(proxy: FaultProxy) -> Iterator[ts.Connection]:
     conn.close()
 
 
+@contextmanager
+def faulty(proxy: FaultProxy, faults: Faults, phase: str) -> Iterator[None]:
+    """Inject ``faults`` for the block; count them under ``phase``."""
+    before = Counter(proxy.injected)
+    proxy.faults = faults
+    try:
+        yield
+    finally:
+        proxy.faults = Faults()
+        FIGURES.faults[phase].update(proxy.injected - before)
+
+
 @dataclass
 class Saved:
+    profile: str
     shapes: list[Shape]
     events: list[tuple[Shape, Any]]
     results: list[ts.EntityResult]
 
 
-@pytest.fixture(scope="module")
-def saved(proxy: FaultProxy, proxied_conn: ts.Connection,
-          direct_conn: ts.Connection) -> Iterator[Saved]:
-    rng = random.Random(SEED)
+def save_through(proxy: FaultProxy, proxied_conn: ts.Connection, direct_conn: ts.Connection,
+                 faults: Faults, entities: int, profile: str) -> Saved:
+    """Entities of every shape, on fresh tables, saved through the proxy under ``faults``."""
+    rng = random.Random(f"{SEED}-{profile}")
     suffix = uuid.uuid4().hex[:8]
     shapes = [kind(suffix) for kind, _ in SHAPES]
     direct_conn.create_tables(*(s.model for s in shapes))
     events = [(shape, e) for shape, (_, share) in zip(shapes, SHAPES, strict=True)
-              for e in shape.events(rng, max(1, round(ENTITIES * share)))]
+              for e in shape.events(rng, max(1, round(entities * share)))]
     rng.shuffle(events)
-    proxy.faults = SAVE_FAULTS
-    try:
+    with faulty(proxy, faults, f"{profile} saves"):
         result = proxied_conn.save_all([e for _, e in events], raise_on_failure=False)
-    finally:
-        proxy.faults = Faults()
     for shape, _ in events:
-        FIGURES.entities[shape.name] += 1
-    yield Saved(shapes, events, list(result.results))
-    direct_conn.drop_tables(*(s.model for s in shapes))
+        FIGURES.entities[f"{profile} {shape.name}"] += 1
+    return Saved(profile, shapes, events, list(result.results))
+
+
+@pytest.fixture(scope="module")
+def saved(proxy: FaultProxy, proxied_conn: ts.Connection,
+          direct_conn: ts.Connection) -> Iterator[Saved]:
+    run = save_through(proxy, proxied_conn, direct_conn, SAVE_FAULTS, ENTITIES, "mixed")
+    yield run
+    direct_conn.drop_tables(*(s.model for s in run.shapes))
 
 
 # -- checks of the reported outcomes -----------------------------------------------------
@@ -529,10 +552,13 @@ def check_entity(shape: Shape, e: Any, r: ts.EntityResult, direct: Direct,
     tables = dict(r.tables)
     main = shape.main(e)
     state = direct.state(main)
-    ledger = micros(e.time) in proxy.applied.get((main.table, main.key), set())
-    if state != ("absent" if not ledger else "exact"):
-        problems.append(f"harness: main row {state} but the proxy's ledger says "
-                        f"{'applied' if ledger else 'not applied'}")
+    sent = micros(e.time) in proxy.forwarded.get((main.table, main.key), set())
+    confirmed = micros(e.time) in proxy.applied.get((main.table, main.key), set())
+    if (state == "exact" and not sent) or (state == "absent" and confirmed):
+        problems.append(f"harness: main row {state}, the proxy's ledger says sent {sent}, "
+                        f"applied {confirmed}")
+    if status is ts.WriteStatus.FAILED and sent:
+        problems.append("FAILED but the proxy forwarded the main write")
     companions = shape.alternates(e)
     if status is ts.WriteStatus.WRITTEN:
         if state != "exact":
@@ -547,7 +573,6 @@ def check_entity(shape: Shape, e: Any, r: ts.EntityResult, direct: Direct,
     elif status is ts.WriteStatus.UNKNOWN:
         if state == "wrong":
             problems.append("UNKNOWN but main row wrong")
-        FIGURES.unknown_applied["held" if state == "exact" else "lacked"] += 1
     elif status is ts.WriteStatus.PARTIAL:
         if state != "exact":
             problems.append(f"PARTIAL but main row {state}")
@@ -602,23 +627,59 @@ def check_current(shape: Shape, group: list[tuple[Any, ts.EntityResult]],
     return [f"{shape.name} current row {key!r}: {p}" for p in problems]
 
 
-def test_every_reported_outcome_is_true(saved: Saved, proxy: FaultProxy, emulator: Any) -> None:
+def retries_ran_out(error: BaseException | None) -> bool:
+    """Whether ``error`` is every attempt's error, each worth retrying (the deadline ended)."""
+    return isinstance(error, RetryExceptionGroup) and all(
+        rpc_module.is_retryable(sub, rpc_module.MUTATE_RETRYABLE) for sub in error.exceptions)
+
+
+def untrue_outcomes(saved: Saved, proxy: FaultProxy, emulator: Any) -> list[str]:
+    """Every reported outcome of ``saved`` checked against the emulator read directly."""
     tables = [t for s in saved.shapes for t in s.tables]
     direct = Direct(emulator.host_port, tables)
     problems: list[str] = []
     current_rows: dict[tuple[int, bytes], list[tuple[Any, ts.EntityResult]]] = defaultdict(list)
     for (shape, e), r in zip(saved.events, saved.results, strict=True):
         assert r.entity is e
-        FIGURES.outcomes[r.status.name] += 1
+        FIGURES.outcomes[f"{saved.profile} {r.status.name}"] += 1
+        for _, outcome in r.tables:
+            if retries_ran_out(outcome.error):
+                FIGURES.outcomes[f"{saved.profile} table writes whose retries ran out"] += 1
         problems += check_entity(shape, e, r, direct, proxy)
+        if r.status is ts.WriteStatus.UNKNOWN:
+            held = direct.state(shape.main(e)) == "exact"
+            FIGURES.unknown_applied[f"{saved.profile} {'held' if held else 'lacked'}"] += 1
         if shape.current_table is not None:
             current_rows[(id(shape), shape.current(e).key)].append((e, r))
     by_id = {id(s): s for s in saved.shapes}
     for (shape_id, _), group in current_rows.items():
         problems += check_current(by_id[shape_id], group, direct)
     FIGURES.mismatches += problems
-    assert FIGURES.outcomes["WRITTEN"] < len(saved.events), "no fault changed an outcome"
+    return problems
+
+
+def test_every_reported_outcome_is_true(saved: Saved, proxy: FaultProxy, emulator: Any) -> None:
+    problems = untrue_outcomes(saved, proxy, emulator)
     assert not problems, f"{len(problems)} untrue outcomes:\n" + "\n".join(problems[:30])
+    assert FIGURES.outcomes["mixed WRITTEN"] < len(saved.events), "no fault changed an outcome"
+
+
+def test_outcomes_are_true_when_retries_run_out(
+    proxy: FaultProxy, proxied_conn: ts.Connection, direct_conn: ts.Connection, emulator: Any
+) -> None:
+    """A storm of faults and a short operation deadline: retries give up, outcomes stay true.
+
+    The per-attempt deadline is short too, so the client also gives up on
+    calls the emulator may still apply.
+    """
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rpc_module, "OPERATION_TIMEOUT", 0.3)
+        storm = save_through(proxy, proxied_conn, direct_conn, STORM_FAULTS,
+                             max(40, ENTITIES // 5), "storm")
+    problems = untrue_outcomes(storm, proxy, emulator)
+    direct_conn.drop_tables(*(s.model for s in storm.shapes))
+    assert not problems, f"{len(problems)} untrue outcomes:\n" + "\n".join(problems[:30])
+    assert FIGURES.outcomes["storm table writes whose retries ran out"], "no retries ran out"
 
 
 def test_a_failed_read_before_writing_fails_its_entities(
@@ -631,11 +692,8 @@ def test_a_failed_read_before_writing_fails_its_entities(
     shape = Outcomes(uuid.uuid4().hex[:8])
     direct_conn.create_tables(shape.model)
     events = shape.events(random.Random(SEED), 2 * BATCH + 1)
-    proxy.faults = Faults(read_fatal=1.0)
-    try:
+    with faulty(proxy, Faults(read_fatal=1.0), "failing reads before corrections"):
         result = proxied_conn.save_all(events, raise_on_failure=False)
-    finally:
-        proxy.faults = Faults()
     assert [r.entity for r in result.failed] == events
     assert all(isinstance(r.error, ts.BackendError) for r in result.failed)
     assert all(len(r.tables) == 1 for r in result.failed), "companions not attempted"
@@ -691,15 +749,13 @@ def test_reads_under_faults_are_exact_or_raise(healed: Saved, proxy: FaultProxy,
                for shape in healed.shapes
                for name, run, expected in shape.queries(by_shape[id(shape)])]
     problems = []
-    try:
-        for round_ in range(ROUNDS + 1):
-            proxy.faults = READ_FAULTS if round_ else Faults()  # round 0 checks the oracle
+    for round_ in range(ROUNDS + 1):
+        faults = READ_FAULTS if round_ else Faults()  # round 0 checks the oracle
+        with faulty(proxy, faults, "queries"):
             for shape_name, name, run, expected in queries:
                 outcome, detail = run_query(proxy, proxied_conn, run, expected)
                 FIGURES.reads[outcome if round_ else "unfaulted " + outcome] += 1
                 if outcome not in ("exact", "raised"):
                     problems.append(f"round {round_}: {shape_name} {name}: {outcome} {detail}")
-    finally:
-        proxy.faults = Faults()
     FIGURES.mismatches += problems
     assert not problems, f"{len(problems)} wrong reads:\n" + "\n".join(problems[:30])
