@@ -18,8 +18,9 @@ and ``ReadRows`` are parsed (with google-cloud-bigtable's generated
   with a retryable status or a reset stream; re-split the rows into
   single-chunk responses with values split in two (as Cloud Bigtable sends
   large rows), optionally cut inside a row; restart a row with
-  ``reset_row``; end with a non-retryable error; end "successfully" inside a
-  row (a broken server).
+  ``reset_row``; report a key just past a row as scanned, then cut; end
+  with a non-retryable error; end "successfully" inside a row (a broken
+  server).
 * Any call may be delayed by a few milliseconds.
 
 The proxy keeps a ledger of what it sent to the emulator and of what the
@@ -47,6 +48,7 @@ __all__ = ["Faults", "FaultProxy", "NO_FAULTS", "READ_FATAL_KINDS"]
 
 MutateRowsRequest: Any = bigtable_types.MutateRowsRequest.pb()
 MutateRowsResponse: Any = bigtable_types.MutateRowsResponse.pb()
+ReadRowsRequest: Any = bigtable_types.ReadRowsRequest.pb()
 ReadRowsResponse: Any = bigtable_types.ReadRowsResponse.pb()
 CellChunk: Any = ReadRowsResponse.CellChunk
 
@@ -92,6 +94,7 @@ class Faults:
     read_reset_row: float = 0.0  # send part of a row, reset it, send it whole
     read_fatal: float = 0.0  # end with a non-retryable error after some responses
     read_truncated: float = 0.0  # end with OK inside a row (re-split first)
+    read_scanned: float = 0.0  # after a row, report a key just past it scanned, then cut
     delay: float = 0.0  # delay the call (any method)
     max_delay: float = 0.003  # seconds
 
@@ -326,19 +329,44 @@ class FaultProxy:
             raise _Abort(S.UNAVAILABLE, "injected before forwarding")
         responses = self._upstream_stream(_READ_ROWS, request, context)
         with self._lock:
-            plan = self._read_plan(kind, responses)
+            if kind == "scanned" and not ReadRowsRequest.FromString(request).reversed:
+                plan = self._scanned_plan(responses)
+            else:
+                plan = self._read_plan(kind, responses)
         yield from plan.messages
         if plan.code is not None:
             raise _Abort(plan.code, plan.details)
 
     def _read_fault(self) -> str:
         f = self.faults
-        for kind in ("before", "cut", "rst", "split", "reset_row", "fatal", "truncated"):
+        for kind in ("before", "cut", "rst", "split", "reset_row", "fatal", "truncated",
+                     "scanned"):
             if self._chance(getattr(f, f"read_{kind}")):
                 if kind == "before":
                     self._count("read.before.UNAVAILABLE")
                 return kind
         return "none"
+
+    def _scanned_plan(self, responses: list[bytes]) -> _ReadPlan:
+        """After a row, a last-scanned-row response for the key just past it, then a cut.
+
+        No row lies between a row and its key followed by a zero byte other
+        than that key itself, the next row the server would send if it matched.
+        """
+        ends = [i + 1 for i, raw in enumerate(responses)
+                if any(c.commit_row for c in ReadRowsResponse.FromString(raw).chunks)]
+        if not ends:
+            return _ReadPlan(responses)
+        at = self._pick(tuple(ends))
+        last = next(c.row_key for raw in reversed(responses[:at])
+                    for c in reversed(ReadRowsResponse.FromString(raw).chunks) if c.row_key)
+        scanned = last + b"\x00"
+        if at < len(responses) and _first_key(responses[at]) == scanned:
+            return _ReadPlan(responses)
+        self._count("read.last_scanned_then_cut")
+        marker = ReadRowsResponse(last_scanned_row_key=scanned).SerializeToString()
+        return _ReadPlan([*responses[:at], marker], S.UNAVAILABLE,
+                         "injected: cut after a last-scanned-row response")
 
     def _read_plan(self, kind: str, responses: list[bytes]) -> _ReadPlan:
         if kind == "none":
@@ -378,6 +406,11 @@ class _ReadPlan:
     messages: list[bytes]
     code: grpc.StatusCode | None = None
     details: str = ""
+
+
+def _first_key(raw: bytes) -> bytes | None:
+    chunks = ReadRowsResponse.FromString(raw).chunks
+    return chunks[0].row_key if chunks else None
 
 
 def _split(responses: list[bytes]) -> tuple[list[bytes], list[bool]]:
