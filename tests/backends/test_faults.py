@@ -77,7 +77,8 @@ MS = 1_000
 WRITE_FAULTS = Faults(write_before=0.05, write_after=0.04, write_midway=0.04,
                       write_entries=0.25, delay=0.1)
 READ_FAULTS = Faults(read_before=0.08, read_cut=0.1, read_rst=0.05, read_split=0.1,
-                     read_reset_row=0.05, read_fatal=0.04, read_truncated=0.04, delay=0.1)
+                     read_reset_row=0.05, read_fatal=0.04, read_truncated=0.04, read_scanned=0.08,
+                     delay=0.1)
 #: Many faults, for a run whose retries run out (test_outcomes_are_true_when_retries_run_out).
 STORM_FAULTS = Faults(write_before=0.3, write_after=0.2, write_midway=0.1, write_entries=0.4,
                       entry_rate=0.5, read_before=0.3, read_cut=0.2, read_fatal=0.05, delay=0.2)
@@ -169,6 +170,19 @@ def ranged(m: Any, **fields: Any) -> Callable[[ts.Connection], Any]:
     return lambda c: list(m.using(c).range(T0, END, **fields))
 
 
+def variants(name: str, m: Any, ordered: list[Any], **fields: Any) -> Iterator[Query]:
+    """A range read whole, newest first, limited, both, and counted (``ordered``: its answer)."""
+    def qs(c: ts.Connection) -> Any:
+        return m.using(c).range(T0, END, **fields)
+
+    yield name, lambda c: list(qs(c)), ordered
+    yield f"{name} newest_first", lambda c: list(qs(c).newest_first()), ordered[::-1]
+    yield f"{name} limit(3)", lambda c: list(qs(c).limit(3)), ordered[:3]
+    yield (f"{name} newest_first limit(2)", lambda c: list(qs(c).newest_first().limit(2)),
+           ordered[::-1][:2])
+    yield f"{name} count", lambda c: qs(c).count(), len(ordered)
+
+
 def latest(m: Any, **fields: Any) -> Callable[[ts.Connection], Any]:
     return lambda c: m.using(c).latest(**fields)
 
@@ -242,17 +256,18 @@ class Metrics(Shape):
         by_entity: dict[tuple[str, str], list[Any]] = defaultdict(list)
         for e in events:
             by_entity[(e.dc, e.host)].append(e)
-        for (dc, host), group in sorted(by_entity.items()):
-            yield (f"range dc={dc} host={host}",
-                   ranged(m, dc=dc, host=host),
-                   sorted(group, key=lambda e: e.time))
-            yield (f"latest dc={dc} host={host}",
-                   latest(m, dc=dc, host=host),
-                   max(group, key=lambda e: e.time))
+        for n, ((dc, host), group) in enumerate(sorted(by_entity.items())):
+            ordered = sorted(group, key=lambda e: e.time)
+            name = f"range dc={dc} host={host}"
+            if n % 4:
+                yield name, ranged(m, dc=dc, host=host), ordered
+            else:
+                yield from variants(name, m, ordered, dc=dc, host=host)
+            yield f"latest dc={dc} host={host}", latest(m, dc=dc, host=host), ordered[-1]
         for dc in sorted({e.dc for e in events}):
-            yield (f"range dc={dc} (alternate)", ranged(m, dc=dc),
-                   sorted((e for e in events if e.dc == dc),
-                          key=lambda e: (ms13(e.time), e.host.encode())))
+            yield from variants(f"range dc={dc} (alternate)", m,
+                                sorted((e for e in events if e.dc == dc),
+                                       key=lambda e: (ms13(e.time), e.host.encode())), dc=dc)
         newest = _newest(events, lambda e: f"{e.dc}#{e.host}".encode())
         yield "current()", current(m), [newest[k] for k in sorted(newest)]
 
@@ -293,8 +308,8 @@ class Readings(Shape):
         m = self.model
         for sensor in sorted({e.sensor for e in events}):
             group = [e for e in events if e.sensor == sensor]
-            yield (f"range sensor={sensor}", ranged(m, sensor=sensor),
-                   sorted(group, key=lambda e: e.time))
+            yield from variants(f"range sensor={sensor}", m,
+                                sorted(group, key=lambda e: e.time), sensor=sensor)
             yield (f"latest sensor={sensor}", latest(m, sensor=sensor),
                    max(group, key=lambda e: e.time))
         newest = _newest(events, lambda e: e.sensor.encode())
@@ -335,8 +350,9 @@ class Salted(Shape):
     def queries(self, events: list[Any]) -> Iterator[Query]:
         m = self.model
         for host in sorted({e.host for e in events}):
-            yield (f"range host={host}", ranged(m, host=host),
-                   sorted((e for e in events if e.host == host), key=lambda e: e.time))
+            yield from variants(f"range host={host}", m,
+                                sorted((e for e in events if e.host == host),
+                                       key=lambda e: e.time), host=host)
         yield ("range (scan of every salt)",
                ranged(m, allow_scan=True), sorted(events, key=self.key))
         newest = _newest(events, lambda e: e.host.encode())
@@ -383,10 +399,10 @@ class Outcomes(Shape):
             yield (f"range game={game}", ranged(m, game=game),
                    sorted(group, key=lambda e: self.main(e).key))
             for result in ("draw", "loss", "win"):
-                yield (f"range game={game} result={result} (alternate)",
-                       ranged(m, game=game, result=result),
-                       sorted((e for e in group if e.result == result),
-                              key=lambda e: self.alternates(e)[0].key))
+                yield from variants(f"range game={game} result={result} (alternate)", m,
+                                    sorted((e for e in group if e.result == result),
+                                           key=lambda e: self.alternates(e)[0].key),
+                                    game=game, result=result)
 
 
 SHAPES: tuple[tuple[type[Shape], float], ...] = (
