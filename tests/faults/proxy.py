@@ -9,7 +9,8 @@ and ``ReadRows`` are parsed (with google-cloud-bigtable's generated
 :class:`Faults`, drawn from a seeded random generator:
 
 * **MutateRows**: fail the call before forwarding (nothing applied); forward
-  it, then fail it (all applied, the client sees an error); forward it and
+  it, then fail it or answer bytes that do not parse (all applied, the
+  client sees an error); forward it and
   fail it after the first half of the statuses; or fault single entries:
   refuse some with a non-retryable status without forwarding them (truly
   not applied), report an error (``INTERNAL``, ``UNAVAILABLE``...) for others
@@ -20,7 +21,7 @@ and ``ReadRows`` are parsed (with google-cloud-bigtable's generated
   large rows), optionally cut inside a row; restart a row with
   ``reset_row``; report a key just past a row as scanned, then cut; end
   with a non-retryable error; end "successfully" inside a row (a broken
-  server).
+  server); answer bytes that do not parse.
 * Any call may be delayed by a few milliseconds.
 
 The proxy keeps a ledger of what it sent to the emulator and of what the
@@ -69,6 +70,8 @@ _APPLIED_ENTRY_ERRORS = (code_pb2.INTERNAL, code_pb2.UNAVAILABLE, code_pb2.DEADL
 _REFUSED_ENTRY_ERRORS = (code_pb2.INVALID_ARGUMENT, code_pb2.FAILED_PRECONDITION)
 #: How a reset connection reads (gRPC's message, which clients retry as UNAVAILABLE).
 _RST_STREAM = "Received RST_STREAM with error code 2"
+#: A response that is no protobuf message (a length past its end).
+_GARBAGE = b"\x0a\xff\xff\xff\xff\x0f"
 #: Read faults after which the read must raise (the others must be absorbed).
 READ_FATAL_KINDS = ("read.fatal", "read.truncated")
 
@@ -82,6 +85,7 @@ class Faults:
 
     write_before: float = 0.0  # fail before forwarding (UNAVAILABLE / DEADLINE_EXCEEDED)
     write_after: float = 0.0  # forward, then fail (UNAVAILABLE / DEADLINE_EXCEEDED / INTERNAL)
+    # or answer garbage
     write_midway: float = 0.0  # forward, send half of the statuses, then fail
     write_entries: float = 0.0  # fault single entries of the call...
     entry_rate: float = 0.25  # ...this share of them
@@ -92,7 +96,7 @@ class Faults:
     read_rst: float = 0.0  # cut after some responses as a reset connection
     read_split: float = 0.0  # re-split into chunks, split values; cut inside a row half the time
     read_reset_row: float = 0.0  # send part of a row, reset it, send it whole
-    read_fatal: float = 0.0  # end with a non-retryable error after some responses
+    read_fatal: float = 0.0  # a non-retryable error (or garbage) after some responses
     read_truncated: float = 0.0  # end with OK inside a row (re-split first)
     read_scanned: float = 0.0  # after a row, report a key just past it scanned, then cut
     delay: float = 0.0  # delay the call (any method)
@@ -221,6 +225,9 @@ class FaultProxy:
             self._sent(table, pb.entries)
             responses = self._upstream_stream(_MUTATE_ROWS, request, context)
             self._record(table, pb.entries, range(len(pb.entries)), responses)
+            if kind == "after" and code is None:
+                yield _GARBAGE
+                return
             if kind == "after":
                 raise _Abort(code, "injected after forwarding: every entry was applied")
             if kind == "midway":
@@ -240,8 +247,8 @@ class FaultProxy:
             self._count(f"write.before.{code.name}")
             return "before", code
         if self._chance(f.write_after):
-            code = self._pick((*_TRANSIENT, S.INTERNAL))
-            self._count(f"write.after.{code.name}")
+            code = self._pick((*_TRANSIENT, S.INTERNAL, None))
+            self._count(f"write.after.{code.name if code else 'garbage'}")
             return "after", code
         if self._chance(f.write_midway):
             code = self._pick((*_TRANSIENT, S.INTERNAL))
@@ -380,8 +387,10 @@ class FaultProxy:
             if kind == "rst":
                 self._count("read.rst_stream")
                 return _ReadPlan(responses[:at], S.INTERNAL, _RST_STREAM)
-            code = self._pick((S.INTERNAL, S.PERMISSION_DENIED))
-            self._count("read.fatal")
+            code = self._pick((S.INTERNAL, S.PERMISSION_DENIED, None))
+            self._count(f"read.fatal.{code.name if code else 'garbage'}")
+            if code is None:
+                return _ReadPlan([*responses[:at], _GARBAGE])
             return _ReadPlan(responses[:at], code, "injected: non-retryable")
         pieces, inside = _split(responses)
         if kind == "reset_row":
