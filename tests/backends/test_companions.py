@@ -222,6 +222,31 @@ def test_repair_deletes_companion_events_the_main_table_lacks(
     assert b"LoL#20150330#Corrie" not in alt_keys
 
 
+def test_repair_deletes_every_newer_current_event_the_main_table_lacks(
+    conn: ts.Connection, faulty: FaultyBackend, backend: Backend,
+) -> None:
+    """Two unknown main writes that did not happen, both newer than the newest event held.
+
+    One repair leaves no current value the main table lacks (the first one
+    left the older of the two current), and a second changes nothing.
+    """
+    Game = game_model()
+    conn.create_tables(Game)
+    conn.save_all(games(Game))
+    faulty.fail[Game.__tsmodel__.table] = MutationStatus.UNKNOWN
+    for day, kda in ((29, 99.0), (30, 98.0)):
+        ghost = Game(game="LoL", player="Corrie", time=MARCH + timedelta(days=day), win=True,
+                     kda=kda)
+        assert conn.save_all([ghost], raise_on_failure=False).unknown
+    faulty.fail.clear()
+    report = ts.repair(Game, MARCH, MARCH + timedelta(days=31), connection=conn)
+    assert report.ok and report.alternate_events_deleted == 2
+    newest = conn.latest(Game, game="LoL", player="Corrie")
+    assert (newest.time, newest.kda) == (MARCH + timedelta(days=27), 3.0)
+    again = ts.repair(Game, MARCH, MARCH + timedelta(days=31), connection=conn)
+    assert again.alternate_events_deleted == 0 and again.current_rows_fixed == 0
+
+
 def meter_model() -> Any:
     suffix = uuid.uuid4().hex[:8]
 

@@ -205,28 +205,45 @@ def _fix_current(conn: Connection, spec: ModelSpec, model: type, span: tuple[int
                  in_scope: Callable[[Any], bool]) -> tuple[int, int]:
     """Replace current-value events in the span that the main table lacks.
 
+    Every such event is deleted, newest first, until the row shows one the
+    main table holds (or none): several unknown main writes that did not
+    happen may each have left one. Then the entity's newest event is
+    written again.
+
     Returns:
         The rows fixed, and the writes that were not APPLIED.
     """
     codec = spec.current_codec
     assert codec is not None
-    request = ReadRequest(codec.table, RowSet(), ReadFilter(
-        families=spec.families, cells_per_column=1))
+    row_filter = ReadFilter(families=spec.families, cells_per_column=1)
     fixed = failed = 0
-    for row in conn.read(request):
+    for row in conn.read(ReadRequest(codec.table, RowSet(), row_filter)):
         found: list[Any] = codec.decode(model, row)
-        if not found or not in_scope(found[0]):
+        if not found or not in_scope(found[0]) or _held(spec, found[0], span, held):
             continue
-        identity = _main_identity(spec, found[0])
-        if not span[0] <= identity[2] < span[1] or identity in held:
-            continue
-        newest_ts = max(c.timestamp for c in row.cells)  # the cells of the event read
-        failed += _apply(conn, codec.table, [RowMutation(row.key, tuple(
-            DeleteCells(c.family, c.qualifier, newest_ts, newest_ts + _MS)
-            for c in row.cells if c.timestamp == newest_ts))])
-        failed += _rewrite_newest(conn, spec, model, found[0])
+        entity = found[0]
+        # Delete the event the main table lacks; an older one may show next.
+        while found and not _held(spec, found[0], span, held):
+            newest_ts = max(c.timestamp for c in row.cells)  # the cells of the event read
+            bad = _apply(conn, codec.table, [RowMutation(row.key, tuple(
+                DeleteCells(c.family, c.qualifier, newest_ts, newest_ts + _MS)
+                for c in row.cells if c.timestamp == newest_ts))])
+            failed += bad
+            again = None if bad else next(iter(conn.read(ReadRequest(
+                codec.table, RowSet(keys=(row.key,)), row_filter))), None)
+            if again is None:
+                break
+            row, found = again, codec.decode(model, again)
+        failed += _rewrite_newest(conn, spec, model, entity)
         fixed += 1
     return fixed, failed
+
+
+def _held(spec: ModelSpec, entity: Any, span: tuple[int, int],
+          held: set[tuple[str, bytes, int]]) -> bool:
+    """Whether a current value may stay: outside the span, or an event the main table holds."""
+    identity = _main_identity(spec, entity)
+    return not span[0] <= identity[2] < span[1] or identity in held
 
 
 def _rewrite_newest(conn: Connection, spec: ModelSpec, model: type, entity: Any) -> int:
