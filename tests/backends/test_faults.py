@@ -464,6 +464,7 @@ class Figures:
     faults: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     unknown_applied: Counter[str] = field(default_factory=Counter)
     reads: Counter[str] = field(default_factory=Counter)
+    repairs: Counter[str] = field(default_factory=Counter)
     mismatches: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
@@ -476,6 +477,7 @@ class Figures:
             *(f"  faults injected ({phase}): {dict(sorted(counts.items()))}"
               for phase, counts in self.faults.items()),
             f"  reads: {dict(sorted(self.reads.items()))}",
+            f"  repairs: {dict(sorted(self.repairs.items()))}",
             f"  mismatches: {len(self.mismatches)}",
         ]
 
@@ -680,22 +682,105 @@ def test_every_reported_outcome_is_true(saved: Saved, proxy: FaultProxy, emulato
     assert FIGURES.outcomes["mixed WRITTEN"] < len(saved.events), "no fault changed an outcome"
 
 
+def companion_problems(shape: Shape, events: list[Any], direct: Direct) -> list[str]:
+    """How ``shape``'s companions differ from what a clean run of the main table's events writes.
+
+    docs/companions.md: after a repair, "the companions hold what a clean run
+    would have written". An event is held when its main row is exact; the
+    current row's newest cells are its entity's newest held event (older
+    versions may stay, as after late events in a clean run).
+    """
+    problems = []
+    held = [e for e in events if direct.state(shape.main(e)) == "exact"]
+    kept = {id(e) for e in held}
+    for e in events:
+        for alt in shape.alternates(e):
+            state, want = direct.state(alt), "exact" if id(e) in kept else "absent"
+            if state != want:
+                problems.append(f"alternate row {alt.key!r} {state}, expected {want}")
+    if shape.current_table is not None:
+        newest = _newest(held, lambda e: shape.current(e).key)
+        for key in direct.rows[shape.current_table].keys() - newest.keys():
+            problems.append(f"current row {key!r} of no event held")
+        for key, e in newest.items():
+            row = direct.rows[shape.current_table].get(key, frozenset())
+            top = max((c[2] for c in row), default=None)
+            got = frozenset(c for c in row if c[2] == top)
+            if got != shape.current(e).cells:
+                problems.append(f"current row {key!r}: newest cells {sorted(got)}, "
+                                f"expected those of {e!r}")
+    return [f"{shape.name}: {p}" for p in problems]
+
+
+def repair_twice(saved: Saved, proxy: FaultProxy, proxied_conn: ts.Connection,
+                 direct_conn: ts.Connection, emulator: Any) -> list[str]:
+    """ts.repair of every shape with companions: once under faults, then without.
+
+    Under faults a repair reports its failed writes or raises a
+    BackendError; one that reports ok, and the one without faults, must
+    leave the companions a clean run writes from the main table.
+    """
+    by_shape: dict[int, list[Any]] = defaultdict(list)
+    for shape, e in saved.events:
+        by_shape[id(shape)].append(e)
+    repaired = [s for s in saved.shapes if s.current_table or s.alternate_tables]
+    figures, problems = FIGURES.repairs, []
+    for shape in repaired:
+        with faulty(proxy, SAVE_FAULTS, f"{saved.profile} repairs"):
+            try:
+                report = ts.repair(shape.model, T0, END, connection=proxied_conn,
+                                   batch_size=BATCH)
+            except ts.BackendError:
+                figures[f"{saved.profile}, under faults: raised BackendError"] += 1
+                continue
+        figures[f"{saved.profile}, under faults: {'ok' if report.ok else 'failed'}"] += 1
+        figures[f"{saved.profile}, under faults: current rows fixed"] += report.current_rows_fixed
+        figures[f"{saved.profile}, under faults: alternate events deleted"] += \
+            report.alternate_events_deleted
+        if report.ok:
+            direct = Direct(emulator.host_port, shape.tables)
+            problems += companion_problems(shape, by_shape[id(shape)], direct)
+    for shape in repaired:
+        report = ts.repair(shape.model, T0, END, connection=direct_conn, batch_size=BATCH)
+        assert report.ok, report
+        figures[f"{saved.profile}, then: current rows fixed"] += report.current_rows_fixed
+        figures[f"{saved.profile}, then: alternate events deleted"] += \
+            report.alternate_events_deleted
+        direct = Direct(emulator.host_port, shape.tables)
+        problems += companion_problems(shape, by_shape[id(shape)], direct)
+    FIGURES.mismatches += problems
+    return problems
+
+
+def test_repair_after_faults_leaves_what_a_clean_run_writes(
+    saved: Saved, proxy: FaultProxy, proxied_conn: ts.Connection, direct_conn: ts.Connection,
+    emulator: Any
+) -> None:
+    """docs/companions.md: a repair rewrites the companions from the main table,
+    deleting what unknown main writes that did not happen left there."""
+    problems = repair_twice(saved, proxy, proxied_conn, direct_conn, emulator)
+    assert not problems, f"{len(problems)} companion problems:\n" + "\n".join(problems[:30])
+
+
 def test_outcomes_are_true_when_retries_run_out(
     proxy: FaultProxy, proxied_conn: ts.Connection, direct_conn: ts.Connection, emulator: Any
 ) -> None:
     """A storm of faults and a short operation deadline: retries give up, outcomes stay true.
 
     The per-attempt deadline is short too, so the client also gives up on
-    calls the emulator may still apply.
+    calls the emulator may still apply. Then repairs bring the companions
+    in step with the main table.
     """
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(rpc_module, "OPERATION_TIMEOUT", 0.3)
         storm = save_through(proxy, proxied_conn, direct_conn, STORM_FAULTS,
                              max(40, ENTITIES // 5), "storm")
     problems = untrue_outcomes(storm, proxy, emulator)
-    direct_conn.drop_tables(*(s.model for s in storm.shapes))
     assert not problems, f"{len(problems)} untrue outcomes:\n" + "\n".join(problems[:30])
     assert FIGURES.outcomes["storm table writes whose retries ran out"], "no retries ran out"
+    problems = repair_twice(storm, proxy, proxied_conn, direct_conn, emulator)
+    assert not problems, f"{len(problems)} companion problems:\n" + "\n".join(problems[:30])
+    direct_conn.drop_tables(*(s.model for s in storm.shapes))
 
 
 def test_a_failed_read_before_writing_fails_its_entities(
