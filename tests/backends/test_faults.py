@@ -23,12 +23,19 @@ row keys and cell formats, never from tsmodel's own encoders):
   was attempted, its newest cells are exactly one such event's, and no event
   reported APPLIED there is newer than it (docs/writes.md, docs/companions.md).
 
-Then the entities not written are saved again straight to the emulator, and
-queries of every kind run through the proxy with read faults: each answer
-is exactly the oracle's, or a ``BackendError`` is raised; a read that met
-only retryable faults must answer exactly (streams are resumed).
+A second save runs in a storm of faults with a 0.3 s operation deadline,
+so that retries run out, under the same checks. After each save,
+``ts.repair`` runs once under faults, then without: the companions must be
+what a clean run writes from the main table (unknown main writes that did
+not happen leave current and alternate rows for it to delete).
 
-The CI budget is a few thousand entities (well under a minute on 2 cores);
+Then the entities not written are saved again straight to the emulator, and
+queries of every kind (ranges whole, newest first, limited, counted;
+latest; current) run through the proxy with read faults: each answer is
+exactly the oracle's, or a ``BackendError`` is raised; a read that met only
+retryable faults must answer exactly (streams are resumed).
+
+The CI budget is 3,000 entities (600 in the storm; about 35 s on 2 cores);
 scale it up for a long local run, e.g.::
 
     TSMODEL_FAULT_ENTITIES=100000 TSMODEL_FAULT_SEED=7 \\
