@@ -84,8 +84,7 @@ class Faults:
     """
 
     write_before: float = 0.0  # fail before forwarding (UNAVAILABLE / DEADLINE_EXCEEDED)
-    write_after: float = 0.0  # forward, then fail (UNAVAILABLE / DEADLINE_EXCEEDED / INTERNAL)
-    # or answer garbage
+    write_after: float = 0.0  # forward, then fail (transient or INTERNAL) or answer garbage
     write_midway: float = 0.0  # forward, send half of the statuses, then fail
     write_entries: float = 0.0  # fault single entries of the call...
     entry_rate: float = 0.25  # ...this share of them
