@@ -87,8 +87,9 @@ READ_FAULTS = Faults(read_before=0.08, read_cut=0.1, read_rst=0.05, read_split=0
                      read_reset_row=0.05, read_fatal=0.04, read_truncated=0.04, read_scanned=0.08,
                      delay=0.1)
 #: Many faults, for a run whose retries run out (test_outcomes_are_true_when_retries_run_out).
-STORM_FAULTS = Faults(write_before=0.3, write_after=0.2, write_midway=0.1, write_entries=0.4,
-                      entry_rate=0.5, read_before=0.3, read_cut=0.2, read_fatal=0.05, delay=0.2)
+STORM_FAULTS = Faults(write_before=0.45, write_after=0.1, write_midway=0.15, write_entries=0.4,
+                      entry_rate=0.5, entry_refuse=0.1, read_before=0.3, read_cut=0.2,
+                      read_fatal=0.05, delay=0.2)
 #: While saving: write faults, and read faults on the reads that precede corrections.
 SAVE_FAULTS = replace(WRITE_FAULTS, **{name: getattr(READ_FAULTS, name)
                                        for name in READ_FAULTS.__dataclass_fields__
