@@ -78,8 +78,13 @@ class ValueEncoder:
         for col in self._columns:
             name = col.spec.name
             item = getattr(entity, name)
-            # item == item is False for NaN only: NaN takes the checked path.
-            if type(item) in col.exact and item == item:
+            # item == item is False for NaN only: NaN takes the checked path (as does a
+            # signalling Decimal NaN, whose comparison raises).
+            try:
+                plain = type(item) in col.exact and item == item
+            except ArithmeticError:
+                plain = False
+            if plain:
                 try:
                     data = col.encode(item)
                 except (ValueError, OverflowError, UnicodeError):
@@ -109,7 +114,7 @@ class ValueEncoder:
                 f"expected {names}, got {type(item).__name__} {item!r}",
                 model=self.model, field=v.name, value=item,
             )
-        if item != item and not v.allow_nan:  # NaN
+        if not _equals_itself(item) and not v.allow_nan:  # NaN
             raise errors.ValidationError(
                 "NaN refused; pass allow_nan=True to tsmodel.value() to store it",
                 model=self.model, field=v.name, value=item,
@@ -119,6 +124,14 @@ class ValueEncoder:
         except (ValueError, OverflowError, UnicodeError) as exc:
             raise errors.ValidationError(str(exc), model=self.model, field=v.name,
                                          value=item) from None
+
+
+def _equals_itself(item: Any) -> bool:
+    """False for a NaN, a signalling ``Decimal`` NaN included (comparing one raises)."""
+    try:
+        return bool(item == item)
+    except ArithmeticError:
+        return False
 
 
 def too_big(model: str, family: str, qualifier: bytes, size: int,
