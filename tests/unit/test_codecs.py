@@ -7,7 +7,8 @@ decimal text of the reference tables (``MD:BID: 600.55``).
 
 import math
 import struct
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 
 import pytest
 from hypothesis import given, settings
@@ -176,6 +177,108 @@ def test_text_float_round_trip(value):
 @given(value=tst.int64s())
 def test_text_int_round_trip(value):
     assert ts.Text(int).decode(ts.Text(int).encode(value)) == value
+
+
+# -- Text with fixed decimal places (issue 11, item 9) ---------------------------------------
+
+
+@pytest.mark.parametrize("codec, value, data", [
+    # The guide's cells: MD:ASK 600.60, METER:2345 28.90, GAME:KDA 7.00.
+    (ts.Text(float, places=2), 600.60, b"600.60"),
+    (ts.Text(float, places=2), 28.90, b"28.90"),
+    (ts.Text(float, places=2), 7.0, b"7.00"),
+    (ts.Text(float, places=2), 7, b"7.00"),
+    (ts.Text(float, places=2), -0.5, b"-0.50"),
+    (ts.Text(float, places=0), 1500.0, b"1500"),
+    (ts.Text(Decimal, places=2), Decimal("600.6"), b"600.60"),
+    (ts.Text(Decimal, places=2), Decimal("12.34"), b"12.34"),
+    (ts.Text(Decimal), Decimal("600.60"), b"600.60"),
+])
+def test_text_places_writes_fixed_decimals(codec, value, data):
+    """Item 9: ts.Text(float) wrote 600.6 where the guide shows 600.60."""
+    assert codec.encode(value) == data
+    back = codec.decode(data)
+    assert back == value and type(back) is codec.kind
+
+
+def test_text_decimal_keeps_its_places():
+    assert str(ts.Text(Decimal, places=2).decode(b"7.00")) == "7.00"
+    assert repr(ts.Text(float, places=2)) == "Text(float, places=2)"
+    assert ts.Text(Decimal).python_type is Decimal
+
+
+@pytest.mark.parametrize("value", [600.555, 0.1 + 0.2, 2.675, 1e-3])
+def test_text_places_refuses_a_value_it_would_round(value):
+    with pytest.raises(ValueError, match="exactly 2 decimal places"):
+        ts.Text(float, places=2).encode(value)
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
+def test_text_places_refuses_non_finite_floats(value):
+    with pytest.raises(ValueError, match="no decimal text with 2 places"):
+        ts.Text(float, places=2).encode(value)
+
+
+@pytest.mark.parametrize("value", [Decimal("1.005"), Decimal("Infinity"), Decimal("NaN"),
+                                   Decimal("sNaN")])
+def test_text_places_refuses_decimals_it_cannot_write(value):
+    with pytest.raises(ValueError, match="2 (decimal )?places"):
+        ts.Text(Decimal, places=2).encode(value)
+
+
+@pytest.mark.parametrize("data", [b"600.6", b"600.600", b"600", b" 600.60", b"6e2.00",
+                                  b"nan", b"+600.60", b"600,60"])
+def test_text_places_decodes_only_its_exact_text(data):
+    with pytest.raises(ts.CellDecodingError, match="exactly 2 places"):
+        ts.Text(float, places=2).decode(data)
+
+
+def test_text_decimal_refuses_other_text():
+    with pytest.raises(ts.CellDecodingError, match="does not hold Decimal text"):
+        ts.Text(Decimal).decode(b"abc")
+
+
+@pytest.mark.parametrize("kind, places", [(int, 2), (str, 2), (float, -1), (float, 2.0),
+                                          (float, True), (Decimal, "2")])
+def test_text_places_of_the_wrong_kind_is_refused(kind, places):
+    with pytest.raises(ts.DeclarationError, match="places"):
+        ts.Text(kind, places=places)
+
+
+@PROPS
+@given(cents=tst.int64s())
+def test_text_places_round_trip(cents):
+    value = cents / 100
+    codec = ts.Text(float, places=2)
+    try:
+        data = codec.encode(value)
+    except ValueError:  # beyond 2**53 a double has no exact cents
+        assert abs(value) > 2**53 / 100
+        return
+    assert codec.decode(data) == value and codec.encode(codec.decode(data)) == data
+
+
+@ts.model(table="METER_TEXT", family="METER")
+class MeterText:
+    meter: int = ts.key(width=10)
+    time: datetime = ts.timestamp()
+    kwh: float = ts.value("KWH", codec=ts.Text(float, places=2))
+    price: Decimal = ts.value("PRICE", codec=ts.Text(Decimal, places=2))
+
+
+def test_a_value_with_too_many_places_names_model_field_and_value():
+    db = ts.connect()
+    db.create_tables(MeterText)
+    good = MeterText(meter=1, time=DAY, kwh=28.9, price=Decimal("7"))
+    bad = MeterText(meter=2, time=DAY, kwh=28.901, price=Decimal("7"))
+    with pytest.raises(ts.ValidationError) as info:
+        db.save_all([good, bad])
+    assert (info.value.model, info.value.field, info.value.value) == ("MeterText", "kwh", 28.901)
+    assert "MeterText.kwh: 28.901 cannot be written with exactly 2 decimal places" in str(
+        info.value)
+    assert list(MeterText.range(DAY, DAY + timedelta(days=1), meter=1).using(db)) == []
+    db.save(good)
+    assert list(MeterText.range(DAY, DAY + timedelta(days=1), meter=1).using(db)) == [good]
 
 
 # -- defaults from annotations ----------------------------------------------------------------

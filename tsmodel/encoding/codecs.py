@@ -9,7 +9,9 @@ Bigtable SQL's ``TO_INT64`` read), floats are 8-byte IEEE 754 big-endian.
 from __future__ import annotations
 
 import math
+import re
 import struct
+from decimal import Decimal
 from typing import Any, Protocol
 
 from tsmodel import errors
@@ -202,39 +204,96 @@ class Text:
     """A number or string stored as readable ASCII/UTF-8 text (``b"600.55"``).
 
     Args:
-        kind: the Python type to decode to: ``int``, ``float`` or ``str``.
+        kind: the Python type to decode to: ``int``, ``float``, ``str`` or
+            ``decimal.Decimal``.
+        places: for ``float`` and ``Decimal``, write exactly this many digits
+            after the decimal point, as another program may have (the guide's
+            ``600.60``, ``28.90``, ``7.00``). A value with more places is
+            refused, never rounded (round it first: ``round(x, places)``);
+            decoding accepts only text with exactly these places, so a value
+            read and written back keeps its bytes. ``None`` (the default):
+            the shortest text that reads back as the value (``600.6``).
+
+    Raises:
+        DeclarationError: another ``kind``, or ``places`` that is not an int
+            of at least 0 for a ``float`` or ``Decimal``.
     """
 
     name = "text"
 
-    def __init__(self, kind: type = str) -> None:
-        if kind not in (int, float, str):
+    def __init__(self, kind: type = str, *, places: int | None = None) -> None:
+        if kind not in (int, float, str, Decimal):
             raise errors.DeclarationError(
-                f"ts.Text(kind={kind!r}): the Text codec decodes to int, float or str; "
-                "e.g. ts.Text(float)")
+                f"ts.Text(kind={kind!r}): the Text codec decodes to int, float or str (or "
+                "decimal.Decimal); e.g. ts.Text(float)")
+        if places is not None and (kind not in (float, Decimal) or isinstance(places, bool)
+                                   or not isinstance(places, int) or places < 0):
+            raise errors.DeclarationError(
+                f"ts.Text({kind.__name__}, places={places!r}): places is the number of digits "
+                "after the decimal point of a float or Decimal, an int of at least 0, e.g. "
+                "ts.Text(float, places=2)")
         self.kind = kind
+        self.places = places
         self.python_type: type | tuple[type, ...] = (float, int) if kind is float else kind
+        self._fixed: re.Pattern[bytes] | None = None if places is None else re.compile(
+            rb"-?[0-9]+" + (rb"\.[0-9]{%d}" % places if places else b""))
 
     def encode(self, value: Any) -> bytes:
+        """The text of ``value``.
+
+        Raises:
+            ValueError: with ``places``, a value that does not have at most
+                that many decimal places, or is not finite.
+            ValidationError: an int a ``Text(float)`` would round (beyond 2**53).
+        """
         if self.kind is float:
             _check_exact_float(value)
+            if self.places is not None:
+                return self._encode_places(float(value))
             return repr(float(value)).encode("utf-8")
+        if self.kind is Decimal and self.places is not None:
+            return self._encode_places(value)
         return str(value).encode("utf-8")
+
+    def _encode_places(self, value: float | Decimal) -> bytes:
+        places = self.places
+        finite = exact = False
+        text = ""
+        try:
+            finite = math.isfinite(value)  # a signalling Decimal NaN raises
+            text = f"{value:.{places}f}"
+            exact = finite and (
+                float(text) == value if self.kind is float else Decimal(text) == value)
+        except (ArithmeticError, ValueError):
+            pass
+        if not finite:
+            raise ValueError(f"{value!r} has no decimal text with {places} places ({self!r})")
+        if not exact:
+            raise ValueError(
+                f"{value!r} cannot be written with exactly {places} decimal places "
+                f"({self!r}) without rounding it; round it first (round(value, {places})) "
+                "or declare more places")
+        return text.encode("ascii")
 
     def decode(self, data: bytes) -> Any:
         """The value of the text.
 
         Raises:
-            CellDecodingError: ``data`` is not UTF-8 text of a ``kind`` value.
+            CellDecodingError: ``data`` is not UTF-8 text of a ``kind`` value
+                (with ``places``, of a decimal with exactly that many places).
         """
         text = _utf8(repr(self), data)
+        if self._fixed is not None and self._fixed.fullmatch(data) is None:
+            raise _refuse(repr(self), data, f"does not hold a decimal with exactly "
+                                            f"{self.places} places")
         try:
             return self.kind(text)
-        except ValueError:
+        except (ValueError, ArithmeticError):  # decimal.InvalidOperation is no ValueError
             raise _refuse(repr(self), data, f"does not hold {self.kind.__name__} text") from None
 
     def __repr__(self) -> str:
-        return f"Text({self.kind.__name__})"
+        places = "" if self.places is None else f", places={self.places}"
+        return f"Text({self.kind.__name__}{places})"
 
 
 _BY_TYPE: dict[Any, Any] = {
