@@ -157,6 +157,10 @@ class EpochEncoding(TimestampEncoding):
         n = int(data)
         if self.reverse:
             n = 10**self.digits - 1 - n
+        if not self.min_us <= n * self.unit <= self.max_us:
+            raise ValueError(
+                f"{data!r} is no time of {self.describe()}: it stands for {n} "
+                f"{self.unit_name} since the epoch, outside 0 .. {self.max_us // self.unit}")
         return n * self.unit
 
     def describe(self) -> str:
