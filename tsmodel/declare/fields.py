@@ -48,6 +48,7 @@ class TimestampInfo:
     reverse: bool = False
     bucket: str | timedelta | None = None
     label: str | None = None
+    reverse_from: int | None = None
 
 
 @attrs.frozen
@@ -99,7 +100,7 @@ def key(
 def timestamp(
     *, unit: str = "ms", digits: int | None = None, format: str | None = None,
     millis: bool = False, reverse: bool = False, bucket: str | timedelta | None = None,
-    label: str | None = None,
+    label: str | None = None, reverse_from: int | None = None,
 ) -> Any:
     """Declare the event time: a timezone-aware ``datetime``.
 
@@ -117,6 +118,10 @@ def timestamp(
         millis: with ``format``, append three digits of milliseconds.
         reverse: store ``10**digits - 1 - t`` so that newest rows sort first
             (epoch units only).
+        reverse_from: store ``reverse_from - t`` instead (implies a reversed
+            timestamp): another program's reversal, such as Java's
+            ``Long.MAX_VALUE - t`` (``reverse_from=2**63 - 1, digits=19``).
+            Its width must be declared with ``digits``.
         bucket: put the *time bucket* in the row key instead of the time:
             ``"minute"``, ``"hour"``, ``"day"`` (``20170726``), ``"week"``
             (``2021-W09``), ``"month"`` (``201707``) or a ``timedelta``. The
@@ -129,7 +134,8 @@ def timestamp(
     Returns:
         An attrs field.
     """
-    info = TimestampInfo(unit, digits, format, millis, reverse, bucket, label)
+    info = TimestampInfo(unit, digits, format, millis, reverse, bucket, label,
+                         reverse_from=reverse_from)
     return attrs.field(metadata={META: info})
 
 

@@ -433,9 +433,10 @@ def _key_segment(name: str, attr: str, info: KeyInfo, hint: Any, sep: bytes) -> 
 
 def _timestamp_encoding(name: str, attr: str, info: TimestampInfo) -> TimestampEncoding:
     if info.format is not None:
-        if info.reverse:
+        if info.reverse or info.reverse_from is not None:
+            what = "reverse=True" if info.reverse_from is None else "reverse_from="
             raise errors.DeclarationError(
-                f"{name}.{attr}: reverse=True needs epoch digits (unit='ms'...), not a format"
+                f"{name}.{attr}: {what} needs epoch digits (unit='ms'...), not a format"
             )
         try:
             return FormatEncoding(info.format, info.millis)
@@ -451,7 +452,30 @@ def _timestamp_encoding(name: str, attr: str, info: TimestampInfo) -> TimestampE
             f"{name}.{attr}: {digits} digits of epoch {info.unit} run out before today and "
             f"would not sort in time order; use at least {default_digits(info.unit)}"
         )
+    if info.reverse_from is not None:
+        _check_reverse_from(f"{name}.{attr}", info)
+        return EpochEncoding(info.unit, digits, True, info.reverse_from)
     return EpochEncoding(info.unit, digits, info.reverse)
+
+
+def _check_reverse_from(where: str, info: TimestampInfo) -> None:
+    """Another program's reversal: its width declared, holding the base, lasting until today."""
+    base = info.reverse_from
+    assert base is not None
+    if info.digits is None:
+        raise errors.DeclarationError(
+            f"{where}: reverse_from={base} is another program's reversal: declare its width "
+            f"as well, digits=N (keys of {base} - t are zero-padded to N digits; Java's "
+            "Long.MAX_VALUE - t takes digits=19)")
+    if len(str(base)) > info.digits:
+        raise errors.DeclarationError(
+            f"{where}: reverse_from={base} has {len(str(base))} digits, more than digits="
+            f"{info.digits}: the oldest times would not fit; declare digits={len(str(base))}")
+    least = 10**default_digits(info.unit) - 1
+    if base < least:
+        raise errors.DeclarationError(
+            f"{where}: reverse_from={base} runs out before today: {base} - t turns negative "
+            f"for times past {base} {info.unit} after the epoch; use at least {least}")
 
 
 def _check_key(

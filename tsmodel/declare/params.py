@@ -166,6 +166,8 @@ def _timestamp(where: str, info: TimestampInfo) -> None:
     _text(where, call, "format", info.format, example="'%Y%m%d%H%M'", optional=True)
     _bool(where, call, "millis", info.millis)
     _bool(where, call, "reverse", info.reverse)
+    _int(where, call, "reverse_from", info.reverse_from, minimum=1, example="2**63 - 1",
+         optional=True)
     if info.bucket is not None and not isinstance(info.bucket, (str, timedelta)):
         raise _refuse(where, call, "bucket", info.bucket,
                       "'minute', 'hour', 'day', 'week', 'month', a timedelta or None")

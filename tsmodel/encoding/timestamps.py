@@ -122,12 +122,16 @@ class TimestampEncoding(abc.ABC):
 class EpochEncoding(TimestampEncoding):
     """Epoch units as zero-padded decimal digits, e.g. 13-digit milliseconds.
 
-    With ``reverse`` the digits are ``10**digits - 1 - t``: newest first.
+    With ``reverse`` the digits are ``10**digits - 1 - t``: newest first. With
+    ``reverse_from`` they are ``reverse_from - t`` instead, another program's
+    reversal: Java's ``Long.MAX_VALUE - t`` is ``reverse_from=2**63 - 1`` in
+    19 digits. ``digits`` must hold ``reverse_from``.
     """
 
     unit_name: str = "ms"
     digits: int = 13
     reverse: bool = False
+    reverse_from: int | None = None
 
     @property
     def unit(self) -> int:
@@ -138,17 +142,22 @@ class EpochEncoding(TimestampEncoding):
         return self.digits
 
     @property
+    def base(self) -> int:
+        """The number a reversed time is subtracted from."""
+        return self.reverse_from if self.reverse_from is not None else 10**self.digits - 1
+
+    @property
     def min_us(self) -> int:
         return 0
 
     @property
     def max_us(self) -> int:
-        return min(int(10**self.digits - 1) * self.unit, _MAX_US)
+        return min(self.base * self.unit, _MAX_US)
 
     def encode_us(self, us: int) -> bytes:
         n = us // self.unit
         if self.reverse:
-            n = 10**self.digits - 1 - n
+            n = self.base - n
         return str(n).zfill(self.digits).encode("ascii")
 
     def decode_us(self, data: bytes) -> int:
@@ -156,7 +165,7 @@ class EpochEncoding(TimestampEncoding):
             raise ValueError(f"expected {self.digits} digits, got {data!r}")
         n = int(data)
         if self.reverse:
-            n = 10**self.digits - 1 - n
+            n = self.base - n
         if not self.min_us <= n * self.unit <= self.max_us:
             raise ValueError(
                 f"{data!r} is no time of {self.describe()}: it stands for {n} "
@@ -164,6 +173,8 @@ class EpochEncoding(TimestampEncoding):
         return n * self.unit
 
     def describe(self) -> str:
+        if self.reverse_from is not None:
+            return f"{self.digits}-digit epoch {self.unit_name} reversed from {self.reverse_from}"
         rev = "reversed " if self.reverse else ""
         return f"{rev}{self.digits}-digit epoch {self.unit_name}"
 
