@@ -9,23 +9,28 @@ tsmodel returned. Reads and writes on both backends are in
 ``tests/backends/test_foreign_keys.py``.
 """
 
-from datetime import datetime, timedelta, timezone
+import random
+import re
+import zlib
+from datetime import datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
 
 import tsmodel as ts
 from tests import strategies as tst
+from tests.reference_layouts import (
+    BATTERY_T0,
+    EPOCH,
+    GUIDE_BATTERY_ROWS,
+    LONG_MAX,
+    GuideBattery,
+    at_ms,
+    battery_salt,
+    battery_time,
+)
 
-UTC = timezone.utc
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 PROPS = settings(max_examples=200, deadline=None)
-#: java.lang.Long.MAX_VALUE
-LONG_MAX = 9223372036854775807
-
-
-def at_ms(ms: int) -> datetime:
-    return EPOCH + timedelta(milliseconds=ms)
 
 
 # -- item 2: Long.MAX_VALUE - t ----------------------------------------------------------------
@@ -95,3 +100,146 @@ def test_a_zero_padded_foreign_reversal_is_fixed_width():
 def test_keys_no_time_reverses_to_are_refused(key, why):
     with pytest.raises(ts.KeyDecodingError, match=why):
         ts.decode_row_key(JavaMetric, key)
+
+
+# -- item 1: another program's salt function -------------------------------------------------
+
+
+def test_the_guides_salted_keys_under_its_own_salt_function():
+    """Item 1: only CRC-32 mod N could be declared; the guide's salts are 1..3."""
+    for key, user, percentage in GUIDE_BATTERY_ROWS:
+        event = GuideBattery(time=battery_time(key), user=user.decode(),
+                             percentage=int(percentage))
+        assert ts.row_key(event) == key
+        assert ts.decode_row_key(GuideBattery, key) == {
+            "__salt__": int(key.split(b"#")[1]), "time": battery_time(key)}
+    salt = ts.spec_of(GuideBattery).salt
+    assert salt.describe() == "salt: battery_salt(time), 1..3, 1 digit(s)"
+
+
+@pytest.mark.parametrize("key, why", [
+    (b"BATTERY#0#20150301124501003", "expected a salt 1..3"),
+    (b"BATTERY#4#20150301124501003", "expected a salt 1..3"),
+    (b"BATTERY#2#20150301124501003", "not canonical"),  # battery_salt gives 1
+])
+def test_keys_under_other_salts_are_refused(key, why):
+    with pytest.raises(ts.KeyDecodingError, match=why):
+        ts.decode_row_key(GuideBattery, key)
+
+
+def test_reads_guard_the_salt_digits_below_and_above_the_salts():
+    plan = GuideBattery.range(BATTERY_T0, BATTERY_T0 + timedelta(seconds=1)).explain()
+    assert [r.rows.ranges[0].start[:10] for r in plan.requests] == [
+        b"BATTERY#1#", b"BATTERY#2#", b"BATTERY#3#"]
+    assert [(g.rows.ranges[0].start, g.rows.ranges[0].end) for g in plan.guards] == [
+        (b"BATTERY#0", b"BATTERY#1"), (b"BATTERY#4", b"BATTERY#:")]
+
+
+def test_crc_salts_can_start_at_one_too():
+    @ts.model(table="S", family="m")
+    class FromOne:
+        kind = ts.constant("BATTERY")
+        salt = ts.salt(3, on="time", first=1)
+        time: datetime = ts.timestamp(format="%Y%m%d%H%M%S", millis=True)
+
+    key = ts.row_key(FromOne(time=battery_time(b"003")))
+    assert key == b"BATTERY#%d#20150301124501003" % (zlib.crc32(b"20150301124501003") % 3 + 1)
+    assert ts.spec_of(FromOne).salt.describe() == "salt: crc32(time) mod 3 + 1, 1 digit(s)"
+
+
+def test_a_salt_function_of_key_fields_reads_one_salt():
+    def by_user(user: str) -> int:
+        return zlib.crc32(user.encode()) % 16
+
+    @ts.model(table="S", family="m")
+    class PerUser:
+        salt = ts.salt(16, on="user", using=by_user)
+        user: str = ts.key()
+        time: datetime = ts.timestamp()
+
+    key = ts.row_key(PerUser(user="Corrie", time=at_ms(1426535612045)))
+    assert key == b"%02d#Corrie#1426535612045" % by_user("Corrie")
+    plan = PerUser.range(at_ms(0), at_ms(1), user="Corrie").explain()
+    assert [r.rows.ranges[0].start for r in plan.requests] == [
+        b"%02d#Corrie#0000000000000" % by_user("Corrie")]
+    assert plan.guards == ()
+
+
+def _flaky(time):
+    return random.choice((1, 2, 3))
+
+
+def _python_hash(time):
+    return hash(time) % 3 + 1
+
+
+@pytest.mark.parametrize("using, kwargs, message", [
+    (_flaky, {}, "is not deterministic: it gave"),
+    (_python_hash, {}, "calls Python's hash()"),
+    (hash, {}, "calls Python's hash()"),
+    (lambda time: 0, {}, "returned 0 for time=datetime.datetime(1970, 1, 1, 0, 0, "),
+    (lambda time: True, {}, "returned True"),
+    (lambda time: 1.0, {}, "returned 1.0"),
+    (lambda time: 1 / 0, {}, "raised ZeroDivisionError"),
+    (lambda: 1, {}, "raised TypeError"),
+    ("battery_salt", {}, "using must be a function"),
+    (int, {}, "using must be a function"),
+    (battery_salt, {"first": -1}, "first must be an int, at least 0"),
+    (battery_salt, {"first": "1"}, "first must be an int"),
+])
+def test_salt_functions_are_checked_when_the_class_is_defined(using, kwargs, message):
+    with pytest.raises(ts.DeclarationError, match=re.escape(message)) as info:
+        @ts.model(table="B", family="M")
+        class Bad:
+            kind = ts.constant("BATTERY")
+            salt = ts.salt(3, on="time", using=using, first=kwargs.get("first", 1))
+            time: datetime = ts.timestamp(format="%Y%m%d%H%M%S", millis=True)
+    assert "Bad.salt" in str(info.value)
+
+
+def test_a_shadowed_hash_is_no_builtin_hash():
+    def salted(time, hash=lambda t: 1):  # noqa: A002 - the point of the test
+        return hash(time)
+
+    @ts.model(table="B", family="M")
+    class Shadowed:
+        kind = ts.constant("BATTERY")
+        salt = ts.salt(3, on="time", using=salted, first=1)
+        time: datetime = ts.timestamp(format="%Y%m%d%H%M%S", millis=True)
+
+    assert ts.row_key(Shadowed(time=BATTERY_T0)).startswith(b"BATTERY#1#")
+
+
+def test_an_alternate_salt_must_hash_fields_of_its_key():
+    with pytest.raises(ts.DeclarationError, match="names no field of its row key"):
+        @ts.model(table="G", family="g", alternates=[
+            ts.alternate("G_BY_DAY", ts.salt(4, on="player"), "game", "time")])
+        class Game:
+            game: str = ts.key()
+            time: datetime = ts.timestamp()
+
+
+def _fails_in_2030(time: datetime) -> int:
+    return 7 if time.year == 2030 else battery_salt(time)
+
+
+@ts.model(table="BATTERY_2030", family="METRIC")
+class Battery2030:
+    kind = ts.constant("BATTERY")
+    salt = ts.salt(3, on="time", using=_fails_in_2030, first=1)
+    time: datetime = ts.timestamp(format="%Y%m%d%H%M%S", millis=True)
+    percentage: int = ts.value("PERCENTAGE")
+
+
+def test_a_salt_the_function_cannot_give_names_model_salt_and_value():
+    db = ts.connect()
+    db.create_tables(Battery2030)
+    good = Battery2030(time=BATTERY_T0, percentage=98)
+    bad = Battery2030(time=BATTERY_T0.replace(year=2030), percentage=54)
+    with pytest.raises(ts.KeyEncodingError) as info:
+        db.save_all([good, bad])
+    assert (info.value.model, info.value.field, info.value.value) == ("Battery2030", "salt", 7)
+    assert "returned 7 for time=datetime.datetime(2030, 3, 1, 12, 45, 1" in str(info.value)
+    assert list(Battery2030.range(BATTERY_T0, BATTERY_T0 + timedelta(seconds=1)).using(db)) == []
+    with pytest.raises(ts.KeyEncodingError, match="a salt of this key is an int in 1..3"):
+        ts.encode_row_key(Battery2030, {"time": bad.time})

@@ -12,6 +12,7 @@ the error can name the model and the field.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -70,10 +71,13 @@ class Constant:
 
 @attrs.frozen
 class Salt:
-    """A salt segment: ``crc32`` of the ``on`` fields' encoded segments mod ``buckets``."""
+    """A salt segment: ``crc32`` of the ``on`` fields' encoded segments mod ``buckets``
+    (plus ``first``), or what another program's function ``using`` gives."""
 
     buckets: int
     on: tuple[str, ...]
+    using: Callable[..., int] | None = None
+    first: int = 0
 
 
 def key(
@@ -171,18 +175,28 @@ def constant(text: str) -> Any:
     return Constant(text)
 
 
-def salt(buckets: int, *, on: tuple[str, ...] | list[str] | str) -> Any:
+def salt(buckets: int, *, on: tuple[str, ...] | list[str] | str,
+         using: Callable[..., int] | None = None, first: int = 0) -> Any:
     """A salt segment at this place in the key.
 
     Args:
-        buckets: number of salt values (``0 .. buckets-1``); each time range
-            read then runs one scan per salt value and merges them by time.
+        buckets: number of salt values (``first .. first+buckets-1``, written
+            as zero-padded digits); each time range read then runs one scan
+            per salt value and merges them by time.
         on: the field(s) hashed (with a stable CRC-32, never Python's
             randomized ``hash``), e.g. the timestamp field.
+        using: the salt function of a table another program writes: called
+            with the ``on`` fields' values as the row key holds them (a
+            timestamp as a UTC ``datetime``), one argument per field, it
+            returns the salt value, an int in ``first .. first+buckets-1``.
+            It must be deterministic (the same salt in every process: no
+            Python ``hash()``); ``@model`` calls it twice on sample keys.
+            ``None``: CRC-32 of the encoded segments, modulo ``buckets``.
+        first: the smallest salt value (``1`` for salts ``1 .. 3``).
     """
     # Anything else is kept as given: @model refuses it, naming the model and field.
     names = (on,) if isinstance(on, str) else tuple(on) if isinstance(on, (list, tuple)) else on
-    return Salt(buckets, names)
+    return Salt(buckets, names, using, first)
 
 
 @attrs.frozen

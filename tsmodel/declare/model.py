@@ -36,6 +36,7 @@ from tsmodel.declare.fields import (
     timestamp,
     value,
 )
+from tsmodel.declare.salts import check_salt_function
 from tsmodel.declare.spec import SPEC_ATTR, ModelSpec, ValueSpec
 from tsmodel.encoding.buckets import make_bucket
 from tsmodel.encoding.codecs import codec_for
@@ -323,6 +324,7 @@ def _with_companions(spec: ModelSpec, options: _Options, hints: dict[str, Any],
     snap = derive_snapshot(spec, options.snapshot, hints, {}, make) if options.snapshot else None
     for derived in (*alternates, *([snap.template] if snap else [])):
         _check_leading(spec.name, derived.key, derived.timestamp, options.allow_hotspot)
+        check_salt_function(spec.name, derived.table, derived.key)
         if derived.key.max_length > MAX_ROW_KEY_BYTES:
             raise errors.DeclarationError(
                 f"{spec.name}: row keys of {derived.table!r} can reach "
@@ -392,7 +394,8 @@ def _segment(name: str, attr: str, info: Any, hint: Any, sep: bytes) -> Segment:
                 f"{name}.{attr}: salt(on=...) must name at least one field to hash (usually "
                 "the timestamp); hashing nothing puts every row under the same salt"
             )
-        return SaltSegment(info.buckets, info.on)
+        return SaltSegment(info.buckets, info.on, info.using, info.first,
+                           attr if not attr.startswith("__") else "salt")
     if isinstance(info, TimestampInfo):
         if hint is not datetime:
             raise errors.DeclarationError(
@@ -498,6 +501,7 @@ def _check_key(
     _check_leading(name, key, ts_seg, options.allow_hotspot)
     if salt is not None:
         _check_salt(name, key, salt)
+        check_salt_function(name, options.table, key)
     if key.max_length > MAX_ROW_KEY_BYTES:
         raise errors.DeclarationError(
             f"{name}: row keys can reach {key.max_length} bytes, over Bigtable's 4 KB limit "

@@ -195,6 +195,10 @@ def _salt(where: str, info: Salt) -> None:
     if not isinstance(on, tuple) or not all(isinstance(name, str) for name in on):
         raise _refuse(where, call, "on", on,
                       "a field name or a list of field names, e.g. on='time'")
+    if info.using is not None and (not callable(info.using) or isinstance(info.using, type)):
+        raise _refuse(where, call, "using", info.using,
+                      "a function of the on fields' values returning the salt value, or None")
+    _int(where, call, "first", info.first, minimum=0, example="1")
 
 
 def check_model_options(

@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 
 from tsmodel.encoding.buckets import Bucket
-from tsmodel.encoding.timestamps import TimestampEncoding
+from tsmodel.encoding.timestamps import TimestampEncoding, from_micros
 
 __all__ = [
     "Segment",
@@ -36,6 +36,7 @@ __all__ = [
     "SaltSegment",
     "BucketSegment",
     "KeyLayout",
+    "SaltFunction",
     "stable_hash",
 ]
 
@@ -335,38 +336,103 @@ def stable_hash(data: bytes) -> int:
     return zlib.crc32(data)
 
 
+#: A salt function of another program: the ``on`` fields' values, as the row key
+#: holds them (a timestamp as a UTC ``datetime``), in, the salt value out.
+SaltFunction = Callable[..., int]
+
+
 @attrs.frozen
 class SaltSegment(Segment):
-    """``stable_hash`` of the encoded ``on`` segments, modulo ``buckets``.
+    """The salt of a row: one of ``buckets`` values from ``first`` on, zero-padded digits.
 
-    The salt spreads sequential writes over ``buckets`` key ranges; a time
-    range read then needs one scan per salt value.
+    By default the salt is ``stable_hash`` of the encoded ``on`` segments,
+    modulo ``buckets``, plus ``first``. With ``using``, it is what that
+    function returns for the ``on`` fields' values (another program's salt),
+    checked to be one of the salt's values. The salt spreads sequential
+    writes over ``buckets`` key ranges; a time range read then needs one scan
+    per salt value.
+
+    Attributes:
+        buckets: the number of salt values.
+        on: the fields the salt is computed from.
+        using: another program's salt function, or ``None`` for CRC-32.
+        first: the smallest salt value (the guide's salts run 1 .. 3).
+        name: the salt's name in the model, for messages.
     """
 
     buckets: int
     on: tuple[str, ...]
+    using: SaltFunction | None = None
+    first: int = 0
+    name: str = "salt"
 
     @property
     def width(self) -> int:  # type: ignore[override]
-        return len(str(self.buckets - 1))
+        return len(str(self.first + self.buckets - 1))
+
+    @property
+    def values(self) -> range:
+        """Every salt value, in key order."""
+        return range(self.first, self.first + self.buckets)
 
     def salt_of(self, encoded: Mapping[str, bytes]) -> int:
-        """The salt of an entity, from the encoded segments it is computed on."""
-        return stable_hash(b"#".join(encoded[name] for name in self.on)) % self.buckets
+        """The CRC-32 salt of an entity, from the encoded segments it is computed on.
+
+        A salt declared ``using`` a function is computed by
+        :meth:`KeyLayout.salt_of`, which has the typed values it takes.
+        """
+        assert self.using is None
+        return stable_hash(b"#".join(encoded[name] for name in self.on)) % self.buckets + self.first
+
+    def call(self, args: Sequence[Any]) -> int:
+        """The salt value ``using`` gives for the ``on`` fields' ``args``, checked.
+
+        Raises:
+            SegmentValueError: the function raised, or returned something that
+                is not one of the salt's values (``.value`` holds it).
+        """
+        assert self.using is not None
+        shown = ", ".join(f"{name}={arg!r}" for name, arg in zip(self.on, args, strict=True))
+        try:
+            value = self.using(*args)
+        except Exception as exc:  # the user's function: its failure names the key it met
+            error = SegmentValueError(
+                f"the salt function {_function_name(self.using)} raised {exc!r} for {shown}")
+            error.value = args[0] if len(args) == 1 else tuple(args)  # type: ignore[attr-defined]
+            raise error from exc
+        if isinstance(value, bool) or not isinstance(value, int) or value not in self.values:
+            error = SegmentValueError(
+                f"the salt function {_function_name(self.using)} returned {value!r} for "
+                f"{shown}; a salt of this key is an int in {self.first}..{self.values[-1]}")
+            error.value = value  # type: ignore[attr-defined]
+            raise error
+        return value
 
     def encode(self, value: int) -> bytes:
         return str(value).zfill(self.width).encode("ascii")
 
     def decode(self, data: bytes) -> int:
-        if not data.isdigit() or int(data) >= self.buckets:
-            raise SegmentValueError(f"expected a salt 0..{self.buckets - 1}, got {data!r}")
+        if len(data) != self.width or not data.isdigit() or int(data) not in self.values:
+            raise SegmentValueError(
+                f"expected a salt {self.encode(self.first).decode()}.."
+                f"{self.encode(self.values[-1]).decode()}, got {data!r}")
         return int(data)
 
     def all_values(self) -> range:
-        return range(self.buckets)
+        return self.values
 
     def describe(self) -> str:
-        return f"salt: crc32({', '.join(self.on)}) mod {self.buckets}, {self.width} digit(s)"
+        on = ", ".join(self.on)
+        digits = f"{self.width} digit(s)"
+        if self.using is not None:
+            return (f"salt: {_function_name(self.using)}({on}), {self.first}.."
+                    f"{self.values[-1]}, {digits}")
+        plus = f" + {self.first}" if self.first else ""
+        return f"salt: crc32({on}) mod {self.buckets}{plus}, {digits}"
+
+
+def _function_name(function: Callable[..., Any]) -> str:
+    return str(getattr(function, "__qualname__", None) or repr(function))
 
 
 @attrs.frozen
@@ -385,6 +451,31 @@ class KeyLayout:
              "__salt__" if isinstance(seg, SaltSegment) else None, seg.width, seg.decode)
             for seg in self.segments)
         object.__setattr__(self, "_decoding", decoding)
+
+    def salt_of(self, salt: SaltSegment, encoded: Mapping[str, bytes]) -> int:
+        """The salt value of a key whose field segments are ``encoded``.
+
+        A salt function gets the ``on`` fields' values as this key holds them:
+        decoded from their segments, a timestamp as a UTC ``datetime``.
+
+        Raises:
+            SegmentValueError: the salt function raised or returned no salt
+                value (``.field`` is the salt's name).
+        """
+        if salt.using is None:
+            return salt.salt_of(encoded)
+        try:
+            return salt.call([self._typed(name, encoded[name]) for name in salt.on])
+        except SegmentValueError as exc:
+            exc.field = salt.name  # type: ignore[attr-defined]
+            raise
+
+    def _typed(self, name: str, data: bytes) -> Any:
+        seg = next(s for s in self.segments if s.field == name)
+        value = seg.decode(data)
+        if isinstance(seg, (TimestampSegment, BucketSegment)):
+            return from_micros(value)
+        return value
 
     @property
     def max_length(self) -> int:
@@ -426,7 +517,7 @@ class KeyLayout:
             if seg.field is not None:
                 parts.append(encoded[seg.field])
             elif isinstance(seg, SaltSegment):
-                parts.append(seg.encode(seg.salt_of(encoded) if salt is None else salt))
+                parts.append(seg.encode(self.salt_of(seg, encoded) if salt is None else salt))
             else:
                 parts.append(seg.encode(None))
         return self.separator.join(parts)

@@ -147,13 +147,20 @@ class TableCodec:
 
     def _joiner(self) -> Callable[[Mapping[str, bytes]], bytes]:
         if not self._joins_plainly:
-            return self.key.join  # the salt is computed from the other segments
+            return self._join_salted  # the salt is computed from the other segments
         names = [s.field if s.field is not None else _constant_name(s.encode(None))
                  for s in self.key.segments]
         if len(names) == 1:
             return itemgetter(names[0])
         get, sep = itemgetter(*names), self.key.separator
         return lambda parts: sep.join(get(parts))
+
+    def _join_salted(self, parts: Mapping[str, bytes]) -> bytes:
+        try:
+            return self.key.join(parts)
+        except SegmentValueError as exc:  # another program's salt function refused the key
+            raise errors.key_error(exc, model=self.model, field=getattr(exc, "field", None),
+                                   value=getattr(exc, "value", None)) from exc.__cause__
 
     def row(self, entity: Any, parts: Mapping[str, bytes], us: int,
             encoded: Mapping[str, bytes], like: EncodedRow | None = None) -> EncodedRow:
@@ -251,7 +258,11 @@ class TableCodec:
     def _check_salt(self, key: bytes, keys: dict[str, Any]) -> None:
         """Refuse a row under another salt value than its fields give: such a row is
         not tsmodel's, and the rows of its fields' own salt may be elsewhere."""
-        canonical = self.key.encode(keys)
+        try:
+            canonical = self.key.encode(keys)
+        except SegmentValueError as exc:  # the salt function refused the key's fields
+            raise errors.KeyDecodingError(
+                f"{self.model}: row key {key!r} of table {self.table!r}: {exc}") from exc
         if canonical != key:
             raise errors.KeyDecodingError(
                 f"{self.model}: row key {key!r} of table {self.table!r} is not canonical: its "

@@ -233,6 +233,17 @@ def _prefix_end(prefix: bytes) -> bytes:
     return prefix[:-1] + bytes([prefix[-1] + 1])
 
 
+def _foreign_salts(seg: SaltSegment, prefix: bytes) -> list[RowRange]:
+    """The key ranges of the salt digits below and above a salt's values, after ``prefix``."""
+    ranges = []
+    if seg.first > 0:
+        ranges.append(RowRange(prefix + b"0" * seg.width, prefix + seg.encode(seg.first)))
+    above = seg.first + seg.buckets
+    if above < 10**seg.width:
+        ranges.append(RowRange(prefix + seg.encode(above), _prefix_end(prefix + b"9" * seg.width)))
+    return ranges
+
+
 def time_span(spec: ModelSpec) -> tuple[int, int]:
     """Every event time a model can store, as [start, end) microseconds."""
     if isinstance(spec.timestamp, TimestampSegment):
@@ -281,19 +292,17 @@ class _Compiler:
                         guards=self._salt_guards(key, self._encode_given(key)))
 
     def _salt_guards(self, key: KeyLayout, given: dict[str, bytes]) -> tuple[ReadRequest, ...]:
-        """Reads of the salt values beyond the model's (``9`` of a 3-salt model) before
-        the salt, when every salt is read: a row there is not this model's own."""
+        """Reads of the salt values beyond the model's (``9`` of a 3-salt model, ``0`` of
+        one whose salts start at 1) before the salt, when every salt is read: a row
+        there is not this model's own."""
         prefix = b""
         for seg in key.segments:
             if isinstance(seg, SaltSegment):
-                if all(name in given for name in seg.on) or seg.buckets >= 10**seg.width:
+                if all(name in given for name in seg.on):
                     return ()
-                first = str(seg.buckets).zfill(seg.width).encode("ascii")
-                rows = RowSet(ranges=(RowRange(prefix + first,
-                                               _prefix_end(prefix + b"9" * seg.width)),))
-                return (ReadRequest(self.codec.table, rows, ReadFilter(
+                return tuple(ReadRequest(self.codec.table, RowSet(ranges=(r,)), ReadFilter(
                     families=self.spec.families, cells_per_column=1, strip_values=True),
-                    limit=1),)
+                    limit=1) for r in _foreign_salts(seg, prefix))
             if isinstance(seg, ConstantSegment):
                 prefix += seg.encode(None) + key.separator
             elif seg.field in given:
@@ -336,7 +345,7 @@ class _Compiler:
             if isinstance(seg, ConstantSegment):
                 prefixes = [p + seg.encode(None) + sep for p in prefixes]
             elif isinstance(seg, SaltSegment):
-                salts = self._salt_values(seg, given)
+                salts = self._salt_values(layout, seg, given)
                 prefixes = [p + seg.encode(v) + sep for p in prefixes for v in salts]
             elif seg is self.spec.timestamp:
                 return prefixes, used, True
@@ -349,9 +358,14 @@ class _Compiler:
         sep_len = len(sep)
         return [p[:-sep_len] if p else p for p in prefixes], used, False
 
-    def _salt_values(self, seg: SaltSegment, given: dict[str, bytes]) -> list[int]:
+    def _salt_values(self, layout: KeyLayout, seg: SaltSegment,
+                     given: dict[str, bytes]) -> list[int]:
         if all(name in given for name in seg.on):
-            return [seg.salt_of(given)]
+            try:
+                return [layout.salt_of(seg, given)]
+            except SegmentValueError as exc:
+                raise errors.key_error(exc, model=self.spec.name, field=seg.name,
+                                       value=getattr(exc, "value", None)) from exc.__cause__
         return list(seg.all_values())
 
     def _ranges(self, prefixes: list[bytes], reached_time: bool,
