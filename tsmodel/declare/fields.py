@@ -13,7 +13,7 @@ the error can name the model and the field.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
@@ -50,6 +50,8 @@ class TimestampInfo:
     bucket: str | timedelta | None = None
     label: str | None = None
     reverse_from: int | None = None
+    origin: datetime | None = None
+    unsorted_labels: bool = False
 
 
 @attrs.frozen
@@ -104,7 +106,8 @@ def key(
 def timestamp(
     *, unit: str = "ms", digits: int | None = None, format: str | None = None,
     millis: bool = False, reverse: bool = False, bucket: str | timedelta | None = None,
-    label: str | None = None, reverse_from: int | None = None,
+    label: str | None = None, reverse_from: int | None = None, origin: datetime | None = None,
+    unsorted_labels: bool = False,
 ) -> Any:
     """Declare the event time: a timezone-aware ``datetime``.
 
@@ -133,13 +136,21 @@ def timestamp(
             ``ts.columns()`` or ``ts.offsets(step)``); the event time is the
             cell timestamp (or the offset column).
         label: the bucket label's format, checked to sort in time order
-            (e.g. ``"%Y-%m-%d"`` for days, ``"%GW%V"`` for weeks).
+            (e.g. ``"%Y-%m-%d"`` for days, ``"%GW%V"`` for weeks); or, for a
+            table another program labels ``week1``, ``week2`` ..., a numbered
+            label such as ``"week{n}"`` with ``origin`` and ``unsorted_labels``.
+        origin: the start of bucket 1 of a numbered label (a timezone-aware
+            ``datetime``).
+        unsorted_labels: accept a numbered label, which does not sort in time
+            order: reads of a time range then take one read per bucket
+            instead of one row range.
 
     Returns:
         An attrs field.
     """
     info = TimestampInfo(unit, digits, format, millis, reverse, bucket, label,
-                         reverse_from=reverse_from)
+                         reverse_from=reverse_from, origin=origin,
+                         unsorted_labels=unsorted_labels)
     return attrs.field(metadata={META: info})
 
 

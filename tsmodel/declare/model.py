@@ -402,17 +402,28 @@ def _segment(name: str, attr: str, info: Any, hint: Any, sep: bytes) -> Segment:
                 f"{name}.{attr}: a timestamp field must be annotated 'datetime', not {hint!r}"
             )
         if info.bucket is not None:
-            try:
-                return BucketSegment(attr, make_bucket(info.bucket, info.label))
-            except ValueError as exc:
-                raise errors.DeclarationError(f"{name}.{attr}: {exc}") from exc
-        if info.bucket is not None:
-            try:
-                return BucketSegment(attr, make_bucket(info.bucket, info.label))
-            except ValueError as exc:
-                raise errors.DeclarationError(f"{name}.{attr}: {exc}") from exc
+            return _bucket_segment(name, attr, info, sep)
+        if info.origin is not None or info.unsorted_labels:
+            raise errors.DeclarationError(
+                f"{name}.{attr}: origin= and unsorted_labels= number the labels of time "
+                "buckets; declare bucket=... too (e.g. bucket='week', label='week{n}')")
         return TimestampSegment(attr, _timestamp_encoding(name, attr, info))
     return _key_segment(name, attr, info, hint, sep)
+
+
+def _bucket_segment(name: str, attr: str, info: TimestampInfo, sep: bytes) -> BucketSegment:
+    assert info.bucket is not None
+    try:
+        bucket = make_bucket(info.bucket, info.label, origin=info.origin,
+                             unsorted_labels=info.unsorted_labels)
+    except ValueError as exc:
+        raise errors.DeclarationError(f"{name}.{attr}: {exc}") from exc
+    if bucket.width is None and sep.decode() in bucket.label_format:
+        raise errors.DeclarationError(
+            f"{name}.{attr}: label {bucket.label_format!r} holds the separator "
+            f"{sep.decode()!r}; labels of several widths cannot be told apart from the "
+            "segments after them")
+    return BucketSegment(attr, bucket)
 
 
 def _key_segment(name: str, attr: str, info: KeyInfo, hint: Any, sep: bytes) -> Segment:

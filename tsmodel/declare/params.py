@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from tsmodel import errors
@@ -172,6 +172,11 @@ def _timestamp(where: str, info: TimestampInfo) -> None:
         raise _refuse(where, call, "bucket", info.bucket,
                       "'minute', 'hour', 'day', 'week', 'month', a timedelta or None")
     _text(where, call, "label", info.label, example="'%Y-%m-%d'", optional=True)
+    if info.origin is not None and (not isinstance(info.origin, datetime)
+                                    or info.origin.utcoffset() is None):
+        raise _refuse(where, call, "origin", info.origin,
+                      "a timezone-aware datetime (the start of bucket 1) or None")
+    _bool(where, call, "unsorted_labels", info.unsorted_labels)
 
 
 def _value(where: str, info: ValueInfo) -> None:

@@ -3,7 +3,10 @@
 A bucket row holds every event of one entity within one bucket. The label in
 the row key has a fixed width and sorts in time order across years (day
 ``20170726``, ISO week ``2021-W09``, month ``201707``). Labels that do not
-sort, such as ``week1`` ... ``week49`` (no year, no fixed width), are refused.
+sort, such as ``week1`` ... ``week49`` (no year, no fixed width), are refused,
+unless they are declared for a table another program writes: buckets
+numbered from an origin (:class:`NumberedBucket`), whose reads take one read
+per bucket instead of one row range.
 
 All arithmetic is on integer microseconds since the epoch, in UTC.
 """
@@ -18,7 +21,8 @@ import attrs
 
 from tsmodel.encoding.timestamps import FormatEncoding, from_micros, to_micros
 
-__all__ = ["Bucket", "FixedBucket", "WeekBucket", "MonthBucket", "make_bucket", "BUCKET_NAMES"]
+__all__ = ["Bucket", "FixedBucket", "WeekBucket", "MonthBucket", "NumberedBucket", "make_bucket",
+           "BUCKET_NAMES"]
 
 _SECOND = 1_000_000
 _MINUTE = 60 * _SECOND
@@ -44,11 +48,25 @@ class Bucket(abc.ABC):
     name: str
     #: The label's strftime-like format.
     label_format: str
+    #: Whether labels sort in time order (one row range reads a span of buckets).
+    ordered: bool = True
 
     @property
     @abc.abstractmethod
-    def width(self) -> int:
-        """Bytes of every label."""
+    def width(self) -> int | None:
+        """Bytes of every label (``None``: labels of several widths)."""
+
+    @property
+    def max_width(self) -> int:
+        """Bytes of the longest label."""
+        width = self.width
+        assert width is not None
+        return width
+
+    @property
+    def first_us(self) -> int:
+        """The start of the first bucket that has a label."""
+        return 0
 
     @property
     @abc.abstractmethod
@@ -185,6 +203,113 @@ class MonthBucket(Bucket):
         return self._encoding.decode_us(label + b"01")
 
 
+@attrs.frozen
+class NumberedBucket(Bucket):
+    """Buckets of a fixed duration numbered from an origin: ``week1``, ``week2`` ...
+
+    The labels of a table another program writes (the patterns page's
+    ``us-west2#3698#pressure#week1``): the bucket starting at ``origin_us``
+    is number 1, the next number 2, written without padding into
+    ``label_format`` at ``{n}``. Such labels do not sort in time order
+    (``week10`` sorts before ``week9``): a read of a time range reads each
+    bucket's label on its own (:attr:`ordered` is false).
+    """
+
+    name: str
+    duration: int
+    origin_us: int
+    label_format: str = "week{n}"
+    ordered = False
+    _parts: tuple[bytes, bytes] = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        head, _, tail = self.label_format.partition("{n}")
+        object.__setattr__(self, "_parts", (head.encode("ascii"), tail.encode("ascii")))
+
+    @property
+    def width(self) -> int | None:
+        return None
+
+    @property
+    def max_width(self) -> int:
+        return len(self.label(self.start(_LAST_US)))
+
+    @property
+    def max_us(self) -> int:
+        return self.duration
+
+    @property
+    def first_us(self) -> int:
+        return self.origin_us
+
+    def start(self, us: int) -> int:
+        return us - (us - self.origin_us) % self.duration
+
+    def next(self, start_us: int) -> int:
+        return start_us + self.duration
+
+    def label(self, start_us: int) -> bytes:
+        head, tail = self._parts
+        return b"%s%d%s" % (head, (start_us - self.origin_us) // self.duration + 1, tail)
+
+    def parse(self, label: bytes) -> int:
+        head, tail = self._parts
+        number = label[len(head):len(label) - len(tail)]
+        if (not label.startswith(head) or not label.endswith(tail) or not number.isdigit()
+                or number.startswith(b"0") or len(label) > self.max_width):
+            raise ValueError(f"{label!r} is no label {self.label_format!r} (n = 1, 2, ...)")
+        start = self.origin_us + (int(number) - 1) * self.duration
+        if start > _LAST_US:
+            raise ValueError(f"{label!r} names a {self.name} after the year 9999")
+        return start
+
+    def describe(self) -> str:
+        origin = from_micros(self.origin_us).isoformat()
+        return (f"{self.name} bucket numbered from {origin}, label {self.label_format!r} "
+                f"({self.label(self.origin_us).decode()}, "
+                f"{self.label(self.next(self.origin_us)).decode()}, ...; labels do not sort: "
+                "one read per bucket)")
+
+
+#: The last whole millisecond a datetime holds.
+_LAST_US = to_micros(datetime(9999, 12, 31, 23, 59, 59, 999_000, tzinfo=timezone.utc))
+_NUMBER = "{n}"
+
+
+def numbered_bucket(size: str | timedelta, label: str, origin: datetime) -> NumberedBucket:
+    """Buckets of ``size`` numbered from ``origin`` in ``label`` (e.g. ``"week{n}"``).
+
+    Raises:
+        ValueError: a size without a fixed duration (a month), a label without
+            exactly one ``{n}`` or with other braces, ``%`` or non-ASCII text,
+            or an origin that is not a timezone-aware datetime of whole
+            milliseconds from 1970 on.
+    """
+    if isinstance(size, timedelta):
+        duration = size // timedelta(microseconds=1)
+        name = _short(duration) if duration > 0 and not duration % _SECOND else ""
+    else:
+        duration, name = {**_FIXED, "week": _WEEK}.get(size, 0), size
+    if not name or duration <= 0:
+        raise ValueError(
+            f"numbered labels ({label!r}) need buckets of one duration: 'minute', 'hour', "
+            f"'day', 'week' or a timedelta of whole seconds, not {size!r}")
+    rest = label.replace(_NUMBER, "", 1)
+    if _NUMBER not in label or "{" in rest or "}" in rest or "%" in rest or not label.isascii():
+        raise ValueError(
+            f"numbered label {label!r} must hold {{n}} once (the bucket's number, 1 for the "
+            "bucket at origin=) and otherwise plain ASCII text, e.g. label='week{n}'")
+    if not isinstance(origin, datetime) or origin.utcoffset() is None:
+        raise ValueError(
+            f"origin={origin!r} must be a timezone-aware datetime: the start of bucket 1")
+    origin_us = to_micros(origin)
+    if origin_us < 0 or origin_us % 1_000:
+        raise ValueError(
+            f"origin={origin.isoformat()} must be a whole millisecond from 1970 on: bucket "
+            "starts are cell timestamps")
+    return NumberedBucket(name, duration, origin_us, label)
+
+
 def check_week_label(fmt: str) -> None:
     """Refuse week labels that do not sort in time order, with the reason."""
     directives = re.findall(r"%(.)", fmt)
@@ -200,7 +325,9 @@ def check_week_label(fmt: str) -> None:
         f"week label {fmt!r} does not sort in time order: a week label needs the ISO year "
         "then the zero-padded ISO week ('%G-W%V' gives 2021-W09); labels such as week1 ... "
         "week49 carry no year and no fixed width, so week10 sorts before week9 and every "
-        "year's weeks interleave"
+        "year's weeks interleave. To read or write a table another program labels so, "
+        "number its weeks: label='week{n}', origin=<the start of week1>, "
+        "unsorted_labels=True (reads then take one read per week)"
     )
 
 
@@ -213,13 +340,26 @@ def check_month_label(fmt: str) -> None:
         )
 
 
-def make_bucket(size: str | timedelta, label: str | None = None) -> Bucket:
+def make_bucket(size: str | timedelta, label: str | None = None, *,
+                origin: datetime | None = None, unsorted_labels: bool = False) -> Bucket:
     """The bucket for a size: ``"minute"``, ``"hour"``, ``"day"``, ``"week"``,
     ``"month"`` or a fixed ``timedelta`` (whole seconds).
 
+    Args:
+        size: the bucket size.
+        label: the label's format (default: the size's, e.g. ``%G-W%V``), or
+            a numbered label such as ``"week{n}"`` with ``origin``.
+        origin: the start of bucket 1 of a numbered label.
+        unsorted_labels: accept a numbered label, which does not sort in time
+            order (the opt-in that reading another program's table needs).
+
     Raises:
-        ValueError: an unknown size, or a label that does not sort in time order.
+        ValueError: an unknown size, a label that does not sort in time order
+            (a numbered one without ``unsorted_labels``), or ``origin`` and
+            ``unsorted_labels`` with a label that sorts.
     """
+    if origin is not None or unsorted_labels or (label is not None and _NUMBER in label):
+        return _numbered(size, label, origin, unsorted_labels)
     if isinstance(size, timedelta):
         return _duration_bucket(size, label)
     if size == "week":
@@ -234,6 +374,31 @@ def make_bucket(size: str | timedelta, label: str | None = None) -> Bucket:
         f"unknown bucket size {size!r}; use 'minute', 'hour', 'day', 'week', 'month' "
         "or a datetime.timedelta"
     )
+
+
+def _numbered(size: str | timedelta, label: str | None, origin: datetime | None,
+              unsorted_labels: bool) -> Bucket:
+    """A numbered bucket, declared with all three of its parts, or why not."""
+    if label is None or _NUMBER not in label:
+        what = "origin=" if origin is not None else "unsorted_labels=True"
+        given = "the default label" if label is None else repr(label)
+        raise ValueError(
+            f"{what} is for numbered bucket labels such as label='week{{n}}' (week1, week2 "
+            f"..., numbered from origin=), not for {given}, whose labels sort in time "
+            "order: drop it")
+    if origin is None:
+        raise ValueError(
+            f"label={label!r} numbers the buckets: give origin=, the start of bucket 1 "
+            "(e.g. origin=datetime(2021, 3, 1, tzinfo=timezone.utc)); a number without "
+            "its origin (such as an ISO week without its year) names no one bucket")
+    if not unsorted_labels:
+        raise ValueError(
+            f"label={label!r} does not sort in time order ({label.replace(_NUMBER, '10')} "
+            f"sorts before {label.replace(_NUMBER, '9')}), so a time range is no row range; "
+            "tsmodel refuses such labels for new tables. To read or write a table another "
+            "program labels so, pass unsorted_labels=True: reads then take one read per "
+            "bucket")
+    return numbered_bucket(size, label, origin)
 
 
 def _duration_bucket(size: timedelta, label: str | None) -> Bucket:

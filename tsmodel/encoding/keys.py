@@ -313,12 +313,20 @@ class BucketSegment(Segment):
     bucket: Bucket
 
     @property
-    def width(self) -> int:  # type: ignore[override]
+    def width(self) -> int | None:  # type: ignore[override]
         return self.bucket.width
+
+    @property
+    def max_width(self) -> int:
+        return self.bucket.max_width
 
     def encode(self, value: int) -> bytes:
         if value < 0:
             raise SegmentValueError(f"{value} us is before 1970; cell timestamps cannot be")
+        if value < self.bucket.first_us:
+            raise SegmentValueError(
+                f"{from_micros(value).isoformat()} is before the first bucket of "
+                f"{self.bucket.describe()}")
         return self.bucket.label(self.bucket.start(value))
 
     def decode(self, data: bytes) -> int:
