@@ -21,6 +21,7 @@ import attrs
 from tsmodel import errors
 from tsmodel.backends.base import Features, ReadFilter, ReadRequest, RowRange, RowSet
 from tsmodel.declare.spec import ModelSpec
+from tsmodel.encoding.buckets import Bucket
 from tsmodel.encoding.keys import (
     ConstantSegment,
     KeyLayout,
@@ -34,6 +35,10 @@ from tsmodel.layouts import TableCodec
 __all__ = ["ReadPlan", "QueryState", "compile_query", "queryable_fields", "time_span"]
 
 _MS = 1_000
+#: The most single-label reads a plan makes for bucket labels that do not sort
+#: (``week1``, ``week2`` ...: another program's); a longer range reads every bucket
+#: row of each key prefix instead, and the executor sorts the events by time.
+MAX_LABEL_READS = 128
 
 
 def _accept_all(item: Any) -> bool:
@@ -48,7 +53,8 @@ class ReadPlan:
         model: the model name.
         table: the table read.
         requests: the backend reads, one per salt value (or one).
-        merge: how the reads combine: ``"concat"`` or ``"time"`` (by event time).
+        merge: how the reads combine: ``"concat"``, ``"time"`` (merged by event
+            time) or ``"sort"`` (sorted by event time, all held at once).
         client_filters: checks done on decoded rows (empty when the server
             filters are exact).
         scan: whether the plan reads beyond the rows a key prefix selects.
@@ -88,8 +94,9 @@ class ReadPlan:
             lines.append("  nothing to read: the time range is empty")
         for req in self.requests:
             lines.extend(_describe_request(req))
-        if len(self.requests) > 1:
-            lines.append(f"  merge: {self.merge} ({len(self.requests)} reads)")
+        if len(self.requests) > 1 or self.merge == "sort":
+            count = len(self.requests)
+            lines.append(f"  merge: {self.merge} ({count} read{'s' if count != 1 else ''})")
         lines.extend(f"  client filter: {f}" for f in self.client_filters)
         lines.extend(f"  guard: no row in [{g.rows.ranges[0].start!r}, {g.rows.ranges[0].end!r})"
                      for g in self.guards)
@@ -262,6 +269,10 @@ class _Compiler:
         self.state = state
         self.reverse_scan = reverse_scan
         self.now_us = now_us
+        #: The ranges read whole bucket rows out of time order (labels that do not sort).
+        self.sort = False
+        #: How the plan reads bucket labels that do not sort, in words.
+        self.label_reads = ""
 
     def plan(self) -> ReadPlan:
         s = self.state
@@ -283,6 +294,7 @@ class _Compiler:
         merge = "time" if len(requests) > 1 and reached_time and not current else "concat"
         if merge == "concat" and any(req.reverse for req in requests):
             requests = requests[::-1]  # reversed reads, one after the other: the last first
+        merge = "sort" if self.sort else merge
         natural_desc = not current and self.spec.reversed_time
         descending = natural_desc != any(req.reverse for req in requests)
         return ReadPlan(self.spec.name, codec.table, requests, merge, checks, scan,
@@ -370,15 +382,45 @@ class _Compiler:
 
     def _ranges(self, prefixes: list[bytes], reached_time: bool,
                 complete: bool) -> list[RowRange]:
+        bucket = self.spec.bucket
         if not reached_time:
+            # Bucket rows in label order are out of time order when labels do not sort.
+            self.sort = self.state.mode == "range" and bucket is not None and not bucket.ordered
             if complete:
                 return [RowRange(p, p + b"\x00") for p in prefixes]
             return [RowRange.prefix(p) if p else RowRange() for p in prefixes]
+        if bucket is not None and not bucket.ordered:
+            return self._label_ranges(prefixes, bucket)
         bounds = self._time_key_bounds()
         if bounds is None:
             return []
         lo, hi = bounds
         return [RowRange(p + lo, p + hi) for p in prefixes]
+
+    def _label_ranges(self, prefixes: list[bytes], bucket: Bucket) -> list[RowRange]:
+        """A read per bucket of the range and key prefix, for labels that do not sort
+        (``week10`` before ``week9``); past :data:`MAX_LABEL_READS`, every bucket row
+        of each prefix (the cell timestamp filter keeps the range), sorted afterwards."""
+        s = self.state
+        assert s.start_us is not None and s.end_us is not None
+        start, end = max(ceil_to(s.start_us, _MS), bucket.first_us), ceil_to(s.end_us, _MS)
+        labels: list[bytes] = []
+        at = bucket.start(start)
+        while start < end and at < end and len(labels) * len(prefixes) <= MAX_LABEL_READS:
+            labels.append(bucket.label(at))
+            at = bucket.next(at)
+        if len(labels) * len(prefixes) > MAX_LABEL_READS:
+            self.sort = True
+            self.label_reads = (f"over {MAX_LABEL_READS} bucket reads, so every bucket row of "
+                                "the key prefix, sorted by time")
+            return [RowRange.prefix(p) if p else RowRange() for p in prefixes]
+        self.label_reads = "one read per bucket"
+        key = self.codec.key
+        if key.segments[-1].field == self.spec.timestamp_field:  # the label ends the key
+            return [RowRange(p + label, p + label + b"\x00") for p in prefixes for label in labels]
+        self.sort = True  # a bucket's rows of several entities, each in time order
+        self.label_reads = "one read per bucket, sorted by time"
+        return [RowRange.prefix(p + label + key.separator) for p in prefixes for label in labels]
 
     def _time_key_bounds(self) -> tuple[bytes, bytes] | None:
         """The time segments bounding the range's keys: [first, end)."""
@@ -509,7 +551,11 @@ class _Compiler:
                 parts.append("one salt value, computed from the key fields given")
             else:
                 parts.append(f"{salt.buckets} salt values, one read each")
-        if reached_time:
+        bucket = self.spec.bucket
+        if reached_time and bucket is not None and not bucket.ordered:
+            parts.append(f"labels such as {bucket.label(bucket.first_us).decode()} do not sort: "
+                         + self.label_reads)
+        elif reached_time:
             parts.append("time range in the row key")
         elif self.state.snapshot_us is not None:
             parts.append("a snapshot table holds one period: read it whole")
@@ -517,6 +563,8 @@ class _Compiler:
             parts.append("time range by cell timestamp filter only")
         if leftover:
             parts.append(f"scan filtering {', '.join(leftover)} client-side")
+        if self.sort and not reached_time:
+            parts.append("bucket labels do not sort: events sorted by time")
         return "; ".join(parts)
 
 

@@ -318,10 +318,13 @@ def _events(plan: ReadPlan, conn: Connection, req: ReadRequest, model: type[M]) 
 
 def _merge(streams: Sequence[Iterator[M]], how: str, descending: bool,
            model: type[M]) -> Iterator[M]:
+    name = spec_of(model).timestamp_field
+    if how == "sort":  # bucket rows read out of time order (labels that do not sort)
+        return iter(sorted(itertools.chain.from_iterable(streams),
+                           key=lambda e: getattr(e, name), reverse=descending))
     if len(streams) == 1:
         return streams[0]
     if how == "time":
-        name = spec_of(model).timestamp_field
         return heapq.merge(*streams, key=lambda e: getattr(e, name), reverse=descending)
     return itertools.chain.from_iterable(streams)
 
