@@ -62,3 +62,52 @@ BATTERY_T0 = datetime(2015, 3, 1, 12, 45, 1, tzinfo=UTC)
 def battery_time(key: bytes) -> datetime:
     """The event time of a row of the guide's battery tables (its last 3 digits: ms)."""
     return BATTERY_T0 + timedelta(milliseconds=int(key[-3:]))
+
+
+# -- item 7: the patterns page's week1 bucket labels -----------------------------------------
+
+#: The start of the patterns page's ``week1``: the Monday of its 2021-03-05 reports.
+WEEK1 = datetime(2021, 3, 1, tzinfo=UTC)
+#: t2021-03-05-1200, the first report of the patterns page's weather balloon.
+BALLOON_T0 = datetime(2021, 3, 5, 12, 0, tzinfo=UTC)
+
+
+@ts.model(table="BALLOON_CELLS", family="measurements", layout=ts.cells(), max_rate=1 / 60)
+class WeekCells:
+    """New cells for new events: ``asia-south2#3698#week1``, a column per measurement."""
+
+    location: str = ts.key()
+    balloon: int = ts.key(width=4)
+    time: datetime = ts.timestamp(bucket="week", label="week{n}", origin=WEEK1,
+                                  unsorted_labels=True)
+    pressure: int = ts.value("pressure", codec=ts.Text(int))
+    temp: float = ts.value("temp", codec=ts.Text(float))
+
+
+@ts.model(table="BALLOON_COLUMNS", family="measurements", layout=ts.columns(),
+          max_rate=1 / 60)
+class WeekColumns:
+    """New columns for new events: ``us-west2#3698#pressure#week1``, the value the qualifier."""
+
+    location: str = ts.key()
+    balloon: int = ts.key(width=4)
+    metric: str = ts.key()
+    time: datetime = ts.timestamp(bucket="week", label="week{n}", origin=WEEK1,
+                                  unsorted_labels=True)
+    value: int = ts.value(codec=ts.Text(int))
+
+
+#: The patterns page's two week1 rows: (row key, qualifier, cell timestamp, value).
+GUIDE_WEEK_CELLS = [
+    (b"asia-south2#3698#week1", b"pressure", BALLOON_T0, b"94558"),
+    (b"asia-south2#3698#week1", b"pressure", BALLOON_T0 + timedelta(minutes=1), b"94122"),
+    (b"asia-south2#3698#week1", b"pressure", BALLOON_T0 + timedelta(minutes=2), b"95992"),
+    (b"asia-south2#3698#week1", b"temp", BALLOON_T0, b"9.5"),
+    (b"asia-south2#3698#week1", b"temp", BALLOON_T0 + timedelta(minutes=1), b"9.4"),
+    (b"asia-south2#3698#week1", b"temp", BALLOON_T0 + timedelta(minutes=2), b"9.2"),
+]
+GUIDE_WEEK_COLUMNS = [
+    (b"us-west2#3698#pressure#week1", b"94558", BALLOON_T0, b""),
+    (b"us-west2#3698#pressure#week1", b"94122", BALLOON_T0 + timedelta(minutes=1), b""),
+    (b"us-west2#3698#pressure#week1", b"95992", BALLOON_T0 + timedelta(minutes=2), b""),
+]

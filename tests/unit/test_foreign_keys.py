@@ -20,15 +20,20 @@ from hypothesis import given, settings
 import tsmodel as ts
 from tests import strategies as tst
 from tests.reference_layouts import (
+    BALLOON_T0,
     BATTERY_T0,
     EPOCH,
     GUIDE_BATTERY_ROWS,
     LONG_MAX,
+    WEEK1,
     GuideBattery,
+    WeekCells,
+    WeekColumns,
     at_ms,
     battery_salt,
     battery_time,
 )
+from tsmodel.plan import reads as ts_reads
 
 PROPS = settings(max_examples=200, deadline=None)
 
@@ -243,3 +248,118 @@ def test_a_salt_the_function_cannot_give_names_model_salt_and_value():
     assert list(Battery2030.range(BATTERY_T0, BATTERY_T0 + timedelta(seconds=1)).using(db)) == []
     with pytest.raises(ts.KeyEncodingError, match="a salt of this key is an int in 1..3"):
         ts.encode_row_key(Battery2030, {"time": bad.time})
+
+
+# -- item 7: week1-style bucket labels ---------------------------------------------------------
+
+
+def test_the_patterns_pages_week1_keys():
+    """Item 7: labels such as week1 could not be declared at all."""
+    cells = WeekCells(location="asia-south2", balloon=3698, time=BALLOON_T0, pressure=94558,
+                      temp=9.5)
+    columns = WeekColumns(location="us-west2", balloon=3698, metric="pressure",
+                          time=BALLOON_T0, value=94558)
+    assert ts.row_key(cells) == b"asia-south2#3698#week1"
+    assert ts.row_key(columns) == b"us-west2#3698#pressure#week1"
+    assert ts.decode_row_key(WeekColumns, b"us-west2#3698#pressure#week10") == {
+        "location": "us-west2", "balloon": 3698, "metric": "pressure",
+        "time": WEEK1 + timedelta(weeks=9)}
+
+
+def test_week_numbers_are_refused_by_default():
+    with pytest.raises(ts.DeclarationError, match=r"pass unsorted_labels=True") as info:
+        @ts.model(table="B", family="m", layout=ts.cells(), max_rate=1 / 60)
+        class Balloon:
+            location: str = ts.key()
+            time: datetime = ts.timestamp(bucket="week", label="week{n}", origin=WEEK1)
+    assert "week10 sorts before week9" in str(info.value)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"label": "week%V"}, "label='week{n}', origin=<the start of week1>, unsorted_labels=True"),
+    ({"label": "week{n}", "unsorted_labels": True}, "give origin=, the start of bucket 1"),
+    ({"unsorted_labels": True}, "not for the default label"),
+    ({"origin": WEEK1}, "not for the default label"),
+    ({"label": "week{n}{n}", "origin": WEEK1, "unsorted_labels": True}, "must hold {n} once"),
+    ({"label": "%Y{n}", "origin": WEEK1, "unsorted_labels": True}, "must hold {n} once"),
+    ({"label": "w#{n}", "origin": WEEK1, "unsorted_labels": True}, "holds the separator"),
+    ({"label": "week{n}", "origin": datetime(2021, 3, 1), "unsorted_labels": True},
+     "origin must be a timezone-aware datetime"),
+    ({"label": "week{n}", "origin": "2021-03-01", "unsorted_labels": True},
+     "origin must be a timezone-aware datetime"),
+    ({"label": "week{n}", "origin": WEEK1 + timedelta(microseconds=1), "unsorted_labels": True},
+     "whole millisecond"),
+    ({"label": "week{n}", "origin": WEEK1, "unsorted_labels": 1},
+     "unsorted_labels must be True or False"),
+    ({"bucket": "month", "label": "m{n}", "origin": WEEK1, "unsorted_labels": True},
+     "buckets of one duration"),
+    ({"bucket": None, "origin": WEEK1, "unsorted_labels": True}, "declare bucket=... too"),
+])
+def test_numbered_labels_are_checked_when_the_class_is_defined(kwargs, message):
+    kwargs = {"bucket": "week", **kwargs}
+    with pytest.raises(ts.DeclarationError, match=re.escape(message)) as info:
+        @ts.model(table="B", family="m", layout=ts.cells(), max_rate=1 / 60)
+        class Bad:
+            location: str = ts.key()
+            time: datetime = ts.timestamp(**kwargs)
+    assert "Bad.time" in str(info.value)
+
+
+@pytest.mark.parametrize("label", [b"week0", b"week01", b"wk1", b"week", b"week1x",
+                                   b"week9999999"])
+def test_labels_that_number_no_bucket_are_refused(label):
+    with pytest.raises(ts.KeyDecodingError, match="week"):
+        ts.decode_row_key(WeekCells, b"asia-south2#3698#" + label)
+
+
+def test_a_time_before_week1_names_model_field_and_value():
+    early = WeekCells(location="x", balloon=1, time=WEEK1 - timedelta(seconds=1), pressure=1,
+                      temp=1.0)
+    with pytest.raises(ts.KeyEncodingError, match="before the first bucket") as info:
+        ts.row_key(early)
+    assert (info.value.model, info.value.field, info.value.value) == (
+        "WeekCells", "time", early.time)
+
+
+@PROPS
+@given(when=tst.aware_datetimes(1_614_556_800_000_000, 253_402_300_799_000_000, 1_000))
+def test_numbered_labels_round_trip(when):
+    key = ts.row_key(WeekCells(location="x", balloon=1, time=when, pressure=1, temp=1.0))
+    start = ts.decode_row_key(WeekCells, key)["time"]
+    assert timedelta(0) <= when - start < timedelta(weeks=1)
+    assert (start - WEEK1) % timedelta(weeks=1) == timedelta(0)
+    assert key == b"x#0001#week%d" % ((start - WEEK1) // timedelta(weeks=1) + 1)
+
+
+def _spans(plan):
+    return [(r.rows.ranges[0].start, r.rows.ranges[0].end) for r in plan.requests]
+
+
+def test_a_range_reads_each_week_of_it():
+    plan = WeekCells.range(WEEK1 + timedelta(weeks=8, days=6), WEEK1 + timedelta(weeks=10),
+                           location="asia-south2", balloon=3698).explain()
+    assert _spans(plan) == [(b"asia-south2#3698#week9", b"asia-south2#3698#week9\x00"),
+                            (b"asia-south2#3698#week10", b"asia-south2#3698#week10\x00")]
+    assert plan.merge == "time" and "one read per bucket" in plan.reason
+
+
+def test_a_long_range_reads_every_week_and_sorts():
+    span = (WEEK1, WEEK1 + timedelta(weeks=ts_reads.MAX_LABEL_READS + 1))
+    plan = WeekCells.range(*span, location="asia-south2", balloon=3698).explain()
+    assert _spans(plan) == [(b"asia-south2#3698#", b"asia-south2#3698$")]
+    assert plan.merge == "sort" and "sorted by time" in plan.reason
+    short = WeekCells.range(span[0], span[1] - timedelta(weeks=1), location="asia-south2",
+                            balloon=3698).explain()
+    assert len(short.requests) == ts_reads.MAX_LABEL_READS
+
+
+def test_a_range_before_week1_reads_nothing():
+    plan = WeekCells.range(WEEK1 - timedelta(weeks=3), WEEK1, location="x",
+                           balloon=1).explain()
+    assert plan.requests == ()
+
+
+def test_rows_read_by_a_key_prefix_are_sorted_by_time():
+    plan = WeekColumns.range(WEEK1, WEEK1 + timedelta(weeks=2), location="us-west2",
+                             balloon=3698).explain()
+    assert plan.merge == "sort" and "events sorted by time" in plan.reason
