@@ -25,6 +25,7 @@ from tests.reference_layouts import (
     EPOCH,
     GUIDE_BATTERY_ROWS,
     LONG_MAX,
+    UTC,
     WEEK1,
     GuideBattery,
     WeekCells,
@@ -120,6 +121,18 @@ def test_the_guides_salted_keys_under_its_own_salt_function():
             "__salt__": int(key.split(b"#")[1]), "time": battery_time(key)}
     salt = ts.spec_of(GuideBattery).salt
     assert salt.describe() == "salt: battery_salt(time), 1..3, 1 digit(s)"
+
+
+@PROPS
+@given(when=tst.format_datetimes(1_000))
+def test_salted_keys_round_trip_under_the_functions_salt(when):
+    key = ts.row_key(GuideBattery(time=when, user="Jo", percentage=1))
+    decoded = ts.decode_row_key(GuideBattery, key)
+    assert decoded == {"__salt__": battery_salt(when), "time": when}
+    utc = when.astimezone(UTC)
+    assert key == b"BATTERY#%d#%s%03d" % (battery_salt(when), utc.strftime(
+        "%Y%m%d%H%M%S").encode(), utc.microsecond // 1000)
+    assert ts.encode_row_key(GuideBattery, decoded) == key
 
 
 @pytest.mark.parametrize("key, why", [
