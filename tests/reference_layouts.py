@@ -5,7 +5,7 @@ another program would have written them (issue 11, key-level items), with
 the rows exactly as the reference prints them. Each model comes from a
 factory taking the table name, so the backend suite can give every test its
 own table; the module-level models use the reference's names. Shared by
-``tests/unit/test_foreign_keys.py`` and ``tests/backends/test_foreign_keys.py``.
+``tests/unit/test_adopted_keys.py`` and ``tests/backends/test_adopted_tables.py``.
 """
 
 from __future__ import annotations

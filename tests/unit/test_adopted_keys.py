@@ -6,7 +6,7 @@ its salted ``BATTERY#1#...`` table under its own hash (item 1), and the
 patterns page's ``week1`` bucket labels (item 7). The expected keys are the
 reference's, or computed by the reference's recipe, never taken from what
 tsmodel returned. Reads and writes on both backends are in
-``tests/backends/test_foreign_keys.py``.
+``tests/backends/test_adopted_tables.py``.
 """
 
 import random
