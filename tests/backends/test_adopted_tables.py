@@ -149,6 +149,9 @@ def test_the_guides_salted_table_reads_every_event(other: OtherProgram,
 @pytest.mark.parametrize("key, why", [
     (b"BATTERY#0#20150301124501006", "under a salt value the model does not have"),
     (b"BATTERY#7#20150301124501006", "under a salt value the model does not have"),
+    (b"BATTERY#12#20150301124501006", "under a salt value the model does not have"),
+    (b"BATTERY#01#20150301124501006", "under a salt value the model does not have"),
+    (b"BATTERY#x#20150301124501006", "under a salt value the model does not have"),
     (b"BATTERY#2#20150301124501003", "not canonical"),
 ])
 def test_a_row_the_salt_function_would_not_write_refuses_the_read(

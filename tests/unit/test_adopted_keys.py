@@ -145,12 +145,14 @@ def test_keys_under_other_salts_are_refused(key, why):
         ts.decode_row_key(GuideBattery, key)
 
 
-def test_reads_guard_the_salt_digits_below_and_above_the_salts():
+def test_reads_guard_every_key_under_another_salt():
     plan = GuideBattery.range(BATTERY_T0, BATTERY_T0 + timedelta(seconds=1)).explain()
     assert [r.rows.ranges[0].start[:10] for r in plan.requests] == [
         b"BATTERY#1#", b"BATTERY#2#", b"BATTERY#3#"]
-    assert [(g.rows.ranges[0].start, g.rows.ranges[0].end) for g in plan.guards] == [
-        (b"BATTERY#0", b"BATTERY#1"), (b"BATTERY#4", b"BATTERY#:")]
+    (guard,) = plan.guards
+    assert guard.limit == 1 and [(r.start, r.end) for r in guard.rows.ranges] == [
+        (b"BATTERY#", b"BATTERY#1#"), (b"BATTERY#1$", b"BATTERY#2#"),
+        (b"BATTERY#2$", b"BATTERY#3#"), (b"BATTERY#3$", b"BATTERY$")]
 
 
 def test_crc_salts_can_start_at_one_too():

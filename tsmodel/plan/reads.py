@@ -98,8 +98,8 @@ class ReadPlan:
             count = len(self.requests)
             lines.append(f"  merge: {self.merge} ({count} read{'s' if count != 1 else ''})")
         lines.extend(f"  client filter: {f}" for f in self.client_filters)
-        lines.extend(f"  guard: no row in [{g.rows.ranges[0].start!r}, {g.rows.ranges[0].end!r})"
-                     for g in self.guards)
+        lines.extend(f"  guard: no row in [{r.start!r}, {r.end!r})"
+                     for g in self.guards for r in g.rows.ranges)
         return "\n".join(lines)
 
 
@@ -240,15 +240,22 @@ def _prefix_end(prefix: bytes) -> bytes:
     return prefix[:-1] + bytes([prefix[-1] + 1])
 
 
-def _foreign_salts(seg: SaltSegment, prefix: bytes) -> list[RowRange]:
-    """The key ranges of the salt digits below and above a salt's values, after ``prefix``."""
-    ranges = []
-    if seg.first > 0:
-        ranges.append(RowRange(prefix + b"0" * seg.width, prefix + seg.encode(seg.first)))
-    above = seg.first + seg.buckets
-    if above < 10**seg.width:
-        ranges.append(RowRange(prefix + seg.encode(above), _prefix_end(prefix + b"9" * seg.width)))
-    return ranges
+def _foreign_salts(seg: SaltSegment, prefix: bytes, sep: bytes) -> tuple[RowRange, ...]:
+    """The key ranges after ``prefix`` that no salt value of ``seg`` starts: a row there
+    was salted otherwise (another width, values outside the salt's, another writer).
+
+    Without a prefix (the salt leads the key) only keys starting with a digit
+    are the salt's to guard."""
+    low, high = (prefix, _prefix_end(prefix)) if prefix else (b"0", b":")
+    gaps = []
+    for value in seg.values:
+        owned = prefix + seg.encode(value) + sep
+        if low < owned:
+            gaps.append(RowRange(low, owned))
+        low = _prefix_end(owned)
+    if low < high:
+        gaps.append(RowRange(low, high))
+    return tuple(gaps)
 
 
 def time_span(spec: ModelSpec) -> tuple[int, int]:
@@ -304,17 +311,18 @@ class _Compiler:
                         guards=self._salt_guards(key, self._encode_given(key)))
 
     def _salt_guards(self, key: KeyLayout, given: dict[str, bytes]) -> tuple[ReadRequest, ...]:
-        """Reads of the salt values beyond the model's (``9`` of a 3-salt model, ``0`` of
-        one whose salts start at 1) before the salt, when every salt is read: a row
-        there is not this model's own."""
+        """A read of the keys before the salt that no salt value of the model starts
+        (``BATTERY#7#`` or ``BATTERY#12#`` of salts 0 to 2), when every salt is read:
+        a row there is not this model's own."""
         prefix = b""
         for seg in key.segments:
             if isinstance(seg, SaltSegment):
                 if all(name in given for name in seg.on):
                     return ()
-                return tuple(ReadRequest(self.codec.table, RowSet(ranges=(r,)), ReadFilter(
+                rows = RowSet(ranges=_foreign_salts(seg, prefix, key.separator))
+                return (ReadRequest(self.codec.table, rows, ReadFilter(
                     families=self.spec.families, cells_per_column=1, strip_values=True),
-                    limit=1) for r in _foreign_salts(seg, prefix))
+                    limit=1),)
             if isinstance(seg, ConstantSegment):
                 prefix += seg.encode(None) + key.separator
             elif seg.field in given:
