@@ -201,7 +201,8 @@ def salt(buckets: int, *, on: tuple[str, ...] | list[str] | str,
             timestamp as a UTC ``datetime``), one argument per field, it
             returns the salt value, an int in ``first .. first+buckets-1``.
             It must be deterministic (the same salt in every process: no
-            Python ``hash()``); ``@model`` calls it twice on sample keys.
+            Python ``hash()``); ``@model`` calls it on sample keys, refusing
+            one that raises, returns no salt value or answers twice differently.
             ``None``: CRC-32 of the encoded segments, modulo ``buckets``.
         first: the smallest salt value (``1`` for salts ``1 .. 3``).
     """
