@@ -22,6 +22,7 @@ from typing_extensions import dataclass_transform
 
 from tsmodel import errors
 from tsmodel.declare import params, sizing
+from tsmodel.declare.cells import check_cell_times
 from tsmodel.declare.companions import derive_alternate, derive_snapshot
 from tsmodel.declare.fields import (
     META,
@@ -94,6 +95,7 @@ def model(
     layout: Layout | None = None, max_rate: float | None = None,
     retention: timedelta | None = None, max_versions: int | None = None,
     alternates: Sequence[Alternate] = (), snapshot: Snapshot | None = None,
+    event_time_cells: bool = True,
 ) -> Callable[[T], T]: ...
 
 
@@ -105,6 +107,7 @@ def model(
     layout: Layout | None = None, max_rate: float | None = None,
     retention: timedelta | None = None, max_versions: int | None = None,
     alternates: Sequence[Alternate] = (), snapshot: Snapshot | None = None,
+    event_time_cells: bool = True,
 ) -> Any:
     """Declare a model class: its table, row key, timestamp and value columns.
 
@@ -139,6 +142,12 @@ def model(
             the fields given.
         snapshot: per-period snapshot tables (:func:`tsmodel.snapshot`), built
             by :func:`tsmodel.build_snapshot`.
+        event_time_cells: ``False`` declares a table whose cell timestamps are
+            not event times (another program wrote them with its clock): range
+            reads then select events by row key and qualifier and check their
+            times client-side, never by cell timestamp. Only layouts that hold
+            the time in the key or the qualifier allow it (``ts.rows()``,
+            ``ts.offsets()``), and no current-value table.
 
     Raises:
         DeclarationError: the declaration cannot work; the message says why
@@ -159,10 +168,10 @@ def model(
             klass.__name__, table=table, family=family, current=current, separator=separator,
             serialization=serialization, allow_hotspot=allow_hotspot, layout=layout,
             max_rate=max_rate, retention=retention, max_versions=max_versions,
-            alternates=alternates, snapshot=snapshot)
+            alternates=alternates, snapshot=snapshot, event_time_cells=event_time_cells)
         options = _Options(table, family, current, separator, serialization, allow_hotspot,
                            layout, max_rate, retention, max_versions, tuple(alternates),
-                           snapshot)
+                           snapshot, event_time_cells)
         return _build(klass, options)
 
     if cls is not None:
@@ -187,6 +196,7 @@ class _Options:
     max_versions: int | None = None
     alternates: tuple[Alternate, ...] = ()
     snapshot: Snapshot | None = None
+    event_time_cells: bool = True
 
 
 def _build(cls: type, options: _Options) -> type:
@@ -305,7 +315,7 @@ def _make_spec(
                                            if s.field is not None and s is not ts_seg),
         values=tuple(values), serialization=_bind_serialization(name, options, values),
         layout=options.layout or rows(), max_rate=options.max_rate,
-        retention=options.retention,
+        retention=options.retention, event_time_cells=options.event_time_cells,
     )
     spec = _finish_layout(spec, options)
     return _with_companions(spec, options, hints, sep)
@@ -341,6 +351,7 @@ def _finish_layout(spec: ModelSpec, options: _Options) -> ModelSpec:
     problem = spec.layout.check(spec)
     if problem:
         raise errors.DeclarationError(f"{spec.name}: {problem}")
+    check_cell_times(spec)
     if options.max_rate is not None and not options.max_rate > 0:
         raise errors.DeclarationError(f"{spec.name}: max_rate must be positive events/second")
     if options.retention is not None and options.retention <= timedelta(0):

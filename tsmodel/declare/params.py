@@ -210,6 +210,7 @@ def check_model_options(
     name: str, *, table: object, family: object, current: object, separator: object,
     serialization: object, allow_hotspot: object, layout: object, max_rate: object,
     retention: object, max_versions: object, alternates: object, snapshot: object,
+    event_time_cells: object = True,
 ) -> None:
     """Check the types and ranges of ``@model``'s arguments.
 
@@ -241,6 +242,7 @@ def check_model_options(
         raise _refuse(name, call, "retention", retention,
                       "a positive timedelta, e.g. retention=timedelta(days=30)")
     _int(name, call, "max_versions", max_versions, minimum=1, example="100", optional=True)
+    _bool(name, call, "event_time_cells", event_time_cells)
     _companions(name, alternates, snapshot)
 
 

@@ -50,6 +50,9 @@ class ModelSpec:
         snapshot: the per-period snapshot tables, if declared.
         codec: the main table's :class:`~tsmodel.layouts.TableCodec`.
         current_codec: the current-value table's codec, or ``None``.
+        event_time_cells: whether cell timestamps are event times (range
+            reads then filter by them); ``False`` for a table whose cells
+            carry other times, such as another program's write time.
     """
 
     name: str
@@ -68,6 +71,7 @@ class ModelSpec:
     max_versions: int | None = 1
     alternates: tuple[ModelSpec, ...] = ()
     snapshot: SnapshotSpec | None = None
+    event_time_cells: bool = True
     #: The main table's codec, compiled from the fields above.
     codec: TableCodec = attrs.field(init=False, eq=False, repr=False)
     #: The current-value table's codec (a row per entity), or ``None``.

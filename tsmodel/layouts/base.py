@@ -68,6 +68,10 @@ class TableShape(Protocol):
     def serialization(self) -> BoundSerialization | None:
         """The serialization of the whole event, or ``None``."""
 
+    @property
+    def event_time_cells(self) -> bool:
+        """Whether cell timestamps are event times (``False``: another program's times)."""
+
 
 class Layout(abc.ABC):
     """How the events of one model are laid out in the cells of a table.
@@ -86,6 +90,9 @@ class Layout(abc.ABC):
     #: Whether an event's qualifiers depend on its values, so that a correction
     #: (same key and time, new values) must delete the cells it no longer writes.
     cells_depend_on_values: ClassVar[bool] = False
+    #: Whether an event's time is read from its cell timestamp (else from the
+    #: row key or the qualifier): such a layout needs event-time cells.
+    reads_time_from_cells: ClassVar[bool] = True
 
     # -- declaration ------------------------------------------------------------------
 

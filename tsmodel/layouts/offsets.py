@@ -17,6 +17,7 @@ import attrs
 from tsmodel import errors
 from tsmodel.backends.base import Cell, Mutation, SetCell
 from tsmodel.encoding.buckets import Bucket, FixedBucket, MonthBucket, WeekBucket
+from tsmodel.encoding.timestamps import from_micros
 from tsmodel.layouts.base import (
     CELL_OVERHEAD,
     MS,
@@ -47,6 +48,7 @@ class Offsets(Layout):
 
     name = "offsets"
     read_versions = 1
+    reads_time_from_cells = False
 
     def check(self, shape: TableShape) -> str | None:
         if not shape.bucket:
@@ -142,12 +144,16 @@ class Offsets(Layout):
                 exc.locate(column=column_name(cell.family, cell.qualifier))
                 raise
 
+        event_time_cells = shape.event_time_cells
+
         def read(cells: tuple[Cell, ...], bucket_start: int | None) -> list[Event]:
             assert bucket_start is not None
             found = []
             for (family, qualifier), cell in newest_cells(cells).items():
                 us = self._event_time(bucket, bucket_start, family, qualifier)
                 if us is not None:
+                    if event_time_cells and cell.timestamp != us // MS * MS:
+                        raise _not_event_time(cell, us)
                     found.append((us, cell))
             found.sort()
             return [(us, decode(cell)) for us, cell in found]
@@ -194,6 +200,16 @@ class Offsets(Layout):
 
     def cells_per_event(self, shape: TableShape) -> int:
         return 1
+
+
+def _not_event_time(cell: Cell, us: int) -> errors.CellDecodingError:
+    """The error for an offset cell whose timestamp is not the time of its offset."""
+    return errors.CellDecodingError(
+        f"cell timestamp {cell.timestamp} us ({from_micros(cell.timestamp // MS * MS)}) is not "
+        f"the time of its offset column ({from_micros(us)}): the table's cells do not carry "
+        "event times (written by another program with its clock?), so range reads filtering "
+        "by cell timestamp would miss events. Declare event_time_cells=False on the model",
+        column=column_name(cell.family, cell.qualifier))
 
 
 def _offset_kind(bucket: Bucket, step: int) -> tuple[str, bool]:

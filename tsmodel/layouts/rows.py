@@ -7,9 +7,14 @@ serialized" patterns. Every cell of an event carries the event time
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import Any
+
 import attrs
 
+from tsmodel import errors
 from tsmodel.backends.base import Cell
+from tsmodel.encoding.timestamps import from_micros
 from tsmodel.layouts.base import (
     MS,
     Event,
@@ -18,6 +23,8 @@ from tsmodel.layouts.base import (
     TableShape,
     TimeCheck,
     Writer,
+    column_name,
+    newest_cells,
     value_cell_decoder,
     value_cell_writer,
 )
@@ -42,6 +49,7 @@ class Rows(Layout):
     name = "rows"
     bucketed = False
     read_versions = 1
+    reads_time_from_cells = False
     columns_are_fields = True
 
     def check(self, shape: TableShape) -> str | None:
@@ -74,6 +82,8 @@ class Rows(Layout):
         """
         decode = value_cell_decoder(shape)
         exact = self.exact_times
+        if not shape.event_time_cells:
+            return _newest_of_each_column(decode)
 
         def read(cells: tuple[Cell, ...], bucket_start: int | None) -> list[Event]:
             if not cells:
@@ -86,9 +96,37 @@ class Rows(Layout):
                     break
             else:
                 values = decode(cells)  # the common case: one event's cells
+            if bucket_start is not None and not exact and ts != bucket_start // MS * MS:
+                _not_event_time(cells, ts, bucket_start)
             return [(ts // MS if exact else ts, values)]
 
         return read
+
+
+def _newest_of_each_column(decode: Callable[[Iterable[Cell]], dict[str, Any]]) -> Reader:
+    """A reader for cells that do not carry event times: the newest cell of each
+    column is the event's (the row key holds its time)."""
+
+    def read(cells: tuple[Cell, ...], bucket_start: int | None) -> list[Event]:
+        if not cells:
+            return []
+        newest = newest_cells(cells)
+        return [(max(c.timestamp for c in newest.values()), decode(newest.values()))]
+
+    return read
+
+
+def _not_event_time(cells: tuple[Cell, ...], ts: int, key_us: int) -> None:
+    """Refuse a row whose newest cells do not carry the event time its key holds: a
+    table written with another clock, which range reads filtering by cell
+    timestamp would answer in part."""
+    c = next(c for c in cells if c.timestamp == ts)
+    raise errors.CellDecodingError(
+        f"cell timestamp {ts} us ({from_micros(ts // MS * MS)}) is not the event time of "
+        f"the row key ({from_micros(key_us // MS * MS)}): the table's cells do not carry "
+        "event times (written by another program with its clock?), so range reads "
+        "filtering by cell timestamp would miss events. Declare event_time_cells=False "
+        "on the model", column=column_name(c.family, c.qualifier))
 
 
 #: The last event time (µs) whose exact cell timestamp (µs x 1000) fits Bigtable's int64.

@@ -295,7 +295,8 @@ class _Compiler:
             raise errors.ScanRefusedError(self._scan_message(key, leftover))
         ranges = self._ranges(prefixes, reached_time, complete)
         requests = self._requests(codec.table, ranges, exact=not leftover and (
-            reached_time or current or self.spec.time_unit >= _MS))
+            reached_time or current or (self.spec.time_unit >= _MS
+                                        and self.spec.event_time_cells)))
         checks, accept = self._client_checks(leftover)
         # Per-salt reads are in time order only when the time range is in the key.
         merge = "time" if len(requests) > 1 and reached_time and not current else "concat"
@@ -489,7 +490,14 @@ class _Compiler:
         if not main and spec.retention is not None:
             # What the max-age rule deletes in the main table is no current value either.
             ts_start = self.codec.layout.cell_timestamp(self._horizon())
-        if main:
+        if main and not spec.event_time_cells:
+            # Cell timestamps say nothing of event times: the row key and the
+            # qualifier select the events, the client checks their times.
+            assert s.start_us is not None and s.end_us is not None
+            if spec.retention is not None:  # max age counts from the cell timestamp all the same
+                ts_start = self._horizon()
+            qualifiers = layout.qualifier_range(spec, s.start_us, s.end_us)
+        elif main:
             assert s.start_us is not None and s.end_us is not None
             # Events of whole ms: t >= start exactly when t >= ceil(start). Finer
             # events have ms-floored cell timestamps and are checked client-side.
@@ -521,8 +529,10 @@ class _Compiler:
         wanted = {name: value for name, value in s.fields if name in leftover}
         checks = [f"{name} == {value!r}" for name, value in wanted.items()]
         ts_name = self.spec.timestamp_field
-        # The cell timestamp filter is exact when event times are whole milliseconds.
-        need_time = s.mode == "range" and self.spec.time_unit < _MS
+        # The cell timestamp filter is exact when event times are whole milliseconds
+        # and cells carry them.
+        need_time = s.mode == "range" and (self.spec.time_unit < _MS
+                                           or not self.spec.event_time_cells)
         if need_time:
             checks.append(f"{s.start_us} <= {ts_name} (us) < {s.end_us}")
         if not checks:
@@ -567,8 +577,10 @@ class _Compiler:
             parts.append("time range in the row key")
         elif self.state.snapshot_us is not None:
             parts.append("a snapshot table holds one period: read it whole")
-        elif not current:
+        elif not current and self.spec.event_time_cells:
             parts.append("time range by cell timestamp filter only")
+        if not current and not self.spec.event_time_cells:
+            parts.append("cell timestamps are not event times: times checked client-side")
         if leftover:
             parts.append(f"scan filtering {', '.join(leftover)} client-side")
         if self.sort and not reached_time:
