@@ -230,3 +230,28 @@ def test_write_time_cells_beside_offsets(conn: ts.Connection) -> None:
     assert [m.kwh for m in night.using(conn)] == [27.89, 28.9]
     with pytest.raises(ts.CellDecodingError, match="event_time_cells=False"):
         meter(True).using(conn).latest(meter=987654)
+
+
+# -- 5: row-level columns beside bucketed events -----------------------------------------
+
+
+def test_a_foreign_row_column_is_no_event_of_a_new_cells_bucket(conn: ts.Connection) -> None:
+    """Item 5: a cell of another column in a ts.cells() bucket row read as an empty event."""
+    table = _name("BALLOON")
+
+    @ts.model(table=table, family="measurements", layout=ts.cells(), max_rate=1 / 60)
+    class Balloon:
+        location: str = ts.key()
+        balloon: int = ts.key(width=4)
+        time: datetime = ts.timestamp(bucket="week")
+        pressure: int | None = ts.value(codec=ts.Text(int), default=None)
+
+    conn.create_tables(Balloon)
+    week = datetime(2021, 3, 1, tzinfo=UTC)
+    minute = week + timedelta(days=4, hours=12)
+    foreign_write(conn.backend, table, [(b"asia-south2#3698#2021-W09", [
+        ("measurements", b"ID", b"3698", int(week.timestamp() * 1e6)),
+        ("measurements", b"pressure", b"94558", int(minute.timestamp() * 1e6))])])
+    got = list(Balloon.range(week, week + timedelta(days=7), location="asia-south2",
+                             balloon=3698).using(conn))
+    assert [(b.time, b.pressure) for b in got] == [(minute, 94558)]

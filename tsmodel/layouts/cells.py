@@ -42,11 +42,17 @@ class Cells(Layout):
 
     def reader(self, shape: TableShape) -> Reader:
         decode = value_cell_decoder(shape)
+        ser = shape.serialization
+        # Only the value columns hold events: a cell of another column (a key column
+        # at the bucket start, another program's) is no event of its own.
+        owned = {(ser.family, ser.qualifier)} if ser is not None else {
+            (v.family, v.qualifier) for v in shape.values}
 
         def read(cells: tuple[Cell, ...], bucket_start: int | None) -> list[Event]:
             by_time: dict[int, list[Cell]] = defaultdict(list)
             for c in cells:
-                by_time[c.timestamp].append(c)
+                if (c.family, c.qualifier) in owned:
+                    by_time[c.timestamp].append(c)
             return [(ts, decode(by_time[ts])) for ts in sorted(by_time)]
 
         return read
