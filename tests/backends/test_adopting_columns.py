@@ -129,6 +129,147 @@ class _official_client:
         self.client.close()
 
 
+class Places:
+    """Decimal text with fixed places (``b"600.60"``), as the guide prints prices."""
+
+    name = "places"
+    python_type = (float, int)
+
+    def __init__(self, places: int = 2) -> None:
+        self.places = places
+
+    def encode(self, value: float) -> bytes:
+        return f"{value:.{self.places}f}".encode("ascii")
+
+    def decode(self, data: bytes) -> float:
+        return float(data)
+
+
+def us_of(dt: datetime) -> int:
+    return int(dt.timestamp() * 1_000_000)
+
+
+# -- 3: key fields also stored as columns -------------------------------------------------
+
+#: The guide's QUOTE row: key, then its columns in Bigtable's order (by qualifier).
+QUOTE_KEY = b"NASDAQ#ZXZZT#1426535612156"
+QUOTE_COLUMNS = [("MD", b"ASK", b"600.60"), ("MD", b"ASKSIZE", b"1500"),
+                 ("MD", b"BID", b"600.55"), ("MD", b"BIDSIZE", b"500"),
+                 ("MD", b"EXCHANGE", b"NASDAQ"), ("MD", b"QUOTETIME", b"1426535612156"),
+                 ("MD", b"SYMBOL", b"ZXZZT")]
+#: The guide's TRADE row.
+TRADE_KEY = b"NASDAQ#ZXZZT#1426535612045"
+TRADE_COLUMNS = [("MD", b"EXCHANGE", b"NASDAQ"), ("MD", b"LASTSALE", b"600.58"),
+                 ("MD", b"LASTSIZE", b"300"), ("MD", b"SYMBOL", b"ZXZZT"),
+                 ("MD", b"TRADETIME", b"1426535612045"), ("MD", b"VOLUME", b"89000")]
+
+
+def quote_model(table: str) -> Any:
+    @ts.model(table=table, family="MD")
+    class Quote:
+        exchange: str = ts.key(width=6, column="EXCHANGE")
+        symbol: str = ts.key(width=5, column="SYMBOL")
+        time: datetime = ts.timestamp(unit="ms", column="QUOTETIME")
+        bid: float = ts.value("BID", codec=Places())
+        ask: float = ts.value("ASK", codec=Places())
+        bid_size: int = ts.value("BIDSIZE", codec=ts.Text(int))
+        ask_size: int = ts.value("ASKSIZE", codec=ts.Text(int))
+
+    return Quote
+
+
+def trade_model(table: str) -> Any:
+    @ts.model(table=table, family="MD")
+    class Trade:
+        exchange: str = ts.key(width=6, column="EXCHANGE")
+        symbol: str = ts.key(width=5, column="SYMBOL")
+        time: datetime = ts.timestamp(unit="ms", column="TRADETIME")
+        last_sale: float = ts.value("LASTSALE", codec=Places())
+        last_size: int = ts.value("LASTSIZE", codec=ts.Text(int))
+        volume: int = ts.value("VOLUME", codec=ts.Text(int))
+
+    return Trade
+
+
+def test_guide_quote_and_trade_rows_read_with_their_key_columns(conn: ts.Connection) -> None:
+    """Item 3: MD:SYMBOL, MD:EXCHANGE, MD:QUOTETIME could only be hand-kept value fields."""
+    quotes, trades = _name("QUOTE"), _name("TRADE")
+    Quote, Trade = quote_model(quotes), trade_model(trades)
+    conn.create_tables(Quote, Trade)
+    foreign_write(conn.backend, quotes, [(QUOTE_KEY, [(f, q, v, us_of(QUOTE_TIME))
+                                                      for f, q, v in QUOTE_COLUMNS])])
+    trade_time = datetime.fromtimestamp(1426535612.045, UTC)
+    foreign_write(conn.backend, trades, [(TRADE_KEY, [(f, q, v, us_of(trade_time))
+                                                      for f, q, v in TRADE_COLUMNS])])
+    (quote,) = Quote.range(QUOTE_TIME, QUOTE_TIME + timedelta(seconds=1), exchange="NASDAQ",
+                           symbol="ZXZZT").using(conn)
+    assert quote == Quote(exchange="NASDAQ", symbol="ZXZZT", time=QUOTE_TIME, bid=600.55,
+                          ask=600.6, bid_size=500, ask_size=1500)
+    trade = Trade.using(conn).latest(exchange="NASDAQ", symbol="ZXZZT")
+    assert (trade.time, trade.last_sale, trade.volume) == (trade_time, 600.58, 89000)
+
+
+def test_tsmodel_writes_the_guide_quote_and_trade_rows(conn: ts.Connection) -> None:
+    """Item 3, the reverse: the key columns are written from the key, byte for byte."""
+    quotes, trades = _name("QUOTE"), _name("TRADE")
+    Quote, Trade = quote_model(quotes), trade_model(trades)
+    conn.create_tables(Quote, Trade)
+    conn.save(Quote(exchange="NASDAQ", symbol="ZXZZT", time=QUOTE_TIME, bid=600.55, ask=600.60,
+                    bid_size=500, ask_size=1500))
+    conn.save(Trade(exchange="NASDAQ", symbol="ZXZZT",
+                    time=datetime.fromtimestamp(1426535612.045, UTC), last_sale=600.58,
+                    last_size=300, volume=89000))
+    assert foreign_read(conn.backend, quotes) == {QUOTE_KEY: QUOTE_COLUMNS}
+    assert foreign_read(conn.backend, trades) == {TRADE_KEY: TRADE_COLUMNS}
+
+
+def test_a_key_column_that_disagrees_with_the_key_is_refused(conn: ts.Connection) -> None:
+    """Item 3: a copy that is not the key is named, never returned as if it were."""
+    quotes = _name("QUOTE")
+    Quote = quote_model(quotes)
+    conn.create_tables(Quote)
+    damaged = [(f, q, b"ZXZZQ" if q == b"SYMBOL" else v, us_of(QUOTE_TIME))
+               for f, q, v in QUOTE_COLUMNS]
+    foreign_write(conn.backend, quotes, [(QUOTE_KEY, damaged)])
+    with pytest.raises(ts.CellDecodingError) as info:
+        Quote.using(conn).latest(exchange="NASDAQ", symbol="ZXZZT")
+    err = info.value
+    assert (err.model, err.field, err.table, err.row_key, err.column, err.data) == (
+        "Quote", "symbol", quotes, QUOTE_KEY, "MD:SYMBOL", b"ZXZZQ")
+    assert "'ZXZZQ' but the row key 'ZXZZT'" in str(err)
+    late = [(f, q, b"1426535612157" if q == b"QUOTETIME" else v, us_of(QUOTE_TIME))
+            for f, q, v in QUOTE_COLUMNS]
+    foreign_write(conn.backend, quotes, [(QUOTE_KEY, late)])
+    with pytest.raises(ts.CellDecodingError, match="MD:QUOTETIME"):
+        list(Quote.range(QUOTE_TIME, QUOTE_TIME + timedelta(seconds=1), exchange="NASDAQ",
+                         symbol="ZXZZT").using(conn))
+
+
+def test_server_metrics_hostname_column_in_main_and_current_rows(conn: ts.Connection) -> None:
+    """Item 3: METRIC:HOSTNAME beside the metrics, in METRIC and CURRENT_METRIC."""
+    metric, current = _name("METRIC"), _name("CURRENT_METRIC")
+
+    @ts.model(table=metric, family="METRIC", current=current)
+    class ServerMetric:
+        hostname: str = ts.key(column="HOSTNAME")
+        time: datetime = ts.timestamp(unit="ms")
+        cpu1_usr: float = ts.value("CPU/CPU1_USR", codec=Places())
+        blk_read: int = ts.value("IO/BLK_READ", codec=ts.Text(int))
+
+    conn.create_tables(ServerMetric)
+    t0 = datetime.fromtimestamp(1426535612.045, UTC)
+    conn.save(ServerMetric(hostname="server1.bbb.com", time=t0, cpu1_usr=0.02,
+                           blk_read=253453634))
+    columns = [("METRIC", b"CPU/CPU1_USR", b"0.02"), ("METRIC", b"HOSTNAME", b"server1.bbb.com"),
+               ("METRIC", b"IO/BLK_READ", b"253453634")]
+    assert foreign_read(conn.backend, metric) == {b"server1.bbb.com#1426535612045": columns}
+    assert foreign_read(conn.backend, current) == {b"server1.bbb.com": columns}
+    foreign_write(conn.backend, current, [(b"server1.bbb.com", [
+        ("METRIC", b"HOSTNAME", b"server2.bbb.com", us_of(t0))])])
+    with pytest.raises(ts.CellDecodingError, match="METRIC:HOSTNAME"):
+        ServerMetric.using(conn).latest(hostname="server1.bbb.com")
+
+
 # -- 8: cells that carry the write time instead of the event time ------------------------
 
 
@@ -255,3 +396,62 @@ def test_a_foreign_row_column_is_no_event_of_a_new_cells_bucket(conn: ts.Connect
     got = list(Balloon.range(week, week + timedelta(days=7), location="asia-south2",
                              balloon=3698).using(conn))
     assert [(b.time, b.pressure) for b in got] == [(minute, 94558)]
+
+
+#: The guide's SENSOR row (the readings it prints; "..." stands for the 92 others).
+SENSOR_KEY = b"0000987654#20170726"
+SENSOR_COLUMNS = [("METER", b"0000", b"12.34"), ("METER", b"0015", b"13.45"),
+                  ("METER", b"2330", b"27.89"), ("METER", b"2345", b"28.90"),
+                  ("METER", b"ID", b"987654")]
+DAY = datetime(2017, 7, 26, tzinfo=UTC)
+
+
+def meter_model(table: str) -> Any:
+    @ts.model(table=table, family="METER", layout=ts.offsets(timedelta(minutes=15)))
+    class Meter:
+        meter: int = ts.key(width=10, column="ID")
+        time: datetime = ts.timestamp(bucket="day")
+        kwh: float = ts.value(codec=Places())
+
+    return Meter
+
+
+def offset_time(qualifier: bytes) -> datetime:
+    return DAY + timedelta(hours=int(qualifier[:2]), minutes=int(qualifier[2:]))
+
+
+def test_guide_sensor_row_reads_with_its_meter_id_column(conn: ts.Connection) -> None:
+    """Item 5: METER:ID beside the offset columns is the meter's key column, checked."""
+    table = _name("SENSOR")
+    Meter = meter_model(table)
+    conn.create_tables(Meter)
+    # Another program writes each reading with the meter's ID, at the reading's time.
+    foreign_write(conn.backend, table, [(SENSOR_KEY, [
+        cell for f, q, v in SENSOR_COLUMNS[:4]
+        for cell in ((f, q, v, us_of(offset_time(q))), ("METER", b"ID", b"987654",
+                                                        us_of(offset_time(q))))])])
+    day = list(Meter.range(DAY, DAY + timedelta(days=1), meter=987654).using(conn))
+    assert [(m.time.strftime("%H%M"), m.kwh) for m in day] == [
+        ("0000", 12.34), ("0015", 13.45), ("2330", 27.89), ("2345", 28.9)]
+    night = Meter.range(DAY + timedelta(hours=23), DAY + timedelta(days=1), meter=987654)
+    assert [m.kwh for m in night.using(conn)] == [27.89, 28.9]
+    assert Meter.using(conn).latest(meter=987654).kwh == 28.9
+    last = us_of(offset_time(b"2345"))
+    foreign_write(conn.backend, table, [(SENSOR_KEY, [("METER", b"ID", b"987655", last)])])
+    # A read inside the day selects its offset columns only; one over the whole row sees ID.
+    with pytest.raises(ts.CellDecodingError) as info:
+        list(Meter.range(DAY, DAY + timedelta(days=2), meter=987654).using(conn))
+    assert (info.value.field, info.value.column, info.value.row_key) == (
+        "meter", "METER:ID", SENSOR_KEY)
+
+
+def test_tsmodel_writes_the_guide_sensor_row(conn: ts.Connection) -> None:
+    """Item 5, the reverse: one METER:ID cell per day row, at the bucket start."""
+    table = _name("SENSOR")
+    Meter = meter_model(table)
+    conn.create_tables(Meter)
+    conn.save_all([Meter(meter=987654, time=offset_time(q), kwh=float(v))
+                   for _, q, v in SENSOR_COLUMNS[:4]])
+    assert foreign_read(conn.backend, table) == {SENSOR_KEY: SENSOR_COLUMNS}
+    ids = [(t, v) for q, t, v in foreign_versions(conn.backend, table, SENSOR_KEY) if q == b"ID"]
+    assert ids == [(us_of(DAY), b"987654")]

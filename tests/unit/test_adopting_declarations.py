@@ -79,3 +79,107 @@ def test_event_time_cells_must_be_a_bool() -> None:
             host: str = ts.key()
             time: datetime = ts.timestamp()
             cpu: float = ts.value()
+
+
+# -- 3 and 5: key fields also stored as columns ----------------------------------------
+
+
+def cells_of(model: type, entity: object) -> list[tuple[bytes, int, bytes]]:
+    from tsmodel.plan.writes import encode_event
+
+    event = encode_event(ts.spec_of(model), entity)
+    return sorted((m.qualifier, m.timestamp, m.value) for m in event.mutations)
+
+
+def test_key_columns_are_written_from_the_key() -> None:
+    @ts.model(table="QUOTE", family="MD")
+    class Quote:
+        exchange: str = ts.key(width=6, column="EXCHANGE")
+        symbol: str = ts.key(width=5, column="SYMBOL")
+        time: datetime = ts.timestamp(unit="ms", reverse=True, column="QUOTETIME")
+        bid: float = ts.value("BID", codec=ts.Text(float))
+
+    t = datetime.fromtimestamp(1426535612.156, UTC)
+    assert ts.row_key(Quote(exchange="NYSE", symbol="ZX", time=t, bid=1.5)) == \
+        b"NYSE  #ZX   #8573464387843"
+    assert cells_of(Quote, Quote(exchange="NYSE", symbol="ZX", time=t, bid=1.5)) == [
+        (b"BID", 1426535612156000, b"1.5"), (b"EXCHANGE", 1426535612156000, b"NYSE"),
+        (b"QUOTETIME", 1426535612156000, b"1426535612156"),  # the time, never reversed
+        (b"SYMBOL", 1426535612156000, b"ZX")]
+
+
+def test_a_key_column_in_a_bucket_row_is_one_cell_at_the_bucket_start() -> None:
+    @ts.model(table="SENSOR", family="METER", layout=ts.offsets(timedelta(minutes=15)))
+    class Meter:
+        meter: int = ts.key(width=10, column="ID", column_codec=ts.Int64())
+        time: datetime = ts.timestamp(bucket="day")
+        kwh: float = ts.value()
+
+    day = datetime(2017, 7, 26, tzinfo=UTC)
+    at_noon = cells_of(Meter, Meter(meter=987654, time=day + timedelta(hours=12), kwh=1.0))
+    assert at_noon[1] == (b"ID", int(day.timestamp()) * 10**6, (987654).to_bytes(8, "big"))
+
+
+def test_a_format_timestamp_column_holds_the_formatted_time() -> None:
+    @ts.model(table="GAME", family="GAME")
+    class Game:
+        game: str = ts.key()
+        player: str = ts.key(column="PLAYER")
+        time: datetime = ts.timestamp(format="%Y%m%d", column="DAY")
+        win: bool = ts.value("WIN")
+
+    march = datetime(2015, 3, 1, tzinfo=UTC)
+    assert cells_of(Game, Game(game="LoL", player="Corrie", time=march, win=False))[0] == (
+        b"DAY", int(march.timestamp()) * 10**6, b"20150301")
+
+
+@pytest.mark.parametrize(("key", "words"), [
+    (ts.key(width=10, column="0000"), ("METER:0000", "shaped like the offset columns")),
+    (ts.key(width=10, column="kwh"), ("METER:kwh", "value field 'kwh'")),
+    (ts.key(width=10, column=""), ("column=''", "non-empty")),
+    (ts.key(width=10, column=7), ("column=7", "a str")),
+    (ts.key(width=10, column="ID", column_codec=ts.Utf8()), ("does not take int",)),
+    (ts.key(width=10, column="ID", column_codec=ts.Int64), ("column_codec=ts.Int64()",)),
+])
+def test_key_columns_refused(key: object, words: tuple[str, ...]) -> None:
+    with refused(*words):
+        @ts.model(table="SENSOR", family="METER", layout=ts.offsets(timedelta(minutes=15)))
+        class Meter:
+            meter: int = key
+            time: datetime = ts.timestamp(bucket="day")
+            kwh: float = ts.value()
+
+
+def test_a_key_column_beside_new_columns_needs_another_family() -> None:
+    with refused("m:BALLOON", "every qualifier of family 'm'"):
+        @ts.model(table="T", family="m", layout=ts.columns(), max_rate=1 / 60)
+        class Balloon:
+            balloon: str = ts.key(column="BALLOON")
+            time: datetime = ts.timestamp(bucket="day")
+            pressure: int = ts.value(codec=ts.Text(int))
+
+    @ts.model(table="T", family="m", layout=ts.columns(), max_rate=1 / 60)
+    class Separate:
+        balloon: str = ts.key(column="BALLOON")
+        time: datetime = ts.timestamp(bucket="day")
+        pressure: int = ts.value(codec=ts.Text(int), family="p")
+
+    assert ts.spec_of(Separate).families == ("m", "p")
+
+
+def test_a_bucket_timestamp_has_no_column() -> None:
+    with refused("column='TIME'", "a bucket row holds the events of a whole bucket"):
+        @ts.model(table="T", family="f", layout=ts.cells(), max_rate=1)
+        class Balloon:
+            balloon: str = ts.key()
+            time: datetime = ts.timestamp(bucket="hour", column="TIME")
+            pressure: int = ts.value()
+
+
+def test_a_key_column_beside_a_serialized_event_needs_its_own_qualifier() -> None:
+    with refused("data:blob", "serialized event"):
+        @ts.model(table="T", family="data", serialization=ts.Protobuf())
+        class Balloon:
+            balloon: str = ts.key(column="blob")
+            time: datetime = ts.timestamp()
+            pressure: int = ts.value()

@@ -1,17 +1,93 @@
-"""Declarations about a table's cells beyond the value columns: what cell timestamps mean.
+"""Declarations about a table's cells beyond the value columns.
 
-Checked once, when the model class is defined. By default every cell
-timestamp is its event's time; ``event_time_cells=False`` declares a table
-whose cells carry other times (another program's write time), which only
-layouts that hold the event time in the row key or the qualifier can read.
+Checked once, when the model class is defined:
+
+* **key columns**: a key field or the timestamp also stored as a column
+  (``ts.key(column="SYMBOL")``, the guide's ``MD:SYMBOL``), written from the
+  key and checked against it on read;
+* **cell timestamps**: by default every cell timestamp is its event's time;
+  ``event_time_cells=False`` declares a table whose cells carry other times
+  (another program's write time), which only layouts that hold the event
+  time in the row key or the qualifier can read.
 """
 
 from __future__ import annotations
 
-from tsmodel import errors
-from tsmodel.declare.spec import ModelSpec
+from typing import Any, cast
 
-__all__ = ["check_cell_times"]
+from tsmodel import errors
+from tsmodel.declare.fields import KeyInfo, TimestampInfo
+from tsmodel.declare.spec import ModelSpec, ValueSpec
+from tsmodel.encoding.codecs import Codec, Text, Utf8
+from tsmodel.encoding.keys import Segment, TimestampSegment
+from tsmodel.encoding.timestamps import TimestampText
+from tsmodel.layouts.base import column_name
+
+__all__ = ["key_columns", "check_key_columns", "check_cell_times"]
+
+
+def key_columns(name: str, items: list[tuple[str, Any]], hints: dict[str, Any],
+                segments: list[Segment], family: str) -> tuple[ValueSpec, ...]:
+    """The columns that key fields (and the timestamp) are also stored in.
+
+    Raises:
+        DeclarationError: a bucket timestamp with a column, or a column codec
+            that does not take the key field's values.
+    """
+    out = []
+    for attr, info in items:
+        column = info.column if isinstance(info, (KeyInfo, TimestampInfo)) else None
+        if column is None:
+            continue
+        seg = next(s for s in segments if s.field == attr)
+        codec: Codec
+        if isinstance(info, TimestampInfo):
+            if not isinstance(seg, TimestampSegment):
+                raise errors.DeclarationError(
+                    f"{name}.{attr}: ts.timestamp(column={column!r}) with a bucket: a bucket row "
+                    "holds the events of a whole bucket, and no one column can hold all their "
+                    "times (each event's time is in its offset column or cell timestamp)")
+            codec = cast(Codec, TimestampText(seg.encoding))
+        else:
+            codec = _key_column_codec(name, attr, info, hints.get(attr))
+        out.append(ValueSpec(attr, family, column.encode("utf-8"), codec, False, False))
+    return tuple(out)
+
+
+def _key_column_codec(name: str, attr: str, info: KeyInfo, hint: Any) -> Codec:
+    if info.column_codec is None:
+        return cast(Codec, Utf8() if hint is str else Text(int))
+    kinds = info.column_codec.python_type
+    if hint not in (kinds if isinstance(kinds, tuple) else (kinds,)):
+        raise errors.DeclarationError(
+            f"{name}.{attr}: ts.key(column_codec={info.column_codec!r}) does not take "
+            f"{getattr(hint, '__name__', hint)} values, the key field's; e.g. "
+            f"column_codec=ts.Text({getattr(hint, '__name__', 'str')})")
+    return info.column_codec
+
+
+def check_key_columns(spec: ModelSpec) -> None:
+    """Refuse a key column that another column of the table would be mistaken for.
+
+    Raises:
+        DeclarationError: two columns share a qualifier, or the layout could
+            read the key column as an event.
+    """
+    taken = {(v.family, v.qualifier): f"value field {v.name!r}" for v in spec.values}
+    if spec.serialization is not None:
+        taken = {(spec.serialization.family, spec.serialization.qualifier):
+                 "the serialized event"}
+    for k in spec.key_columns:
+        where = column_name(k.family, k.qualifier)
+        other = taken.get((k.family, k.qualifier))
+        if other is not None:
+            raise errors.DeclarationError(
+                f"{spec.name}.{k.name}: its column {where} is also {other}'s; give the key "
+                "column its own qualifier")
+        taken[(k.family, k.qualifier)] = f"key field {k.name!r}"
+        problem = spec.layout.row_column_problem(spec, k.family, k.qualifier)
+        if problem:
+            raise errors.DeclarationError(f"{spec.name}.{k.name}: column {where}: {problem}")
 
 
 def check_cell_times(spec: ModelSpec) -> None:

@@ -36,6 +36,8 @@ class KeyInfo:
     pad: str = " "
     align: str = "left"
     max_length: int = 256
+    column: str | None = None
+    column_codec: Codec | None = None
 
 
 @attrs.frozen
@@ -52,6 +54,7 @@ class TimestampInfo:
     reverse_from: int | None = None
     origin: datetime | None = None
     unsorted_labels: bool = False
+    column: str | None = None
 
 
 @attrs.frozen
@@ -84,6 +87,7 @@ class Salt:
 
 def key(
     *, width: int | None = None, pad: str = " ", align: str = "left", max_length: int = 256,
+    column: str | None = None, column_codec: Codec | None = None,
 ) -> Any:
     """Declare a key field: a ``str`` or ``int`` promoted into the row key.
 
@@ -96,18 +100,26 @@ def key(
             ``"ZXZZT "``; ``"right"`` pads on the left.
         max_length: the most bytes of a variable-width string (bounds the key
             size, which Bigtable limits to 4 KB).
+        column: also store the value in this column (qualifier) of the model's
+            family, as the guide's ``MD:SYMBOL`` and ``METER:ID`` copy their
+            key fields. tsmodel writes it from the key with every event (in a
+            bucket row, one cell at the bucket start) and checks, on read,
+            that it equals the key.
+        column_codec: the column's codec (default: the value as UTF-8 text,
+            unpadded: ``ZXZZT``, ``987654``).
 
     Returns:
         An attrs field; assign it in the class body.
     """
-    return attrs.field(metadata={META: KeyInfo(width, pad, align, max_length)})
+    return attrs.field(metadata={META: KeyInfo(width, pad, align, max_length, column,
+                                               column_codec)})
 
 
 def timestamp(
     *, unit: str = "ms", digits: int | None = None, format: str | None = None,
     millis: bool = False, reverse: bool = False, bucket: str | timedelta | None = None,
     label: str | None = None, reverse_from: int | None = None, origin: datetime | None = None,
-    unsorted_labels: bool = False,
+    unsorted_labels: bool = False, column: str | None = None,
 ) -> Any:
     """Declare the event time: a timezone-aware ``datetime``.
 
@@ -144,13 +156,17 @@ def timestamp(
         unsorted_labels: accept a numbered label, which does not sort in time
             order: reads of a time range then take one read per bucket
             instead of one row range.
+        column: also store the event time in this column (qualifier) of the
+            model's family, as the row key's text never reversed (the guide's
+            ``MD:QUOTETIME: 1426535612156``), checked on read to equal the
+            key's time. Not for a bucket, whose row holds many times.
 
     Returns:
         An attrs field.
     """
     info = TimestampInfo(unit, digits, format, millis, reverse, bucket, label,
                          reverse_from=reverse_from, origin=origin,
-                         unsorted_labels=unsorted_labels)
+                         unsorted_labels=unsorted_labels, column=column)
     return attrs.field(metadata={META: info})
 
 

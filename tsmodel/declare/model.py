@@ -22,7 +22,7 @@ from typing_extensions import dataclass_transform
 
 from tsmodel import errors
 from tsmodel.declare import params, sizing
-from tsmodel.declare.cells import check_cell_times
+from tsmodel.declare.cells import check_cell_times, check_key_columns, key_columns
 from tsmodel.declare.companions import derive_alternate, derive_snapshot
 from tsmodel.declare.fields import (
     META,
@@ -316,6 +316,7 @@ def _make_spec(
         values=tuple(values), serialization=_bind_serialization(name, options, values),
         layout=options.layout or rows(), max_rate=options.max_rate,
         retention=options.retention, event_time_cells=options.event_time_cells,
+        key_columns=key_columns(name, items, hints, segments, options.family),
     )
     spec = _finish_layout(spec, options)
     return _with_companions(spec, options, hints, sep)
@@ -352,6 +353,7 @@ def _finish_layout(spec: ModelSpec, options: _Options) -> ModelSpec:
     if problem:
         raise errors.DeclarationError(f"{spec.name}: {problem}")
     check_cell_times(spec)
+    check_key_columns(spec)
     if options.max_rate is not None and not options.max_rate > 0:
         raise errors.DeclarationError(f"{spec.name}: max_rate must be positive events/second")
     if options.retention is not None and options.retention <= timedelta(0):

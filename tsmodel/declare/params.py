@@ -103,7 +103,7 @@ def check_name(where: str, call: str, param: str, value: object, *, limit: int,
                       "not starting with '-' or '.'")
 
 
-def check_codec(where: str, codec: object) -> None:
+def check_codec(where: str, codec: object, param: str = "ts.value(codec") -> None:
     """An object that satisfies the :class:`~tsmodel.encoding.codecs.Codec` protocol.
 
     Raises:
@@ -113,8 +113,8 @@ def check_codec(where: str, codec: object) -> None:
     if isinstance(codec, type):
         prefix = "ts." if codec.__module__.startswith("tsmodel.") else ""
         raise errors.DeclarationError(
-            f"{where}: ts.value(codec={codec.__name__}): pass an instance of the codec, "
-            f"codec={prefix}{codec.__name__}()")
+            f"{where}: {param}={codec.__name__}): pass an instance of the codec, "
+            f"{param.split('(')[-1]}={prefix}{codec.__name__}()")
     lacks = [f"{method}()" for method in ("encode", "decode")
              if not callable(getattr(codec, method, None))]
     if not isinstance(getattr(codec, "name", None), str):
@@ -125,7 +125,7 @@ def check_codec(where: str, codec: object) -> None:
         lacks.append("a python_type (a type or a tuple of types)")
     if lacks:
         raise errors.DeclarationError(
-            f"{where}: ts.value(codec={show(codec)}) is not a codec: it lacks "
+            f"{where}: {param}={show(codec)}) is not a codec: it lacks "
             f"{', '.join(lacks)}. A codec has encode(value) -> bytes, decode(bytes) -> value, "
             "name and python_type (see ts.Codec), e.g. codec=ts.Text(float)")
 
@@ -157,6 +157,9 @@ def _key(where: str, info: KeyInfo) -> None:
     if info.align not in ("left", "right"):
         raise _refuse(where, call, "align", info.align, "'left' or 'right'")
     _int(where, call, "max_length", info.max_length, minimum=1, example="64")
+    _column(where, call, info.column)
+    if info.column_codec is not None:
+        check_codec(where, info.column_codec, "ts.key(column_codec")
 
 
 def _timestamp(where: str, info: TimestampInfo) -> None:
@@ -177,6 +180,13 @@ def _timestamp(where: str, info: TimestampInfo) -> None:
         raise _refuse(where, call, "origin", info.origin,
                       "a timezone-aware datetime (the start of bucket 1) or None")
     _bool(where, call, "unsorted_labels", info.unsorted_labels)
+    _column(where, call, info.column)
+
+
+def _column(where: str, call: str, column: object) -> None:
+    _text(where, call, "column", column, example="'SYMBOL'", optional=True)
+    if column == "":
+        raise _refuse(where, call, "column", column, "a non-empty qualifier, or None")
 
 
 def _value(where: str, info: ValueInfo) -> None:

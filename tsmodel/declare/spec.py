@@ -53,6 +53,8 @@ class ModelSpec:
         event_time_cells: whether cell timestamps are event times (range
             reads then filter by them); ``False`` for a table whose cells
             carry other times, such as another program's write time.
+        key_columns: key fields (and the timestamp) also stored as columns,
+            written from the key and checked against it on read.
     """
 
     name: str
@@ -72,6 +74,7 @@ class ModelSpec:
     alternates: tuple[ModelSpec, ...] = ()
     snapshot: SnapshotSpec | None = None
     event_time_cells: bool = True
+    key_columns: tuple[ValueSpec, ...] = ()
     #: The main table's codec, compiled from the fields above.
     codec: TableCodec = attrs.field(init=False, eq=False, repr=False)
     #: The current-value table's codec (a row per entity), or ``None``.
@@ -85,13 +88,14 @@ class ModelSpec:
         # Compiled here, so that every spec (attrs.evolve included) has its own.
         values = ValueEncoder(self.name, self.values)
         codec = TableCodec(self, table=self.table, key=self.key, layout=self.layout,
-                           time_field=self.timestamp_field, values=values)
+                           time_field=self.timestamp_field, values=values,
+                           key_columns=self.key_columns)
         current = None
         if self.current_table is not None and self.current_key is not None:
             current = TableCodec(self, table=self.current_table, key=self.current_key,
                                  layout=Rows(exact_times=self.time_unit < 1_000),
                                  time_field=self.timestamp_field, values=values,
-                                 like=codec)
+                                 like=codec, key_columns=self.key_columns)
         promoted = any(f not in self.key_fields for a in self.alternates for f in a.key_fields)
         object.__setattr__(self, "corrections_read_first",
                            promoted or self.layout.cells_depend_on_values)
@@ -140,7 +144,7 @@ class ModelSpec:
     @property
     def families(self) -> tuple[str, ...]:
         """Every column family the model writes, sorted."""
-        names = {v.family for v in self.values} | {self.family}
+        names = {v.family for v in (*self.values, *self.key_columns)} | {self.family}
         return tuple(sorted(names))
 
     def value(self, name: str) -> ValueSpec:

@@ -15,6 +15,8 @@ from datetime import datetime, timedelta, timezone
 
 import attrs
 
+from tsmodel import errors
+
 __all__ = [
     "EPOCH",
     "to_micros",
@@ -24,6 +26,7 @@ __all__ = [
     "TimestampEncoding",
     "EpochEncoding",
     "FormatEncoding",
+    "TimestampText",
 ]
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -382,3 +385,42 @@ def floor_timestamp(dt: datetime, unit_us: int = 1_000) -> datetime:
     """
     us = to_micros(dt)
     return from_micros(us - us % unit_us).astimezone(dt.tzinfo)
+
+
+@attrs.frozen
+class TimestampText:
+    """A codec of the event time as readable text, for a timestamp also stored as a column.
+
+    The text is what the row key holds, never reversed: epoch units as decimal
+    digits (the guide's ``MD:QUOTETIME: 1426535612156``), or the formatted time.
+
+    Args:
+        encoding: the row key's encoding of the timestamp.
+    """
+
+    encoding: TimestampEncoding
+    name = "timestamp-text"
+    python_type = datetime
+
+    def encode(self, value: datetime) -> bytes:
+        us = to_micros(value)
+        if isinstance(self.encoding, EpochEncoding):
+            return str(us // self.encoding.unit).encode("ascii")
+        return self.encoding.encode_us(us)
+
+    def decode(self, data: bytes) -> datetime:
+        """The time the text holds.
+
+        Raises:
+            CellDecodingError: the bytes are no time in this encoding.
+        """
+        try:
+            if isinstance(self.encoding, EpochEncoding):
+                if not data.isdigit():
+                    raise ValueError("expected decimal digits")
+                return from_micros(int(data) * self.encoding.unit)
+            return from_micros(self.encoding.decode_us(data))
+        except (ValueError, OverflowError, UnicodeDecodeError) as exc:
+            raise errors.CellDecodingError(
+                f"a timestamp-text cell ({self.encoding.describe()}, not reversed) does not "
+                f"hold a time: {data[:32]!r} ({exc})", data=data) from None

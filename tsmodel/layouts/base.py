@@ -143,6 +143,24 @@ class Layout(abc.ABC):
         """The cell timestamp of an event at ``us``: the time floored to the millisecond."""
         return us // MS * MS
 
+    def row_cell_timestamp(self, shape: TableShape, us: int) -> int:
+        """The timestamp of a row-level cell (a key column) written with an event at ``us``.
+
+        In a bucket row, the bucket's start: every event of the bucket writes the
+        same cell, so the row keeps one version. Else the event's cell timestamp.
+        """
+        if self.bucketed and shape.bucket is not None:
+            return shape.bucket.start(us) // MS * MS
+        return self.cell_timestamp(us)
+
+    def row_column_problem(self, shape: TableShape, family: str,
+                           qualifier: bytes) -> str | None:
+        """Why a row-level column (a key column) cannot stand beside the events, or ``None``.
+
+        A layout whose reader could take the column for an event says so here.
+        """
+        return None
+
     def qualifier_range(self, shape: TableShape, start_us: int,
                         end_us: int) -> tuple[bytes, bytes] | None:
         """A qualifier range selecting exactly ``[start, end)`` in one row, if one exists."""

@@ -16,11 +16,18 @@ from operator import itemgetter
 from typing import Any, NamedTuple, TypeVar
 
 from tsmodel import errors
-from tsmodel.backends.base import Mutation, Row, RowMutation, SetCell
+from tsmodel.backends.base import Cell, Mutation, Row, RowMutation, SetCell
 from tsmodel.encoding.keys import ConstantSegment, KeyLayout, SegmentValueError
 from tsmodel.encoding.timestamps import EPOCH, to_micros
-from tsmodel.encoding.values import MAX_VALUE_BYTES, ValueEncoder, too_big
-from tsmodel.layouts.base import Event, Layout, TableShape, missing_value
+from tsmodel.encoding.values import MAX_VALUE_BYTES, ValueEncoder, ValueSpec, too_big
+from tsmodel.layouts.base import (
+    Event,
+    Layout,
+    TableShape,
+    column_name,
+    missing_value,
+    newest_cells,
+)
 
 __all__ = ["TableCodec", "EncodedRow", "MAX_VALUE_BYTES", "SALT_FIELD"]
 
@@ -66,14 +73,17 @@ class TableCodec:
         values: the model's value encoder (shared by its tables).
         like: the model's main-table codec, for a companion table: where both
             lay cells out alike, :meth:`row` shares the main row's cells.
+        key_columns: key fields (or the timestamp) also stored as columns: each
+            row gets their cells, and a read checks them against the key.
     """
 
     __slots__ = ("shape", "table", "key", "layout", "time_field", "values",
                  "_encoders", "_constants", "_joins_plainly", "_join", "_write", "_read",
-                 "_time_check", "_like", "_required", "witness")
+                 "_time_check", "_like", "_required", "witness", "_key_columns")
 
     def __init__(self, shape: TableShape, *, table: str, key: KeyLayout, layout: Layout,
-                 time_field: str, values: ValueEncoder, like: TableCodec | None = None) -> None:
+                 time_field: str, values: ValueEncoder, like: TableCodec | None = None,
+                 key_columns: tuple[ValueSpec, ...] = ()) -> None:
         self.shape = shape
         self.table = table
         self.key = key
@@ -97,6 +107,7 @@ class TableCodec:
         #: of ``only(...)`` reads its column too, so that an event whose chosen
         #: values are all None is found, and one past a version limit is not.
         self.witness: str | None = self._required[0] if self._required else None
+        self._key_columns = {(k.family, k.qualifier): k for k in key_columns}
 
     @property
     def model(self) -> str:
@@ -182,11 +193,28 @@ class TableCodec:
             raise errors.ValidationError(f"{raw} {problem}", model=self.model,
                                          field=self.time_field, value=raw)
         mutations = self._write(us, entity, encoded)
+        if self._key_columns:
+            mutations += self._key_cells(entity, us)
         if self.shape.serialization is not None:  # a blob of values checked one by one
             for m in mutations:
                 if type(m) is SetCell and len(m.value) > MAX_VALUE_BYTES:
                     raise too_big(self.model, m.family, m.qualifier, len(m.value))
         return EncodedRow(self.table, self._join(parts), us, mutations)
+
+    def _key_cells(self, entity: Any, us: int) -> tuple[Mutation, ...]:
+        """The cells of the key columns: the key's values (already checked by the key)."""
+        ts = self.layout.row_cell_timestamp(self.shape, us)
+        out = []
+        for k in self._key_columns.values():
+            item = getattr(entity, k.name)
+            try:
+                data = k.codec.encode(item)
+            except (ValueError, TypeError, OverflowError) as exc:  # a column_codec of the app's
+                raise errors.ValidationError(
+                    f"the codec of its column {column_name(k.family, k.qualifier)} refused the "
+                    f"value: {exc}", model=self.model, field=k.name, value=item) from None
+            out.append(SetCell(k.family, k.qualifier, ts, data))
+        return tuple(out)
 
     # -- reads ----------------------------------------------------------------------
 
@@ -222,7 +250,10 @@ class TableCodec:
                 self._check_salt(row.key, keys)
             keys.pop(SALT_FIELD, None)
             key_time = keys.pop(self.time_field, None)
-            return self._instances(cls, self._read(row.cells, key_time), keys, key_time, only)
+            events = self._read(row.cells, key_time)
+            if self._key_columns and events:
+                self._check_key_columns(row.cells, keys, key_time, events)
+            return self._instances(cls, events, keys, key_time, only)
         except errors.CellDecodingError as exc:
             exc.locate(model=self.model, table=self.table, row_key=row.key)
             raise
@@ -254,6 +285,39 @@ class TableCodec:
             values[name] = EPOCH + timedelta(microseconds=us)
             out.append(cls(**values))
         return out
+
+    def _check_key_columns(self, cells: tuple[Cell, ...], keys: dict[str, Any],
+                           key_time: int | None, events: list[Event]) -> None:
+        """Refuse a key column (its newest cell) that disagrees with the key.
+
+        A row without the column reads from the key alone: the key is the truth,
+        and a read whose cell timestamp filter leaves out a bucket row's start
+        does not see the column.
+        """
+        for (family, qualifier), cell in newest_cells(tuple(
+                c for c in cells if (c.family, c.qualifier) in self._key_columns)).items():
+            k = self._key_columns[(family, qualifier)]
+            where = column_name(family, qualifier)
+            try:
+                stored = k.codec.decode(cell.value)
+            except errors.CellDecodingError as exc:
+                raise exc.locate(field=k.name, column=where) from None
+            except (ValueError, TypeError, ArithmeticError, LookupError) as exc:
+                raise errors.CellDecodingError(
+                    f"the key column's codec refused the cell: {exc!r}", data=cell.value,
+                    field=k.name, column=where) from exc
+            if k.name == self.time_field:
+                # Only a row per event keeps a time column: the key's time, or the
+                # event's (a current-value row).
+                us = key_time if key_time is not None else events[0][0]
+                expected: Any = EPOCH + timedelta(microseconds=us)
+            else:
+                expected = keys[k.name]
+            if stored != expected:
+                raise errors.CellDecodingError(
+                    f"the column holds {stored!r} but the row key {expected!r}: a copy of the "
+                    f"key field {k.name!r} that disagrees with the key (a foreign or damaged "
+                    "row)", data=cell.value, field=k.name, column=where)
 
     def _check_salt(self, key: bytes, keys: dict[str, Any]) -> None:
         """Refuse a row under another salt value than its fields give: such a row is

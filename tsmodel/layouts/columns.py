@@ -66,6 +66,14 @@ class Columns(Layout):
 
         return read
 
+    def row_column_problem(self, shape: TableShape, family: str,
+                           qualifier: bytes) -> str | None:
+        if family == shape.values[0].family:
+            return (f"layout=ts.columns() reads every qualifier of family {family!r} as a "
+                    "measurement; declare the value field in another family "
+                    "(ts.value(family=...))")
+        return None
+
     def event_bytes(self, shape: TableShape) -> int:
         return value_bytes(shape.values[0]) + CELL_OVERHEAD
 

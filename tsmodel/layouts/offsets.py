@@ -177,6 +177,20 @@ class Offsets(Layout):
                 f"{bucket.name} bucket", column=column_name(family, qualifier))
         return us
 
+    def row_column_problem(self, shape: TableShape, family: str,
+                           qualifier: bytes) -> str | None:
+        bucket = shape.bucket
+        assert bucket is not None
+        ser = shape.serialization
+        if family != (ser.family if ser is not None else shape.values[0].family):
+            return None
+        width = len(self.qualifier(bucket, bucket.start(0)))
+        if len(qualifier) == width and qualifier.isdigit():
+            return (f"its qualifier is shaped like the offset columns of the "
+                    f"{bucket.name} bucket, which reads would take for an event; choose "
+                    "a qualifier with a letter (METER:ID), or another family")
+        return None
+
     def qualifier_range(self, shape: TableShape, start_us: int,
                         end_us: int) -> tuple[bytes, bytes] | None:
         bucket = shape.bucket
