@@ -455,3 +455,53 @@ def test_tsmodel_writes_the_guide_sensor_row(conn: ts.Connection) -> None:
     assert foreign_read(conn.backend, table) == {SENSOR_KEY: SENSOR_COLUMNS}
     ids = [(t, v) for q, t, v in foreign_versions(conn.backend, table, SENSOR_KEY) if q == b"ID"]
     assert ids == [(us_of(DAY), b"987654")]
+
+
+# -- 6: the short-and-wide month row -----------------------------------------------------
+
+MARCH = datetime(2015, 3, 1, tzinfo=UTC)
+#: The guide's month row: VEGGIEGARDEN#20150301 | TEMP:1:60.4 | TEMP:2:61.2 ... TEMP:31:60.4
+#: (the days it elides hold 60.0 here).
+GARDEN_TEMPS = {1: b"60.4", 2: b"61.2", 3: b"61.0", 4: b"65.1", 5: b"62.2",
+                **{day: b"60.0" for day in range(6, 31)}, 31: b"60.4"}
+
+
+def garden_model(table: str) -> Any:
+    @ts.model(table=table, family="TEMP", layout=ts.offsets(timedelta(days=1), qualifier="%-d"))
+    class Garden:
+        garden: str = ts.key()
+        time: datetime = ts.timestamp(bucket="month", label="%Y%m%d")
+        temp: float = ts.value(codec=ts.Text(float))
+
+    return Garden
+
+
+def test_guide_month_row_reads_day_by_day(conn: ts.Connection) -> None:
+    """Item 6: VEGGIEGARDEN#20150301 | TEMP:1 ... TEMP:31 could not be declared."""
+    table = _name("GARDEN")
+    Garden = garden_model(table)
+    conn.create_tables(Garden)
+    foreign_write(conn.backend, table, [(b"VEGGIEGARDEN#20150301", [
+        ("TEMP", str(day).encode(), temp, us_of(MARCH + timedelta(days=day - 1)))
+        for day, temp in GARDEN_TEMPS.items()])])
+    month = list(Garden.range(MARCH, MARCH + timedelta(days=31),
+                              garden="VEGGIEGARDEN").using(conn))
+    assert [(g.time.day, g.temp) for g in month] == [
+        (day, float(temp)) for day, temp in GARDEN_TEMPS.items()]
+    some = Garden.range(MARCH + timedelta(days=1), MARCH + timedelta(days=10),
+                        garden="VEGGIEGARDEN").using(conn)
+    assert [g.time.day for g in some] == list(range(2, 11))
+    assert Garden.using(conn).latest(garden="VEGGIEGARDEN").time == MARCH + timedelta(days=30)
+
+
+def test_tsmodel_writes_the_guide_month_row(conn: ts.Connection) -> None:
+    """Item 6, the reverse: a tsmodel month row is the guide's, byte for byte."""
+    table = _name("GARDEN")
+    Garden = garden_model(table)
+    conn.create_tables(Garden)
+    conn.save_all([Garden(garden="VEGGIEGARDEN", time=MARCH + timedelta(days=day - 1),
+                          temp=float(temp)) for day, temp in GARDEN_TEMPS.items()])
+    rows = foreign_read(conn.backend, table)
+    assert list(rows) == [b"VEGGIEGARDEN#20150301"]
+    assert sorted(rows[b"VEGGIEGARDEN#20150301"]) == sorted(
+        ("TEMP", str(day).encode(), temp) for day, temp in GARDEN_TEMPS.items())

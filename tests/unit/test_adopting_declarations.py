@@ -183,3 +183,89 @@ def test_a_key_column_beside_a_serialized_event_needs_its_own_qualifier() -> Non
             balloon: str = ts.key(column="blob")
             time: datetime = ts.timestamp()
             pressure: int = ts.value()
+
+
+# -- 6: the short-and-wide month row -----------------------------------------------------
+
+
+def garden_model(qualifier: str | None = "%-d", label: str = "%Y%m%d") -> type:
+    @ts.model(table="GARDEN", family="TEMP",
+              layout=ts.offsets(timedelta(days=1), qualifier=qualifier))
+    class Garden:
+        garden: str = ts.key()
+        time: datetime = ts.timestamp(bucket="month", label=label)
+        temp: float = ts.value(codec=ts.Text(float))
+
+    return Garden
+
+
+MARCH = datetime(2015, 3, 1, tzinfo=UTC)
+
+
+def test_month_row_labelled_by_its_first_day_with_day_of_month_qualifiers() -> None:
+    Garden = garden_model()
+    first = Garden(garden="VEGGIEGARDEN", time=MARCH, temp=60.4)
+    last = Garden(garden="VEGGIEGARDEN", time=MARCH + timedelta(days=30), temp=60.4)
+    assert ts.row_key(first) == ts.row_key(last) == b"VEGGIEGARDEN#20150301"
+    assert [q for q, _, _ in cells_of(Garden, first)] == [b"1"]
+    assert [q for q, _, _ in cells_of(Garden, last)] == [b"31"]
+    assert ts.decode_row_key(Garden, b"VEGGIEGARDEN#20150301")["time"] == MARCH
+    with pytest.raises(ts.KeyDecodingError, match="first day of a month"):
+        ts.decode_row_key(Garden, b"VEGGIEGARDEN#20150302")
+    # 1 ... 31 do not sort in time order (10 before 2): no qualifier range, cells decide.
+    request = Garden.range(MARCH + timedelta(days=1), MARCH + timedelta(days=3),
+                           garden="VEGGIEGARDEN").explain().requests[0]
+    assert request.filter.qualifier_start is None
+    assert request.filter.timestamp_start == int((MARCH + timedelta(days=1)).timestamp()) * 10**6
+    assert "named '%-d'" in ts.spec_of(Garden).layout.describe()
+
+
+def test_zero_padded_day_qualifiers_keep_the_qualifier_range() -> None:
+    Garden = garden_model("%d")
+    assert cells_of(Garden, Garden(garden="G", time=MARCH + timedelta(days=8), temp=1.0))[0][0] \
+        == b"09"
+    request = Garden.range(MARCH + timedelta(days=1), MARCH + timedelta(days=3),
+                           garden="G").explain().requests[0]
+    assert (request.filter.qualifier_start, request.filter.qualifier_end) == (b"02", b"03\x00")
+    assert garden_model(None, "%Y%m")(garden="G", time=MARCH, temp=1.0)  # default: 010000
+
+
+@pytest.mark.parametrize(("bucket", "step", "qualifier", "words"), [
+    ("month", timedelta(days=1), "%H", ("add %d",)),
+    ("month", timedelta(days=1), "%u", ("add %d",)),
+    ("month", timedelta(days=1), "%d%u", ("%u names no day of a month bucket", "use %d")),
+    ("month", timedelta(hours=1), "%-d%H", ("ambiguous",)),
+    ("month", timedelta(days=1), "%x", ("'%x' is no directive",)),
+    ("month", timedelta(days=1), "T1%d", ("digits of 'T1'",)),
+    ("month", timedelta(days=1), "%d-%d", ("%d appears twice",)),
+    ("month", timedelta(days=1), "", ("empty format",)),
+    ("day", timedelta(minutes=15), "%H", ("add %M",)),
+    ("day", timedelta(minutes=15), "%-d %H%M", ("%d names no day of a day bucket",)),
+    ("week", timedelta(hours=1), "%H", ("add %u",)),
+    (timedelta(days=2), timedelta(hours=1), "%H", ("a bucket of a day",)),
+])
+def test_offset_qualifier_formats_refused(bucket: object, step: timedelta, qualifier: str,
+                                          words: tuple[str, ...]) -> None:
+    with refused(*words):
+        @ts.model(table="T", family="f", layout=ts.offsets(step, qualifier=qualifier))
+        class Reading:
+            host: str = ts.key()
+            time: datetime = ts.timestamp(bucket=bucket)
+            v: float = ts.value()
+
+
+@pytest.mark.parametrize(("label", "words"), [
+    ("%Y%d%m", ("does not sort",)), ("%m%Y", ("does not sort",)), ("%Y%m%H", ("does not sort",))])
+def test_month_labels_refused(label: str, words: tuple[str, ...]) -> None:
+    with refused(*words):
+        garden_model("%-d", label)
+
+
+def test_a_key_column_shaped_like_a_day_of_the_month_is_refused() -> None:
+    with refused("TEMP:7", "shaped like the offset columns"):
+        @ts.model(table="GARDEN", family="TEMP",
+                  layout=ts.offsets(timedelta(days=1), qualifier="%-d"))
+        class Garden:
+            garden: str = ts.key(column="7")
+            time: datetime = ts.timestamp(bucket="month", label="%Y%m%d")
+            temp: float = ts.value(codec=ts.Text(float))

@@ -168,20 +168,25 @@ class WeekBucket(Bucket):
 
 @attrs.frozen
 class MonthBucket(Bucket):
-    """Calendar months in UTC, labelled ``201707`` (or another ``%Y..%m`` format)."""
+    """Calendar months in UTC, labelled ``201707`` (or another ``%Y..%m`` format), or
+    by their first day (``%Y%m%d``: the guide's month row ``VEGGIEGARDEN#20150301``)."""
 
     label_format: str = "%Y%m"
     name: str = "month"
     _encoding: FormatEncoding = attrs.field(init=False, repr=False)
+    #: Label bytes dropped from the encoding (the day a ``%Y%m`` label lacks).
+    _trim: int = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         check_month_label(self.label_format)
-        object.__setattr__(self, "_encoding", FormatEncoding(self.label_format + "%d",
-                                                             millis=False))
+        first_day = "%d" in self.label_format
+        fmt = self.label_format if first_day else self.label_format + "%d"
+        object.__setattr__(self, "_encoding", FormatEncoding(fmt, millis=False))
+        object.__setattr__(self, "_trim", 0 if first_day else 2)
 
     @property
     def width(self) -> int:
-        return self._encoding.width - 2
+        return self._encoding.width - self._trim
 
     @property
     def max_us(self) -> int:
@@ -197,10 +202,14 @@ class MonthBucket(Bucket):
         return to_micros(datetime(year, month, 1, tzinfo=timezone.utc))
 
     def label(self, start_us: int) -> bytes:
-        return self._encoding.encode_us(start_us)[:-2]
+        label = self._encoding.encode_us(start_us)
+        return label[:-self._trim] if self._trim else label
 
     def parse(self, label: bytes) -> int:
-        return self._encoding.decode_us(label + b"01")
+        us = self._encoding.decode_us(label + b"01" if self._trim else label)
+        if self._trim == 0 and self.start(us) != us:
+            raise ValueError(f"{label!r} is not the first day of a month")
+        return us
 
 
 @attrs.frozen
@@ -332,11 +341,12 @@ def check_week_label(fmt: str) -> None:
 
 
 def check_month_label(fmt: str) -> None:
-    """Refuse month labels other than year then month."""
-    if re.findall(r"%(.)", fmt) != ["Y", "m"]:
+    """Refuse month labels other than year then month (then the first day)."""
+    if re.findall(r"%(.)", fmt) not in (["Y", "m"], ["Y", "m", "d"]):
         raise ValueError(
             f"month label {fmt!r} does not sort in time order: use the year then the "
-            "zero-padded month, e.g. '%Y%m' (201707) or '%Y-%m'"
+            "zero-padded month, e.g. '%Y%m' (201707) or '%Y-%m', or the first day of the "
+            "month, '%Y%m%d' (20150301)"
         )
 
 
