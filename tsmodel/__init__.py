@@ -14,7 +14,16 @@ table in step and answers time-range and latest-value queries::
 """
 
 from tsmodel.backends.base import Backend, Features, GcRule, Reachable, TableSpec
-from tsmodel.declare.fields import alternate, constant, key, salt, snapshot, timestamp, value
+from tsmodel.declare.fields import (
+    alternate,
+    constant,
+    key,
+    salt,
+    snapshot,
+    timestamp,
+    value,
+    version,
+)
 from tsmodel.declare.model import model
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.declare.tables import table_specs
@@ -61,7 +70,7 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     # declaring models
-    "model", "Model", "key", "timestamp", "value", "constant", "salt", "Protobuf",
+    "model", "Model", "key", "timestamp", "value", "version", "constant", "salt", "Protobuf",
     "Layout", "rows", "cells", "columns", "offsets", "alternate", "snapshot",
     # companion-table jobs
     "build_snapshot", "SnapshotReport", "SnapshotError", "repair", "RepairReport",

@@ -505,3 +505,92 @@ def test_tsmodel_writes_the_guide_month_row(conn: ts.Connection) -> None:
     assert list(rows) == [b"VEGGIEGARDEN#20150301"]
     assert sorted(rows[b"VEGGIEGARDEN#20150301"]) == sorted(
         ("TEMP", str(day).encode(), temp) for day, temp in GARDEN_TEMPS.items())
+
+
+# -- 4: amendment history as column versions ---------------------------------------------
+
+CLOSE_DAY = datetime(2015, 3, 1, tzinfo=UTC)
+ENTERED = datetime(2015, 3, 1, 21, 0, tzinfo=UTC)          # the close entered, mistakenly
+AMENDED = datetime(2015, 3, 2, 9, 30, tzinfo=UTC)          # the correction
+
+
+def close_model(table: str, max_versions: int | None = None) -> Any:
+    @ts.model(table=table, family="STOCK", max_versions=max_versions)
+    class Close:
+        symbol: str = ts.key()
+        time: datetime = ts.timestamp(format="%Y%m%d")
+        price: float = ts.value("PRICE", codec=Places())
+        entered: datetime = ts.version()
+
+    return Close
+
+
+def test_guide_close_amended_by_another_program_keeps_its_history(
+        conn: ts.Connection) -> None:
+    """Item 4: the ZXZZT close entered as 559.40 and amended to 558.40, history kept."""
+    table = _name("CLOSE")
+    Close = close_model(table)
+    conn.create_tables(Close)
+    before = ts.floor_timestamp(datetime.now(UTC))
+    key = b"ZXZZT#20150301"
+    foreign_write(conn.backend, table, [(key, [("STOCK", b"PRICE", b"559.40", None)])])
+    time.sleep(0.005)
+    foreign_write(conn.backend, table, [(key, [("STOCK", b"PRICE", b"558.40", None)])])
+    after = datetime.now(UTC)
+    qs = Close.range(CLOSE_DAY, CLOSE_DAY + timedelta(days=1), symbol="ZXZZT").using(conn)
+    (close,) = qs
+    assert close.price == 558.40 and before <= close.entered <= after
+    versions = list(qs.history())
+    assert [v.price for v in versions] == [559.40, 558.40]
+    assert versions[0].entered < versions[1].entered == close.entered
+    assert {v.time for v in versions} == {CLOSE_DAY}
+    assert Close.using(conn).latest(symbol="ZXZZT") == close
+
+
+def test_tsmodel_amends_with_versions_every_reader_sees(conn: ts.Connection) -> None:
+    """Item 4, the reverse: a correction adds a cell version; newest-cell readers see it."""
+    table = _name("CLOSE")
+    Close = close_model(table)
+    conn.create_tables(Close)
+    first = Close(symbol="ZXZZT", time=CLOSE_DAY, price=559.40, entered=ENTERED)
+    fixed = Close(symbol="ZXZZT", time=CLOSE_DAY, price=558.40, entered=AMENDED)
+    conn.save_all([first, fixed])              # both versions in one batch: both kept
+    conn.save(fixed)                           # saving a version again changes nothing
+    assert foreign_read(conn.backend, table) == {b"ZXZZT#20150301": [
+        ("STOCK", b"PRICE", b"558.40")]}
+    assert foreign_versions(conn.backend, table, b"ZXZZT#20150301") == [
+        (b"PRICE", us_of(AMENDED), b"558.40"), (b"PRICE", us_of(ENTERED), b"559.40")]
+    qs = Close.range(CLOSE_DAY, CLOSE_DAY + timedelta(days=1), symbol="ZXZZT").using(conn)
+    assert list(qs) == [fixed]
+    assert list(qs.history()) == [first, fixed]
+    assert list(qs.history().newest_first()) == [fixed, first]
+
+
+def test_amending_one_column_of_the_guide_trade_row(conn: ts.Connection) -> None:
+    """Item 4: a version is the row as it stood then, every column's newest cell by then."""
+    table = _name("TRADE")
+
+    @ts.model(table=table, family="MD")
+    class Trade:
+        exchange: str = ts.key(width=6, column="EXCHANGE")
+        symbol: str = ts.key(width=5, column="SYMBOL")
+        time: datetime = ts.timestamp(unit="ms", column="TRADETIME")
+        last_sale: float = ts.value("LASTSALE", codec=Places())
+        last_size: int = ts.value("LASTSIZE", codec=ts.Text(int))
+        volume: int = ts.value("VOLUME", codec=ts.Text(int))
+        entered: datetime = ts.version()
+
+    conn.create_tables(Trade)
+    trade_time = datetime.fromtimestamp(1426535612.045, UTC)
+    entered, amended = trade_time + timedelta(milliseconds=3), trade_time + timedelta(hours=2)
+    foreign_write(conn.backend, table, [(TRADE_KEY, [(f, q, v, us_of(entered))
+                                                     for f, q, v in TRADE_COLUMNS])])
+    foreign_write(conn.backend, table, [(TRADE_KEY, [("MD", b"LASTSALE", b"600.48",
+                                                      us_of(amended))])])
+    qs = Trade.range(trade_time, trade_time + timedelta(seconds=1), exchange="NASDAQ",
+                     symbol="ZXZZT").using(conn)
+    (trade,) = qs
+    assert (trade.last_sale, trade.last_size, trade.volume, trade.entered) == (
+        600.48, 300, 89000, amended)
+    assert [(v.last_sale, v.volume, v.entered) for v in qs.history()] == [
+        (600.58, 89000, entered), (600.48, 89000, amended)]

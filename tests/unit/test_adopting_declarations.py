@@ -269,3 +269,93 @@ def test_a_key_column_shaped_like_a_day_of_the_month_is_refused() -> None:
             garden: str = ts.key(column="7")
             time: datetime = ts.timestamp(bucket="month", label="%Y%m%d")
             temp: float = ts.value(codec=ts.Text(float))
+
+
+# -- 4: amendment history as column versions ---------------------------------------------
+
+
+def close_body(**extra: object) -> dict[str, object]:
+    return {"symbol": ts.key(), "time": ts.timestamp(format="%Y%m%d"),
+            "price": ts.value("PRICE", codec=ts.Text(float)), "entered": ts.version(), **extra}
+
+
+def declare(body: dict[str, object], annotations: dict[str, object], **options: object) -> type:
+    ns = dict(body, __annotations__=annotations, __module__=__name__)
+    return ts.model(**{"table": "CLOSE", "family": "STOCK", **options})(type("Close", (), ns))
+
+
+CLOSE_TYPES = {"symbol": str, "time": datetime, "price": float, "entered": datetime}
+
+
+def test_a_version_field_stamps_every_cell_and_reads_filter_by_key() -> None:
+    Close = declare(close_body(), CLOSE_TYPES)
+    entered = datetime(2015, 3, 2, 9, 30, tzinfo=UTC)
+    close = Close(symbol="ZXZZT", time=datetime(2015, 3, 1, tzinfo=UTC), price=558.4,
+                  entered=entered)
+    assert cells_of(Close, close) == [(b"PRICE", int(entered.timestamp()) * 10**6, b"558.4")]
+    spec = ts.spec_of(Close)
+    assert (spec.version_field, spec.event_time_cells, spec.max_versions) == ("entered", False,
+                                                                              None)
+    qs = Close.range(close.time, close.time + timedelta(days=1), symbol="ZXZZT")
+    assert qs.explain().requests[0].filter.timestamp_start is None
+    assert qs.explain().requests[0].filter.cells_per_column == 1
+    assert qs.history().explain().requests[0].filter.cells_per_column is None
+    assert qs.history().explain().history and "history" in repr(qs.history())
+    kept = declare(close_body(), CLOSE_TYPES, max_versions=5)
+    assert ts.table_specs(ts.spec_of(kept))[0].families[0][1].max_versions == 5
+    assert kept.range(close.time, close.time + timedelta(days=1), symbol="ZXZZT").history() \
+        .explain().requests[0].filter.cells_per_column == 5
+
+
+@pytest.mark.parametrize(("entered", "error", "words"), [
+    (datetime(2015, 3, 2, 9, 30, 0, 500, tzinfo=UTC), ts.ValidationError, "whole milliseconds"),
+    (datetime(1969, 12, 31, tzinfo=UTC), ts.ValidationError, "from 1970 on"),
+    (datetime(2015, 3, 2), ts.ValidationError, "naive"),
+    ("2015-03-02", ts.FieldTypeError, "datetime"),
+])
+def test_bad_version_times_are_refused_before_writing(entered: object, error: type,
+                                                      words: str) -> None:
+    from tsmodel.plan.writes import encode_event
+
+    Close = declare(close_body(), CLOSE_TYPES)
+    close = Close(symbol="ZXZZT", time=datetime(2015, 3, 1, tzinfo=UTC), price=1.0,
+                  entered=entered)
+    with pytest.raises(error, match=words) as info:
+        encode_event(ts.spec_of(Close), close)
+    assert (info.value.model, info.value.field, info.value.value) == ("Close", "entered", entered)
+
+
+@pytest.mark.parametrize(("extra", "options", "words"), [
+    ({}, {"layout": ts.cells(), "max_versions": 10}, ("needs a row per event",)),
+    ({"note": ts.value(default=None)}, {}, ("optional value 'note'", "Make it required")),
+    ({}, {"current": "CURRENT"}, ("with current=",)),
+    ({}, {"alternates": [ts.alternate("BY_DAY", "time", "symbol")], "allow_hotspot": True},
+     ("with alternates=",)),
+    ({}, {"snapshot": ts.snapshot("CLOSE_{period:%Y%m}", period="month")}, ("with snapshot=",)),
+    ({}, {"retention": timedelta(days=30)}, ("retention=", "max_versions=")),
+    ({"again": ts.version()}, {}, ("two version fields",)),
+])
+def test_amendment_history_refusals(extra: dict[str, object], options: dict[str, object],
+                                    words: tuple[str, ...]) -> None:
+    body = close_body(**extra)
+    types = {**CLOSE_TYPES, "note": str | None, "again": datetime}
+    if options.get("layout") is not None:
+        body["time"] = ts.timestamp(bucket="day")
+    with refused(*words):
+        declare(body, {k: v for k, v in types.items() if k in body}, **options)
+
+
+def test_a_version_field_is_a_datetime() -> None:
+    with refused("entered", "annotated 'datetime'"):
+        declare(close_body(), {**CLOSE_TYPES, "entered": int})
+
+
+def test_history_needs_a_version_field() -> None:
+    @ts.model(table="CLOSE", family="STOCK")
+    class Close:
+        symbol: str = ts.key()
+        time: datetime = ts.timestamp(format="%Y%m%d")
+        price: float = ts.value()
+
+    with pytest.raises(ts.QueryError, match="ts.version()"):
+        Close.range(T0, T0 + timedelta(days=1), symbol="ZXZZT").history()

@@ -5,6 +5,8 @@ Checked once, when the model class is defined:
 * **key columns**: a key field or the timestamp also stored as a column
   (``ts.key(column="SYMBOL")``, the guide's ``MD:SYMBOL``), written from the
   key and checked against it on read;
+* **amendment history**: a ``ts.version()`` field stamps an event's cells
+  with the time that version was recorded, so corrections add cell versions;
 * **cell timestamps**: by default every cell timestamp is its event's time;
   ``event_time_cells=False`` declares a table whose cells carry other times
   (another program's write time), which only layouts that hold the event
@@ -13,6 +15,7 @@ Checked once, when the model class is defined:
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, cast
 
 from tsmodel import errors
@@ -23,7 +26,8 @@ from tsmodel.encoding.keys import Segment, TimestampSegment
 from tsmodel.encoding.timestamps import TimestampText
 from tsmodel.layouts.base import column_name
 
-__all__ = ["key_columns", "check_key_columns", "check_cell_times"]
+__all__ = ["key_columns", "check_key_columns", "check_cell_times", "version_field",
+           "check_versions"]
 
 
 def key_columns(name: str, items: list[tuple[str, Any]], hints: dict[str, Any],
@@ -111,3 +115,57 @@ def check_cell_times(spec: ModelSpec) -> None:
             "current-value row has no time in its key, its cell timestamps say which event "
             "is newest and when it happened. Drop current=; latest() then reads the newest "
             "row of the main table by its key")
+
+
+def version_field(name: str, fields: list[str], hints: dict[str, Any]) -> str | None:
+    """The model's version field, if it declares one.
+
+    Raises:
+        DeclarationError: two version fields, or one not annotated ``datetime``.
+    """
+    if len(fields) > 1:
+        raise errors.DeclarationError(
+            f"{name}: two version fields ({', '.join(fields)}); one time stamps an event's cells")
+    if not fields:
+        return None
+    if hints.get(fields[0]) is not datetime:
+        raise errors.DeclarationError(
+            f"{name}.{fields[0]}: a ts.version() field must be annotated 'datetime', not "
+            f"{hints.get(fields[0])!r}")
+    return fields[0]
+
+
+def check_versions(spec: ModelSpec, *, alternates: bool, snapshot: bool) -> None:
+    """Refuse what an amendment history (``ts.version()``) cannot keep.
+
+    Raises:
+        DeclarationError: a layout without history, an optional value, a
+            companion table, or a max-age rule.
+    """
+    if spec.version_field is None:
+        return
+    where = f"{spec.name}.{spec.version_field}: ts.version()"
+    if spec.layout.history_reader(spec) is None:
+        raise errors.DeclarationError(
+            f"{where} keeps the amendments of an event as versions of its cells, which needs "
+            f"a row per event (layout=ts.rows()); layout={spec.layout.name} keeps other "
+            "things in cell versions or qualifiers")
+    optional = [v.name for v in spec.values if v.optional]
+    if optional:
+        raise errors.DeclarationError(
+            f"{where} with the optional value {optional[0]!r}: a version that leaves it None "
+            "would write no cell, and every reader (tsmodel, cbt, other clients) would still "
+            "see the earlier version's value as the newest. Make it required")
+    companions = [what for what, has in (("current=", spec.current_table is not None),
+                                         ("alternates=", alternates), ("snapshot=", snapshot))
+                  if has]
+    if companions:
+        raise errors.DeclarationError(
+            f"{where} with {companions[0]}: companion tables keep the newest event by its "
+            "event-time cells, not versions of it; latest() reads the newest row of the "
+            "main table by its key")
+    if spec.retention is not None:
+        raise errors.DeclarationError(
+            f"{where} with retention=: a max age counts from the cell timestamp, here the "
+            "version time, so an event whose last amendment is old would vanish whole. "
+            "Bound the history with max_versions= instead")

@@ -20,9 +20,9 @@ import attrs
 
 from tsmodel.encoding.codecs import Codec
 
-__all__ = ["key", "timestamp", "value", "constant", "salt", "alternate", "snapshot",
-           "KeyInfo", "TimestampInfo", "ValueInfo", "Constant", "Salt", "Alternate", "Snapshot",
-           "META"]
+__all__ = ["key", "timestamp", "value", "version", "constant", "salt", "alternate", "snapshot",
+           "KeyInfo", "TimestampInfo", "ValueInfo", "VersionInfo", "Constant", "Salt", "Alternate",
+           "Snapshot", "META"]
 
 #: The metadata key under which tsmodel stores a field's declaration.
 META = "tsmodel"
@@ -65,6 +65,11 @@ class ValueInfo:
     family: str | None = None
     codec: Codec | None = None
     allow_nan: bool = False
+
+
+@attrs.frozen
+class VersionInfo:
+    """The version time of an event: the timestamp of every cell it writes."""
 
 
 @attrs.frozen
@@ -191,6 +196,28 @@ def value(
     """
     info = ValueInfo(qualifier, family, codec, allow_nan)
     return attrs.field(default=default, metadata={META: info})
+
+
+def version() -> Any:
+    """Declare the version time of an event: keep its amendments as cell versions.
+
+    The guide's exception to "prefer rows to column versions": a closing price
+    entered as 559.40 and amended to 558.40, with its history kept. The
+    field (a timezone-aware ``datetime``, whole milliseconds) is the time this
+    version of the event was recorded; it stamps every cell the event writes,
+    so a save with a later version time adds versions beside the earlier ones
+    instead of overwriting them (a save with the same version time stays
+    idempotent). The event time stays in the row key. Reads return the
+    newest version, :meth:`tsmodel.QuerySet.history` every version.
+
+    A model with a version field keeps a row per event (``ts.rows()``),
+    required values only, no companion tables, and its range reads never
+    filter by cell timestamp (the cells carry version times).
+
+    Returns:
+        An attrs field.
+    """
+    return attrs.field(metadata={META: VersionInfo()})
 
 
 def constant(text: str) -> Any:

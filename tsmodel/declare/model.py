@@ -22,7 +22,13 @@ from typing_extensions import dataclass_transform
 
 from tsmodel import errors
 from tsmodel.declare import params, sizing
-from tsmodel.declare.cells import check_cell_times, check_key_columns, key_columns
+from tsmodel.declare.cells import (
+    check_cell_times,
+    check_key_columns,
+    check_versions,
+    key_columns,
+    version_field,
+)
 from tsmodel.declare.companions import derive_alternate, derive_snapshot
 from tsmodel.declare.fields import (
     META,
@@ -33,9 +39,11 @@ from tsmodel.declare.fields import (
     Snapshot,
     TimestampInfo,
     ValueInfo,
+    VersionInfo,
     key,
     timestamp,
     value,
+    version,
 )
 from tsmodel.declare.salts import check_salt_function
 from tsmodel.declare.spec import SPEC_ATTR, ModelSpec, ValueSpec
@@ -99,7 +107,8 @@ def model(
 ) -> Callable[[T], T]: ...
 
 
-@dataclass_transform(kw_only_default=True, field_specifiers=(attrs.field, key, timestamp, value))
+@dataclass_transform(kw_only_default=True,
+                     field_specifiers=(attrs.field, key, timestamp, value, version))
 def model(
     cls: Any = None, /, *, table: str | None = None, family: str | None = None,
     current: str | None = None, separator: str = "#",
@@ -277,6 +286,7 @@ def _make_spec(
     segments: list[Segment] = []
     ts_segments: list[TimestampSegment | BucketSegment] = []
     values: list[ValueSpec] = []
+    versions = []
     for attr, info in items:
         if attr in _RESERVED:
             raise errors.DeclarationError(
@@ -290,6 +300,9 @@ def _make_spec(
             )
         if isinstance(info, ValueInfo):
             values.append(_value_spec(name, attr, info, hints.get(attr), options.family))
+            continue
+        if isinstance(info, VersionInfo):
+            versions.append(attr)
             continue
         if ts_segments and not isinstance(info, TimestampInfo):
             raise errors.DeclarationError(
@@ -315,8 +328,11 @@ def _make_spec(
                                            if s.field is not None and s is not ts_seg),
         values=tuple(values), serialization=_bind_serialization(name, options, values),
         layout=options.layout or rows(), max_rate=options.max_rate,
-        retention=options.retention, event_time_cells=options.event_time_cells,
+        retention=options.retention,
+        # Cells stamped with version times carry no event times.
+        event_time_cells=options.event_time_cells and not versions,
         key_columns=key_columns(name, items, hints, segments, options.family),
+        version_field=version_field(name, versions, hints),
     )
     spec = _finish_layout(spec, options)
     return _with_companions(spec, options, hints, sep)
@@ -352,6 +368,8 @@ def _finish_layout(spec: ModelSpec, options: _Options) -> ModelSpec:
     problem = spec.layout.check(spec)
     if problem:
         raise errors.DeclarationError(f"{spec.name}: {problem}")
+    check_versions(spec, alternates=bool(options.alternates),
+                   snapshot=options.snapshot is not None)
     check_cell_times(spec)
     check_key_columns(spec)
     if options.max_rate is not None and not options.max_rate > 0:
@@ -364,6 +382,8 @@ def _finish_layout(spec: ModelSpec, options: _Options) -> ModelSpec:
 
 
 def _version_limit(spec: ModelSpec, options: _Options) -> int | None:
+    if spec.version_field is not None:
+        return options.max_versions  # the amendments kept per column (None: every one)
     if spec.layout.read_versions is not None:
         if options.max_versions not in (None, 1):
             raise errors.DeclarationError(

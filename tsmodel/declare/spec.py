@@ -55,6 +55,8 @@ class ModelSpec:
             carry other times, such as another program's write time.
         key_columns: key fields (and the timestamp) also stored as columns,
             written from the key and checked against it on read.
+        version_field: the field whose time stamps an event's cells (its
+            amendments kept as cell versions), or ``None``.
     """
 
     name: str
@@ -75,6 +77,7 @@ class ModelSpec:
     snapshot: SnapshotSpec | None = None
     event_time_cells: bool = True
     key_columns: tuple[ValueSpec, ...] = ()
+    version_field: str | None = None
     #: The main table's codec, compiled from the fields above.
     codec: TableCodec = attrs.field(init=False, eq=False, repr=False)
     #: The current-value table's codec (a row per entity), or ``None``.
@@ -89,7 +92,7 @@ class ModelSpec:
         values = ValueEncoder(self.name, self.values)
         codec = TableCodec(self, table=self.table, key=self.key, layout=self.layout,
                            time_field=self.timestamp_field, values=values,
-                           key_columns=self.key_columns)
+                           key_columns=self.key_columns, version_field=self.version_field)
         current = None
         if self.current_table is not None and self.current_key is not None:
             current = TableCodec(self, table=self.current_table, key=self.current_key,

@@ -139,6 +139,17 @@ class Layout(abc.ABC):
         with a fresh dict the caller may change.
         """
 
+    def history_reader(self, shape: TableShape) -> Reader | None:
+        """The reader of every version of a row's events, or ``None`` without one.
+
+        For a model whose cells carry version times (``ts.version()``): the
+        reader gets every cell version of the row and returns one entry per
+        version, oldest first, each ``(version time in µs, value fields)`` as
+        the event stood then. Layouts that keep other things in cell versions
+        return ``None`` (the default), and such models are refused.
+        """
+        return None
+
     def cell_timestamp(self, us: int) -> int:
         """The cell timestamp of an event at ``us``: the time floored to the millisecond."""
         return us // MS * MS

@@ -75,15 +75,19 @@ class TableCodec:
             lay cells out alike, :meth:`row` shares the main row's cells.
         key_columns: key fields (or the timestamp) also stored as columns: each
             row gets their cells, and a read checks them against the key.
+        version_field: the field whose time stamps every cell of an event (its
+            amendments kept as cell versions), or ``None``.
     """
 
     __slots__ = ("shape", "table", "key", "layout", "time_field", "values",
                  "_encoders", "_constants", "_joins_plainly", "_join", "_write", "_read",
-                 "_time_check", "_like", "_required", "witness", "_key_columns")
+                 "_time_check", "_like", "_required", "witness", "_key_columns",
+                 "_version_field", "_history")
 
     def __init__(self, shape: TableShape, *, table: str, key: KeyLayout, layout: Layout,
                  time_field: str, values: ValueEncoder, like: TableCodec | None = None,
-                 key_columns: tuple[ValueSpec, ...] = ()) -> None:
+                 key_columns: tuple[ValueSpec, ...] = (),
+                 version_field: str | None = None) -> None:
         self.shape = shape
         self.table = table
         self.key = key
@@ -108,6 +112,10 @@ class TableCodec:
         #: values are all None is found, and one past a version limit is not.
         self.witness: str | None = self._required[0] if self._required else None
         self._key_columns = {(k.family, k.qualifier): k for k in key_columns}
+        self._version_field = version_field
+        self._history = layout.history_reader(shape) if version_field is not None else None
+        if version_field is not None:
+            self._like = None  # cells stamped with version times are this table's own
 
     @property
     def model(self) -> str:
@@ -195,11 +203,35 @@ class TableCodec:
         mutations = self._write(us, entity, encoded)
         if self._key_columns:
             mutations += self._key_cells(entity, us)
+        if self._version_field is not None:
+            version = self._version_time(entity)
+            mutations = tuple(SetCell(m.family, m.qualifier, version, m.value)
+                              if type(m) is SetCell else m for m in mutations)
         if self.shape.serialization is not None:  # a blob of values checked one by one
             for m in mutations:
                 if type(m) is SetCell and len(m.value) > MAX_VALUE_BYTES:
                     raise too_big(self.model, m.family, m.qualifier, len(m.value))
         return EncodedRow(self.table, self._join(parts), us, mutations)
+
+    def _version_time(self, entity: Any) -> int:
+        """The version time of ``entity`` (µs): the timestamp of its cells."""
+        name = self._version_field
+        assert name is not None
+        raw = getattr(entity, name)
+        try:
+            us = to_micros(raw)
+        except TypeError as exc:
+            raise errors.FieldTypeError(str(exc), model=self.model, field=name,
+                                        value=raw) from None
+        except ValueError as exc:
+            raise errors.ValidationError(str(exc), model=self.model, field=name,
+                                         value=raw) from None
+        if us < 0 or us % 1_000:
+            raise errors.ValidationError(
+                f"{raw} is not a cell timestamp: the version time stamps the event's cells, "
+                "whole milliseconds from 1970 on (round it with tsmodel.floor_timestamp(dt))",
+                model=self.model, field=name, value=raw)
+        return us
 
     def _key_cells(self, entity: Any, us: int) -> tuple[Mutation, ...]:
         """The cells of the key columns: the key's values (already checked by the key)."""
@@ -231,12 +263,13 @@ class TableCodec:
                 f"{self.model}: row key {key!r} of table {self.table!r}: {exc}") from None
 
     def decode(self, cls: Callable[..., M], row: Row,
-               only: tuple[str, ...] | None = None) -> list[M]:
+               only: tuple[str, ...] | None = None, history: bool = False) -> list[M]:
         """The events of one row as instances, oldest first.
 
         A row per event gives one event (the cells of its newest timestamp); a
         bucket row gives its events. Value fields without a cell, or left out
-        by ``only``, are ``None``.
+        by ``only``, are ``None``. With ``history`` (a model with a version
+        field), every version of the row's event, oldest first.
 
         Raises:
             KeyDecodingError: the row key does not match this table's key layout.
@@ -250,7 +283,8 @@ class TableCodec:
                 self._check_salt(row.key, keys)
             keys.pop(SALT_FIELD, None)
             key_time = keys.pop(self.time_field, None)
-            events = self._read(row.cells, key_time)
+            read = self._history if history and self._history is not None else self._read
+            events = read(row.cells, key_time)
             if self._key_columns and events:
                 self._check_key_columns(row.cells, keys, key_time, events)
             return self._instances(cls, events, keys, key_time, only)
@@ -283,6 +317,8 @@ class TableCodec:
             values.update(keys)
             us = key_time if per_event and key_time is not None else ts
             values[name] = EPOCH + timedelta(microseconds=us)
+            if self._version_field is not None:  # the cells' time is the version's
+                values[self._version_field] = EPOCH + timedelta(microseconds=ts)
             out.append(cls(**values))
         return out
 

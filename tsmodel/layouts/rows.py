@@ -74,6 +74,11 @@ class Rows(Layout):
         # so a current-value row holds exactly the newest event's cells.
         return value_cell_writer(shape, erase_older=True, exact_times=self.exact_times)
 
+    def history_reader(self, shape: TableShape) -> Reader | None:
+        if self.exact_times:
+            return None
+        return _as_of_each_version(value_cell_decoder(shape))
+
     def reader(self, shape: TableShape) -> Reader:
         """A row's one event: the cells of its newest timestamp.
 
@@ -127,6 +132,23 @@ def _not_event_time(cells: tuple[Cell, ...], ts: int, key_us: int) -> None:
         "event times (written by another program with its clock?), so range reads "
         "filtering by cell timestamp would miss events. Declare event_time_cells=False "
         "on the model", column=column_name(c.family, c.qualifier))
+
+
+def _as_of_each_version(decode: Callable[[Iterable[Cell]], dict[str, Any]]) -> Reader:
+    """A reader of a row's versions: at each cell timestamp, the newest cell of each
+    column written by then (as every reader of the table saw the event then)."""
+
+    def read(cells: tuple[Cell, ...], bucket_start: int | None) -> list[Event]:
+        standing: dict[tuple[str, bytes], Cell] = {}
+        versions: list[Event] = []
+        ordered = sorted(cells, key=lambda c: c.timestamp)
+        for i, c in enumerate(ordered):
+            standing[(c.family, c.qualifier)] = c
+            if i + 1 == len(ordered) or ordered[i + 1].timestamp != c.timestamp:
+                versions.append((c.timestamp, decode(standing.values())))
+        return versions
+
+    return read
 
 
 #: The last event time (µs) whose exact cell timestamp (µs x 1000) fits Bigtable's int64.

@@ -69,6 +69,8 @@ class ReadPlan:
         guards: reads that must find no row (rows under salt values the model
             does not have: another program's salts); the executor refuses
             to answer when one does, rather than answer in part.
+        history: whether each event comes once per version (its amendments,
+            a model with a version field), oldest first.
     """
 
     model: str
@@ -85,6 +87,7 @@ class ReadPlan:
     descending: bool = False
     reverse_after: bool = False
     guards: tuple[ReadRequest, ...] = ()
+    history: bool = False
 
     def __str__(self) -> str:
         lines = [f"{self.model}: read table {self.table!r}" + (" (SCAN)" if self.scan else "")]
@@ -149,6 +152,7 @@ class QueryState:
         newest_first: newest first within each entity.
         only: value fields to read.
         snapshot_us: an instant of the snapshot period read, if any.
+        history: every version of each event (a model with a version field).
     """
 
     mode: str | None = None
@@ -160,6 +164,7 @@ class QueryState:
     newest_first: bool = False
     only: tuple[str, ...] | None = None
     snapshot_us: int | None = None
+    history: bool = False
 
 
 def queryable_fields(spec: ModelSpec) -> tuple[str, ...]:
@@ -309,7 +314,8 @@ class _Compiler:
                         self._reason(key, used, reached_time, leftover, current),
                         codec=codec, accept=accept, only=s.only, limit=s.limit,
                         descending=descending, reverse_after=s.newest_first and not descending,
-                        guards=self._salt_guards(key, self._encode_given(key)))
+                        guards=self._salt_guards(key, self._encode_given(key)),
+                        history=s.history)
 
     def _salt_guards(self, key: KeyLayout, given: dict[str, bytes]) -> tuple[ReadRequest, ...]:
         """A read of the keys before the salt that no salt value of the model starts
@@ -513,6 +519,9 @@ class _Compiler:
             qualifier_start=qualifiers[0] if qualifiers else None,
             qualifier_end=qualifiers[1] if qualifiers else None,
             timestamp_start=ts_start, timestamp_end=ts_end)
+        if s.history:  # every version it keeps (the amendments): all, or as many as GC keeps
+            return ReadFilter(families=spec.families, cells_per_column=spec.max_versions,
+                              **filters)
         if main:  # the versions the table's GC rule keeps, collected or not
             return spec.events_filter(**filters)
         return ReadFilter(families=spec.families, cells_per_column=layout.read_versions,

@@ -336,6 +336,8 @@ class WritePlan:
         Several versions of one event (same table, key and time) in a batch
         are one write, of the last in input order: Bigtable does not apply the
         entries of a bulk call in order. The earlier versions share its outcome.
+        Versions whose cells carry different times (amendments stamped with
+        their version time) write different cells, and are each written.
         """
         self._dedupe(batch)
         by_table: dict[str, list[int]] = {}
@@ -347,15 +349,21 @@ class WritePlan:
                 for table, winners in by_table.items()]
 
     def _dedupe(self, batch: range) -> None:
-        last: dict[tuple[str, bytes, int], int] = {}
+        last: dict[tuple[Any, ...], int] = {}
         for i in batch:
             ev = self.events[i]
             last[(ev.table, ev.key, ev.timestamp)] = i
         if len(last) == len(batch):
             return  # the common case: no event twice
+        # Versions of one event in cells of their own (amendments stamped with their
+        # version times) are separate writes; versions of the same cells are one.
+        last = {}
         for i in batch:
             ev = self.events[i]
-            winner = last[(ev.table, ev.key, ev.timestamp)]
+            last[(ev.table, ev.key, ev.timestamp, _cell_time(ev))] = i
+        for i in batch:
+            ev = self.events[i]
+            winner = last[(ev.table, ev.key, ev.timestamp, _cell_time(ev))]
             if winner != i:
                 self._superseded.add(i)
                 self._groups.setdefault(winner, [winner]).append(i)
@@ -448,6 +456,13 @@ def _stale(old: EncodedRow, new: EncodedRow | None) -> tuple[Mutation, ...]:
     return tuple(DeleteCells(m.family, m.qualifier, m.timestamp, m.timestamp + _MS)
                  for m in old.mutations
                  if isinstance(m, SetCell) and (m.family, m.qualifier, m.timestamp) not in kept)
+
+
+def _cell_time(ev: EncodedEvent) -> int:
+    """The timestamp of the cells an event sets: its time floored to the millisecond,
+    or its version time (a model with a version field stamps every cell with it)."""
+    return next((m.timestamp for m in ev.mutations if type(m) is SetCell),
+                ev.timestamp // _MS * _MS)
 
 
 def _status(out: _Outcomes) -> WriteStatus:

@@ -150,6 +150,25 @@ class QuerySet(Generic[M]):
             )
         return self._clone(only=tuple(fields))
 
+    def history(self) -> QuerySet[M]:
+        """Every version of each event: its amendments, oldest first, then the next event.
+
+        For a model with a :func:`tsmodel.version` field, whose corrections are
+        kept as cell versions. Each version comes as an instance whose version
+        field says when it was recorded; a plain read returns the newest only.
+
+        Raises:
+            QueryError: the model has no version field, or the query reads the
+                current-value table.
+        """
+        if self._spec.version_field is None:
+            raise errors.QueryError(
+                f"{self._spec.name} keeps no amendment history: declare a field "
+                "'entered: datetime = ts.version()' to keep corrections as cell versions")
+        if self._state.mode == "current":
+            raise errors.QueryError(f"{self._spec.name}: history() reads range(...) queries")
+        return self._clone(history=True)
+
     def using(self, connection: Connection) -> QuerySet[M]:
         """Run on ``connection`` instead of the default connection."""
         return QuerySet(self.model, connection=connection, state=self._state)
@@ -169,7 +188,7 @@ class QuerySet(Generic[M]):
         if s.mode == "range":
             span = f" [{s.start_us}us, {s.end_us}us)"
         extra = (f" limit={s.limit}" if s.limit is not None else "") + (
-            " newest_first" if s.newest_first else "")
+            " newest_first" if s.newest_first else "") + (" history" if s.history else "")
         mode = (s.mode or "unbound") + span
         text = " ".join(p for p in (self._spec.name, mode, fields) if p)
         return f"<QuerySet {text}{extra}>"
@@ -312,7 +331,7 @@ def _events(plan: ReadPlan, conn: Connection, req: ReadRequest, model: type[M]) 
     codec = plan.codec
     assert codec is not None
     for row in conn.read(req):
-        events = codec.decode(model, row, plan.only)
+        events = codec.decode(model, row, plan.only, plan.history)
         yield from (reversed(events) if req.reverse else events)
 
 
