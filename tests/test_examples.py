@@ -14,7 +14,7 @@ EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
 
 def test_there_are_examples() -> None:
     assert {p.name for p in EXAMPLES} >= {"server_metrics.py", "weather_balloons.py",
-                                          "energy_meters.py"}
+                                          "energy_meters.py", "market_data.py"}
 
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
