@@ -283,9 +283,9 @@ class TableCodec:
                 self._check_salt(row.key, keys)
             keys.pop(SALT_FIELD, None)
             key_time = keys.pop(self.time_field, None)
-            read = self._history if history and self._history is not None else self._read
-            events = read(row.cells, key_time)
-            if self._key_columns and events:
+            events = self._read(row.cells, key_time) if not history else \
+                (self._history or self._read)(row.cells, key_time)
+            if self._key_columns:
                 self._check_key_columns(row.cells, keys, key_time, events)
             return self._instances(cls, events, keys, key_time, only)
         except errors.CellDecodingError as exc:
@@ -301,6 +301,7 @@ class TableCodec:
                    key_time: int | None, only: tuple[str, ...] | None) -> list[M]:
         per_event = not self.layout.bucketed
         name = self.time_field
+        version = self._version_field
         out = []
         for ts, values in events:
             # None in values: a C-level scan; the closer look only when one is missing.
@@ -317,8 +318,8 @@ class TableCodec:
             values.update(keys)
             us = key_time if per_event and key_time is not None else ts
             values[name] = EPOCH + timedelta(microseconds=us)
-            if self._version_field is not None:  # the cells' time is the version's
-                values[self._version_field] = EPOCH + timedelta(microseconds=ts)
+            if version is not None:  # the cells' time is the version's
+                values[version] = EPOCH + timedelta(microseconds=ts)
             out.append(cls(**values))
         return out
 
@@ -330,6 +331,8 @@ class TableCodec:
         and a read whose cell timestamp filter leaves out a bucket row's start
         does not see the column.
         """
+        if not events:
+            return
         for (family, qualifier), cell in newest_cells(tuple(
                 c for c in cells if (c.family, c.qualifier) in self._key_columns)).items():
             k = self._key_columns[(family, qualifier)]

@@ -101,7 +101,9 @@ class Rows(Layout):
                     break
             else:
                 values = decode(cells)  # the common case: one event's cells
-            if bucket_start is not None and not exact and ts != bucket_start // MS * MS:
+            # A row per event's cells carry the time of its key (floored to the ms).
+            if ts != bucket_start and bucket_start is not None and not exact \
+                    and ts != bucket_start // MS * MS:
                 _not_event_time(cells, ts, bucket_start)
             return [(ts // MS if exact else ts, values)]
 
