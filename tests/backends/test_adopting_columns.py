@@ -537,6 +537,9 @@ def test_guide_close_amended_by_another_program_keeps_its_history(
     time.sleep(0.005)
     foreign_write(conn.backend, table, [(key, [("STOCK", b"PRICE", b"558.40", None)])])
     after = datetime.now(UTC)
+    # A column the model does not declare, written later, is no version of the close.
+    foreign_write(conn.backend, table, [(key, [("STOCK", b"NOTE", b"checked",
+                                                now_ms_us() + 60_000_000)])])
     qs = Close.range(CLOSE_DAY, CLOSE_DAY + timedelta(days=1), symbol="ZXZZT").using(conn)
     (close,) = qs
     assert close.price == 558.40 and before <= close.entered <= after

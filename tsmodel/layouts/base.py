@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from tsmodel.encoding.values import ValueSpec
 
 __all__ = ["Layout", "TableShape", "Event", "Writer", "Reader", "TimeCheck", "value_cell_writer",
-           "value_cell_decoder", "missing_value", "column_name",
+           "value_cell_decoder", "value_columns", "missing_value", "column_name",
            "newest_cells", "value_bytes", "CELL_OVERHEAD", "MS"]
 
 MS = 1_000
@@ -286,6 +286,15 @@ def value_cell_writer(shape: TableShape, *, erase_older: bool = False,
         return tuple(out)
 
     return write
+
+
+def value_columns(shape: TableShape) -> frozenset[tuple[str, bytes]]:
+    """The columns that hold an event's values: a column per value field, or the
+    serialized event's one column."""
+    ser = shape.serialization
+    if ser is not None:
+        return frozenset({(ser.family, ser.qualifier)})
+    return frozenset((v.family, v.qualifier) for v in shape.values)
 
 
 def newest_cells(cells: tuple[Cell, ...]) -> dict[tuple[str, bytes], Cell]:

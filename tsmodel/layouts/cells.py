@@ -19,6 +19,7 @@ from tsmodel.layouts.base import (
     Writer,
     value_cell_decoder,
     value_cell_writer,
+    value_columns,
 )
 
 __all__ = ["Cells", "cells"]
@@ -42,11 +43,9 @@ class Cells(Layout):
 
     def reader(self, shape: TableShape) -> Reader:
         decode = value_cell_decoder(shape)
-        ser = shape.serialization
         # Only the value columns hold events: a cell of another column (a key column
         # at the bucket start, another program's) is no event of its own.
-        owned = {(ser.family, ser.qualifier)} if ser is not None else {
-            (v.family, v.qualifier) for v in shape.values}
+        owned = value_columns(shape)
 
         def read(cells: tuple[Cell, ...], bucket_start: int | None) -> list[Event]:
             by_time: dict[int, list[Cell]] = defaultdict(list)

@@ -27,6 +27,7 @@ from tsmodel.layouts.base import (
     newest_cells,
     value_cell_decoder,
     value_cell_writer,
+    value_columns,
 )
 
 __all__ = ["Rows", "rows"]
@@ -77,7 +78,7 @@ class Rows(Layout):
     def history_reader(self, shape: TableShape) -> Reader | None:
         if self.exact_times:
             return None
-        return _as_of_each_version(value_cell_decoder(shape))
+        return _as_of_each_version(value_cell_decoder(shape), value_columns(shape))
 
     def reader(self, shape: TableShape) -> Reader:
         """A row's one event: the cells of its newest timestamp.
@@ -88,7 +89,7 @@ class Rows(Layout):
         decode = value_cell_decoder(shape)
         exact = self.exact_times
         if not shape.event_time_cells:
-            return _newest_of_each_column(decode)
+            return _newest_of_each_column(decode, value_columns(shape))
 
         def read(cells: tuple[Cell, ...], bucket_start: int | None) -> list[Event]:
             if not cells:
@@ -110,15 +111,18 @@ class Rows(Layout):
         return read
 
 
-def _newest_of_each_column(decode: Callable[[Iterable[Cell]], dict[str, Any]]) -> Reader:
-    """A reader for cells that do not carry event times: the newest cell of each
-    column is the event's (the row key holds its time)."""
+def _newest_of_each_column(decode: Callable[[Iterable[Cell]], dict[str, Any]],
+                           owned: frozenset[tuple[str, bytes]]) -> Reader:
+    """A reader for cells that do not carry event times: the newest cell of each value
+    column is the event's (the row key holds its time); the newest of their
+    timestamps is the event's version."""
 
     def read(cells: tuple[Cell, ...], bucket_start: int | None) -> list[Event]:
         if not cells:
             return []
-        newest = newest_cells(cells)
-        return [(max(c.timestamp for c in newest.values()), decode(newest.values()))]
+        newest = newest_cells(tuple(c for c in cells if (c.family, c.qualifier) in owned))
+        latest = max(c.timestamp for c in (newest.values() or cells))
+        return [(latest, decode(newest.values()))]
 
     return read
 
@@ -136,14 +140,18 @@ def _not_event_time(cells: tuple[Cell, ...], ts: int, key_us: int) -> None:
         "on the model", column=column_name(c.family, c.qualifier))
 
 
-def _as_of_each_version(decode: Callable[[Iterable[Cell]], dict[str, Any]]) -> Reader:
-    """A reader of a row's versions: at each cell timestamp, the newest cell of each
-    column written by then (as every reader of the table saw the event then)."""
+def _as_of_each_version(decode: Callable[[Iterable[Cell]], dict[str, Any]],
+                        owned: frozenset[tuple[str, bytes]]) -> Reader:
+    """A reader of a row's versions: at each timestamp of a value cell, the newest cell
+    of each value column written by then (as every reader saw the event then)."""
 
     def read(cells: tuple[Cell, ...], bucket_start: int | None) -> list[Event]:
         standing: dict[tuple[str, bytes], Cell] = {}
         versions: list[Event] = []
-        ordered = sorted(cells, key=lambda c: c.timestamp)
+        ordered = sorted((c for c in cells if (c.family, c.qualifier) in owned),
+                         key=lambda c: c.timestamp)
+        if not ordered and cells:  # no value at all: not an event of this model
+            return [(max(c.timestamp for c in cells), decode(()))]
         for i, c in enumerate(ordered):
             standing[(c.family, c.qualifier)] = c
             if i + 1 == len(ordered) or ordered[i + 1].timestamp != c.timestamp:
