@@ -7,6 +7,7 @@ backends in ``tests/backends/test_adopting_columns.py``.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -18,7 +19,7 @@ T0 = datetime.fromtimestamp(1426535612.045, UTC)
 
 
 def refused(*words: str) -> pytest.RaisesContext[ts.DeclarationError]:
-    return pytest.raises(ts.DeclarationError, match="(?s)" + ".*".join(words))
+    return pytest.raises(ts.DeclarationError, match="(?s)" + ".*".join(map(re.escape, words)))
 
 
 # -- 8: cell timestamps that are not event times ---------------------------------------
@@ -359,3 +360,14 @@ def test_history_needs_a_version_field() -> None:
 
     with pytest.raises(ts.QueryError, match="ts.version()"):
         Close.range(T0, T0 + timedelta(days=1), symbol="ZXZZT").history()
+
+
+def test_a_promoted_value_takes_no_key_column() -> None:
+    with refused("ts.key(column=...)", "alternate key of 'BY_SCORE'"):
+        @ts.model(table="GAME", family="g",
+                  alternates=[ts.alternate("BY_SCORE", "game",
+                                           ("score", ts.key(width=6, column="S")), "time")])
+        class Game:
+            game: str = ts.key()
+            time: datetime = ts.timestamp()
+            score: int = ts.value()

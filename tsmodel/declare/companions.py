@@ -147,6 +147,11 @@ def _segment(main: ModelSpec, item: Any, hints: dict[str, Any], infos: dict[str,
         raise errors.DeclarationError(
             f"{main.name}.{name}: an optional value cannot be promoted into a row key"
         )
+    if info is not None and (info.column is not None or info.column_codec is not None):
+        raise errors.DeclarationError(
+            f"{main.name}.{name}: ts.key(column=...) in the {what} key of {table!r}: the value "
+            "is a column of the event already; declare key columns on the model's own keys"
+        )
     return make_segment(name, info if info is not None else KeyInfo(), hints.get(name))
 
 
