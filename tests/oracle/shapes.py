@@ -15,7 +15,7 @@ replays, late events, same-millisecond events, full bucket rows.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
@@ -483,8 +483,45 @@ OFFSETS_BLOB = Shape(
 )
 
 
+# -- tables another program wrote (issue 11): answers must not change -----------------
+
+
+def _reversed_adopted(suffix: str, shape: Shape) -> type:
+    @ts.model(table=_unique("reversed_adopted", suffix), family="F", event_time_cells=False)
+    class ReversedAdopted:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms", reverse=True)
+        x: int = ts.value("X")
+
+    return ReversedAdopted
+
+
+#: REVERSED, read by row key only: no cell timestamp filter, times checked client-side.
+REVERSED_ADOPTED = replace(REVERSED, name="reversed_adopted", declare=_reversed_adopted)
+
+
+def _offsets_adopted(suffix: str, shape: Shape) -> type:
+    @ts.model(table=_unique("offsets_adopted", suffix), family="F",
+              layout=ts.offsets(timedelta(minutes=15), qualifier="%-Hh%M"),
+              event_time_cells=False,
+              snapshot=ts.snapshot(_unique("offsets_adopted", suffix) + "_S_{period:%Y%m%d}"))
+    class OffsetsAdopted:
+        meter: int = ts.key(width=4, column="ID")   # a key column beside the offsets
+        time: datetime = ts.timestamp(bucket="day")
+        kwh: float = ts.value()
+
+    return OffsetsAdopted
+
+
+#: OFFSETS with a METER:ID-like key column, unpadded qualifiers (0h15 ... 23h45: no
+#: qualifier range) and reads by row key and qualifier only.
+OFFSETS_ADOPTED = replace(OFFSETS, name="offsets_adopted", declare=_offsets_adopted,
+                          current=False)
+
+
 SHAPES: tuple[Shape, ...] = (ROWS, ROWS_US, REVERSED, FORMAT_FAR, SALTED_TIME, SALTED_KEY,
-                             SERIALIZED, CELLS, CELLS_BLOB, COLUMNS, OFFSETS, OFFSETS_BLOB)
+                             SERIALIZED, CELLS, CELLS_BLOB, COLUMNS, OFFSETS, OFFSETS_BLOB,
+                             REVERSED_ADOPTED, OFFSETS_ADOPTED)
 
 
 def shape_named(name: str) -> Shape:
