@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from tsmodel import errors
 from tsmodel.backends.base import Cell, DeleteCells, Mutation, SetCell
 from tsmodel.encoding.codecs import Bool, Float64, Int64
+from tsmodel.encoding.timestamps import from_micros
 
 if TYPE_CHECKING:
     from tsmodel.encoding.buckets import Bucket
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
     from tsmodel.encoding.values import ValueSpec
 
 __all__ = ["Layout", "TableShape", "Event", "Writer", "Reader", "TimeCheck", "value_cell_writer",
-           "value_cell_decoder", "value_columns", "missing_value", "column_name",
+           "value_cell_decoder", "value_columns", "missing_value", "not_event_time",
+           "column_name",
            "newest_cells", "value_bytes", "CELL_OVERHEAD", "MS"]
 
 MS = 1_000
@@ -379,6 +381,18 @@ def missing_value(shape: TableShape, name: str) -> errors.CellDecodingError:
     return errors.CellDecodingError(
         f"the row has no cell for {name!r}, a required value: not an event of this model "
         "(a foreign or damaged row, or a column deleted by hand)", field=name, column=where)
+
+
+def not_event_time(cell: Cell, us: int, whose: str) -> errors.CellDecodingError:
+    """The error for a cell whose timestamp is not the event time ``us`` of ``whose``
+    (the row key, an offset column): a table written with another clock, which
+    range reads filtering by cell timestamp would answer in part."""
+    return errors.CellDecodingError(
+        f"cell timestamp {cell.timestamp} us ({from_micros(cell.timestamp // MS * MS)}) is not "
+        f"the time of {whose} ({from_micros(us // MS * MS)}): the table's cells do not carry "
+        "event times (written by another program with its clock?), so range reads filtering "
+        "by cell timestamp would miss events. Declare event_time_cells=False on the model",
+        column=column_name(cell.family, cell.qualifier))
 
 
 def column_name(family: str, qualifier: bytes) -> str:

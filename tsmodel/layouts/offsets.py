@@ -19,7 +19,6 @@ import attrs
 from tsmodel import errors
 from tsmodel.backends.base import Cell, Mutation, SetCell
 from tsmodel.encoding.buckets import Bucket, FixedBucket, MonthBucket, WeekBucket
-from tsmodel.encoding.timestamps import from_micros
 from tsmodel.layouts.base import (
     CELL_OVERHEAD,
     MS,
@@ -31,6 +30,7 @@ from tsmodel.layouts.base import (
     Writer,
     column_name,
     newest_cells,
+    not_event_time,
     value_bytes,
 )
 
@@ -197,7 +197,7 @@ class Offsets(Layout):
                     if fam == family else None
                 if us is not None:
                     if event_time_cells and cell.timestamp != us // MS * MS:
-                        raise _not_event_time(cell, us)
+                        raise not_event_time(cell, us, "its offset column")
                     found.append((us, cell))
             found.sort()
             return [(us, decode(cell)) for us, cell in found]
@@ -260,16 +260,6 @@ class Offsets(Layout):
 
     def cells_per_event(self, shape: TableShape) -> int:
         return 1
-
-
-def _not_event_time(cell: Cell, us: int) -> errors.CellDecodingError:
-    """The error for an offset cell whose timestamp is not the time of its offset."""
-    return errors.CellDecodingError(
-        f"cell timestamp {cell.timestamp} us ({from_micros(cell.timestamp // MS * MS)}) is not "
-        f"the time of its offset column ({from_micros(us)}): the table's cells do not carry "
-        "event times (written by another program with its clock?), so range reads filtering "
-        "by cell timestamp would miss events. Declare event_time_cells=False on the model",
-        column=column_name(cell.family, cell.qualifier))
 
 
 #: A directive of an offset qualifier format, a literal, or anything else (refused).

@@ -12,9 +12,7 @@ from typing import Any
 
 import attrs
 
-from tsmodel import errors
 from tsmodel.backends.base import Cell
-from tsmodel.encoding.timestamps import from_micros
 from tsmodel.layouts.base import (
     MS,
     Event,
@@ -23,8 +21,8 @@ from tsmodel.layouts.base import (
     TableShape,
     TimeCheck,
     Writer,
-    column_name,
     newest_cells,
+    not_event_time,
     value_cell_decoder,
     value_cell_writer,
     value_columns,
@@ -105,7 +103,8 @@ class Rows(Layout):
             # A row per event's cells carry the time of its key (floored to the ms).
             if ts != bucket_start and bucket_start is not None and not exact \
                     and ts != bucket_start // MS * MS:
-                _not_event_time(cells, ts, bucket_start)
+                cell = next(c for c in cells if c.timestamp == ts)
+                raise not_event_time(cell, bucket_start, "the row key")
             return [(ts // MS if exact else ts, values)]
 
         return read
@@ -125,19 +124,6 @@ def _newest_of_each_column(decode: Callable[[Iterable[Cell]], dict[str, Any]],
         return [(latest, decode(newest.values()))]
 
     return read
-
-
-def _not_event_time(cells: tuple[Cell, ...], ts: int, key_us: int) -> None:
-    """Refuse a row whose newest cells do not carry the event time its key holds: a
-    table written with another clock, which range reads filtering by cell
-    timestamp would answer in part."""
-    c = next(c for c in cells if c.timestamp == ts)
-    raise errors.CellDecodingError(
-        f"cell timestamp {ts} us ({from_micros(ts // MS * MS)}) is not the event time of "
-        f"the row key ({from_micros(key_us // MS * MS)}): the table's cells do not carry "
-        "event times (written by another program with its clock?), so range reads "
-        "filtering by cell timestamp would miss events. Declare event_time_cells=False "
-        "on the model", column=column_name(c.family, c.qualifier))
 
 
 def _as_of_each_version(decode: Callable[[Iterable[Cell]], dict[str, Any]],
