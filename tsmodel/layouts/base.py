@@ -292,11 +292,15 @@ def value_cell_writer(shape: TableShape, *, erase_older: bool = False,
 
 def value_columns(shape: TableShape) -> frozenset[tuple[str, bytes]]:
     """The columns that hold an event's values: a column per value field, or the
-    serialized event's one column."""
+    serialized event's one column; and the empty marker cell's column, where an
+    event may have no value cell (every value optional, or none stored)."""
     ser = shape.serialization
     if ser is not None:
         return frozenset({(ser.family, ser.qualifier)})
-    return frozenset((v.family, v.qualifier) for v in shape.values)
+    columns = {(v.family, v.qualifier) for v in shape.values}
+    if all(v.optional for v in shape.values):
+        columns.add((shape.family, MARKER))
+    return frozenset(columns)
 
 
 def newest_cells(cells: tuple[Cell, ...]) -> dict[tuple[str, bytes], Cell]:
