@@ -142,9 +142,9 @@ def test_console_script_runs_the_same_command() -> None:
 _CONSOLE = re.compile(r"^```console\n(.*?)^```$", re.S | re.M)
 
 
-def console_examples() -> list[tuple[str, str]]:
-    """``(command, expected output)`` of every ``$ tsmodel`` line of docs/cli.md."""
-    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+def console_examples(page: str = "cli.md") -> list[tuple[str, str]]:
+    """``(command, expected output)`` of every ``$ tsmodel`` line of a docs page."""
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
     examples: list[tuple[str, str]] = []
     for block in _CONSOLE.findall(text):
         for chunk in re.split(r"^\$ ", block, flags=re.M)[1:]:

@@ -8,23 +8,15 @@ under it, as for docs/cli.md in ``tests/test_cli.py``.
 
 from __future__ import annotations
 
-import re
 import shlex
 
 from tests.test_cli import ROOT, run
-
-_CONSOLE = re.compile(r"^```console\n(.*?)^```$", re.S | re.M)
+from tests.test_cli import console_examples as cli_console_examples
 
 
 def console_examples() -> list[tuple[str, str]]:
     """``(command, expected output)`` of every ``$ tsmodel`` line of docs/adopting.md."""
-    text = (ROOT / "docs" / "adopting.md").read_text(encoding="utf-8")
-    examples: list[tuple[str, str]] = []
-    for block in _CONSOLE.findall(text):
-        for chunk in re.split(r"^\$ ", block, flags=re.M)[1:]:
-            command, _, output = chunk.partition("\n")
-            examples.append((command, output))
-    return examples
+    return cli_console_examples("adopting.md")
 
 
 def test_adopting_has_keys_decode_and_explain_examples() -> None:
