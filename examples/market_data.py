@@ -23,19 +23,6 @@ from tsmodel.backends.base import ReadRequest, RowSet
 UTC = timezone.utc
 
 
-class Price:
-    """Prices as decimal text with two places (``b"600.60"``), as the guide prints them."""
-
-    name = "price"
-    python_type = (float, int)
-
-    def encode(self, value: float) -> bytes:
-        return f"{value:.2f}".encode("ascii")
-
-    def decode(self, data: bytes) -> float:
-        return float(data)
-
-
 @ts.model(table="QUOTE", family="MD")
 class Quote:
     """One quote message."""
@@ -43,8 +30,8 @@ class Quote:
     exchange: str = ts.key(width=6, column="EXCHANGE")
     symbol: str = ts.key(width=5, column="SYMBOL")
     time: datetime = ts.timestamp(unit="ms", column="QUOTETIME")
-    bid: float = ts.value("BID", codec=Price())
-    ask: float = ts.value("ASK", codec=Price())
+    bid: float = ts.value("BID", codec=ts.Text(float, places=2))
+    ask: float = ts.value("ASK", codec=ts.Text(float, places=2))
     bid_size: int = ts.value("BIDSIZE", codec=ts.Text(int))
     ask_size: int = ts.value("ASKSIZE", codec=ts.Text(int))
 
@@ -56,7 +43,7 @@ class Trade:
     exchange: str = ts.key(width=6, column="EXCHANGE")
     symbol: str = ts.key(width=5, column="SYMBOL")
     time: datetime = ts.timestamp(unit="ms", column="TRADETIME")
-    last_sale: float = ts.value("LASTSALE", codec=Price())
+    last_sale: float = ts.value("LASTSALE", codec=ts.Text(float, places=2))
     last_size: int = ts.value("LASTSIZE", codec=ts.Text(int))
     volume: int = ts.value("VOLUME", codec=ts.Text(int))
 
@@ -68,7 +55,7 @@ class Close:
     exchange: str = ts.key(width=6)
     symbol: str = ts.key(width=5)
     time: datetime = ts.timestamp(format="%Y%m%d")
-    price: float = ts.value("PRICE", codec=Price())
+    price: float = ts.value("PRICE", codec=ts.Text(float, places=2))
     entered: datetime = ts.version()
 
 

@@ -129,21 +129,6 @@ class _official_client:
         self.client.close()
 
 
-class Places:
-    """Decimal text with fixed places (``b"600.60"``), as the guide prints prices."""
-
-    name = "places"
-    python_type = (float, int)
-
-    def __init__(self, places: int = 2) -> None:
-        self.places = places
-
-    def encode(self, value: float) -> bytes:
-        return f"{value:.{self.places}f}".encode("ascii")
-
-    def decode(self, data: bytes) -> float:
-        return float(data)
-
 
 def us_of(dt: datetime) -> int:
     return int(dt.timestamp() * 1_000_000)
@@ -170,8 +155,8 @@ def quote_model(table: str) -> Any:
         exchange: str = ts.key(width=6, column="EXCHANGE")
         symbol: str = ts.key(width=5, column="SYMBOL")
         time: datetime = ts.timestamp(unit="ms", column="QUOTETIME")
-        bid: float = ts.value("BID", codec=Places())
-        ask: float = ts.value("ASK", codec=Places())
+        bid: float = ts.value("BID", codec=ts.Text(float, places=2))
+        ask: float = ts.value("ASK", codec=ts.Text(float, places=2))
         bid_size: int = ts.value("BIDSIZE", codec=ts.Text(int))
         ask_size: int = ts.value("ASKSIZE", codec=ts.Text(int))
 
@@ -184,7 +169,7 @@ def trade_model(table: str) -> Any:
         exchange: str = ts.key(width=6, column="EXCHANGE")
         symbol: str = ts.key(width=5, column="SYMBOL")
         time: datetime = ts.timestamp(unit="ms", column="TRADETIME")
-        last_sale: float = ts.value("LASTSALE", codec=Places())
+        last_sale: float = ts.value("LASTSALE", codec=ts.Text(float, places=2))
         last_size: int = ts.value("LASTSIZE", codec=ts.Text(int))
         volume: int = ts.value("VOLUME", codec=ts.Text(int))
 
@@ -253,7 +238,7 @@ def test_server_metrics_hostname_column_in_main_and_current_rows(conn: ts.Connec
     class ServerMetric:
         hostname: str = ts.key(column="HOSTNAME")
         time: datetime = ts.timestamp(unit="ms")
-        cpu1_usr: float = ts.value("CPU/CPU1_USR", codec=Places())
+        cpu1_usr: float = ts.value("CPU/CPU1_USR", codec=ts.Text(float, places=2))
         blk_read: int = ts.value("IO/BLK_READ", codec=ts.Text(int))
 
     conn.create_tables(ServerMetric)
@@ -411,7 +396,7 @@ def meter_model(table: str) -> Any:
     class Meter:
         meter: int = ts.key(width=10, column="ID")
         time: datetime = ts.timestamp(bucket="day")
-        kwh: float = ts.value(codec=Places())
+        kwh: float = ts.value(codec=ts.Text(float, places=2))
 
     return Meter
 
@@ -519,7 +504,7 @@ def close_model(table: str, max_versions: int | None = None) -> Any:
     class Close:
         symbol: str = ts.key()
         time: datetime = ts.timestamp(format="%Y%m%d")
-        price: float = ts.value("PRICE", codec=Places())
+        price: float = ts.value("PRICE", codec=ts.Text(float, places=2))
         entered: datetime = ts.version()
 
     return Close
@@ -578,7 +563,7 @@ def test_amending_one_column_of_the_guide_trade_row(conn: ts.Connection) -> None
         exchange: str = ts.key(width=6, column="EXCHANGE")
         symbol: str = ts.key(width=5, column="SYMBOL")
         time: datetime = ts.timestamp(unit="ms", column="TRADETIME")
-        last_sale: float = ts.value("LASTSALE", codec=Places())
+        last_sale: float = ts.value("LASTSALE", codec=ts.Text(float, places=2))
         last_size: int = ts.value("LASTSIZE", codec=ts.Text(int))
         volume: int = ts.value("VOLUME", codec=ts.Text(int))
         entered: datetime = ts.version()
