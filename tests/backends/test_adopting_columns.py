@@ -312,6 +312,12 @@ def test_write_time_cells_refused_loudly_by_a_default_model(conn: ts.Connection)
         Metric.using(conn).latest(hostname="server1.bbb.com")
     assert info.value.model == "ServerMetric" and info.value.table == table
     assert info.value.row_key == b"server1.bbb.com#1426535622045"
+    # A range selected by the row key sends no cell timestamp filter: it sees the
+    # rows and refuses them (it answered 0 events, silently).
+    hour = datetime(2015, 3, 16, 19, 53, tzinfo=timezone.utc)
+    qs = Metric.range(hour, hour + timedelta(hours=1), hostname="server1.bbb.com").using(conn)
+    with pytest.raises(ts.CellDecodingError, match="event_time_cells=False"):
+        qs.count()
 
 
 def test_tsmodel_writes_event_time_cells_under_either_declaration(conn: ts.Connection) -> None:

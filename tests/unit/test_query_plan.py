@@ -11,7 +11,7 @@ import pytest
 
 import tsmodel as ts
 import tsmodel.run.connection as connection_module
-from tsmodel.backends.base import ReadFilter, RowRange
+from tsmodel.backends.base import ReadFilter, RowRange, RowSet
 
 UTC = timezone.utc
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -135,8 +135,9 @@ def test_full_key_range_is_exactly_prefix_plus_encoded_bounds():
     assert req.rows.keys == ()
     assert req.rows.ranges == (RowRange(b"server1.aaa.bbb.com#1426535612000",
                                         b"server1.aaa.bbb.com#1426535613000"),)
-    assert req.filter == ReadFilter(families=("MEM", "METRIC"), timestamp_start=1426535612000000,
-                                    timestamp_end=1426535613000000, cells_per_column=1)
+    # The key range selects the times: no cell timestamp filter, so a row whose
+    # cells do not carry its event time is read (and refused), never left out.
+    assert req.filter == ReadFilter(families=("MEM", "METRIC"), cells_per_column=1)
     assert req.limit is None and req.reverse is False
     assert plan.scan is False and plan.merge == "concat" and plan.client_filters == ()
     assert "time range in the row key" in plan.reason
@@ -153,9 +154,7 @@ def test_sub_unit_bounds_round_up_to_the_next_unit():
     end = T2 + timedelta(microseconds=1)  # an event at T2 is before end: it is included
     req = only_request(ServerMetric.range(start, end, hostname="h").explain())
     assert req.rows.ranges == (RowRange(b"h#1426535612001", b"h#1426535613001"),)
-    # Event times are whole ms: the cell timestamp filter rounds up too (exact).
-    assert (req.filter.timestamp_start, req.filter.timestamp_end) == (1426535612001000,
-                                                                      1426535613001000)
+    assert (req.filter.timestamp_start, req.filter.timestamp_end) == (None, None)
 
 
 def test_bounds_in_another_zone_are_the_same_instants():
@@ -175,7 +174,14 @@ def test_start_before_the_epoch_is_clamped():
     req = only_request(ServerMetric.range(datetime(1960, 1, 1, tzinfo=UTC), T1,
                                           hostname="h").explain())
     assert req.rows.ranges == (RowRange(b"h#0000000000000", b"h#1426535612000"),)
-    assert req.filter.timestamp_start == 0
+
+
+def test_a_scan_filters_by_cell_timestamp() -> None:
+    """Without the time in the key range, the cell timestamps select the events."""
+    req = only_request(ServerMetric.range(datetime(1960, 1, 1, tzinfo=UTC), T1 + timedelta(
+        microseconds=1), allow_scan=True).explain())
+    assert req.rows.ranges == (RowRange(),) or req.rows == RowSet()
+    assert (req.filter.timestamp_start, req.filter.timestamp_end) == (0, 1426535612001000)
 
 
 def test_reversed_timestamps_swap_the_bounds():

@@ -299,9 +299,15 @@ class _Compiler:
         if scan and not s.allow_scan:
             raise errors.ScanRefusedError(self._scan_message(key, leftover))
         ranges = self._ranges(prefixes, reached_time, complete)
+        # A row per event under an exact key range: the key selects the times, and
+        # no cell timestamp filter is sent, so a row whose cells do not carry its
+        # event time (another program's write time) is read and refused, not
+        # silently left out.
+        key_selects_time = reached_time and not current and not codec.layout.bucketed
         requests = self._requests(codec.table, ranges, exact=not leftover and (
             reached_time or current or (self.spec.time_unit >= _MS
-                                        and self.spec.event_time_cells)))
+                                        and self.spec.event_time_cells)),
+                                  key_selects_time=key_selects_time and not leftover)
         checks, accept = self._client_checks(leftover)
         # Per-salt reads are in time order only when the time range is in the key.
         merge = "time" if len(requests) > 1 and reached_time and not current else "concat"
@@ -468,11 +474,12 @@ class _Compiler:
         # More segments follow: every key that starts with last + separator.
         return _prefix_end(last + key.separator)
 
-    def _requests(self, table: str, ranges: list[RowRange], exact: bool) -> tuple[ReadRequest, ...]:
+    def _requests(self, table: str, ranges: list[RowRange], exact: bool,
+                  key_selects_time: bool = False) -> tuple[ReadRequest, ...]:
         s = self.state
         if not ranges:
             return ()
-        row_filter = self._filter()
+        row_filter = self._filter(key_selects_time)
         natural_desc = s.mode == "range" and self.spec.reversed_time
         reverse = s.newest_first and not natural_desc
         use_reverse = reverse and self.reverse_scan
@@ -484,7 +491,7 @@ class _Compiler:
             for r in ranges
         )
 
-    def _filter(self) -> ReadFilter:
+    def _filter(self, key_selects_time: bool = False) -> ReadFilter:
         spec, s = self.spec, self.state
         main = s.mode == "range"
         columns = None
@@ -496,7 +503,7 @@ class _Compiler:
         if not main and spec.retention is not None:
             # What the max-age rule deletes in the main table is no current value either.
             ts_start = self.codec.layout.cell_timestamp(self._horizon())
-        if main and not spec.event_time_cells:
+        if main and (key_selects_time or not spec.event_time_cells):
             # Cell timestamps say nothing of event times: the row key and the
             # qualifier select the events, the client checks their times.
             assert s.start_us is not None and s.end_us is not None
