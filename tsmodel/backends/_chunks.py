@@ -15,14 +15,15 @@ fast, dependency-free half of the Bigtable backend's read path.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import enum
+from collections.abc import AsyncIterable, AsyncIterator, Generator, Iterable, Iterator
 from operator import itemgetter
-from typing import Any
+from typing import Any, Final, Literal
 
 from tsmodel.backends.base import Cell, Row
 from tsmodel.errors import BackendError
 
-__all__ = ["InvalidChunk", "ReadProgress", "merge_rows"]
+__all__ = ["InvalidChunk", "ReadProgress", "merge_rows", "amerge_rows", "row_merger", "NEED"]
 
 _family_of = itemgetter(0)
 
@@ -78,6 +79,60 @@ def merge_rows(responses: Iterable[Any], progress: ReadProgress, *,
         InvalidChunk: a chunk breaks the protocol, or the stream ends inside
             a row. Rows committed before it have been yielded.
     """
+    merger = row_merger(progress, labels=labels)
+    next(merger)
+    feed, more = merger.send, merger.__next__
+    for response in responses:
+        row = feed(response)
+        while row is not NEED:
+            yield row
+            row = more()
+    _finish(merger)
+
+
+async def amerge_rows(responses: AsyncIterable[Any], progress: ReadProgress, *,
+                      labels: bool = False) -> AsyncIterator[Row]:
+    """:func:`merge_rows` of an asynchronous stream of responses (``grpc.aio``)."""
+    merger = row_merger(progress, labels=labels)
+    next(merger)
+    feed, more = merger.send, merger.__next__
+    async for response in responses:
+        row = feed(response)
+        while row is not NEED:
+            yield row
+            row = more()
+    _finish(merger)
+
+
+def _finish(merger: Generator[Any, Any, None]) -> None:
+    """Tell ``merger`` the stream ended; it raises if a row was left open."""
+    try:
+        merger.send(None)
+    except StopIteration:
+        return
+    raise AssertionError("the row merger went on after the end of the stream")
+
+
+class _Need(enum.Enum):
+    NEED = "need"
+
+
+#: What :func:`row_merger` yields when it wants the next response.
+NEED: Final = _Need.NEED
+
+
+def row_merger(progress: ReadProgress, *,
+               labels: bool = False) -> Generator[Row | Literal[_Need.NEED], Any, None]:
+    """The chunk merger, without I/O: responses are sent in, rows come out.
+
+    Prime it with ``next()``; it yields :data:`NEED` when it wants a
+    response. ``send(response)`` returns the first row the response
+    completes (or :data:`NEED`); ``next()`` the following ones, until
+    :data:`NEED`. ``send(None)`` ends the stream. A sync loop
+    (:func:`merge_rows`) and an event loop (:func:`amerge_rows`) drive the
+    same merger: the rules live here once. See :func:`merge_rows` for
+    ``progress``, ``labels`` and the errors.
+    """
     new = tuple.__new__  # Cell(...) and Row(...) without their Python __new__
     key: bytes | None = None  # the row in progress
     cells: list[Cell] = []
@@ -88,7 +143,10 @@ def merge_rows(responses: Iterable[Any], progress: ReadProgress, *,
     timestamp = 0
     cell_labels: tuple[str, ...] = ()
     row_labels: dict[int, tuple[str, ...]] | None = None
-    for response in responses:
+    while True:
+        response = yield NEED
+        if response is None:
+            break
         scanned = response.last_scanned_row_key
         if scanned and key is None:  # inside a row, the row's own key will do
             progress.check_order(scanned)
