@@ -20,8 +20,9 @@ those calls is done here too:
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 import grpc
@@ -30,10 +31,10 @@ from google.api_core.retry import exponential_sleep_generator
 from google.cloud.bigtable.data.exceptions import RetryExceptionGroup
 
 from tsmodel.backends import _bigtable_wire as wire
-from tsmodel.backends._chunks import ReadProgress, merge_rows
+from tsmodel.backends._chunks import ReadProgress, amerge_rows, merge_rows
 from tsmodel.backends.base import Row
 
-__all__ = ["DataRpc", "is_retryable", "MUTATE_RETRYABLE", "READ_RETRYABLE"]
+__all__ = ["DataRpc", "AsyncDataRpc", "is_retryable", "MUTATE_RETRYABLE", "READ_RETRYABLE"]
 
 _MUTATE_ROWS = "/google.bigtable.v2.Bigtable/MutateRows"
 _READ_ROWS = "/google.bigtable.v2.Bigtable/ReadRows"
@@ -71,21 +72,136 @@ def is_retryable(error: BaseException, kinds: tuple[type[Exception], ...]) -> bo
         text in str(error.message).lower() for text in _RESET_MESSAGES)
 
 
-class DataRpc:
-    """Raw ReadRows and MutateRows on a channel.
+class _MutateAttempt:
+    """One MutateRows call's bookkeeping: which entries reported, which to retry."""
 
-    Args:
-        channel: returns the channel to call (the data client's, which it
-            may swap when it refreshes its connection).
-        metadata: headers sent with every call (``x-goog-api-client``).
-        sleep: how to wait between attempts.
+    __slots__ = ("request", "timeout", "errors", "unreported", "retry")
+
+    def __init__(self, request: Any, positions: list[int], timeout: float,
+                 errors: dict[int, list[Exception]]) -> None:
+        self.request = request
+        self.timeout = timeout
+        self.errors = errors
+        self.unreported = dict(enumerate(positions))
+        self.retry: list[int] = []
+
+    def response(self, response: Any) -> None:
+        """Record the entries' statuses of one ``MutateRowsResponse``."""
+        errors, unreported = self.errors, self.unreported
+        for result in response.entries:
+            index = unreported.pop(result.index, None)
+            if index is None:
+                continue  # a status for an entry not sent, or twice: ignore
+            status = result.status
+            if status.code == 0:
+                errors.pop(index, None)
+                continue
+            error = _from_grpc_status(status.code, status.message, details=list(status.details))
+            errors.setdefault(index, []).append(error)
+            if is_retryable(error, MUTATE_RETRYABLE):
+                self.retry.append(index)
+
+    def broken(self, rpc_error: grpc.RpcError) -> None:
+        """The call failed: every entry without a status gets its error."""
+        error = _from_grpc_error(rpc_error)
+        for index in self.unreported.values():
+            self.errors.setdefault(index, []).append(error)
+        if is_retryable(error, MUTATE_RETRYABLE):
+            self.retry.extend(self.unreported.values())
+        self.unreported = {}
+
+    def ended(self) -> list[int]:
+        """The stream ended: entries without a status may be applied; retry them."""
+        for index in self.unreported.values():
+            self.errors.setdefault(index, []).append(
+                MissingEntryStatus("MutateRows returned no status for the entry"))
+            self.retry.append(index)
+        self.unreported = {}
+        return sorted(self.retry)
+
+
+class _MutateOperation:
+    """The retry policy of one MutateRows operation, without I/O.
+
+    A driver (:class:`DataRpc`, :class:`AsyncDataRpc`) sends
+    :meth:`attempt`'s request, feeds it the responses, then asks
+    :meth:`delay` whether and when to try again.
     """
 
-    def __init__(self, channel: Callable[[], Any], metadata: Sequence[tuple[str, str]] = (),
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(self, request: Any) -> None:
+        self.request = request
+        self.errors: dict[int, list[Exception]] = {}
+        self.pending = list(range(len(request.entries)))
+        self.deadline = time.monotonic() + OPERATION_TIMEOUT
+        self.delays = _delays()
+
+    def attempt(self) -> _MutateAttempt:
+        pending, request = self.pending, self.request
+        sent = request if len(pending) == len(request.entries) else _subset(request, pending)
+        timeout = min(MUTATE_ATTEMPT_TIMEOUT, max(self.deadline - time.monotonic(), 0.001))
+        return _MutateAttempt(sent, pending, timeout, self.errors)
+
+    def delay(self, attempt: _MutateAttempt) -> float | None:
+        """Seconds to wait before the next attempt, or ``None``: the operation is over."""
+        retry = attempt.ended()
+        if not retry:
+            return None
+        delay: float = next(self.delays)
+        if time.monotonic() + delay >= self.deadline:
+            return None
+        self.pending = retry
+        return delay
+
+    def result(self) -> dict[int, Exception]:
+        """The error of each entry not applied in the end (see :meth:`DataRpc.mutate_rows`)."""
+        return {index: found[0] if len(found) == 1 else RetryExceptionGroup(found)
+                for index, found in sorted(self.errors.items())}
+
+
+class _ReadOperation:
+    """The resume policy of one ReadRows operation, without I/O."""
+
+    def __init__(self, request: Any) -> None:
+        self.request: Any = request
+        self.progress = ReadProgress(reverse=request.reversed)
+        self.limit = request.rows_limit
+        self.deadline = time.monotonic() + OPERATION_TIMEOUT
+        self.delays = _delays()
+        self._before: tuple[int, bytes | None] = (0, None)
+
+    def timeout(self) -> float:
+        """The next attempt's timeout; marks where the read stands before it."""
+        self._before = (self.progress.rows, self.progress.last_key)
+        return min(READ_ATTEMPT_TIMEOUT, max(self.deadline - time.monotonic(), 0.001))
+
+    def delay(self, rpc_error: grpc.RpcError) -> float | None:
+        """Seconds to wait before resuming after ``rpc_error``; ``None``: no row is left.
+
+        Raises:
+            GoogleAPICallError: the error is not retryable, or the deadline
+                (counted from the last progress) has passed.
+        """
+        error = _from_grpc_error(rpc_error)
+        if not is_retryable(error, READ_RETRYABLE):
+            raise error
+        progress = self.progress
+        if (progress.rows, progress.last_key) != self._before:  # progress: a fresh budget
+            self.deadline = time.monotonic() + OPERATION_TIMEOUT
+            self.delays = _delays()
+        delay: float = next(self.delays)
+        if time.monotonic() + delay >= self.deadline:
+            raise error
+        self.request = wire.resume_request(self.request, progress, self.limit)
+        return None if self.request is None else delay
+
+
+class _Rpc:
+    """What both drivers share: the channel and the common headers."""
+
+    def __init__(self, channel: Callable[[], Any],
+                 metadata: Sequence[tuple[str, str]] = ()) -> None:
         self.channel = channel
         self.metadata = tuple(metadata)
-        self.sleep = sleep
 
     def _call(self, method: str, response_type: Any) -> Any:
         """A multicallable of ``method`` on the channel as it is now.
@@ -96,7 +212,21 @@ class DataRpc:
         return self.channel().unary_stream(method, request_serializer=_serialize,
                                            response_deserializer=response_type.FromString)
 
-    # -- MutateRows --------------------------------------------------------------
+
+class DataRpc(_Rpc):
+    """Raw ReadRows and MutateRows on a (sync) gRPC channel.
+
+    Args:
+        channel: returns the channel to call (the data client's, which it
+            may swap when it refreshes its connection).
+        metadata: headers sent with every call (``x-goog-api-client``).
+        sleep: how to wait between attempts.
+    """
+
+    def __init__(self, channel: Callable[[], Any], metadata: Sequence[tuple[str, str]] = (),
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        super().__init__(channel, metadata)
+        self.sleep = sleep
 
     def mutate_rows(self, request: Any,
                     metadata: Sequence[tuple[str, str]]) -> dict[int, Exception]:
@@ -108,61 +238,20 @@ class DataRpc:
             :class:`RetryExceptionGroup` of every attempt's. Entries not
             listed were applied.
         """
-        errors: dict[int, list[Exception]] = {}
-        pending = list(range(len(request.entries)))
-        deadline = time.monotonic() + OPERATION_TIMEOUT
-        delays = _delays()
+        operation, headers = _MutateOperation(request), (*self.metadata, *metadata)
         while True:
-            attempt = request if len(pending) == len(request.entries) else _subset(request, pending)
-            timeout = min(MUTATE_ATTEMPT_TIMEOUT, max(deadline - time.monotonic(), 0.001))
-            retry = self._mutate_attempt(attempt, pending, errors, timeout, metadata)
-            if not retry:
-                break
-            delay = next(delays)
-            if time.monotonic() + delay >= deadline:
-                break
+            attempt = operation.attempt()
+            mutate_rows = self._call(_MUTATE_ROWS, wire.MutateRowsResponse)
+            try:
+                for response in mutate_rows(attempt.request, timeout=attempt.timeout,
+                                            metadata=headers):
+                    attempt.response(response)
+            except grpc.RpcError as rpc_error:
+                attempt.broken(rpc_error)
+            delay = operation.delay(attempt)
+            if delay is None:
+                return operation.result()
             self.sleep(delay)
-            pending = retry
-        return {index: found[0] if len(found) == 1 else RetryExceptionGroup(found)
-                for index, found in sorted(errors.items())}
-
-    def _mutate_attempt(self, request: Any, positions: list[int],
-                        errors: dict[int, list[Exception]], timeout: float,
-                        metadata: Sequence[tuple[str, str]]) -> list[int]:
-        """One MutateRows call; record errors; return the positions to try again."""
-        unreported = dict(enumerate(positions))
-        retry: list[int] = []
-        mutate_rows = self._call(_MUTATE_ROWS, wire.MutateRowsResponse)
-        try:
-            for response in mutate_rows(request, timeout=timeout,
-                                        metadata=(*self.metadata, *metadata)):
-                for result in response.entries:
-                    index = unreported.pop(result.index, None)
-                    if index is None:
-                        continue  # a status for an entry not sent, or twice: ignore
-                    status = result.status
-                    if status.code == 0:
-                        errors.pop(index, None)
-                        continue
-                    error = _from_grpc_status(
-                        status.code, status.message, details=list(status.details))
-                    errors.setdefault(index, []).append(error)
-                    if is_retryable(error, MUTATE_RETRYABLE):
-                        retry.append(index)
-        except grpc.RpcError as rpc_error:
-            error = _from_grpc_error(rpc_error)
-            for index in unreported.values():
-                errors.setdefault(index, []).append(error)
-            if is_retryable(error, MUTATE_RETRYABLE):
-                retry.extend(unreported.values())
-            return sorted(retry)
-        for index in unreported.values():
-            errors.setdefault(index, []).append(
-                MissingEntryStatus("MutateRows returned no status for the entry"))
-            retry.append(index)
-        return sorted(retry)
-
-    # -- ReadRows ------------------------------------------------------------------
 
     def read_rows(self, request: Any, metadata: Sequence[tuple[str, str]]) -> Iterator[Row]:
         """Stream the rows of a ``ReadRowsRequest``, resuming broken streams.
@@ -172,35 +261,67 @@ class DataRpc:
                 after the deadline (counted from the last progress).
             InvalidChunk: the server broke the chunk protocol.
         """
-        progress = ReadProgress(reverse=request.reversed)
-        limit = request.rows_limit
-        headers = (*self.metadata, *metadata)
-        deadline = time.monotonic() + OPERATION_TIMEOUT
-        delays = _delays()
+        operation, headers = _ReadOperation(request), (*self.metadata, *metadata)
         while True:
             read_rows = self._call(_READ_ROWS, wire.ReadRowsResponse)
-            timeout = min(READ_ATTEMPT_TIMEOUT, max(deadline - time.monotonic(), 0.001))
-            call = read_rows(request, timeout=timeout, metadata=headers)
-            before = (progress.rows, progress.last_key)
+            call = read_rows(operation.request, timeout=operation.timeout(), metadata=headers)
             try:
-                yield from merge_rows(call, progress)
+                yield from merge_rows(call, operation.progress)
                 return
             except grpc.RpcError as rpc_error:
-                error = _from_grpc_error(rpc_error)
+                broken = rpc_error
             finally:
                 call.cancel()  # a no-op after the end; frees the stream after a break
-            if not is_retryable(error, READ_RETRYABLE):
-                raise error
-            if (progress.rows, progress.last_key) != before:  # progress: a fresh budget
-                deadline = time.monotonic() + OPERATION_TIMEOUT
-                delays = _delays()
-            delay = next(delays)
-            if time.monotonic() + delay >= deadline:
-                raise error
-            request = wire.resume_request(request, progress, limit)
-            if request is None:
+            delay = operation.delay(broken)
+            if delay is None:
                 return
             self.sleep(delay)
+
+
+class AsyncDataRpc(_Rpc):
+    """Raw ReadRows and MutateRows on a ``grpc.aio`` channel: :class:`DataRpc` on an event loop.
+
+    The same retry and resume policies (:class:`_MutateOperation`,
+    :class:`_ReadOperation`) and the same chunk merger drive both.
+    """
+
+    async def mutate_rows(self, request: Any,
+                          metadata: Sequence[tuple[str, str]]) -> dict[int, Exception]:
+        """See :meth:`DataRpc.mutate_rows`."""
+        operation, headers = _MutateOperation(request), (*self.metadata, *metadata)
+        while True:
+            attempt = operation.attempt()
+            mutate_rows = self._call(_MUTATE_ROWS, wire.MutateRowsResponse)
+            try:
+                async for response in mutate_rows(attempt.request, timeout=attempt.timeout,
+                                                  metadata=headers):
+                    attempt.response(response)
+            except grpc.RpcError as rpc_error:
+                attempt.broken(rpc_error)
+            delay = operation.delay(attempt)
+            if delay is None:
+                return operation.result()
+            await asyncio.sleep(delay)
+
+    async def read_rows(self, request: Any,
+                        metadata: Sequence[tuple[str, str]]) -> AsyncIterator[Row]:
+        """See :meth:`DataRpc.read_rows`."""
+        operation, headers = _ReadOperation(request), (*self.metadata, *metadata)
+        while True:
+            read_rows = self._call(_READ_ROWS, wire.ReadRowsResponse)
+            call = read_rows(operation.request, timeout=operation.timeout(), metadata=headers)
+            try:
+                async for row in amerge_rows(call, operation.progress):
+                    yield row
+                return
+            except grpc.RpcError as rpc_error:
+                broken = rpc_error
+            finally:
+                call.cancel()
+            delay = operation.delay(broken)
+            if delay is None:
+                return
+            await asyncio.sleep(delay)
 
 
 def _delays() -> Iterator[float]:
