@@ -28,8 +28,7 @@ import socket
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
-from datetime import timedelta
+from collections.abc import Generator, Iterator, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -37,18 +36,15 @@ import grpc
 from google.api_core import exceptions as core_exceptions
 from google.auth.credentials import AnonymousCredentials, Credentials
 from google.cloud.bigtable.data.exceptions import FailedMutationEntryError, RetryExceptionGroup
-from google.cloud.bigtable_admin_v2 import BigtableTableAdminClient
-from google.cloud.bigtable_admin_v2 import types as admin_types
-from google.cloud.bigtable_admin_v2.services.bigtable_table_admin.transports import (
-    BigtableTableAdminGrpcTransport,
-)
 
 from tsmodel.backends import _bigtable_wire as wire
 from tsmodel.backends import _client_private as private
+from tsmodel.backends._bigtable_admin import TableAdmin, gc_rule_from_proto, gc_rule_to_proto
+from tsmodel.backends._bigtable_admin import call as _call
+from tsmodel.backends._bigtable_admin import wrap as _wrap
 from tsmodel.backends._bigtable_rpc import DataRpc
 from tsmodel.backends.base import (
     Features,
-    GcRule,
     MutationOutcome,
     MutationStatus,
     ReadRequest,
@@ -57,9 +53,9 @@ from tsmodel.backends.base import (
     SetCell,
     TableSpec,
 )
-from tsmodel.errors import BackendError, BackendUnreachableError, TableNotFoundError, TsModelError
+from tsmodel.errors import BackendError, BackendUnreachableError, TableNotFoundError
 
-__all__ = ["BigtableBackend"]
+__all__ = ["BigtableBackend", "gc_rule_from_proto", "gc_rule_to_proto"]
 
 _T = TypeVar("_T")
 
@@ -93,8 +89,6 @@ _NOT_APPLIED_ERRORS: tuple[type[BaseException], ...] = (
 
 #: Serializes construction of data clients, which read BIGTABLE_EMULATOR_HOST.
 _ENV_LOCK = threading.Lock()
-#: The admin API's GC rule message (proto-plus constructors are untyped).
-_GcRuleProto: Any = admin_types.GcRule
 #: google.auth's credentials (their constructors are untyped).
 _AnonymousCredentials: Any = AnonymousCredentials
 
@@ -152,7 +146,7 @@ class BigtableBackend:
         if self.emulator_host is not None:
             credentials = _AnonymousCredentials()
         self._data = _call(lambda: self._new_data_client(credentials, options), "connect")
-        self._admin = _call(lambda: self._new_admin_client(credentials), "connect")
+        self._admin = TableAdmin(self._instance_path, credentials, self.emulator_host)
         client_info = self._data.client_info.to_grpc_metadata()
         self._emulator_channel: grpc.Channel | None = None
         if self.emulator_host is None:
@@ -180,14 +174,6 @@ class BigtableBackend:
                                           channel_options=options)
             finally:
                 _set_env(_EMULATOR_ENV, previous)
-
-    def _new_admin_client(self, credentials: Credentials | None) -> Any:
-        """A table admin client; it ignores BIGTABLE_EMULATOR_HOST, so wire it by hand."""
-        if self.emulator_host is None:
-            return BigtableTableAdminClient(credentials=credentials)
-        channel = grpc.insecure_channel(self.emulator_host)
-        transport = BigtableTableAdminGrpcTransport(channel=channel)
-        return BigtableTableAdminClient(transport=transport)
 
     def __repr__(self) -> str:
         where = f"emulator {self.emulator_host}" if self.emulator_host else "Cloud Bigtable"
@@ -235,34 +221,10 @@ class BigtableBackend:
             BackendError: the admin API refused.
         """
         self._check_open()
-        families = {name: admin_types.ColumnFamily(gc_rule=gc_rule_to_proto(rule))
-                    for name, rule in spec.families}
         try:
-            self._admin.create_table(
-                parent=self._instance_path, table_id=spec.name,
-                table=admin_types.Table(column_families=families))
-        except core_exceptions.AlreadyExists:
-            self._update_families(spec.name, families)
-        except core_exceptions.GoogleAPIError as exc:
-            raise _wrap(exc, f"create table {spec.name!r}") from exc
+            self._admin.create_table(spec)
         finally:
             self._families.pop(spec.name, None)
-
-    def _update_families(self, name: str, wanted: dict[str, Any]) -> None:
-        """Create the families of ``wanted`` that are missing; set the GC rules of the rest."""
-        existing = self._get_table(name).column_families
-        modifications = []
-        for family, column_family in wanted.items():
-            if family not in existing:
-                modifications.append(admin_types.ModifyColumnFamiliesRequest.Modification(
-                    id=family, create=column_family))
-            elif existing[family].gc_rule != column_family.gc_rule:
-                modifications.append(admin_types.ModifyColumnFamiliesRequest.Modification(
-                    id=family, update=column_family))
-        if modifications:
-            _call(lambda: self._admin.modify_column_families(
-                name=self._table_path(name), modifications=modifications),
-                f"modify the families of table {name!r}")
 
     def delete_table(self, name: str) -> None:
         """Delete a table and its data. A missing table is not an error.
@@ -271,12 +233,7 @@ class BigtableBackend:
             BackendError: the admin API refused.
         """
         self._check_open()
-        try:
-            self._admin.delete_table(name=self._table_path(name))
-        except core_exceptions.NotFound:
-            pass
-        except core_exceptions.GoogleAPIError as exc:
-            raise _wrap(exc, f"delete table {name!r}") from exc
+        self._admin.delete_table(name)
         with self._lock:
             target = self._targets.pop(name, None)
             self._families.pop(name, None)
@@ -291,13 +248,8 @@ class BigtableBackend:
             BackendError: the admin API refused.
         """
         self._check_open()
-        if family not in self._get_table(table).column_families:
-            return
-        drop = admin_types.ModifyColumnFamiliesRequest.Modification(id=family, drop=True)
         try:
-            _call(lambda: self._admin.modify_column_families(
-                name=self._table_path(table), modifications=[drop]),
-                f"delete family {family!r} of table {table!r}")
+            self._admin.delete_family(table, family)
         finally:
             with self._lock:
                 self._families.pop(table, None)
@@ -309,13 +261,7 @@ class BigtableBackend:
             BackendError: the admin API refused.
         """
         self._check_open()
-
-        def names() -> list[str]:
-            pager = self._admin.list_tables(request={
-                "parent": self._instance_path, "view": admin_types.Table.View.NAME_ONLY})
-            return sorted(table.name.rsplit("/", 1)[-1] for table in pager)
-
-        return _call(names, "list tables")
+        return self._admin.list_tables()
 
     def describe_table(self, name: str) -> TableSpec:
         """The table's families (sorted by name) and their GC rules.
@@ -325,15 +271,7 @@ class BigtableBackend:
             BackendError: the admin API refused.
         """
         self._check_open()
-        families = self._get_table(name).column_families
-        return TableSpec(name=name, families=tuple(
-            (family, gc_rule_from_proto(families[family].gc_rule))
-            for family in sorted(families)))
-
-    def _get_table(self, name: str) -> Any:
-        return _call(lambda: self._admin.get_table(request={
-            "name": self._table_path(name), "view": admin_types.Table.View.SCHEMA_VIEW}),
-            f"describe table {name!r}", table=name)
+        return self._admin.describe_table(name)
 
     # -- writes ------------------------------------------------------------
 
@@ -361,109 +299,19 @@ class BigtableBackend:
             BackendError: the backend is closed.
         """
         target = self._target(table)
-        outcomes = [_APPLIED] * len(entries)
+        steps = mutate_steps(self, target, table, entries)
+        try:
+            request = next(steps)
+            while True:
+                request = steps.send(self._rpc.mutate_rows(request, target.metadata))
+        except StopIteration as done:
+            outcomes: list[MutationOutcome] = done.value
+            return outcomes
 
-        def refuse(index: int, error: Exception) -> None:
-            outcomes[index] = MutationOutcome(MutationStatus.FAILED, error)
-
-        sendable: Sequence[int] = range(len(entries))
-        if self.emulator_host is not None:
-            refused = self._emulator_refusals(target, table, entries)
-            for index, error in refused.items():
-                refuse(index, error)
-            sendable = [i for i in sendable if i not in refused]
-        requests = wire.entry_requests(target.name, self.app_profile_id, entries, sendable,
-                                       MAX_MUTATIONS_PER_REQUEST, MAX_BYTES_PER_REQUEST, refuse)
-        for number, (request, positions) in enumerate(requests):
-            failures = self._rpc.mutate_rows(request, target.metadata)
-            if number == 0 and _table_missing(failures, len(positions)):
-                raise TableNotFoundError(f"table {table!r} not found") from failures[0]
-            for position, failure in failures.items():
-                outcomes[positions[position]] = MutationOutcome(self._classify(failure), failure)
-        return outcomes
-
-    def _emulator_refusals(
-        self, target: _Target, table: str, entries: Sequence[RowMutation]
-    ) -> dict[int, Exception]:
-        """Entries the emulator would apply in part, by index, with the reason.
-
-        Unlike Cloud Bigtable, the emulator applies the mutations of an entry
-        up to the first bad one (unknown family, timestamp not in whole
-        milliseconds), breaking per-row atomicity. Such entries are refused
-        here and never sent. Families are checked with data calls only
-        (:meth:`_absent_families`).
-
-        Raises:
-            TableNotFoundError: the table does not exist.
-        """
-        refused: dict[int, Exception] = {}
-        families_of: dict[int, set[str]] = {}
-        for index, entry in enumerate(entries):
-            families = set()
-            for mutation in entry.mutations:
-                if type(mutation) is SetCell and mutation.timestamp % 1000:
-                    refused[index] = BackendError(
-                        f"timestamp {mutation.timestamp} is not a whole number of milliseconds")
-                family = getattr(mutation, "family", None)  # DeleteRow has none
-                if family is not None:
-                    families.add(family)
-            if index not in refused:
-                families_of[index] = families
-        absent = self._absent_families(target, table, set().union(*families_of.values()))
-        for index, families in families_of.items():
-            missing = sorted(families & absent.keys())
-            if missing:
-                refused[index] = absent[missing[0]]
-        return refused
-
-    def _absent_families(self, target: _Target, table: str,
-                         families: set[str]) -> dict[str, Exception]:
-        """The families of ``families`` the table lacks (or that could not be checked), with why.
-
-        Families not known to exist yet are checked with one ``MutateRows``
-        call that changes nothing (:func:`._bigtable_wire.family_check_request`);
-        those found are remembered.
-
-        Raises:
-            TableNotFoundError: the table does not exist.
-        """
-        known = self._families.get(table, frozenset())
-        unchecked = sorted(families - known)
-        if not unchecked:
-            return {}
-        request = wire.family_check_request(target.name, self.app_profile_id, unchecked)
-        failures = self._rpc.mutate_rows(request, target.metadata)
-        if _table_missing(failures, len(unchecked)):
-            raise TableNotFoundError(f"table {table!r} not found") from failures[0]
-        absent: dict[str, Exception] = {}
-        for position, error in failures.items():
-            family = unchecked[position]
-            if _is_entry_status(error, core_exceptions.InternalServerError):
-                absent[family] = BackendError(
-                    f"table {table!r} has no column family {family!r} ({error})")
-            else:
-                absent[family] = BackendError(
-                    f"cannot check that table {table!r} has column family {family!r}: {error}")
-            absent[family].__cause__ = error
-        self._families[table] = known.union(unchecked).difference(absent)
-        return absent
-
-    def _classify(self, error: BaseException) -> MutationStatus:
+    @staticmethod
+    def _classify(error: BaseException) -> MutationStatus:
         """FAILED if ``error`` proves the entry was not applied, else UNKNOWN."""
-        if isinstance(error, FailedMutationEntryError) and error.__cause__ is not None:
-            return self._classify(error.__cause__)
-        if isinstance(error, RetryExceptionGroup):
-            statuses = {self._classify(sub) for sub in error.exceptions}
-            return MutationStatus.FAILED if statuses == {MutationStatus.FAILED} \
-                else MutationStatus.UNKNOWN
-        if isinstance(error, _NOT_APPLIED_ERRORS):
-            return MutationStatus.FAILED
-        # Everything else (INTERNAL, UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED,
-        # UNKNOWN, CANCELLED...) may come after the server applied the entry,
-        # on the emulator as on Cloud Bigtable. The emulator's own refusals
-        # (unknown family, timestamp not in whole ms) come as INTERNAL too,
-        # but tsmodel refuses those entries before sending them.
-        return MutationStatus.UNKNOWN
+        return classify(error)
 
     # -- reads -------------------------------------------------------------
 
@@ -483,16 +331,17 @@ class BigtableBackend:
         return self._stream_rows(target, request)
 
     def _stream_rows(self, target: _Target, request: ReadRequest) -> Iterator[Row]:
-        table = request.table
-        sent, qualifiers = _unscoped_qualifier_range(request)
-        pb = wire.read_request(target.name, self.app_profile_id, sent)
-        if pb is None:  # nothing to read, but a missing table is still an error
-            pb, qualifiers = wire.table_check_request(target.name, self.app_profile_id), None
+        pb, clip = read_steps(self, target, request)
         try:
-            rows = self._rpc.read_rows(pb, target.read_metadata)
-            yield from rows if qualifiers is None else qualifiers(rows)
+            for row in self._rpc.read_rows(pb, target.read_metadata):
+                if clip is None:
+                    yield row
+                elif (kept := clip.keep(row)) is not None:
+                    yield kept
+                    if clip.done:
+                        return
         except core_exceptions.GoogleAPIError as exc:
-            raise _wrap(exc, f"read table {table!r}", table=table) from exc
+            raise _wrap(exc, f"read table {request.table!r}", table=request.table) from exc
 
     # -- readiness ---------------------------------------------------------
 
@@ -520,20 +369,7 @@ class BigtableBackend:
             return
         deadline = time.monotonic() + timeout
         _check_listening(self.emulator_host, timeout)
-        self._check_answers(timeout, max(deadline - time.monotonic(), 0.001))
-
-    def _check_answers(self, timeout: float, left: float) -> None:
-        """Raise unless the emulator answers one ListTables within ``left`` seconds."""
-        request = {"parent": self._instance_path, "view": admin_types.Table.View.NAME_ONLY}
-        try:
-            self._admin.list_tables(request=request, timeout=left, retry=None)
-        except (core_exceptions.DeadlineExceeded, core_exceptions.ServiceUnavailable) as exc:
-            raise BackendUnreachableError(
-                f"the Bigtable emulator at {self.emulator_host} does not answer (no gRPC "
-                f"reply within {timeout:g} s)", address=str(self.emulator_host),
-                listening=True, timeout=timeout) from exc
-        except core_exceptions.GoogleAPIError:
-            pass  # an answer: the requests that follow report the error
+        self._admin.check_answers(timeout, max(deadline - time.monotonic(), 0.001))
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -547,7 +383,7 @@ class BigtableBackend:
         for target in targets:
             target.table.close()
         self._data.close()
-        self._admin.transport.close()
+        self._admin.close()
         if self._emulator_channel is not None:
             self._emulator_channel.close()
 
@@ -563,16 +399,150 @@ _APPLIED = MutationOutcome(MutationStatus.APPLIED)
 
 # -- errors ----------------------------------------------------------------
 
-def _call(fn: Callable[[], _T], action: str, *, table: str | None = None) -> _T:
-    """Run ``fn``, turning Google errors into :class:`BackendError`."""
-    try:
-        return fn()
-    except core_exceptions.GoogleAPIError as exc:
-        raise _wrap(exc, action, table=table) from exc
-    except Exception as exc:  # e.g. google.auth DefaultCredentialsError
-        if isinstance(exc, TsModelError):
-            raise
-        raise BackendError(f"cannot {action}: {exc}") from exc
+# -- the data path, without I/O: both backends (sync and async) drive these ----------
+
+#: What :func:`mutate_steps` hands its driver: a ``MutateRowsRequest`` to send;
+#: what it gets back: the failures of its entries (``DataRpc.mutate_rows``).
+MutateSteps = Generator[Any, "dict[int, Exception]", "list[MutationOutcome]"]
+_Steps = Generator[Any, "dict[int, Exception]", _T]
+
+
+def mutate_steps(backend: Any, target: _Target, table: str,
+                 entries: Sequence[RowMutation]) -> MutateSteps:
+    """The ``MutateRows`` requests of one ``mutate_rows``, and its outcomes.
+
+    A generator: it yields each request (the emulator's family check first,
+    when one is needed), receives that request's failures, and returns one
+    outcome per entry. :meth:`BigtableBackend.mutate_rows` drives it with
+    blocking calls, the async backend with awaited ones: the batching,
+    refusals and classification are written once.
+
+    Args:
+        backend: the backend (its ``emulator_host``, ``app_profile_id`` and
+            cache of known families).
+
+    Raises:
+        TableNotFoundError: the table does not exist (nothing was applied).
+    """
+    outcomes = [_APPLIED] * len(entries)
+
+    def refuse(index: int, error: Exception) -> None:
+        outcomes[index] = MutationOutcome(MutationStatus.FAILED, error)
+
+    sendable: Sequence[int] = range(len(entries))
+    if backend.emulator_host is not None:
+        refused = yield from _emulator_refusals(backend, target, table, entries)
+        for index, error in refused.items():
+            refuse(index, error)
+        sendable = [i for i in sendable if i not in refused]
+    requests = wire.entry_requests(target.name, backend.app_profile_id, entries, sendable,
+                                   MAX_MUTATIONS_PER_REQUEST, MAX_BYTES_PER_REQUEST, refuse)
+    for number, (request, positions) in enumerate(requests):
+        failures = yield request
+        if number == 0 and _table_missing(failures, len(positions)):
+            raise TableNotFoundError(f"table {table!r} not found") from failures[0]
+        for position, failure in failures.items():
+            outcomes[positions[position]] = MutationOutcome(classify(failure), failure)
+    return outcomes
+
+
+def _emulator_refusals(backend: Any, target: _Target, table: str,
+                       entries: Sequence[RowMutation]) -> _Steps[dict[int, Exception]]:
+    """Entries the emulator would apply in part, by index, with the reason.
+
+    Unlike Cloud Bigtable, the emulator applies the mutations of an entry
+    up to the first bad one (unknown family, timestamp not in whole
+    milliseconds), breaking per-row atomicity. Such entries are refused
+    here and never sent. Families are checked with data calls only
+    (:func:`_absent_families`).
+
+    Raises:
+        TableNotFoundError: the table does not exist.
+    """
+    refused: dict[int, Exception] = {}
+    families_of: dict[int, set[str]] = {}
+    for index, entry in enumerate(entries):
+        families = set()
+        for mutation in entry.mutations:
+            if type(mutation) is SetCell and mutation.timestamp % 1000:
+                refused[index] = BackendError(
+                    f"timestamp {mutation.timestamp} is not a whole number of milliseconds")
+            family = getattr(mutation, "family", None)  # DeleteRow has none
+            if family is not None:
+                families.add(family)
+        if index not in refused:
+            families_of[index] = families
+    absent = yield from _absent_families(backend, target, table,
+                                         set().union(*families_of.values()))
+    for index, families in families_of.items():
+        missing = sorted(families & absent.keys())
+        if missing:
+            refused[index] = absent[missing[0]]
+    return refused
+
+
+def _absent_families(backend: Any, target: _Target, table: str,
+                     families: set[str]) -> _Steps[dict[str, Exception]]:
+    """The families of ``families`` the table lacks (or that could not be checked), with why.
+
+    Families not known to exist yet are checked with one ``MutateRows``
+    call that changes nothing (:func:`._bigtable_wire.family_check_request`);
+    those found are remembered in ``backend._families``.
+
+    Raises:
+        TableNotFoundError: the table does not exist.
+    """
+    known = backend._families.get(table, frozenset())
+    unchecked = sorted(families - known)
+    if not unchecked:
+        return {}
+    failures = yield wire.family_check_request(target.name, backend.app_profile_id, unchecked)
+    if _table_missing(failures, len(unchecked)):
+        raise TableNotFoundError(f"table {table!r} not found") from failures[0]
+    absent: dict[str, Exception] = {}
+    for position, error in failures.items():
+        family = unchecked[position]
+        if _is_entry_status(error, core_exceptions.InternalServerError):
+            absent[family] = BackendError(
+                f"table {table!r} has no column family {family!r} ({error})")
+        else:
+            absent[family] = BackendError(
+                f"cannot check that table {table!r} has column family {family!r}: {error}")
+        absent[family].__cause__ = error
+    backend._families[table] = known.union(unchecked).difference(absent)
+    return absent
+
+
+def classify(error: BaseException) -> MutationStatus:
+    """FAILED if ``error`` proves the entry was not applied, else UNKNOWN."""
+    if isinstance(error, FailedMutationEntryError) and error.__cause__ is not None:
+        return classify(error.__cause__)
+    if isinstance(error, RetryExceptionGroup):
+        statuses = {classify(sub) for sub in error.exceptions}
+        return MutationStatus.FAILED if statuses == {MutationStatus.FAILED} \
+            else MutationStatus.UNKNOWN
+    if isinstance(error, _NOT_APPLIED_ERRORS):
+        return MutationStatus.FAILED
+    # Everything else (INTERNAL, UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED,
+    # UNKNOWN, CANCELLED...) may come after the server applied the entry,
+    # on the emulator as on Cloud Bigtable. The emulator's own refusals
+    # (unknown family, timestamp not in whole ms) come as INTERNAL too,
+    # but tsmodel refuses those entries before sending them.
+    return MutationStatus.UNKNOWN
+
+
+def read_steps(backend: Any, target: _Target,
+               request: ReadRequest) -> tuple[Any, _QualifierClip | None]:
+    """The ``ReadRowsRequest`` of ``request``, and the clip to apply to the rows it returns.
+
+    A request that selects nothing still reads (nothing): a missing table is
+    an error whatever the rows asked for.
+    """
+    sent, clip = _unscoped_qualifier_range(request)
+    pb = wire.read_request(target.name, backend.app_profile_id, sent)
+    if pb is None:  # nothing to read, but a missing table is still an error
+        return wire.table_check_request(target.name, backend.app_profile_id), None
+    return pb, clip
 
 
 def _check_listening(address: str, timeout: float) -> None:
@@ -593,13 +563,6 @@ def _check_listening(address: str, timeout: float) -> None:
             timeout=timeout) from exc
 
 
-def _wrap(exc: BaseException, action: str, *, table: str | None = None) -> BackendError:
-    """The tsmodel error for a Google error; NotFound on a table is TableNotFoundError."""
-    if table is not None and isinstance(exc, core_exceptions.NotFound):
-        return TableNotFoundError(f"table {table!r} not found ({exc})")
-    return BackendError(f"cannot {action}: {exc}")
-
-
 def _is_entry_status(error: BaseException, kind: type[BaseException]) -> bool:
     """Whether ``error`` is of ``kind`` and came from one entry's status, not the call."""
     return isinstance(error, kind) and getattr(error, "response", None) is None
@@ -613,10 +576,32 @@ def _table_missing(failures: dict[int, Exception], count: int) -> bool:
         for error in failures.values())
 
 
-def _unscoped_qualifier_range(
-    request: ReadRequest,
-) -> tuple[ReadRequest, Callable[[Iterator[Row]], Iterator[Row]] | None]:
-    """``request`` without a qualifier range that has no families, and the range as a row filter.
+class _QualifierClip:
+    """A qualifier range applied to rows as they come, with the request's row limit."""
+
+    __slots__ = ("start", "end", "limit", "count")
+
+    def __init__(self, start: bytes | None, end: bytes | None, limit: int | None) -> None:
+        self.start, self.end, self.limit, self.count = start, end, limit, 0
+
+    def keep(self, row: Row) -> Row | None:
+        """The row with only the cells in range, or ``None`` when none is."""
+        start, end = self.start, self.end
+        kept = tuple(cell for cell in row.cells if (start is None or cell.qualifier >= start)
+                     and (end is None or cell.qualifier < end))
+        if not kept:
+            return None
+        self.count += 1
+        return Row(row.key, kept)
+
+    @property
+    def done(self) -> bool:
+        """Whether the row limit is reached."""
+        return bool(self.limit) and self.count >= (self.limit or 0)
+
+
+def _unscoped_qualifier_range(request: ReadRequest) -> tuple[ReadRequest, _QualifierClip | None]:
+    """``request`` without a qualifier range that has no families, and the range as a clip.
 
     Bigtable scopes a column range by family, and listing the table's
     families would take an admin call: such a range is applied here instead,
@@ -631,19 +616,7 @@ def _unscoped_qualifier_range(
         return request, None  # selects nothing: the server is not asked for rows
     sent = attrs.evolve(request, limit=None,
                         filter=attrs.evolve(flt, qualifier_start=None, qualifier_end=None))
-
-    def in_range(rows: Iterator[Row]) -> Iterator[Row]:
-        count = 0
-        for key, cells in rows:
-            kept = tuple(cell for cell in cells if (start is None or cell.qualifier >= start)
-                         and (end is None or cell.qualifier < end))
-            if kept:
-                yield Row(key, kept)
-                count += 1
-                if count == request.limit:
-                    return
-
-    return sent, in_range
+    return sent, _QualifierClip(start, end, request.limit)
 
 
 def _set_env(name: str, value: str | None) -> None:
@@ -653,64 +626,3 @@ def _set_env(name: str, value: str | None) -> None:
         os.environ[name] = value
 
 
-# -- GC rules ----------------------------------------------------------------
-
-def gc_rule_to_proto(rule: GcRule) -> Any:
-    """The admin API ``GcRule`` of a neutral rule.
-
-    A leaf with one condition is that condition; several conditions (both
-    leaf fields, nested rules) are a union or an intersection by ``mode``; an
-    empty rule is the empty proto (keep everything).
-    """
-    parts = []
-    if rule.max_versions is not None:
-        parts.append(_GcRuleProto(max_num_versions=rule.max_versions))
-    if rule.max_age is not None:
-        parts.append(_GcRuleProto(max_age=rule.max_age))
-    nested = [gc_rule_to_proto(sub) for sub in rule.rules]
-    if not nested and len(parts) <= 1:
-        return parts[0] if parts else _GcRuleProto()
-    if rule.mode == "intersection":
-        return _GcRuleProto(
-            intersection=_GcRuleProto.Intersection(rules=[*parts, *nested]))
-    return _GcRuleProto(union=_GcRuleProto.Union(rules=[*parts, *nested]))
-
-
-def gc_rule_from_proto(proto: Any) -> GcRule:
-    """The neutral rule of an admin API ``GcRule`` (inverse of :func:`gc_rule_to_proto`).
-
-    Several neutral spellings give the same proto; the one returned is a
-    single-condition leaf, a leaf with both limits (for a union or
-    intersection of exactly a ``max_versions`` then a ``max_age`` leaf, what
-    :func:`gc_rule_to_proto` writes for such a leaf), or ``rules``.
-    """
-    kind = _GcRuleProto.pb(proto).WhichOneof("rule")
-    if kind == "max_num_versions":
-        return GcRule(max_versions=proto.max_num_versions)
-    if kind == "max_age":
-        return GcRule(max_age=_as_timedelta(proto.max_age))
-    if kind in ("union", "intersection"):
-        mode = kind
-        subs = [gc_rule_from_proto(sub) for sub in getattr(proto, kind).rules]
-        return _fold_leaves(subs, mode)
-    return GcRule()
-
-
-def _fold_leaves(subs: list[GcRule], mode: str) -> GcRule:
-    """``[max_versions leaf, max_age leaf]`` is a leaf with both limits; the rest nests."""
-    if len(subs) == 2 and _is_leaf(subs[0], "max_versions") and _is_leaf(subs[1], "max_age"):
-        return GcRule(max_versions=subs[0].max_versions, max_age=subs[1].max_age, mode=mode)
-    return GcRule(rules=tuple(subs), mode=mode)
-
-
-def _is_leaf(rule: GcRule, field: str) -> bool:
-    if rule.rules:
-        return False
-    return (rule.max_versions is not None) + (rule.max_age is not None) == 1 \
-        and getattr(rule, field) is not None
-
-
-def _as_timedelta(value: Any) -> timedelta:
-    if isinstance(value, timedelta):
-        return value
-    return timedelta(seconds=value.seconds, microseconds=value.nanos // 1000)
