@@ -8,13 +8,14 @@ is skipped, except under ``CI=true``, where a missing emulator fails the run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from tsmodel.backends.base import Backend
+from tsmodel.backends.base import AsyncBackend, Backend
 from tsmodel.errors import EmulatorNotFoundError
 
 BACKENDS = ["embedded", "emulator"]
@@ -62,3 +63,24 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
 def table_name() -> str:
     """A table name no other test uses."""
     return "t_" + uuid.uuid4().hex[:12]
+
+
+@contextlib.asynccontextmanager
+async def asynchronous(backend: Backend) -> AsyncIterator[AsyncBackend]:
+    """The asyncio backend of the same kind and store as ``backend`` (the session's).
+
+    The embedded store is shared through :class:`ThreadedBackend` (and stays
+    open); the emulator gets an :class:`AsyncBigtableBackend` of its own,
+    closed at the end.
+    """
+    from tsmodel.backends.bigtable import BigtableBackend
+    from tsmodel.backends.threaded import ThreadedBackend
+
+    if not isinstance(backend, BigtableBackend):
+        yield ThreadedBackend(backend)
+        return
+    from tsmodel.backends.bigtable_async import AsyncBigtableBackend
+
+    async with AsyncBigtableBackend(backend.project, backend.instance,
+                                    emulator_host=backend.emulator_host) as b:
+        yield b

@@ -7,12 +7,15 @@ lazily, when a Bigtable URL is opened.
 from __future__ import annotations
 
 import os
+from typing import Any
+from urllib.parse import SplitResult
 
 from tsmodel.backends import _urls
-from tsmodel.backends.base import Backend, Features, Reachable
+from tsmodel.backends.base import AsyncBackend, Backend, Features, Reachable
 from tsmodel.errors import ConfigurationError
 
-__all__ = ["Backend", "Features", "Reachable", "open_backend"]
+__all__ = ["Backend", "AsyncBackend", "Features", "Reachable", "open_backend",
+           "open_backend_async"]
 
 _URL_FORMS = (
     "None or 'memory://' (embedded, in memory), 'sqlite:///relative/file.db' "
@@ -57,14 +60,43 @@ def open_backend(url: str | None = None) -> Backend:
 
         return EmbeddedBackend(path)
     if parts.scheme in ("bigtable", "bigtable-emulator"):
-        return _open_bigtable(url, parts.scheme, parts.netloc, parts.path,
-                              _urls.options(url, parts, ("app_profile",)))
+        from tsmodel.backends.bigtable import BigtableBackend
+
+        return BigtableBackend(**_bigtable_args(url, parts))
     raise ConfigurationError(f"cannot open {_urls.redact(url)!r}: expected {_URL_FORMS}")
 
 
-def _open_bigtable(url: str, scheme: str, netloc: str, path: str,
-                   options: dict[str, str]) -> Backend:
-    segments = [s for s in path.split("/") if s]
+def open_backend_async(url: str | None = None) -> AsyncBackend:
+    """Open the asyncio backend a connection URL names (call it in a running event loop).
+
+    Bigtable URLs open :class:`~tsmodel.backends.bigtable_async.AsyncBigtableBackend`;
+    embedded ones the embedded store behind
+    :class:`~tsmodel.backends.threaded.ThreadedBackend` (its SQLite calls run
+    in worker threads).
+
+    Args:
+        url: as for :func:`open_backend`.
+
+    Raises:
+        ConfigurationError: the URL is not understood.
+    """
+    if url is not None and url not in ("", "memory://", "sqlite://", "sqlite://:memory:",
+                                       "embedded://"):
+        parts = _urls.split(url)
+        if parts.scheme in ("bigtable", "bigtable-emulator"):
+            from tsmodel.backends.bigtable_async import AsyncBigtableBackend
+
+            return AsyncBigtableBackend(**_bigtable_args(url, parts))
+    from tsmodel.backends.threaded import ThreadedBackend
+
+    return ThreadedBackend(open_backend(url))
+
+
+def _bigtable_args(url: str, parts: SplitResult) -> dict[str, Any]:
+    """The arguments of a Bigtable backend for a ``bigtable://`` or emulator URL."""
+    options = _urls.options(url, parts, ("app_profile",))
+    scheme, netloc = parts.scheme, parts.netloc
+    segments = [s for s in parts.path.split("/") if s]
     if scheme == "bigtable":
         segments = [netloc, *segments]
         emulator_host = os.environ.get("BIGTABLE_EMULATOR_HOST") or None
@@ -72,11 +104,5 @@ def _open_bigtable(url: str, scheme: str, netloc: str, path: str,
         emulator_host = netloc
     if len(segments) != 2 or not all(segments) or not emulator_host and scheme != "bigtable":
         raise ConfigurationError(f"cannot open {_urls.redact(url)!r}: expected {_URL_FORMS}")
-    from tsmodel.backends.bigtable import BigtableBackend
-
-    return BigtableBackend(
-        project=segments[0],
-        instance=segments[1],
-        emulator_host=emulator_host,
-        app_profile_id=options.get("app_profile") or None,
-    )
+    return {"project": segments[0], "instance": segments[1], "emulator_host": emulator_host,
+            "app_profile_id": options.get("app_profile") or None}

@@ -16,7 +16,7 @@ Semantics follow Cloud Bigtable:
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import timedelta
 from typing import NamedTuple, Protocol, runtime_checkable
 
@@ -41,6 +41,7 @@ __all__ = [
     "TableSpec",
     "Features",
     "Backend",
+    "AsyncBackend",
     "Reachable",
 ]
 
@@ -368,6 +369,56 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release connections and files. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class AsyncBackend(Protocol):
+    """The :class:`Backend` primitives for asyncio: the same contracts, awaited.
+
+    Each coroutine has the contract of the :class:`Backend` method of the
+    same name; ``read_rows`` returns an asynchronous iterator that reads
+    lazily. No call blocks the event loop: a backend whose work is
+    blocking (the embedded store) runs it in a worker thread.
+    """
+
+    features: Features
+
+    async def create_table(self, spec: TableSpec) -> None:
+        """See :meth:`Backend.create_table`."""
+        ...
+
+    async def delete_table(self, name: str) -> None:
+        """See :meth:`Backend.delete_table`."""
+        ...
+
+    async def delete_family(self, table: str, family: str) -> None:
+        """See :meth:`Backend.delete_family`."""
+        ...
+
+    async def list_tables(self) -> list[str]:
+        """See :meth:`Backend.list_tables`."""
+        ...
+
+    async def describe_table(self, name: str) -> TableSpec:
+        """See :meth:`Backend.describe_table`."""
+        ...
+
+    async def mutate_rows(self, table: str,
+                          entries: Sequence[RowMutation]) -> list[MutationOutcome]:
+        """See :meth:`Backend.mutate_rows`."""
+        ...
+
+    def read_rows(self, request: ReadRequest) -> AsyncIterator[Row]:
+        """See :meth:`Backend.read_rows`: rows come with ``async for``.
+
+        Raises:
+            TableNotFoundError: the table does not exist (when iterated).
+        """
+        ...
+
+    async def close(self) -> None:
+        """See :meth:`Backend.close`."""
         ...
 
 

@@ -145,7 +145,9 @@ class BigtableBackend:
         options = ((private.single_threaded_unary_stream(), 1),)
         if self.emulator_host is not None:
             credentials = _AnonymousCredentials()
-        self._data = _call(lambda: self._new_data_client(credentials, options), "connect")
+        self._data = _call(lambda: new_data_client(
+            private.DataClient, self.project, credentials, self.emulator_host,
+            channel_options=options), "connect")
         self._admin = TableAdmin(self._instance_path, credentials, self.emulator_host)
         client_info = self._data.client_info.to_grpc_metadata()
         self._emulator_channel: grpc.Channel | None = None
@@ -160,20 +162,6 @@ class BigtableBackend:
             self._rpc = DataRpc(lambda: channel, (client_info,))
 
     # -- construction ------------------------------------------------------
-
-    def _new_data_client(self, credentials: Credentials | None,
-                         options: Sequence[tuple[str, Any]]) -> Any:
-        """A data client; the emulator host is only readable from the environment."""
-        with _ENV_LOCK, warnings.catch_warnings():
-            warnings.filterwarnings("ignore", "Connecting to Bigtable emulator",
-                                    RuntimeWarning)
-            previous = os.environ.get(_EMULATOR_ENV)
-            _set_env(_EMULATOR_ENV, self.emulator_host)
-            try:
-                return private.DataClient(project=self.project, credentials=credentials,
-                                          channel_options=options)
-            finally:
-                _set_env(_EMULATOR_ENV, previous)
 
     def __repr__(self) -> str:
         where = f"emulator {self.emulator_host}" if self.emulator_host else "Cloud Bigtable"
@@ -617,6 +605,19 @@ def _unscoped_qualifier_range(request: ReadRequest) -> tuple[ReadRequest, _Quali
     sent = attrs.evolve(request, limit=None,
                         filter=attrs.evolve(flt, qualifier_start=None, qualifier_end=None))
     return sent, _QualifierClip(start, end, request.limit)
+
+
+def new_data_client(client_class: Any, project: str, credentials: Credentials | None,
+                    emulator_host: str | None, **kwargs: Any) -> Any:
+    """A data client (sync or async); the emulator host is only readable from the environment."""
+    with _ENV_LOCK, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Connecting to Bigtable emulator", RuntimeWarning)
+        previous = os.environ.get(_EMULATOR_ENV)
+        _set_env(_EMULATOR_ENV, emulator_host)
+        try:
+            return client_class(project=project, credentials=credentials, **kwargs)
+        finally:
+            _set_env(_EMULATOR_ENV, previous)
 
 
 def _set_env(name: str, value: str | None) -> None:

@@ -1,0 +1,230 @@
+"""Cloud Bigtable (and its emulator) under asyncio: an ``AsyncBackend``.
+
+The data path is the sync backend's, driven by an event loop: the same raw
+protobuf requests (:mod:`._bigtable_wire`), the same steps of a write
+(:func:`~tsmodel.backends.bigtable.mutate_steps`: batching, the emulator's
+refusals, the classification of each entry as APPLIED, FAILED or UNKNOWN),
+the same retry and resume policies (:mod:`._bigtable_rpc`) and the same chunk
+merger (:mod:`._chunks`); only the calls are awaited, on a ``grpc.aio``
+channel. On Cloud Bigtable that channel is the one google-cloud-bigtable's
+``BigtableDataClientAsync`` builds, so its credentials, endpoint, channel
+refresh and warm-up apply; on the emulator it is a plain insecure channel
+without gRPC's 4 MiB receive limit.
+
+Table administration (create, describe, delete) goes through the same
+:class:`~._bigtable_admin.TableAdmin` as the sync backend, in a worker
+thread: it is rare, and one code path for it is worth more than a thread hop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import grpc
+import grpc.aio
+from google.api_core import exceptions as core_exceptions
+from google.auth.credentials import AnonymousCredentials, Credentials
+from google.cloud.bigtable.data import BigtableDataClientAsync
+
+from tsmodel.backends._bigtable_admin import TableAdmin
+from tsmodel.backends._bigtable_admin import call as _call
+from tsmodel.backends._bigtable_admin import wrap as _wrap
+from tsmodel.backends._bigtable_rpc import AsyncDataRpc
+from tsmodel.backends.base import (
+    Features,
+    MutationOutcome,
+    ReadRequest,
+    Row,
+    RowMutation,
+    TableSpec,
+)
+from tsmodel.backends.bigtable import (
+    _EMULATOR_ENV,
+    _EMULATOR_LIMITS,
+    _check_listening,
+    _Target,
+    mutate_steps,
+    new_data_client,
+    read_steps,
+)
+from tsmodel.errors import BackendError
+
+__all__ = ["AsyncBigtableBackend"]
+
+_AnonymousCredentials: Any = AnonymousCredentials
+
+
+class AsyncBigtableBackend:
+    """Cloud Bigtable, or its emulator, as an :class:`~tsmodel.backends.base.AsyncBackend`.
+
+    Create it inside a running event loop (the data client starts its
+    channel refresh there); :func:`tsmodel.connect_async` does.
+
+    Args:
+        project: the Google Cloud project id.
+        instance: the Bigtable instance id.
+        emulator_host: ``"HOST:PORT"`` of a ``cbtemulator``; ``None`` uses
+            ``BIGTABLE_EMULATOR_HOST`` when it is set, else Cloud Bigtable.
+        credentials: Google credentials; ``None`` for the application default
+            (ignored on the emulator).
+        app_profile_id: the app profile of data requests.
+
+    Raises:
+        BackendError: the clients could not be created (e.g. no credentials).
+    """
+
+    def __init__(self, project: str, instance: str, *, emulator_host: str | None = None,
+                 credentials: Credentials | None = None,
+                 app_profile_id: str | None = None) -> None:
+        self.project = project
+        self.instance = instance
+        self.emulator_host = emulator_host or os.environ.get(_EMULATOR_ENV) or None
+        self.app_profile_id = app_profile_id
+        self.features = Features(reverse_scan=True, persistent=self.emulator_host is None)
+        self._targets: dict[str, _Target] = {}
+        #: Families known to exist, per table, for the emulator's checks (mutate_steps).
+        self._families: dict[str, frozenset[str]] = {}
+        self._closed = False
+        if self.emulator_host is not None:
+            credentials = _AnonymousCredentials()
+        self._data = _call(lambda: new_data_client(
+            BigtableDataClientAsync, project, credentials, self.emulator_host), "connect")
+        instance_path = f"projects/{project}/instances/{instance}"
+        self._instance_path = instance_path
+        self._admin = TableAdmin(instance_path, credentials, self.emulator_host)
+        client_info = self._data.client_info.to_grpc_metadata()
+        self._emulator_channel: grpc.aio.Channel | None = None
+        if self.emulator_host is None:
+            self._rpc = AsyncDataRpc(lambda: self._data.transport.grpc_channel, (client_info,))
+        else:
+            channel = grpc.aio.insecure_channel(self.emulator_host,
+                                                options=list(_EMULATOR_LIMITS))
+            self._emulator_channel = channel
+            self._rpc = AsyncDataRpc(lambda: channel, (client_info,))
+
+    def __repr__(self) -> str:
+        where = f"emulator {self.emulator_host}" if self.emulator_host else "Cloud Bigtable"
+        return f"<AsyncBigtableBackend {self.project}/{self.instance} on {where}>"
+
+    def _target(self, name: str) -> _Target:
+        """The data-call target of table ``name``, made once per name (see the sync backend)."""
+        self._check_open()
+        target = self._targets.get(name)
+        if target is None:
+            table = self._data.get_table(self.instance, name,
+                                         app_profile_id=self.app_profile_id)
+            target = _Target(f"{self._instance_path}/tables/{name}", table,
+                             self.app_profile_id)
+            self._targets[name] = target
+        return target
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BackendError(f"{self!r} is closed")
+
+    # -- tables: the sync admin calls, in a worker thread ------------------------
+
+    async def create_table(self, spec: TableSpec) -> None:
+        """See :meth:`tsmodel.backends.bigtable.BigtableBackend.create_table`."""
+        self._check_open()
+        try:
+            await asyncio.to_thread(self._admin.create_table, spec)
+        finally:
+            self._families.pop(spec.name, None)
+
+    async def delete_table(self, name: str) -> None:
+        """See :meth:`tsmodel.backends.bigtable.BigtableBackend.delete_table`."""
+        self._check_open()
+        await asyncio.to_thread(self._admin.delete_table, name)
+        target = self._targets.pop(name, None)
+        self._families.pop(name, None)
+        if target is not None:
+            await target.table.close()
+
+    async def delete_family(self, table: str, family: str) -> None:
+        """See :meth:`tsmodel.backends.bigtable.BigtableBackend.delete_family`."""
+        self._check_open()
+        try:
+            await asyncio.to_thread(self._admin.delete_family, table, family)
+        finally:
+            self._families.pop(table, None)
+
+    async def list_tables(self) -> list[str]:
+        """See :meth:`tsmodel.backends.bigtable.BigtableBackend.list_tables`."""
+        self._check_open()
+        return await asyncio.to_thread(self._admin.list_tables)
+
+    async def describe_table(self, name: str) -> TableSpec:
+        """See :meth:`tsmodel.backends.bigtable.BigtableBackend.describe_table`."""
+        self._check_open()
+        return await asyncio.to_thread(self._admin.describe_table, name)
+
+    # -- data ------------------------------------------------------------------------
+
+    async def mutate_rows(self, table: str,
+                          entries: Sequence[RowMutation]) -> list[MutationOutcome]:
+        """See :meth:`tsmodel.backends.bigtable.BigtableBackend.mutate_rows`.
+
+        Returns:
+            One outcome per entry: an entry the server may have applied
+            (timeout, lost connection) is UNKNOWN, never FAILED.
+        """
+        target = self._target(table)
+        steps = mutate_steps(self, target, table, entries)
+        try:
+            request = next(steps)
+            while True:
+                request = steps.send(await self._rpc.mutate_rows(request, target.metadata))
+        except StopIteration as done:
+            outcomes: list[MutationOutcome] = done.value
+            return outcomes
+
+    async def read_rows(self, request: ReadRequest) -> AsyncIterator[Row]:
+        """See :meth:`tsmodel.backends.bigtable.BigtableBackend.read_rows`."""
+        target = self._target(request.table)
+        pb, clip = read_steps(self, target, request)
+        try:
+            async for row in self._rpc.read_rows(pb, target.read_metadata):
+                if clip is None:
+                    yield row
+                elif (kept := clip.keep(row)) is not None:
+                    yield kept
+                    if clip.done:
+                        return
+        except core_exceptions.GoogleAPIError as exc:
+            raise _wrap(exc, f"read table {request.table!r}", table=request.table) from exc
+
+    # -- readiness and lifecycle -----------------------------------------------------
+
+    async def check_reachable(self, timeout: float) -> None:
+        """See :meth:`tsmodel.backends.bigtable.BigtableBackend.check_reachable`."""
+        self._check_open()
+        if self.emulator_host is None:
+            return
+        deadline = time.monotonic() + timeout
+        await asyncio.to_thread(_check_listening, self.emulator_host, timeout)
+        await asyncio.to_thread(self._admin.check_answers, timeout,
+                                max(deadline - time.monotonic(), 0.001))
+
+    async def close(self) -> None:
+        """Close the data client, the channel and the admin transport. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        targets, self._targets = list(self._targets.values()), {}
+        for target in targets:
+            await target.table.close()
+        await self._data.close()
+        await asyncio.to_thread(self._admin.close)
+        if self._emulator_channel is not None:
+            await self._emulator_channel.close()
+
+    async def __aenter__(self) -> AsyncBigtableBackend:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()

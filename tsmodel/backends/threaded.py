@@ -1,0 +1,101 @@
+"""A blocking backend under asyncio: every call in a worker thread.
+
+The embedded store is SQLite: its calls block. :class:`ThreadedBackend`
+makes any :class:`~tsmodel.backends.base.Backend` an
+:class:`~tsmodel.backends.base.AsyncBackend` by running each call with
+:func:`asyncio.to_thread`, so the event loop keeps serving other tasks
+while SQLite works. Reads stream: rows are pulled from the backend's lazy
+iterator a batch at a time (a few rows first, then more), never all at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Iterator, Sequence
+
+from tsmodel.backends.base import (
+    Backend,
+    Features,
+    MutationOutcome,
+    ReadRequest,
+    Row,
+    RowMutation,
+    TableSpec,
+)
+
+__all__ = ["ThreadedBackend"]
+
+#: Rows per thread hop: few at first (a ``first()`` reads one row), then more,
+#: since each hop costs tens of microseconds.
+_FIRST_BATCH, _LARGEST_BATCH = 16, 2048
+
+
+class ThreadedBackend:
+    """An :class:`~tsmodel.backends.base.AsyncBackend` over a blocking backend.
+
+    Args:
+        backend: the blocking backend; it must be safe to call from other
+            threads (the embedded store is: its calls hold a lock).
+    """
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.features: Features = backend.features
+
+    def __repr__(self) -> str:
+        return f"<ThreadedBackend {self.backend!r}>"
+
+    async def create_table(self, spec: TableSpec) -> None:
+        await asyncio.to_thread(self.backend.create_table, spec)
+
+    async def delete_table(self, name: str) -> None:
+        await asyncio.to_thread(self.backend.delete_table, name)
+
+    async def delete_family(self, table: str, family: str) -> None:
+        await asyncio.to_thread(self.backend.delete_family, table, family)
+
+    async def list_tables(self) -> list[str]:
+        return await asyncio.to_thread(self.backend.list_tables)
+
+    async def describe_table(self, name: str) -> TableSpec:
+        return await asyncio.to_thread(self.backend.describe_table, name)
+
+    async def mutate_rows(self, table: str,
+                          entries: Sequence[RowMutation]) -> list[MutationOutcome]:
+        return await asyncio.to_thread(self.backend.mutate_rows, table, entries)
+
+    async def read_rows(self, request: ReadRequest) -> AsyncIterator[Row]:
+        """Stream the backend's rows, a batch per thread hop."""
+        rows = await asyncio.to_thread(self.backend.read_rows, request)
+        size = _FIRST_BATCH
+        try:
+            while True:
+                batch = await asyncio.to_thread(_take, rows, size)
+                for row in batch:
+                    yield row
+                if len(batch) < size:
+                    return
+                size = min(2 * size, _LARGEST_BATCH)
+        finally:
+            close = getattr(rows, "close", None)
+            if close is not None:
+                close()  # ends the backend's generator (its finally blocks) at once
+
+    async def check_reachable(self, timeout: float) -> None:
+        check = getattr(self.backend, "check_reachable", None)
+        if check is not None:
+            await asyncio.to_thread(check, timeout)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.backend.close)
+
+    async def __aenter__(self) -> ThreadedBackend:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+
+def _take(rows: Iterator[Row], n: int) -> list[Row]:
+    return list(itertools.islice(rows, n))
