@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Generator, Iterable
+from typing import Any, TypeVar
 
 import attrs
 
@@ -44,7 +44,13 @@ from tsmodel.backends.gc import to_dict as gc_rule_to_dict
 from tsmodel.declare.spec import spec_of
 from tsmodel.declare.tables import table_specs
 
+_R = TypeVar("_R")
+
 __all__ = [
+    "BackendCall",
+    "run_calls",
+    "plan_steps",
+    "apply_steps",
     "Action",
     "Change",
     "SchemaPlan",
@@ -274,6 +280,35 @@ def format_table(headers: tuple[str, ...] | None, rows: Iterable[tuple[str, ...]
         for r in data)
 
 
+@attrs.frozen
+class BackendCall:
+    """One call a step-wise planner needs made: ``backend.<method>(*args)``.
+
+    Planners written as generators (:func:`plan_steps`, :func:`apply_steps`)
+    yield these and receive the answers; a blocking driver (:func:`run_calls`)
+    and an event-loop driver (``AsyncConnection``) make the calls, so the
+    planning is written once.
+    """
+
+    method: str
+    args: tuple[Any, ...] = ()
+
+
+#: A step-wise planner: yields calls, receives their answers, returns its result.
+Steps = Generator[BackendCall, Any, _R]
+
+
+def run_calls(steps: Steps[_R], backend: Backend) -> _R:
+    """Drive ``steps`` with blocking calls on ``backend``; return their result."""
+    try:
+        call = next(steps)
+        while True:
+            call = steps.send(getattr(backend, call.method)(*call.args))
+    except StopIteration as done:
+        result: _R = done.value
+        return result
+
+
 def plan(backend: Backend, *models: Any, drop: bool = False,
          drop_tables: Iterable[str] = ()) -> SchemaPlan:
     """Compare the tables the models need with what the backend holds.
@@ -300,8 +335,14 @@ def plan(backend: Backend, *models: Any, drop: bool = False,
             table of ``drop_tables`` is declared by the models or does not exist.
         BackendError: the backend could not be read.
     """
+    return run_calls(plan_steps(*models, drop=drop, drop_tables=drop_tables), backend)
+
+
+def plan_steps(*models: Any, drop: bool = False,
+               drop_tables: Iterable[str] = ()) -> Steps[SchemaPlan]:
+    """:func:`plan` as steps: the calls it needs, then the plan (see :class:`BackendCall`)."""
     wanted = desired_tables(*models)
-    existing = set(backend.list_tables())
+    existing = set((yield BackendCall("list_tables")))
     dropped = _tables_to_drop(drop_tables, wanted, existing)
     changes: list[Change] = []
     notes: list[str] = []
@@ -309,7 +350,8 @@ def plan(backend: Backend, *models: Any, drop: bool = False,
         if table.name not in existing:
             changes.append(Change(Action.CREATE_TABLE, table.name, families=table.families))
         else:
-            changes += _family_changes(table, backend.describe_table(table.name), drop, notes)
+            actual = yield BackendCall("describe_table", (table.name,))
+            changes += _family_changes(table, actual, drop, notes)
     changes += [Change(Action.DELETE_TABLE, name) for name in dropped]
     others = sorted(existing - {t.name for t in wanted} - set(dropped))
     if others:
@@ -405,20 +447,25 @@ def apply(backend: Backend, plan: SchemaPlan) -> tuple[Change, ...]:
         BackendError: the backend refused a change (the changes before it are
             made).
     """
+    return run_calls(apply_steps(plan), backend)
+
+
+def apply_steps(plan: SchemaPlan) -> Steps[tuple[Change, ...]]:
+    """:func:`apply` as steps: one backend call per change, in order."""
     for change in plan.changes:
-        _apply_one(backend, change)
+        yield _call_of(change)
     return plan.changes
 
 
-def _apply_one(backend: Backend, change: Change) -> None:
+def _call_of(change: Change) -> BackendCall:
     if change.action is Action.CREATE_TABLE:
-        backend.create_table(TableSpec(change.table, change.families))
-    elif change.action in (Action.ADD_FAMILY, Action.CHANGE_GC_RULE):
+        return BackendCall("create_table", (TableSpec(change.table, change.families),))
+    if change.action in (Action.ADD_FAMILY, Action.CHANGE_GC_RULE):
         assert change.family is not None and change.rule is not None
         # create_table adds missing families and sets the rules of those named.
-        backend.create_table(TableSpec(change.table, ((change.family, change.rule),)))
-    elif change.action is Action.DELETE_FAMILY:
+        return BackendCall("create_table",
+                           (TableSpec(change.table, ((change.family, change.rule),)),))
+    if change.action is Action.DELETE_FAMILY:
         assert change.family is not None
-        backend.delete_family(change.table, change.family)
-    else:
-        backend.delete_table(change.table)
+        return BackendCall("delete_family", (change.table, change.family))
+    return BackendCall("delete_table", (change.table,))
