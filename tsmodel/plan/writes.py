@@ -14,7 +14,7 @@ table. :meth:`WritePlan.result` folds the outcomes into one
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
 import attrs
@@ -34,11 +34,13 @@ from tsmodel.backends.base import (
 )
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.layouts import EncodedRow
+from tsmodel.plan.retention import retention_message, retention_problems
 
 _MS = 1_000
 
 __all__ = ["EncodedEvent", "encode_event", "TableWrite", "WritePlan", "WriteStatus",
-           "EntityResult", "WriteResult"]
+           "EntityResult", "WriteResult", "ReadStep", "WriteStep", "save_steps",
+           "prepare_save"]
 
 
 class EncodedEvent(NamedTuple):
@@ -487,3 +489,83 @@ def encode_all(entities: Iterable[Any]) -> list[EncodedEvent]:
             spec = specs[type(e)] = spec_of(e)
         out.append(_encode(spec, e))
     return out
+
+
+# -- the sequence of a save, for any executor ------------------------------------
+
+
+def prepare_save(entities: Iterable[Any], accept_expired: bool) -> WritePlan:
+    """Validate and encode every entity, check retention, and plan the writes.
+
+    Raises:
+        ValidationError: an entity cannot be stored; nothing is planned.
+        RetentionError: unless ``accept_expired``, events already older than
+            a family's max age.
+    """
+    events = encode_all(entities)
+    if not accept_expired:
+        problems = retention_problems(ev.entity for ev in events)
+        if problems:
+            raise errors.RetentionError(retention_message(problems), problems)
+    return WritePlan(events)
+
+
+@attrs.frozen
+class ReadStep:
+    """Read each request whole; answer with its rows, or the :class:`BackendError` it raised."""
+
+    requests: tuple[ReadRequest, ...]
+
+
+@attrs.frozen
+class WriteStep:
+    """Send each table write; answer with its outcomes, one per row.
+
+    The writes of one step are independent (different tables, or rows
+    that do not depend on each other): an executor may send them
+    concurrently. A call refused as a whole fails each of its rows.
+    """
+
+    writes: tuple[TableWrite, ...]
+
+
+#: What :func:`save_steps` yields, and what it is answered.
+SaveSteps = Generator["ReadStep | WriteStep", Any, WriteResult]
+
+
+def save_steps(plan: WritePlan, batch_size: int) -> SaveSteps:
+    """The steps of a save, batch by batch, ending with the per-entity result.
+
+    Per batch: the prior reads corrections need (:meth:`WritePlan.prior_reads`),
+    the main-table writes, then the companion writes of the entities the
+    main tables did not refuse. The sync :class:`~tsmodel.run.connection.Connection`
+    and the :class:`~tsmodel.run.async_connection.AsyncConnection` only carry
+    the steps out: the order, the folding of outcomes and the result are here.
+    """
+    for start in range(0, len(plan.events), batch_size):
+        batch = range(start, min(start + batch_size, len(plan.events)))
+        reads = plan.prior_reads(batch)
+        if reads:
+            answers = yield ReadStep(tuple(reads))
+            plan.absorb(batch, _found(plan, batch, reads, answers))
+        # The companions are planned once the main outcomes are recorded:
+        # an entity the main table refused gets none.
+        for planned in (plan.main_writes, plan.companion_writes):
+            writes = planned(batch)
+            if writes:
+                outcomes = yield WriteStep(tuple(writes))
+                for write, outcome in zip(writes, outcomes, strict=True):
+                    plan.record(write, outcome)
+    return plan.result()
+
+
+def _found(plan: WritePlan, batch: range, reads: Sequence[ReadRequest],
+           answers: Sequence[Sequence[Row] | BaseException]) -> dict[tuple[str, bytes], Row]:
+    """The rows a batch's corrections need; a failed read fails its table's entities."""
+    found: dict[tuple[str, bytes], Row] = {}
+    for request, answer in zip(reads, answers, strict=True):
+        if isinstance(answer, BaseException):
+            plan.refuse(batch, request.table, answer)
+        else:
+            found.update(((request.table, row.key), row) for row in answer)
+    return found

@@ -28,14 +28,16 @@ from tsmodel.backends.base import (
 from tsmodel.declare.spec import spec_of
 from tsmodel.declare.tables import table_specs
 from tsmodel.plan import schema
-from tsmodel.plan.retention import retention_message, retention_problems
 from tsmodel.plan.writes import (
     EntityResult,
+    ReadStep,
     TableWrite,
     WritePlan,
     WriteResult,
     WriteStatus,
-    encode_all,
+    WriteStep,
+    prepare_save,
+    save_steps,
 )
 from tsmodel.run.cache import CachingBackend
 
@@ -154,33 +156,26 @@ class Connection:
         return result
 
     def _save_all(self, entities: Iterable[Any], accept_expired: bool) -> WriteResult:
-        events = encode_all(entities)
-        if not accept_expired:
-            problems = retention_problems(ev.entity for ev in events)
-            if problems:
-                raise errors.RetentionError(retention_message(problems), problems)
-        plan = WritePlan(events)
-        for start in range(0, len(events), self.batch_size):
-            batch = range(start, min(start + self.batch_size, len(events)))
-            reads = plan.prior_reads(batch)
-            if reads:
-                plan.absorb(batch, self._read_first(plan, batch, reads))
-            self.execute(plan, plan.main_writes(batch))
-            self.execute(plan, plan.companion_writes(batch))
-        return plan.result()
+        steps = save_steps(prepare_save(entities, accept_expired), self.batch_size)
+        try:
+            step = next(steps)
+            while True:
+                step = steps.send(self._carry_out(step))
+        except StopIteration as done:
+            result: WriteResult = done.value
+            return result
 
-    def _read_first(self, plan: WritePlan, batch: range,
-                    reads: list[ReadRequest]) -> dict[tuple[str, bytes], Row]:
-        """The rows a batch's corrections need; a failed read fails its table's entities."""
-        found: dict[tuple[str, bytes], Row] = {}
-        for request in reads:
-            try:
-                rows = list(self.backend.read_rows(request))
-            except errors.BackendError as exc:
-                plan.refuse(batch, request.table, exc)
-                continue
-            found.update(((request.table, row.key), row) for row in rows)
-        return found
+    def _carry_out(self, step: ReadStep | WriteStep) -> list[Any]:
+        """The answers to one step of a save (see :func:`~tsmodel.plan.writes.save_steps`)."""
+        if isinstance(step, WriteStep):
+            return [self.send(write) for write in step.writes]
+        return [self._read_whole(request) for request in step.requests]
+
+    def _read_whole(self, request: ReadRequest) -> list[Row] | errors.BackendError:
+        try:
+            return list(self.backend.read_rows(request))
+        except errors.BackendError as exc:
+            return exc
 
     def execute(self, plan: WritePlan, writes: Iterable[TableWrite]) -> None:
         """Send each planned table write and record its outcomes in ``plan``."""
