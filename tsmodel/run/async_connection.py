@@ -1,0 +1,275 @@
+"""The asyncio connection: the sync connection's plans, carried out by an event loop.
+
+An :class:`AsyncConnection` runs the same write plans as
+:class:`~tsmodel.run.connection.Connection` (:func:`~tsmodel.plan.writes.save_steps`:
+prior reads, main writes, companion writes, the fold of outcomes into one
+result per entity) and the same schema plans
+(:func:`~tsmodel.plan.schema.plan_steps`, :func:`~tsmodel.plan.schema.apply_steps`);
+it only awaits the backend calls the steps ask for. The independent calls
+of one step (the writes to the current-value and alternate-key tables, the
+reads of several salts) go out concurrently.
+
+Open one with :func:`connect_async`::
+
+    async with ts.connect_async("bigtable://my-project/my-instance") as db:
+        await db.save_all(events)
+        async for event in db.range(ServerMetric, start, end, hostname="h1"):
+            ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Generator, Iterable
+from operator import methodcaller
+from typing import Any, TypeVar
+
+from tsmodel import errors
+from tsmodel.backends import open_backend_async
+from tsmodel.backends.base import (
+    AsyncBackend,
+    Features,
+    MutationOutcome,
+    MutationStatus,
+    ReadRequest,
+    Row,
+    TableSpec,
+)
+from tsmodel.declare.spec import spec_of
+from tsmodel.declare.tables import table_specs
+from tsmodel.plan import schema
+from tsmodel.plan.writes import (
+    ReadStep,
+    TableWrite,
+    WriteResult,
+    WriteStep,
+    prepare_save,
+    save_steps,
+)
+from tsmodel.run.connection import DEFAULT_BATCH_SIZE
+
+__all__ = ["AsyncConnection", "connect_async"]
+
+M = TypeVar("M")
+_R = TypeVar("_R")
+
+
+class AsyncConnection:
+    """An asyncio backend plus the model-level operations on it.
+
+    Every method that reads or writes is a coroutine; queries come from
+    :meth:`range`, :meth:`current` and :meth:`snapshot` (or
+    ``Model.using(db)``) and run with ``async for`` or ``await qs.count()``.
+
+    Args:
+        backend: an open :class:`~tsmodel.backends.base.AsyncBackend`.
+        batch_size: entities per bulk write call.
+    """
+
+    def __init__(self, backend: AsyncBackend, *,
+                 batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.backend = backend
+        self.batch_size = batch_size
+        #: Latest-value caching is not offered on async connections (yet).
+        self.cache = None
+
+    @property
+    def features(self) -> Features:
+        return self.backend.features
+
+    async def __aenter__(self) -> AsyncConnection:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the backend. Idempotent."""
+        await self.backend.close()
+
+    def __repr__(self) -> str:
+        return f"<AsyncConnection {type(self.backend).__name__}>"
+
+    # -- schema -------------------------------------------------------------------
+
+    async def create_tables(self, *models: type) -> list[TableSpec]:
+        """Create every table the models need, or bring it in step (idempotent).
+
+        See :meth:`tsmodel.Connection.create_tables`: the same schema plan, applied.
+
+        Returns:
+            The tables the models need, merged by name.
+
+        Raises:
+            TypeError: an argument is not a model.
+            ConfigurationError: two models want different GC rules for a family.
+            BackendError: the backend refused a change.
+        """
+        plan = await self.plan_schema(*models)
+        await self.apply_schema(plan)
+        return list(plan.tables)
+
+    async def plan_schema(self, *models: type, drop: bool = False,
+                          drop_tables: Iterable[str] = ()) -> schema.SchemaPlan:
+        """The schema plan of the models here (see :func:`tsmodel.plan.schema.plan`)."""
+        return await self._run_calls(schema.plan_steps(*models, drop=drop,
+                                                       drop_tables=drop_tables))
+
+    async def apply_schema(self, plan: schema.SchemaPlan) -> tuple[schema.Change, ...]:
+        """Carry out a schema plan (see :func:`tsmodel.plan.schema.apply`)."""
+        return await self._run_calls(schema.apply_steps(plan))
+
+    async def drop_tables(self, *models: type) -> None:
+        """Delete every table of the models, with their data."""
+        for m in models:
+            for table in table_specs(spec_of(m)):
+                await self.backend.delete_table(table.name)
+
+    async def _run_calls(self, steps: Generator[schema.BackendCall, Any, _R]) -> _R:
+        try:
+            call = next(steps)
+            while True:
+                call = steps.send(await getattr(self.backend, call.method)(*call.args))
+        except StopIteration as done:
+            result: _R = done.value
+            return result
+
+    # -- writes -------------------------------------------------------------------
+
+    async def save(self, entity: Any, *, accept_expired: bool = False) -> None:
+        """Write one entity to its main table and its companion tables.
+
+        Raises:
+            ValidationError: the entity cannot be stored; nothing was written.
+            RetentionError: it is older than a family's max age.
+            SaveError: a write failed or its outcome is unknown.
+        """
+        await self.save_all([entity], accept_expired=accept_expired)
+
+    async def save_all(self, entities: Iterable[Any], *, raise_on_failure: bool = True,
+                       accept_expired: bool = False) -> WriteResult:
+        """Write many entities in batches; report the outcome entity by entity.
+
+        The same plan as :meth:`tsmodel.Connection.save_all`, with the same
+        arguments and result; the writes of one step go out concurrently.
+
+        Returns:
+            The :class:`~tsmodel.WriteResult`, one entry per entity: WRITTEN,
+            FAILED, UNKNOWN (the server may have applied it) or PARTIAL.
+
+        Raises:
+            ValidationError: an entity cannot be stored; nothing was written.
+            RetentionError: events are already older than a max age.
+            SaveError: with ``raise_on_failure``, when some writes failed.
+        """
+        steps = save_steps(prepare_save(entities, accept_expired), self.batch_size)
+        try:
+            step = next(steps)
+            while True:
+                step = steps.send(await self._carry_out(step))
+        except StopIteration as done:
+            result: WriteResult = done.value
+        if raise_on_failure:
+            result.raise_for_failures()
+        return result
+
+    async def _carry_out(self, step: ReadStep | WriteStep) -> list[Any]:
+        """The answers to one step of a save, its calls made concurrently."""
+        if isinstance(step, WriteStep):
+            return list(await asyncio.gather(*(self.send(w) for w in step.writes)))
+        return list(await asyncio.gather(*(self._read_whole(r) for r in step.requests)))
+
+    async def send(self, write: TableWrite) -> list[MutationOutcome]:
+        """Send one table write; one outcome per row (a refused call fails every row)."""
+        try:
+            return await self.backend.mutate_rows(write.table, list(write.rows))
+        except errors.BackendError as exc:
+            return [MutationOutcome(MutationStatus.FAILED, exc)] * len(write.rows)
+
+    async def _read_whole(self, request: ReadRequest) -> list[Row] | errors.BackendError:
+        try:
+            return await self.read_all(request)
+        except errors.BackendError as exc:
+            return exc
+
+    # -- reads --------------------------------------------------------------------
+
+    def read(self, request: ReadRequest) -> AsyncIterator[Row]:
+        """Stream the rows of one backend read."""
+        return self.backend.read_rows(request)
+
+    async def read_all(self, request: ReadRequest) -> list[Row]:
+        """The rows of one backend read, in a list."""
+        return [row async for row in self.backend.read_rows(request)]
+
+    def range(self, model: type[M], start: Any, end: Any, **kwargs: Any) -> Any:
+        """``model.range(...)`` on this connection: an async QuerySet."""
+        return self._queries(model).range(start, end, **kwargs)
+
+    def current(self, model: type[M], **kwargs: Any) -> Any:
+        """``model.current(...)`` on this connection: an async QuerySet."""
+        return self._queries(model).current(**kwargs)
+
+    def snapshot(self, model: type[M], period: Any, **kwargs: Any) -> Any:
+        """``model.snapshot(...)`` on this connection: an async QuerySet."""
+        return self._queries(model).snapshot(period, **kwargs)
+
+    async def latest(self, model: type[M], **key_fields: Any) -> M:
+        """The newest event of one entity (see :meth:`tsmodel.QuerySet.latest`).
+
+        Raises:
+            QueryError: key fields are missing.
+            DoesNotExist: the entity has no event (``Model.DoesNotExist``).
+        """
+        found: M = await self._queries(model).latest(**key_fields)
+        return found
+
+    def _queries(self, model: type) -> Any:
+        """``model.using(self)``, called by name: this layer does not import the queries."""
+        spec_of(model)  # a clear TypeError for a class that is not a model
+        return methodcaller("using", self)(model)
+
+
+class _Connecting:
+    """What :func:`connect_async` returns: awaitable, or an ``async with`` context."""
+
+    def __init__(self, url: str | None, batch_size: int) -> None:
+        self._url = url
+        self._batch_size = batch_size
+        self._conn: AsyncConnection | None = None
+
+    async def _open(self) -> AsyncConnection:
+        return AsyncConnection(open_backend_async(self._url), batch_size=self._batch_size)
+
+    def __await__(self) -> Generator[Any, None, AsyncConnection]:
+        return self._open().__await__()
+
+    async def __aenter__(self) -> AsyncConnection:
+        self._conn = await self._open()
+        return self._conn
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+
+
+def connect_async(url: str | None = None, *,
+                  batch_size: int = DEFAULT_BATCH_SIZE) -> _Connecting:
+    """Open an :class:`AsyncConnection`: ``db = await connect_async(url)``.
+
+    Or ``async with connect_async(url) as db:``, which closes it at the end.
+    Call it from a running event loop. An async connection is never the
+    default one: queries run on it with ``Model.using(db)`` or ``db.range(...)``.
+
+    Args:
+        url: as for :func:`tsmodel.connect`. The embedded store runs its
+            SQLite calls in worker threads; Bigtable URLs use the gRPC
+            asyncio channel of google-cloud-bigtable's async data client.
+        batch_size: entities per bulk write call.
+
+    Raises:
+        ConfigurationError: the URL is not understood (when awaited).
+    """
+    return _Connecting(url, batch_size)
