@@ -13,7 +13,7 @@ table in step and answers time-range and latest-value queries::
         cpu1_usr: float = ts.value("CPU/CPU1_USR")
 """
 
-from tsmodel.backends.base import Backend, Features, GcRule, Reachable, TableSpec
+from tsmodel.backends.base import AsyncBackend, Backend, Features, GcRule, Reachable, TableSpec
 from tsmodel.declare.fields import (
     alternate,
     constant,
@@ -55,6 +55,7 @@ from tsmodel.jobs.repair import RepairReport, repair
 from tsmodel.jobs.snapshots import SnapshotError, SnapshotReport, build_snapshot
 from tsmodel.layouts import Layout, cells, columns, offsets, rows
 from tsmodel.plan.rowkeys import current_row_key, decode_row_key, encode_row_key, row_key
+from tsmodel.run.async_connection import AsyncConnection, connect_async
 from tsmodel.run.connection import (
     Connection,
     EntityResult,
@@ -64,7 +65,7 @@ from tsmodel.run.connection import (
     get_default_connection,
     set_default_connection,
 )
-from tsmodel.run.query import Model, QuerySet, ReadPlan
+from tsmodel.run.query import AsyncQuerySet, Model, QuerySet, ReadPlan
 
 __version__ = "0.1.0.dev0"
 
@@ -82,6 +83,8 @@ __all__ = [
     # connections and writes
     "connect", "Connection", "get_default_connection", "set_default_connection",
     "WriteResult", "EntityResult", "WriteStatus", "table_specs",
+    # asyncio
+    "connect_async", "AsyncConnection", "AsyncQuerySet", "AsyncBackend",
     # queries
     "QuerySet", "ReadPlan",
     # backends

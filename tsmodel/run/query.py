@@ -9,25 +9,27 @@ merges, checks, reverses and limits as the plan says.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import heapq
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, overload
 
 import attrs
 from typing_extensions import Self
 
 from tsmodel import errors
-from tsmodel.backends.base import Features, ReadRequest
+from tsmodel.backends.base import Features, ReadRequest, Row
 from tsmodel.declare.model import provide_query_methods
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.encoding.timestamps import to_micros
 from tsmodel.plan.reads import QueryState, ReadPlan, compile_query, queryable_fields, time_span
+from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection, get_default_connection
 
-__all__ = ["QuerySet", "ReadPlan", "Model"]
+__all__ = ["QuerySet", "AsyncQuerySet", "ReadPlan", "Model"]
 
 M = TypeVar("M")
 
@@ -41,7 +43,8 @@ class QuerySet(Generic[M]):
     or with :meth:`count` and :meth:`first`.
     """
 
-    def __init__(self, model: type[M], *, connection: Connection | None = None,
+    def __init__(self, model: type[M], *,
+                 connection: Connection | AsyncConnection | None = None,
                  state: QueryState | None = None) -> None:
         self.model = model
         self._spec = spec_of(model)
@@ -50,18 +53,18 @@ class QuerySet(Generic[M]):
 
     # -- building -----------------------------------------------------------------
 
-    def _clone(self, **changes: Any) -> QuerySet[M]:
-        return QuerySet(self.model, connection=self._connection,
-                        state=attrs.evolve(self._state, **changes))
+    def _clone(self, **changes: Any) -> Self:
+        return type(self)(self.model, connection=self._connection,
+                          state=attrs.evolve(self._state, **changes))
 
-    def _chosen(self, **changes: Any) -> QuerySet[M]:
+    def _chosen(self, **changes: Any) -> Self:
         """A clone reading what ``changes`` say; refinements given before stay."""
         qs = self._clone(**changes)
         compile_query(self._spec, qs._state)  # fail fast, no I/O
         return qs
 
     def range(self, start: datetime, end: datetime, *, allow_scan: bool = False,
-              **key_fields: Any) -> QuerySet[M]:
+              **key_fields: Any) -> Self:
         """Events with ``start <= timestamp < end`` of the entities the key fields select.
 
         Refinements made before (``limit``, ``newest_first``, ``only``) are kept.
@@ -87,7 +90,7 @@ class QuerySet(Generic[M]):
                             fields=tuple(key_fields.items()), allow_scan=allow_scan,
                             snapshot_us=None)
 
-    def current(self, *, allow_scan: bool = False, **key_prefix: Any) -> QuerySet[M]:
+    def current(self, *, allow_scan: bool = False, **key_prefix: Any) -> Self:
         """The newest event of each entity, read from the current-value table.
 
         Args:
@@ -105,7 +108,7 @@ class QuerySet(Generic[M]):
                             fields=tuple(key_prefix.items()), allow_scan=allow_scan,
                             snapshot_us=None)
 
-    def snapshot(self, period: datetime, **key_prefix: Any) -> QuerySet[M]:
+    def snapshot(self, period: datetime, **key_prefix: Any) -> Self:
         """Every event of one period, read from that period's snapshot table.
 
         The snapshot table (e.g. ``SENSOR_20170726``) holds only that period,
@@ -127,7 +130,7 @@ class QuerySet(Generic[M]):
         return self._clone(mode="range", start_us=start, end_us=end,
                            fields=tuple(key_prefix.items()), allow_scan=True, snapshot_us=start)
 
-    def limit(self, n: int) -> QuerySet[M]:
+    def limit(self, n: int) -> Self:
         """At most ``n`` events."""
         if isinstance(n, bool) or not isinstance(n, int):
             raise TypeError(f"limit must be an int, got {n!r}")
@@ -135,11 +138,11 @@ class QuerySet(Generic[M]):
             raise ValueError(f"limit must not be negative, got {n}")
         return self._clone(limit=n)
 
-    def newest_first(self) -> QuerySet[M]:
+    def newest_first(self) -> Self:
         """Reverse row-key order: newest first within each entity."""
         return self._clone(newest_first=True)
 
-    def only(self, *fields: str) -> QuerySet[M]:
+    def only(self, *fields: str) -> Self:
         """Read only these value fields; the others come back as ``None``."""
         known = {v.name for v in self._spec.values}
         unknown = [f for f in fields if f not in known]
@@ -150,7 +153,7 @@ class QuerySet(Generic[M]):
             )
         return self._clone(only=tuple(fields))
 
-    def history(self) -> QuerySet[M]:
+    def history(self) -> Self:
         """Every version of each event: its amendments, oldest first, then the next event.
 
         For a model with a :func:`tsmodel.version` field, whose corrections are
@@ -169,11 +172,21 @@ class QuerySet(Generic[M]):
             raise errors.QueryError(f"{self._spec.name}: history() reads range(...) queries")
         return self._clone(history=True)
 
-    def using(self, connection: Connection) -> QuerySet[M]:
-        """Run on ``connection`` instead of the default connection."""
-        return QuerySet(self.model, connection=connection, state=self._state)
+    @overload
+    def using(self, connection: AsyncConnection) -> AsyncQuerySet[M]: ...
 
-    def __getitem__(self, item: slice) -> QuerySet[M]:
+    @overload
+    def using(self, connection: Connection) -> QuerySet[M]: ...
+
+    def using(self, connection: Connection | AsyncConnection) -> QuerySet[M]:
+        """Run on ``connection`` instead of the default connection.
+
+        On an :class:`~tsmodel.AsyncConnection` the result is an
+        :class:`AsyncQuerySet`: run it with ``async for`` and ``await``.
+        """
+        return _bound(self.model, connection, self._state)
+
+    def __getitem__(self, item: slice) -> Self:
         if not isinstance(item, slice) or item.start not in (None, 0) or item.step is not None:
             raise TypeError("QuerySet supports only [:n] slices; use .limit(n)")
         if item.stop is None:
@@ -191,7 +204,7 @@ class QuerySet(Generic[M]):
             " newest_first" if s.newest_first else "") + (" history" if s.history else "")
         mode = (s.mode or "unbound") + span
         text = " ".join(p for p in (self._spec.name, mode, fields) if p)
-        return f"<QuerySet {text}{extra}>"
+        return f"<{type(self).__name__} {text}{extra}>"
 
     # -- running ------------------------------------------------------------------
 
@@ -209,6 +222,10 @@ class QuerySet(Generic[M]):
 
     def __iter__(self) -> Iterator[M]:
         return self.iterator()
+
+    def __aiter__(self) -> AsyncIterator[M]:
+        raise TypeError(f"{self!r} does not run on an AsyncConnection: bind it with "
+                        "Model.using(adb) (or build it with adb.range(...)) for `async for`")
 
     def __bool__(self) -> bool:
         """Whether any event matches (reads at most one)."""
@@ -241,25 +258,28 @@ class QuerySet(Generic[M]):
             QueryError: key fields are missing.
             DoesNotExist: the entity has no event (``Model.DoesNotExist``).
         """
+        qs = self._latest_query(key_fields)
+        cache = self._conn().cache
+        if cache is not None and qs._state.mode == "current":
+            # The decoded instance is kept, tied to its current-value row, so
+            # this connection's writes drop it; callers get copies.
+            token = ("latest", self.model, tuple(key_fields.items()))
+            found = cache.memoize(token, qs.explain().requests[0], qs.first)
+            return self._found(None if found is None else _copy(found), key_fields)
+        return self._found(qs.first(), key_fields)
+
+    def _latest_query(self, key_fields: dict[str, Any]) -> Self:
+        """The query :meth:`latest` runs: the current-value row, or the newest main row."""
         spec = self._spec
-        base = QuerySet(self.model, connection=self._connection)
+        base = type(self)(self.model, connection=self._connection)
         if spec.current_key is not None:
             self._check_complete(key_fields, spec.current_key.fields)
-            qs: QuerySet[M] = base.current(**key_fields)
-            cache = self._conn().cache
-            if cache is not None:
-                # The decoded instance is kept, tied to its current-value row, so
-                # this connection's writes drop it; callers get copies.
-                token = ("latest", self.model, tuple(key_fields.items()))
-                found = cache.memoize(token, qs.explain().requests[0], qs.first)
-                return self._found(None if found is None else _copy(found), key_fields)
-        else:
-            self._check_complete(key_fields, spec.key_fields)
-            lo, hi = time_span(spec)
-            qs = base._chosen(mode="range", start_us=lo, end_us=hi,
-                              fields=tuple(key_fields.items()), allow_scan=False,
-                              snapshot_us=None).newest_first()
-        return self._found(qs.first(), key_fields)
+            return base.current(**key_fields)
+        self._check_complete(key_fields, spec.key_fields)
+        lo, hi = time_span(spec)
+        return base._chosen(mode="range", start_us=lo, end_us=hi,
+                            fields=tuple(key_fields.items()), allow_scan=False,
+                            snapshot_us=None).newest_first()
 
     def _found(self, found: M | None, key_fields: dict[str, Any]) -> M:
         if found is None:
@@ -269,8 +289,12 @@ class QuerySet(Generic[M]):
         return found
 
     def _conn(self) -> Connection:
-        if self._connection is not None:
-            return self._connection
+        conn = self._connection
+        if isinstance(conn, AsyncConnection):
+            raise TypeError(f"{self!r} runs on an AsyncConnection: use `async for` and "
+                            "`await qs.first()` / `count()` / `exists()` / `latest()`")
+        if conn is not None:
+            return conn
         return get_default_connection()
 
     def _time_bound(self, which: str, dt: datetime) -> int:
@@ -310,13 +334,51 @@ class QuerySet(Generic[M]):
 def _run(plan: ReadPlan, conn: Connection, model: type[M]) -> Iterator[M]:
     """Stream the instances a plan selects, as the plan says."""
     for guard in plan.guards:
-        found = next(iter(conn.read(guard)), None)
-        if found is not None:
-            raise errors.KeyDecodingError(
-                f"{plan.model}: table {plan.table!r} has row {found.key!r} under a salt value "
-                "the model does not have: rows of another program's salts would be missed; "
-                "the answer is refused rather than given in part")
-    streams = [_events(plan, conn, req, model) for req in plan.requests]
+        _check_guard(plan, next(iter(conn.read(guard)), None))
+    return _instances(plan, [_lazy(conn, req) for req in plan.requests], model)
+
+
+async def _arun(plan: ReadPlan, conn: AsyncConnection, model: type[M]) -> Iterator[M]:
+    """:func:`_run` on an event loop: every read of the plan at once, then the same fold.
+
+    The guards, then the plan's requests (one per salt, or per key range),
+    are read concurrently; each request's rows are held until all are in,
+    then decoded, merged, checked and limited exactly as :func:`_run` does.
+    """
+    found = await asyncio.gather(*(_first_row(conn, guard) for guard in plan.guards))
+    for row in found:
+        _check_guard(plan, row)
+    rows = await asyncio.gather(*(conn.read_all(req) for req in plan.requests))
+    return _instances(plan, rows, model)
+
+
+def _check_guard(plan: ReadPlan, found: Row | None) -> None:
+    if found is not None:
+        raise errors.KeyDecodingError(
+            f"{plan.model}: table {plan.table!r} has row {found.key!r} under a salt value "
+            "the model does not have: rows of another program's salts would be missed; "
+            "the answer is refused rather than given in part")
+
+
+async def _first_row(conn: AsyncConnection, request: ReadRequest) -> Row | None:
+    stream = conn.read(request)
+    try:
+        async for row in stream:
+            return row
+        return None
+    finally:
+        await stream.aclose()  # type: ignore[attr-defined]
+
+
+def _lazy(conn: Connection, request: ReadRequest) -> Iterator[Row]:
+    """The rows of ``request``, read when first asked for (chained reads start in turn)."""
+    yield from conn.read(request)
+
+
+def _instances(plan: ReadPlan, rows: Sequence[Iterable[Row]], model: type[M]) -> Iterator[M]:
+    """The instances of each request's rows, merged, checked, ordered and limited."""
+    streams = [_events(plan, req, found, model) for req, found in zip(plan.requests, rows,
+                                                                       strict=True)]
     merged = _merge(streams, plan.merge, plan.descending, model)
     kept: Iterator[M] = merged
     if plan.client_filters:  # without any, accept() says yes to all: skip the call per item
@@ -326,11 +388,12 @@ def _run(plan: ReadPlan, conn: Connection, model: type[M]) -> Iterator[M]:
     return itertools.islice(kept, plan.limit) if plan.limit is not None else kept
 
 
-def _events(plan: ReadPlan, conn: Connection, req: ReadRequest, model: type[M]) -> Iterator[M]:
+def _events(plan: ReadPlan, req: ReadRequest, rows: Iterable[Row],
+            model: type[M]) -> Iterator[M]:
     """The events of one read, in the read's order (bucket rows reversed too)."""
     codec = plan.codec
     assert codec is not None
-    for row in conn.read(req):
+    for row in rows:
         events = codec.decode(model, row, plan.only, plan.history)
         yield from (reversed(events) if req.reverse else events)
 
@@ -362,6 +425,71 @@ def _reverse_bounded(items: Iterator[M], limit: int | None) -> Iterator[M]:
         yield buffer.pop()
 
 
+class AsyncQuerySet(QuerySet[M]):
+    """A :class:`QuerySet` on an :class:`~tsmodel.AsyncConnection`: run it on an event loop.
+
+    ``Model.using(db)`` and ``db.range(...)`` return one. It refines like a
+    QuerySet (same methods, each returning a new one) and runs with
+    ``async for event in qs``, ``await qs.count()``, ``await qs.first()``,
+    ``await qs.exists()`` and ``await qs.latest(**key_fields)``. Reads of
+    several salts or key ranges go out concurrently and are merged in order
+    as the sync QuerySet merges them; the rows of one query are held in
+    memory until all its reads are in (bound them with :meth:`limit`).
+    """
+
+    def __aiter__(self) -> AsyncIterator[M]:
+        return self.aiterator()
+
+    async def aiterator(self) -> AsyncIterator[M]:
+        """The matching instances, with ``async for``; nothing is cached."""
+        for item in await self._instances():
+            yield item
+
+    async def _instances(self) -> Iterator[M]:
+        conn = self._connection
+        assert isinstance(conn, AsyncConnection)
+        return await _arun(compile_query(self._spec, self._state, conn.features), conn,
+                           self.model)
+
+    def __iter__(self) -> Iterator[M]:
+        raise TypeError(f"{self!r} runs on an AsyncConnection: iterate it with `async for`")
+
+    def iterator(self) -> Iterator[M]:
+        raise TypeError(f"{self!r} runs on an AsyncConnection: use `async for` or aiterator()")
+
+    def __bool__(self) -> bool:
+        raise TypeError(f"{self!r} runs on an AsyncConnection: use `await qs.exists()`")
+
+    async def count(self) -> int:  # type: ignore[override]
+        """How many events match (reads and decodes them)."""
+        return sum(1 for _ in await self._instances())
+
+    async def exists(self) -> bool:  # type: ignore[override]
+        """Whether any event matches (reads at most one)."""
+        return (await self.first()) is not None
+
+    async def first(self) -> M | None:  # type: ignore[override]
+        """The first matching instance, or ``None``."""
+        return next(await self[:1]._instances(), None)
+
+    async def latest(self, **key_fields: Any) -> M:  # type: ignore[override]
+        """The newest event of one entity; see :meth:`QuerySet.latest`.
+
+        Raises:
+            QueryError: key fields are missing.
+            DoesNotExist: the entity has no event (``Model.DoesNotExist``).
+        """
+        return self._found(await self._latest_query(key_fields).first(), key_fields)
+
+
+def _bound(model: type[M], connection: Connection | AsyncConnection | None,
+           state: QueryState | None = None) -> QuerySet[M]:
+    """A QuerySet of ``model`` on ``connection``: an AsyncQuerySet on an async one."""
+    if isinstance(connection, AsyncConnection):
+        return AsyncQuerySet(model, connection=connection, state=state)
+    return QuerySet(model, connection=connection, state=state)
+
+
 class Model:
     """Optional base class: gives type checkers the query class methods.
 
@@ -372,13 +500,23 @@ class Model:
     __tsmodel__: ClassVar[ModelSpec]
     DoesNotExist: ClassVar[type[errors.DoesNotExist]]
 
+    @overload
     @classmethod
-    def using(cls, connection: Connection) -> QuerySet[Self]:
+    def using(cls, connection: AsyncConnection) -> AsyncQuerySet[Self]: ...
+
+    @overload
+    @classmethod
+    def using(cls, connection: Connection) -> QuerySet[Self]: ...
+
+    @classmethod
+    def using(cls, connection: Connection | AsyncConnection) -> QuerySet[Self]:
         """Queries of this model on ``connection`` instead of the default one.
 
-        ``ServerMetric.using(db).latest(hostname=...)``.
+        ``ServerMetric.using(db).latest(hostname=...)``; on an
+        :class:`~tsmodel.AsyncConnection`, an :class:`AsyncQuerySet`:
+        ``await ServerMetric.using(adb).latest(hostname=...)``.
         """
-        return QuerySet(cls, connection=connection)
+        return _bound(cls, connection)
 
     @classmethod
     def range(
