@@ -367,7 +367,9 @@ async def _first_row(conn: AsyncConnection, request: ReadRequest) -> Row | None:
             return row
         return None
     finally:
-        await stream.aclose()  # type: ignore[attr-defined]
+        aclose = getattr(stream, "aclose", None)  # async generators: end the read now
+        if aclose is not None:
+            await aclose()
 
 
 def _lazy(conn: Connection, request: ReadRequest) -> Iterator[Row]:
