@@ -111,7 +111,7 @@ class ModelSpec:
         Every read that decodes events of the table uses it: a layout that
         keeps a cell version per event sees only the versions the table's GC
         rule keeps (``versions_kept``), whether or not garbage collection ran
-        yet (the embedded store collects at once, Bigtable later); a layout
+        yet (on any backend, when it gets to it); a layout
         of one event per row reads the newest version of each column.
         """
         read_versions = self.layout.read_versions
