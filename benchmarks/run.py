@@ -3,11 +3,15 @@
     python benchmarks/run.py            # the full run (a few minutes)
     python benchmarks/run.py --quick    # small data, for a smoke test
     python benchmarks/run.py --markdown # the results table in Markdown
+    python benchmarks/run.py --rtt 0,10 # (a) and (b) through a delay proxy
 
 (a) saving events, (b) range reads into model instances and (c) latest
 lookups run on a Cloud Bigtable emulator that this script starts (or the one
 given with ``--emulator``); (d) the embedded store and (e) memory of a
-streaming read need no server. Every figure is the median of ``--runs`` runs
+streaming read need no server. With ``--rtt``, (a) and (b) run once per
+round-trip time given, tsmodel and its baseline both connected to the
+emulator through a loopback proxy that delays each chunk by half of it
+(``_delay.py``). Every figure is the median of ``--runs`` runs
 (at least 3), each run timing tsmodel and its baseline back to back; the
 ratio is the median of the per-run ratios. Nothing here runs in the test
 suite.
@@ -22,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -42,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     args.lookups = args.lookups or 1_000
     if args.runs < 3:
         sys.exit("--runs must be at least 3: every figure is a median")
+    try:
+        args.rtt = _rtts(args.rtt)
+    except ValueError as exc:
+        sys.exit(f"--rtt: {exc}")
     only = set(args.only)
 
     def log(line: str) -> None:
@@ -63,7 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(environment(emulator_binary)))
     print(f"command: python benchmarks/run.py {' '.join(argv or sys.argv[1:])}".rstrip())
     print(f"{args.events:,} events of 10 hosts; median of {args.runs} runs; "
-          f"{time.perf_counter() - started:.0f} s in all\n")
+          f"{time.perf_counter() - started:.0f} s in all")
+    if args.rtt and only & set("ab"):
+        print(f"(a) and (b) through a loopback delay proxy at "
+              f"{', '.join(f'{rtt:g}' for rtt in args.rtt)} ms RTT, baselines alike")
+    print()
     print(table(results, args.markdown))
     notes = [f"{r.key}: {note}" for r in results for note in r.notes]
     if notes:
@@ -81,7 +94,18 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--only", default="abcde", help="which of a, b, c, d, e to run")
     parser.add_argument("--emulator", metavar="HOST:PORT", help="use this running emulator")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    parser.add_argument("--rtt", metavar="MS", default="",
+                        help="run (a) and (b) through a delay proxy at each of these "
+                             "round-trip times, in ms (e.g. 0,10)")
     return parser
+
+
+def _rtts(text: str) -> list[float]:
+    """``"0,10"`` -> ``[0.0, 10.0]``; an empty text -> no proxy at all."""
+    rtts = [float(part) for part in text.split(",") if part.strip()]
+    if any(rtt < 0 for rtt in rtts):
+        raise ValueError("round-trip times must be >= 0 ms")
+    return rtts
 
 
 def _bigtable(args: argparse.Namespace, only: set[str], log) -> tuple[str | None, list[Result]]:  # type: ignore[no-untyped-def]
@@ -99,22 +123,63 @@ def _bigtable(args: argparse.Namespace, only: set[str], log) -> tuple[str | None
         host_port = emulator.host_port
     log(f"emulator on {host_port}")
     results: list[Result] = []
-    suite = BigtableSuite(host_port, args.events, args.runs, args.lookups, log)
     try:
-        if "a" in only:
-            log("(a) writes")
-            results.append(suite.writes())
-        if "b" in only:
-            log("(b) range reads")
-            results.append(suite.reads())
-        if "c" in only:
-            log("(c) latest lookups")
-            results += suite.lookups_()
+        if args.rtt and only & set("ab"):  # (a) and (b) through the proxy instead
+            results += _delayed(args, host_port, only, log)
+            only = only - set("ab")
+        if only:
+            suite = BigtableSuite(host_port, args.events, args.runs, args.lookups, log)
+            try:
+                if "a" in only:
+                    log("(a) writes")
+                    results.append(suite.writes())
+                if "b" in only:
+                    log("(b) range reads")
+                    results.append(suite.reads())
+                if "c" in only:
+                    log("(c) latest lookups")
+                    results += suite.lookups_()
+            finally:
+                suite.close()
     finally:
-        suite.close()
         if emulator is not None:
             emulator.stop()
     return binary, results
+
+
+def _delayed(args: argparse.Namespace, host_port: str, only: set[str],
+             log: Callable[[str], None]) -> list[Result]:
+    """(a) and (b) once per round-trip time, through a delay proxy; baselines alike."""
+    from _bigtable import BigtableSuite
+    from _delay import delay_process
+
+    results: list[Result] = []
+    writes: dict[float, Result] = {}
+    for rtt in args.rtt:
+        with delay_process(host_port, rtt / 2000) as proxied:
+            log(f"{rtt:g} ms RTT: proxy on {proxied} ({rtt / 2:g} ms each way)")
+            suite = BigtableSuite(proxied, args.events, args.runs, args.lookups, log)
+            try:
+                for key, measure in (("a", suite.writes), ("b", suite.reads)):
+                    if key not in only:
+                        continue
+                    log(f"({key}) {'writes' if key == 'a' else 'range reads'}, {rtt:g} ms RTT")
+                    result = measure()
+                    result.key = f"{key}@{rtt:g}ms"
+                    result.what += f", {rtt:g} ms RTT"
+                    results.append(result)
+                    if key == "a":
+                        writes[rtt] = result
+            finally:
+                suite.close()
+    if writes:
+        low = min(writes)
+        for rtt, result in writes.items():
+            if rtt != low:
+                kept = result.tsmodel / writes[low].tsmodel
+                result.notes.insert(0, f"save_all at {rtt:g} ms keeps {kept:.0%} of its "
+                                       f"{low:g} ms throughput (target >= 90%)")
+    return results
 
 
 def _memory(args: argparse.Namespace, log) -> list[Result]:  # type: ignore[no-untyped-def]
