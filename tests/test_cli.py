@@ -162,12 +162,18 @@ def test_docs_have_console_examples() -> None:
 
 def test_docs_console_examples_print_what_they_show(tmp_path: Path) -> None:
     (tmp_path / "examples").symlink_to(ROOT / "examples")
-    for command, expected in console_examples():
+    check_console_examples("cli.md", cwd=tmp_path)
+
+
+def check_console_examples(page: str, cwd: Path) -> None:
+    """Run every ``$ tsmodel`` line of a docs page in ``cwd``: it must print the text
+    under it (standard output, then standard error)."""
+    for command, expected in console_examples(page):
         words = shlex.split(command)
         assert words[0] == "tsmodel", command
-        done = run(*words[1:], cwd=tmp_path)
+        done = run(*words[1:], cwd=cwd)
         shown = _lines(done.stdout + done.stderr)
-        assert shown == _lines(expected), f"docs/cli.md: `{command}` prints:\n" + \
+        assert shown == _lines(expected), f"docs/{page}: `{command}` prints:\n" + \
             done.stdout + done.stderr
 
 
