@@ -14,7 +14,6 @@ from itertools import islice
 from operator import eq, itemgetter
 from typing import Any
 
-from tsmodel.backends import gc
 from tsmodel.backends.base import Cell, GcRule, ReadFilter, ReadRequest, Row, RowSet, TableSpec
 from tsmodel.errors import BackendError
 
@@ -140,11 +139,11 @@ class Plan:
         self.table, self.reverse, self.limit = table, request.reverse, request.limit or None
         self.ts_start, self.ts_end = clamp(flt.timestamp_start), clamp(flt.timestamp_end)
         self.cells_per_column = flt.cells_per_column
-        #: family -> (rank cap, further test) of the versions_kept filter
-        self.gc: dict[str, tuple[int, gc.GcTest | None]] = {}
+        #: family -> the versions of each column kept (``versions_kept``)
+        self.kept: dict[str, int] = {}
         where: list[str] = []
         params: list[Any] = []
-        self._add_gc(flt, where, params)
+        self._add_versions_kept(flt)
         add_cell_filters(flt, where, params)
         self._add_time_filter(where, params)
         self.where = "".join(f" AND {w}" for w in where)
@@ -152,15 +151,12 @@ class Plan:
         #: The family of every cell when the table has only one: not fetched then.
         self.family = next(iter(table.families)) if len(table.families) == 1 else None
         self.select = (SELECT if self.family is None else SELECT_ONE)[flt.strip_values]
-        self.processed = bool(self.gc) or flt.cells_per_column is not None
-        #: process() can only drop older versions of a column (no age test, caps
-        #: of at least one): a chunk where no column has two versions skips it.
-        self.versions_only = all(test is None and cap >= 1 for cap, test in self.gc.values())
+        self.processed = bool(self.kept) or flt.cells_per_column is not None
         #: The timestamp range left to apply in Python (see _add_time_filter).
-        self.deferred_time = (self.ts_start, self.ts_end) if self.gc and (
+        self.deferred_time = (self.ts_start, self.ts_end) if self.kept and (
             self.ts_start is not None or self.ts_end is not None) else None
 
-    def _add_gc(self, flt: ReadFilter, where: list[str], params: list[Any]) -> None:
+    def _add_versions_kept(self, flt: ReadFilter) -> None:
         """The ``versions_kept`` filter: ranks counted before the other filters.
 
         GC rules themselves never apply to reads: like Cloud Bigtable before
@@ -171,7 +167,7 @@ class Plan:
         if flt.versions_kept is not None:
             for family in self.table.families:
                 if flt.families is None or family in flt.families:
-                    self.gc[family] = (flt.versions_kept, None)
+                    self.kept[family] = flt.versions_kept
 
     def _add_time_filter(self, where: list[str], params: list[Any]) -> None:
         candidates = (("ts >= ?", self.ts_start), ("ts < ?", self.ts_end))
@@ -179,9 +175,9 @@ class Plan:
         if not bounds:
             return
         test = " AND ".join(sql for sql, _ in bounds)
-        if self.gc:  # the families with versions-based GC are filtered in process()
-            where.append(f"(+family IN ({', '.join('?' * len(self.gc))}) OR ({test}))")
-            params.extend(self.gc)
+        if self.kept:  # the families with versions kept are filtered in process()
+            where.append(f"(+family IN ({', '.join('?' * len(self.kept))}) OR ({test}))")
+            params.extend(self.kept)
         else:
             where.append(test)
         params.extend(value for _, value in bounds)
@@ -189,23 +185,21 @@ class Plan:
     def process(self, cells: list[Raw]) -> list[Raw]:
         """Filter cells (sorted in Bigtable's order) as the class says."""
         out: list[Raw] = []
-        gc, limit = self.gc, self.cells_per_column or NO_LIMIT
+        kept_of, limit = self.kept, self.cells_per_column or NO_LIMIT
         start = -1 if self.ts_start is None else self.ts_start
         end = NO_LIMIT if self.ts_end is None else self.ts_end
         column: tuple[bytes, str, bytes | None] = (b"", "", None)
         rank = kept = 0
-        cap, test, collects = NO_LIMIT, None, False
+        cap, ranked = NO_LIMIT, False
         for cell in cells:
             key, family, qualifier, ts, _ = cell
             if qualifier != column[2] or family != column[1] or key != column[0]:
                 column, rank, kept = (key, family, qualifier), 0, 0
-                collects = family in gc
-                cap, test = gc.get(family, (NO_LIMIT, None))
+                ranked = family in kept_of
+                cap = kept_of.get(family, NO_LIMIT)
             else:
                 rank += 1
-            if collects and (
-                rank >= cap or (test is not None and test(rank, ts)) or not start <= ts < end
-            ):
+            if ranked and (rank >= cap or not start <= ts < end):
                 continue
             if kept < limit:
                 kept += 1
@@ -246,20 +240,20 @@ def rows_of_chunk(plan: Plan, chunk: list[Raw]) -> list[Row]:
             else build_rows_of(family, chunk, reverse, False)
         assert rows is not None
         return rows
-    if plan.versions_only:  # process() would only drop older versions: if there are none,
-        if plan.deferred_time is None:  # the build loop checks as it goes
-            rows = build_rows_of(family, chunk, reverse, True) if family is not None \
-                else build_rows(chunk, reverse, True)
-            if rows is not None:
-                return rows
-        elif not has_versions(chunk, family is not None):  # every cell is its column's newest
-            start, end = plan.deferred_time
-            lo, hi = -1 if start is None else start, NO_LIMIT if end is None else end
-            chunk = [cell for cell in chunk if lo <= cell[-2] < hi]
-            rows = build_rows_of(family, chunk, reverse, False) if family is not None \
-                else build_rows(chunk, reverse)
-            assert rows is not None
+    # process() only drops older versions of a column: if there are none, skip it.
+    if plan.deferred_time is None:  # the build loop checks as it goes
+        rows = build_rows_of(family, chunk, reverse, True) if family is not None \
+            else build_rows(chunk, reverse, True)
+        if rows is not None:
             return rows
+    elif not has_versions(chunk, family is not None):  # every cell is its column's newest
+        start, end = plan.deferred_time
+        lo, hi = -1 if start is None else start, NO_LIMIT if end is None else end
+        chunk = [cell for cell in chunk if lo <= cell[-2] < hi]
+        rows = build_rows_of(family, chunk, reverse, False) if family is not None \
+            else build_rows(chunk, reverse)
+        assert rows is not None
+        return rows
     if family is not None:  # process() wants each row's cells in Bigtable's order, with families
         chunk = [(key, family, q, ts, v) for key, q, ts, v in chunk]
     chunk = plan.process(chunk[::-1])[::-1] if reverse else plan.process(chunk)
