@@ -59,6 +59,7 @@ from tsmodel.run.async_connection import AsyncConnection, connect_async
 from tsmodel.run.connection import (
     Connection,
     EntityResult,
+    WriteFlow,
     WriteResult,
     WriteStatus,
     connect,
@@ -82,7 +83,7 @@ __all__ = [
     "row_key", "current_row_key", "encode_row_key", "decode_row_key", "floor_timestamp",
     # connections and writes
     "connect", "Connection", "get_default_connection", "set_default_connection",
-    "WriteResult", "EntityResult", "WriteStatus", "table_specs",
+    "WriteResult", "EntityResult", "WriteStatus", "WriteFlow", "table_specs",
     # asyncio
     "connect_async", "AsyncConnection", "AsyncQuerySet", "AsyncBackend",
     # queries

@@ -294,6 +294,10 @@ class Features:
     immediate_gc: bool = False
     #: Data survives closing the connection.
     persistent: bool = False
+    #: Calls made from several threads at once overlap (a network backend);
+    #: when false (the embedded store serializes its calls), executors make
+    #: them one after the other.
+    concurrent_calls: bool = False
 
 
 @runtime_checkable

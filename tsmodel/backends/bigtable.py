@@ -125,7 +125,8 @@ class BigtableBackend:
         BackendError: the clients could not be created (e.g. no credentials).
     """
 
-    features = Features(reverse_scan=True, immediate_gc=False, persistent=False)
+    features = Features(reverse_scan=True, immediate_gc=False, persistent=False,
+                        concurrent_calls=True)
 
     def __init__(self, project: str, instance: str, *, emulator_host: str | None = None,
                  credentials: Credentials | None = None,
@@ -134,7 +135,8 @@ class BigtableBackend:
         self.instance = instance
         self.emulator_host = emulator_host or os.environ.get(_EMULATOR_ENV) or None
         self.app_profile_id = app_profile_id
-        self.features = Features(reverse_scan=True, persistent=self.emulator_host is None)
+        self.features = Features(reverse_scan=True, persistent=self.emulator_host is None,
+                                 concurrent_calls=True)
         self._targets: dict[str, _Target] = {}
         #: Families known to exist, per table, for the emulator's checks
         #: (see _emulator_refusals).

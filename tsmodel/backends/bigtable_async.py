@@ -84,7 +84,8 @@ class AsyncBigtableBackend:
         self.instance = instance
         self.emulator_host = emulator_host or os.environ.get(_EMULATOR_ENV) or None
         self.app_profile_id = app_profile_id
-        self.features = Features(reverse_scan=True, persistent=self.emulator_host is None)
+        self.features = Features(reverse_scan=True, persistent=self.emulator_host is None,
+                                 concurrent_calls=True)
         self._targets: dict[str, _Target] = {}
         #: Families known to exist, per table, for the emulator's checks (mutate_steps).
         self._families: dict[str, frozenset[str]] = {}

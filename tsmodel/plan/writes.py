@@ -3,12 +3,14 @@
 Pure: it encodes, groups and folds; executors (:class:`~tsmodel.run.connection.Connection`,
 the repair and snapshot jobs) send what it plans and hand the outcomes back.
 
-A save happens in two steps. The **main step** writes each event to its
-model's main table. The **companion step** writes, for every entity the main
-table did not refuse, the current-value table (one row per entity key: the
-newest event of the batch stands for the others) and each alternate-key
-table. :meth:`WritePlan.result` folds the outcomes into one
-:class:`EntityResult` per entity.
+A save goes batch by batch. Each batch writes each event to its model's
+main table and to the companion tables: the current-value table (one row per
+entity key: the newest event of the batch stands for the others) and each
+alternate-key table. :class:`SaveSchedule` hands the calls out, several
+batches at once, companions with their main write once the main table is
+known to take writes, and order kept between writes where Bigtable's "last
+written wins" makes it matter. :meth:`WritePlan.result` folds the outcomes
+into one :class:`EntityResult` per entity.
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ from tsmodel.plan.retention import retention_message, retention_problems
 _MS = 1_000
 
 __all__ = ["EncodedEvent", "encode_event", "TableWrite", "WritePlan", "WriteStatus",
-           "EntityResult", "WriteResult", "ReadStep", "WriteStep", "save_steps",
-           "prepare_save"]
+           "EntityResult", "WriteResult", "ReadStep", "WriteStep", "WriteFlow",
+           "SaveSchedule", "prepare_save"]
 
 
 class EncodedEvent(NamedTuple):
@@ -164,7 +166,8 @@ class WriteStatus(enum.Enum):
 
     #: Written to the main table and every companion table.
     WRITTEN = "written"
-    #: Not written to the main table (its companions were not attempted).
+    #: Not written to the main table. Its companion writes were not attempted,
+    #: or were sent with the main write and have outcomes of their own.
     FAILED = "failed"
     #: The main table write may or may not have happened (timeout, lost
     #: connection). Saving the entity again is safe: writes are idempotent.
@@ -516,6 +519,10 @@ class ReadStep:
 
     requests: tuple[ReadRequest, ...]
 
+    @property
+    def calls(self) -> tuple[ReadRequest, ...]:
+        return self.requests
+
 
 @attrs.frozen
 class WriteStep:
@@ -528,35 +535,324 @@ class WriteStep:
 
     writes: tuple[TableWrite, ...]
 
+    @property
+    def calls(self) -> tuple[TableWrite, ...]:
+        return self.writes
 
-#: What :func:`save_steps` yields, and what it is answered.
-SaveSteps = Generator["ReadStep | WriteStep", Any, WriteResult]
+
+#: The steps of one batch of a save, answered one by one.
+BatchSteps = Generator["ReadStep | WriteStep", Any, None]
 
 
-def save_steps(plan: WritePlan, batch_size: int) -> SaveSteps:
-    """The steps of a save, batch by batch, ending with the per-entity result.
+@attrs.frozen
+class WriteFlow:
+    """How much of a save may be on the way at once.
 
-    Per batch: the prior reads corrections need (:meth:`WritePlan.prior_reads`),
-    the main-table writes, then the companion writes of the entities the
-    main tables did not refuse. The sync :class:`~tsmodel.run.connection.Connection`
-    and the :class:`~tsmodel.run.async_connection.AsyncConnection` only carry
-    the steps out: the order, the folding of outcomes and the result are here.
+    Attributes:
+        batches: batches whose calls may be out at the same time; ``1``
+            sends one batch after the other.
+        bytes: the most bytes of mutations out at the same time (estimated
+            from keys, qualifiers and values; one batch may always go, however
+            large).
+        companions_with_main: send a batch's current-value and alternate-key
+            writes together with its main-table write, once the main table
+            has taken a write on this connection (see :class:`SaveSchedule`);
+            ``False`` always waits for the main outcome first.
     """
-    for start in range(0, len(plan.events), batch_size):
-        batch = range(start, min(start + batch_size, len(plan.events)))
-        reads = plan.prior_reads(batch)
-        if reads:
-            answers = yield ReadStep(tuple(reads))
-            plan.absorb(batch, _found(plan, batch, reads, answers))
+
+    batches: int = attrs.field(default=4)
+    bytes: int = attrs.field(default=64 * 2**20)
+    companions_with_main: bool = True
+
+    @batches.validator
+    def _positive_batches(self, _: Any, value: int) -> None:
+        if value < 1:
+            raise ValueError(f"WriteFlow.batches must be at least 1, got {value}")
+
+    @bytes.validator
+    def _positive_bytes(self, _: Any, value: int) -> None:
+        if value < 1:
+            raise ValueError(f"WriteFlow.bytes must be at least 1, got {value}")
+
+
+#: The flow of a save unless told otherwise.
+DEFAULT_FLOW = WriteFlow()
+
+#: What :meth:`SaveSchedule.ready` hands out: a ticket to answer with, and the
+#: call to make (rows for a read, outcomes for a write).
+Call = tuple[Any, "ReadRequest | TableWrite"]
+
+
+class _Batch:
+    """One batch of a save on its way: its steps, and the answers awaited."""
+
+    __slots__ = ("number", "steps", "answers", "waiting", "size", "alone")
+
+    def __init__(self, number: int, steps: BatchSteps, size: int, alone: bool) -> None:
+        self.number = number
+        self.steps = steps
+        self.answers: list[Any] = []
+        self.waiting = 0
+        self.size = size
+        self.alone = alone
+
+
+class _Footprint:
+    """The cells one table write sets and the spans it deletes, row by row.
+
+    Two writes to one table must land in input order when one sets a cell
+    the other sets too (same row key and timestamp: Bigtable keeps the last
+    written) or when one deletes a span of timestamps in a row where the
+    other sets a cell (a current-value row clears the older cells of a value
+    that is now ``None``). Columns are not told apart: a conflict found may
+    be a false one, which only makes a call wait.
+    """
+
+    __slots__ = ("table", "cells", "deletes", "_times")
+
+    def __init__(self, write: TableWrite) -> None:
+        self.table = write.table
+        cells: set[tuple[bytes, int]] = set()
+        deletes: dict[bytes, tuple[int, int]] = {}
+        for row in write.rows:
+            key = row.key
+            for m in row.mutations:
+                kind = type(m)
+                if kind is SetCell:
+                    cells.add((key, m.timestamp))  # type: ignore[union-attr]
+                    continue
+                if kind is DeleteCells:
+                    start, end = m.timestamp_start, m.timestamp_end  # type: ignore[union-attr]
+                    lo = start or 0
+                    hi = _FOREVER if end is None else end
+                else:  # a whole family or row
+                    lo, hi = 0, _FOREVER
+                was = deletes.get(key)
+                deletes[key] = (lo, hi) if was is None else (min(lo, was[0]), max(hi, was[1]))
+        self.cells = cells
+        self.deletes = deletes
+        self._times: dict[bytes, tuple[int, int]] | None = None
+
+    def times(self) -> dict[bytes, tuple[int, int]]:
+        """Per row key, the span of the timestamps of the cells it sets (made when asked)."""
+        if self._times is None:
+            times: dict[bytes, tuple[int, int]] = {}
+            for key, ts in self.cells:
+                was = times.get(key)
+                times[key] = (ts, ts) if was is None else (min(ts, was[0]), max(ts, was[1]))
+            self._times = times
+        return self._times
+
+    def conflicts(self, other: _Footprint) -> bool:
+        """Whether the two writes must land in the order they were planned."""
+        if other.table != self.table:
+            return False
+        if not self.cells.isdisjoint(other.cells):
+            return True
+        return _deletes_hit(self.deletes, other) or _deletes_hit(other.deletes, self)
+
+
+_FOREVER = 2**63
+
+
+def _deletes_hit(deletes: dict[bytes, tuple[int, int]], other: _Footprint) -> bool:
+    if not deletes:
+        return False
+    times = other.times()
+    for key, (lo, hi) in deletes.items():
+        span = times.get(key)
+        if span is not None and span[0] < hi and lo <= span[1]:
+            return True
+        if key in other.deletes:  # two deletions of one row: keep their order too
+            return True
+    return False
+
+
+class SaveSchedule:
+    """The calls of a save, handed out as soon as they may go (no I/O of its own).
+
+    The batches of ``plan`` go in input order. Each batch reads what its
+    corrections need (:meth:`WritePlan.prior_reads`), writes its main-table
+    rows, and writes its companion rows: with the main rows when its main
+    tables have already taken a write of this connection (``trusted``), else
+    once the main outcomes are in, so that an entity the main table refused
+    gets none (a first save on a misconfigured table leaves no stray
+    current-value or alternate rows).
+
+    Up to ``flow.batches`` batches (and ``flow.bytes``) are out at once.
+    A batch that reads first, or sends its companions after its main
+    write, goes alone: what it reads must include every earlier write. Any
+    other batch's writes are handed out at once, except a write that must
+    land after one handed out before it and not yet answered: one that sets
+    a cell it sets too, or deletes cells where it sets some, in the same
+    row of the same table (:class:`_Footprint`). Bigtable keeps the cell
+    written last, so order is kept wherever it matters, and only there.
+
+    An executor loops until :attr:`done`: it makes every call :meth:`ready`
+    hands out (concurrently or not), and :meth:`answer` each one with the
+    rows read (or the :class:`~tsmodel.errors.BackendError` raised) or the
+    outcomes written. Then :meth:`result` folds the outcomes, one
+    :class:`EntityResult` per entity.
+
+    Args:
+        plan: the planned save.
+        batch_size: entities per batch.
+        flow: what may be out at once.
+        trusted: main tables that have taken a write (shared by the saves of
+            a connection; updated here as outcomes come in).
+    """
+
+    def __init__(self, plan: WritePlan, batch_size: int, flow: WriteFlow = DEFAULT_FLOW, *,
+                 trusted: set[str] | None = None) -> None:
+        self.plan = plan
+        self.flow = flow
+        self.trusted = set() if trusted is None else trusted
+        n = len(plan.events)
+        self._batches = iter([range(i, min(i + batch_size, n))
+                              for i in range(0, n, batch_size)])
+        self._next: range | None = next(self._batches, None)
+        self._out: dict[int, _Batch] = {}
+        self._bytes = 0
+        self._number = 0
+        #: Writes handed out and not answered, and writes held back, by ticket.
+        self._sent: dict[Any, _Footprint] = {}
+        self._held: list[tuple[Any, TableWrite, _Footprint]] = []
+        self._handed: list[Call] = []
+
+    @property
+    def done(self) -> bool:
+        """Whether every batch has been answered in full."""
+        return self._next is None and not self._out
+
+    def ready(self) -> list[Call]:
+        """The calls that may go now: (ticket, call) pairs, each to :meth:`answer`."""
+        while self._next is not None and self._may_start(self._next):
+            self._start(self._next)
+            self._next = next(self._batches, None)
+        self._release()
+        handed, self._handed = self._handed, []
+        return handed
+
+    def answer(self, ticket: Any, answer: Any) -> None:
+        """The answer of one call: rows or a BackendError for a read, outcomes for a write."""
+        number, index = ticket
+        batch = self._out[number]
+        self._sent.pop(ticket, None)
+        batch.answers[index] = answer
+        batch.waiting -= 1
+        if batch.waiting == 0:
+            self._advance(batch, batch.answers)
+
+    def result(self) -> WriteResult:
+        """One :class:`EntityResult` per entity, in input order (once :attr:`done`)."""
+        if not self.done:
+            raise RuntimeError("the save is not done: answer every call first")
+        return self.plan.result()
+
+    def _alone(self, batch: range) -> bool:
+        """Whether the batch reads first or writes its companions after its main rows."""
+        events = self.plan.events
+        if any(events[i].spec is not None for i in batch):
+            return True
+        return not self._together(batch)
+
+    def _together(self, batch: range) -> bool:
+        if not self.flow.companions_with_main:
+            return False
+        trusted, events = self.trusted, self.plan.events
+        return all(events[i].table in trusted for i in batch)
+
+    def _may_start(self, batch: range) -> bool:
+        out = self._out
+        if not out:
+            return True
+        if len(out) >= self.flow.batches or self._bytes >= self.flow.bytes:
+            return False
+        return not any(b.alone for b in out.values()) and not self._alone(batch)
+
+    def _start(self, batch: range) -> None:
+        events = self.plan.events
+        size = sum(_size(events[i]) for i in batch)
+        self._number += 1
+        job = _Batch(self._number, _batch_steps(self.plan, batch, self._together(batch),
+                                                self.trusted),
+                     size, self._alone(batch))
+        self._out[job.number] = job
+        self._bytes += size
+        self._advance(job, None)
+
+    def _advance(self, batch: _Batch, answers: list[Any] | None) -> None:
+        try:
+            step = batch.steps.send(answers)
+        except StopIteration:
+            del self._out[batch.number]
+            self._bytes -= batch.size
+            return
+        batch.answers = [None] * len(step.calls)
+        batch.waiting = len(step.calls)
+        calls: tuple[ReadRequest | TableWrite, ...] = step.calls
+        for i, call in enumerate(calls):
+            ticket = (batch.number, i)
+            if isinstance(call, TableWrite):
+                self._held.append((ticket, call, _Footprint(call)))
+            else:
+                self._handed.append((ticket, call))
+
+    def _release(self) -> None:
+        """Hand out the held writes that need not wait for an earlier one."""
+        if not self._held:
+            return
+        ahead = list(self._sent.values())
+        still = []
+        for ticket, write, footprint in self._held:
+            if any(footprint.conflicts(other) for other in ahead):
+                still.append((ticket, write, footprint))
+            else:
+                self._sent[ticket] = footprint
+                self._handed.append((ticket, write))
+            ahead.append(footprint)
+        self._held = still
+
+
+def _size(ev: EncodedEvent) -> int:
+    """About the bytes an event sends: its main row, once per table it goes to."""
+    size = len(ev.key)
+    for m in ev.mutations:
+        size += 16 + len(getattr(m, "qualifier", b"")) + len(getattr(m, "value", b""))
+    return size * (1 + (ev.current_key is not None) + len(ev.alternates))
+
+
+def _batch_steps(plan: WritePlan, batch: range, together: bool,
+                 trusted: set[str]) -> BatchSteps:
+    """The steps of one batch: prior reads, then the main and companion writes."""
+    reads = plan.prior_reads(batch)
+    if reads:
+        answers = yield ReadStep(tuple(reads))
+        plan.absorb(batch, _found(plan, batch, reads, answers))
+    main = plan.main_writes(batch)
+    writes = [*main, *plan.companion_writes(batch)] if together else main
+    if writes:
+        outcomes = yield WriteStep(tuple(writes))
+        for write, outcome in zip(writes, outcomes, strict=True):
+            plan.record(write, outcome)
+        for write, outcome in zip(main, outcomes, strict=False):
+            _learn(trusted, write.table, outcome)
+    if not together:
         # The companions are planned once the main outcomes are recorded:
         # an entity the main table refused gets none.
-        for planned in (plan.main_writes, plan.companion_writes):
-            writes = planned(batch)
-            if writes:
-                outcomes = yield WriteStep(tuple(writes))
-                for write, outcome in zip(writes, outcomes, strict=True):
-                    plan.record(write, outcome)
-    return plan.result()
+        companions = plan.companion_writes(batch)
+        if companions:
+            outcomes = yield WriteStep(tuple(companions))
+            for write, outcome in zip(companions, outcomes, strict=True):
+                plan.record(write, outcome)
+
+
+def _learn(trusted: set[str], table: str, outcomes: Sequence[MutationOutcome]) -> None:
+    """Trust a main table that applied a write; stop trusting one that refused a whole call."""
+    if any(o.status is MutationStatus.APPLIED for o in outcomes):
+        trusted.add(table)
+    elif outcomes and all(o.status is MutationStatus.FAILED for o in outcomes):
+        trusted.discard(table)
 
 
 def _found(plan: WritePlan, batch: range, reads: Sequence[ReadRequest],

@@ -1,9 +1,9 @@
 """The asyncio connection: the sync connection's plans, carried out by an event loop.
 
 An :class:`AsyncConnection` runs the same write plans as
-:class:`~tsmodel.run.connection.Connection` (:func:`~tsmodel.plan.writes.save_steps`:
-prior reads, main writes, companion writes, the fold of outcomes into one
-result per entity) and the same schema plans
+:class:`~tsmodel.run.connection.Connection` (:class:`~tsmodel.plan.writes.SaveSchedule`:
+prior reads, main writes, companion writes, several batches on the way at
+once, the fold of outcomes into one result per entity) and the same schema plans
 (:func:`~tsmodel.plan.schema.plan_steps`, :func:`~tsmodel.plan.schema.apply_steps`);
 it only awaits the backend calls the steps ask for. The independent calls
 of one step (the writes to the current-value and alternate-key tables, the
@@ -39,12 +39,12 @@ from tsmodel.declare.spec import spec_of
 from tsmodel.declare.tables import table_specs
 from tsmodel.plan import schema
 from tsmodel.plan.writes import (
-    ReadStep,
+    DEFAULT_FLOW,
+    SaveSchedule,
     TableWrite,
+    WriteFlow,
     WriteResult,
-    WriteStep,
     prepare_save,
-    save_steps,
 )
 from tsmodel.run.connection import DEFAULT_BATCH_SIZE
 
@@ -64,14 +64,19 @@ class AsyncConnection:
     Args:
         backend: an open :class:`~tsmodel.backends.base.AsyncBackend`.
         batch_size: entities per bulk write call.
+        flow: what a save keeps on the way at once (as for
+            :class:`tsmodel.Connection`).
     """
 
     def __init__(self, backend: AsyncBackend, *,
-                 batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+                 batch_size: int = DEFAULT_BATCH_SIZE, flow: WriteFlow = DEFAULT_FLOW) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self.backend = backend
         self.batch_size = batch_size
+        self.flow = flow
+        #: Main tables that have taken a write here: their companions go with them.
+        self._trusted: set[str] = set()
         #: Latest-value caching is not offered on async connections (yet).
         self.cache = None
 
@@ -164,22 +169,31 @@ class AsyncConnection:
             RetentionError: events are already older than a max age.
             SaveError: with ``raise_on_failure``, when some writes failed.
         """
-        steps = save_steps(prepare_save(entities, accept_expired), self.batch_size)
+        schedule = SaveSchedule(prepare_save(entities, accept_expired), self.batch_size,
+                                self.flow, trusted=self._trusted)
+        out: dict[asyncio.Task[Any], Any] = {}
         try:
-            step = next(steps)
-            while True:
-                step = steps.send(await self._carry_out(step))
-        except StopIteration as done:
-            result: WriteResult = done.value
+            while not schedule.done:
+                for ticket, call in schedule.ready():
+                    out[asyncio.ensure_future(self._call(call))] = ticket
+                finished, _ = await asyncio.wait(out, return_when=asyncio.FIRST_COMPLETED)
+                for task in finished:
+                    schedule.answer(out.pop(task), task.result())
+        finally:
+            if out:  # cancelled: leave no call running behind the save
+                for task in out:
+                    task.cancel()
+                await asyncio.gather(*out, return_exceptions=True)
+        result = schedule.result()
         if raise_on_failure:
             result.raise_for_failures()
         return result
 
-    async def _carry_out(self, step: ReadStep | WriteStep) -> list[Any]:
-        """The answers to one step of a save, its calls made concurrently."""
-        if isinstance(step, WriteStep):
-            return list(await asyncio.gather(*(self.send(w) for w in step.writes)))
-        return list(await asyncio.gather(*(self._read_whole(r) for r in step.requests)))
+    async def _call(self, call: ReadRequest | TableWrite) -> Any:
+        """The answer to one call of a save (see :class:`~tsmodel.plan.writes.SaveSchedule`)."""
+        if isinstance(call, TableWrite):
+            return await self.send(call)
+        return await self._read_whole(call)
 
     async def send(self, write: TableWrite) -> list[MutationOutcome]:
         """Send one table write; one outcome per row (a refused call fails every row)."""
@@ -235,13 +249,15 @@ class AsyncConnection:
 class _Connecting:
     """What :func:`connect_async` returns: awaitable, or an ``async with`` context."""
 
-    def __init__(self, url: str | None, batch_size: int) -> None:
+    def __init__(self, url: str | None, batch_size: int, flow: WriteFlow) -> None:
         self._url = url
         self._batch_size = batch_size
+        self._flow = flow
         self._conn: AsyncConnection | None = None
 
     async def _open(self) -> AsyncConnection:
-        return AsyncConnection(open_backend_async(self._url), batch_size=self._batch_size)
+        return AsyncConnection(open_backend_async(self._url), batch_size=self._batch_size,
+                               flow=self._flow)
 
     def __await__(self) -> Generator[Any, None, AsyncConnection]:
         return self._open().__await__()
@@ -256,7 +272,8 @@ class _Connecting:
 
 
 def connect_async(url: str | None = None, *,
-                  batch_size: int = DEFAULT_BATCH_SIZE) -> _Connecting:
+                  batch_size: int = DEFAULT_BATCH_SIZE,
+                  flow: WriteFlow = DEFAULT_FLOW) -> _Connecting:
     """Open an :class:`AsyncConnection`: ``db = await connect_async(url)``.
 
     Or ``async with connect_async(url) as db:``, which closes it at the end.
@@ -268,8 +285,9 @@ def connect_async(url: str | None = None, *,
             SQLite calls in worker threads; Bigtable URLs use the gRPC
             asyncio channel of google-cloud-bigtable's async data client.
         batch_size: entities per bulk write call.
+        flow: what a save keeps on the way at once (:class:`~tsmodel.plan.writes.WriteFlow`).
 
     Raises:
         ConfigurationError: the URL is not understood (when awaited).
     """
-    return _Connecting(url, batch_size)
+    return _Connecting(url, batch_size, flow)

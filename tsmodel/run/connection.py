@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from operator import methodcaller
 from typing import Any, TypeVar
 
@@ -29,20 +30,20 @@ from tsmodel.declare.spec import spec_of
 from tsmodel.declare.tables import table_specs
 from tsmodel.plan import schema
 from tsmodel.plan.writes import (
+    DEFAULT_FLOW,
     EntityResult,
-    ReadStep,
+    SaveSchedule,
     TableWrite,
+    WriteFlow,
     WritePlan,
     WriteResult,
     WriteStatus,
-    WriteStep,
     prepare_save,
-    save_steps,
 )
 from tsmodel.run.cache import CachingBackend
 
 __all__ = ["Connection", "connect", "get_default_connection", "set_default_connection",
-           "WriteStatus", "EntityResult", "WriteResult"]
+           "WriteStatus", "EntityResult", "WriteResult", "WriteFlow"]
 
 M = TypeVar("M")
 
@@ -56,13 +57,24 @@ class Connection:
     Args:
         backend: an open :class:`~tsmodel.backends.base.Backend`.
         batch_size: entities per bulk write call.
+        flow: how many batches (and bytes) a save keeps on the way at once,
+            and whether companion tables are written with the main table
+            (:class:`~tsmodel.plan.writes.WriteFlow`). A backend whose calls
+            do not overlap (``features.concurrent_calls`` false: the embedded
+            store) gets its calls one after the other, in the same order.
     """
 
-    def __init__(self, backend: Backend, *, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+    def __init__(self, backend: Backend, *, batch_size: int = DEFAULT_BATCH_SIZE,
+                 flow: WriteFlow = DEFAULT_FLOW) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self.backend = backend
         self.batch_size = batch_size
+        self.flow = flow
+        #: Main tables that have taken a write here: their companions go with them.
+        self._trusted: set[str] = set()
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
         #: The read cache of latest-value lookups, when the backend has one.
         self.cache: CachingBackend | None = (
             backend if isinstance(backend, CachingBackend) else None)
@@ -79,6 +91,10 @@ class Connection:
 
     def close(self) -> None:
         """Close the backend. Idempotent."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
         self.backend.close()
 
     def __repr__(self) -> str:
@@ -156,20 +172,43 @@ class Connection:
         return result
 
     def _save_all(self, entities: Iterable[Any], accept_expired: bool) -> WriteResult:
-        steps = save_steps(prepare_save(entities, accept_expired), self.batch_size)
+        schedule = SaveSchedule(prepare_save(entities, accept_expired), self.batch_size,
+                                self.flow, trusted=self._trusted)
+        if not self.features.concurrent_calls:
+            while not schedule.done:
+                for ticket, call in schedule.ready():
+                    schedule.answer(ticket, self._call(call))
+            return schedule.result()
+        pool = self._workers()
+        out: dict[Future[Any], Any] = {}
         try:
-            step = next(steps)
-            while True:
-                step = steps.send(self._carry_out(step))
-        except StopIteration as done:
-            result: WriteResult = done.value
-            return result
+            while not schedule.done:
+                handed = schedule.ready()
+                if len(handed) == 1 and not out:  # nothing to overlap: no thread hop
+                    schedule.answer(handed[0][0], self._call(handed[0][1]))
+                    continue
+                for ticket, call in handed:
+                    out[pool.submit(self._call, call)] = ticket
+                finished, _ = wait(out, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    schedule.answer(out.pop(future), future.result())
+        finally:
+            wait(out)  # an interrupted save leaves no call running behind it
+        return schedule.result()
 
-    def _carry_out(self, step: ReadStep | WriteStep) -> list[Any]:
-        """The answers to one step of a save (see :func:`~tsmodel.plan.writes.save_steps`)."""
-        if isinstance(step, WriteStep):
-            return [self.send(write) for write in step.writes]
-        return [self._read_whole(request) for request in step.requests]
+    def _workers(self) -> ThreadPoolExecutor:
+        """The threads that make a save's calls (made at the first save that needs them)."""
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=4 * self.flow.batches,
+                                                thread_name_prefix="tsmodel-save")
+            return self._pool
+
+    def _call(self, call: ReadRequest | TableWrite) -> Any:
+        """The answer to one call of a save (see :class:`~tsmodel.plan.writes.SaveSchedule`)."""
+        if isinstance(call, TableWrite):
+            return self.send(call)
+        return self._read_whole(call)
 
     def _read_whole(self, request: ReadRequest) -> list[Row] | errors.BackendError:
         try:
@@ -225,7 +264,8 @@ _default_lock = threading.Lock()
 
 
 def connect(url: str | None = None, *, default: bool = True,
-            batch_size: int = DEFAULT_BATCH_SIZE, cache: bool = False,
+            batch_size: int = DEFAULT_BATCH_SIZE, flow: WriteFlow = DEFAULT_FLOW,
+            cache: bool = False,
             cache_size: int = 10_000, cache_ttl: float = 30.0) -> Connection:
     """Open a connection and (by default) make it the default one.
 
@@ -239,6 +279,7 @@ def connect(url: str | None = None, *, default: bool = True,
             emulator. Add ``?app_profile=ID`` to choose an app profile.
         default: make it the connection that ``Model.range`` and friends use.
         batch_size: entities per bulk write call.
+        flow: what a save keeps on the way at once (:class:`~tsmodel.plan.writes.WriteFlow`).
         cache: keep latest-value lookups in memory
             (:class:`tsmodel.run.cache.CachingBackend`): a row this connection
             writes is dropped at once; one written elsewhere shows within
@@ -255,7 +296,7 @@ def connect(url: str | None = None, *, default: bool = True,
     backend = open_backend(url)
     if cache:
         backend = CachingBackend(backend, maxsize=cache_size, ttl=cache_ttl)
-    conn = Connection(backend, batch_size=batch_size)
+    conn = Connection(backend, batch_size=batch_size, flow=flow)
     if default:
         set_default_connection(conn)
     return conn
