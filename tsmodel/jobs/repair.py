@@ -15,6 +15,12 @@ rereads the main table over a time range and:
   not hold, and rewrites that entity's newest event from the main table.
 
 Afterwards the companions hold what a clean run would have written.
+
+The job is one generator, :func:`repair_steps`, that yields the reads and
+writes it needs (:mod:`tsmodel.jobs.steps`); :func:`repair` carries them out
+with blocking calls. The main table is read request by request (one per salt
+value), a chunk of rows at a time: a repair needs every event of the range,
+not their order, so the streams are not merged by time as a query merges them.
 """
 
 from __future__ import annotations
@@ -27,20 +33,25 @@ import attrs
 
 from tsmodel.backends.base import (
     DeleteCells,
+    Features,
     Mutation,
     MutationStatus,
     ReadFilter,
     ReadRequest,
+    Row,
     RowMutation,
     RowSet,
     SetCell,
 )
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.encoding.timestamps import EPOCH, to_micros
+from tsmodel.jobs.steps import First, JobSteps, Read, Rows, Save, Scan, Send, run_job
+from tsmodel.plan.reads import QueryState, ReadPlan, compile_query
 from tsmodel.plan.writes import EncodedEvent, TableWrite, WritePlan, encode_event
 from tsmodel.run.connection import Connection, get_default_connection
+from tsmodel.run.query import QuerySet, _check_guard
 
-__all__ = ["RepairReport", "repair"]
+__all__ = ["RepairReport", "repair", "repair_steps"]
 
 _MS = 1_000
 
@@ -83,10 +94,28 @@ def repair(model: type, start: datetime, end: datetime, *,
     Returns:
         A :class:`RepairReport`; ``failed`` counts every companion write and
         delete whose outcome was not APPLIED.
+
+    Raises:
+        BackendError: a read failed (writes that fail are counted in ``failed``).
     """
     conn = connection or get_default_connection()
+    return run_job(repair_steps(model, start, end, features=conn.features,
+                                batch_size=batch_size, **key_prefix), conn)
+
+
+def repair_steps(model: type, start: datetime, end: datetime, *, features: Features,
+                 batch_size: int = 1000, **key_prefix: Any) -> JobSteps[RepairReport]:
+    """The repair as steps (:mod:`tsmodel.jobs.steps`), for any executor.
+
+    Args:
+        features: the capabilities of the backend the steps will run on.
+        The others: as for :func:`repair`.
+    """
     spec = spec_of(model)
-    main: Any = conn.range(model, start, end, allow_scan=True, **key_prefix)
+    plan = _main_read(spec, model, start, end, features, key_prefix)
+    for guard in plan.guards:
+        found: list[Row] = yield Read(guard)
+        _check_guard(plan, found[0] if found else None)
     #: (table, row key, event time) of every main-table event, in the main table
     #: and in each alternate-key table.
     held: set[tuple[str, bytes, int]] = set()
@@ -94,24 +123,28 @@ def repair(model: type, start: datetime, end: datetime, *,
     newest: dict[bytes, EncodedEvent] = {}
     events = failed = 0
     batch: list[EncodedEvent] = []
-    for entity in main.iterator():
-        event = encode_event(spec, entity)
-        # Where every table must hold it (a corrected promoted value moves it).
-        held.update((row.table, row.key, event.timestamp)
-                    for row in (event.main, *event.alternates))
-        if event.current_key is not None:
-            best = newest.get(event.current_key)
-            if best is None or event.timestamp >= best.timestamp:
-                newest[event.current_key] = event
-            event = event._replace(current_table=None, current_key=None, current_mutations=())
-        batch.append(event)
-        if len(batch) >= batch_size:
-            failed += _replay(conn, batch)
-            events += len(batch)
-            batch = []
-    failed += _replay(conn, batch)
+    for request in plan.requests:
+        scan = Scan(request)
+        while rows := (yield Rows(scan, batch_size)):
+            for entity in _accepted(plan, model, rows):
+                event = encode_event(spec, entity)
+                # Where every table must hold it (a corrected promoted value moves it).
+                held.update((row.table, row.key, event.timestamp)
+                            for row in (event.main, *event.alternates))
+                if event.current_key is not None:
+                    best = newest.get(event.current_key)
+                    if best is None or event.timestamp >= best.timestamp:
+                        newest[event.current_key] = event
+                    event = event._replace(current_table=None, current_key=None,
+                                           current_mutations=())
+                batch.append(event)
+                if len(batch) >= batch_size:
+                    failed += yield from _replay(batch)
+                    events += len(batch)
+                    batch = []
+    failed += yield from _replay(batch)
     events += len(batch)
-    failed += _replay_current(conn, spec, list(newest.values()), batch_size)
+    failed += yield from _replay_current(spec, list(newest.values()), batch_size)
     span = (to_micros(start), to_micros(end))
 
     def in_scope(entity: Any) -> bool:
@@ -119,27 +152,50 @@ def repair(model: type, start: datetime, end: datetime, *,
 
     deleted = 0
     for alt in spec.alternates:
-        doomed, bad = _prune_alternate(conn, spec, alt, model, span, held, in_scope)
+        doomed, bad = yield from _prune_alternate(alt, model, span, held, in_scope, batch_size)
         deleted += doomed
         failed += bad
     fixed = 0
     if spec.current_codec is not None:
-        fixed, bad = _fix_current(conn, spec, model, span, held, in_scope)
+        fixed, bad = yield from _fix_current(spec, model, span, held, in_scope, batch_size)
         failed += bad
     return RepairReport(events, deleted, fixed, failed)
 
 
-def _replay(conn: Connection, batch: list[EncodedEvent]) -> int:
+def _main_read(spec: ModelSpec, model: type, start: datetime, end: datetime,
+               features: Features, key_prefix: dict[str, Any]) -> ReadPlan:
+    """The plan of the read of the range's events."""
+    QuerySet(model).range(start, end, allow_scan=True, **key_prefix)  # its argument checks
+    state = QueryState(mode="range", start_us=to_micros(start), end_us=to_micros(end),
+                       fields=tuple(key_prefix.items()), allow_scan=True)
+    return compile_query(spec, state, features)
+
+
+def _accepted(plan: ReadPlan, model: type, rows: list[Row]) -> Iterable[Any]:
+    """The instances of ``rows`` that the plan's client-side checks accept."""
+    codec = plan.codec
+    assert codec is not None
+    for row in rows:
+        for entity in codec.decode(model, row, plan.only, plan.history):
+            if plan.accept(entity):
+                yield entity
+
+
+def _replay(batch: list[EncodedEvent]) -> JobSteps[int]:
     """Write the batch's companions (the main rows are there); count the failures."""
     if not batch:
         return 0
     plan = WritePlan(batch)
-    conn.execute(plan, plan.companion_writes(range(len(batch))))
+    writes = plan.companion_writes(range(len(batch)))
+    if writes:
+        outcomes = yield Send(tuple(writes))
+        for write, outcome in zip(writes, outcomes, strict=True):
+            plan.record(write, outcome)
     return plan.failures()
 
 
-def _replay_current(conn: Connection, spec: ModelSpec, newest: list[EncodedEvent],
-                    batch_size: int) -> int:
+def _replay_current(spec: ModelSpec, newest: list[EncodedEvent],
+                    batch_size: int) -> JobSteps[int]:
     """Write each row's newest event of the range into the current-value table,
     unless the row holds a newer event (one after the range): an older event
     never replaces it, nor leaves cells beside it. Returns the failures."""
@@ -153,11 +209,12 @@ def _replay_current(conn: Connection, spec: ModelSpec, newest: list[EncodedEvent
                                                              if ev.current_key is not None)),
                               ReadFilter(families=spec.families, cells_per_column=1,
                                          strip_values=True))
-        held = {row.key: max(c.timestamp for c in row.cells) for row in conn.read(request)}
+        rows: list[Row] = yield Read(request)
+        held = {row.key: max(c.timestamp for c in row.cells) for row in rows}
         cell_time = codec.layout.cell_timestamp
         due = [ev._replace(alternates=()) for ev in chunk
                if held.get(ev.current_key, -1) <= cell_time(ev.timestamp)]  # type: ignore[arg-type]
-        failed += _replay(conn, due)
+        failed += yield from _replay(due)
     return failed
 
 
@@ -166,23 +223,25 @@ def _main_identity(spec: ModelSpec, entity: Any) -> tuple[str, bytes, int]:
     return row.table, row.key, row.timestamp
 
 
-def _prune_alternate(conn: Connection, spec: ModelSpec, alt: ModelSpec, model: type,
-                     span: tuple[int, int], held: set[tuple[str, bytes, int]],
-                     in_scope: Callable[[Any], bool]) -> tuple[int, int]:
+def _prune_alternate(alt: ModelSpec, model: type, span: tuple[int, int],
+                     held: set[tuple[str, bytes, int]], in_scope: Callable[[Any], bool],
+                     batch_size: int) -> JobSteps[tuple[int, int]]:
     """Delete the alternate table's events in the span that the main table lacks.
 
     Returns:
         The events deleted, and the deletes that were not APPLIED.
     """
-    request = ReadRequest(alt.table, RowSet(), alt.events_filter(
-        timestamp_start=span[0], timestamp_end=span[1]))
+    scan = Scan(ReadRequest(alt.table, RowSet(), alt.events_filter(
+        timestamp_start=span[0], timestamp_end=span[1])))
     doomed: list[RowMutation] = []
-    for row in conn.read(request):
-        entity: Any
-        for entity in alt.codec.decode(model, row):
-            if in_scope(entity) and (alt.table, row.key, alt.codec.time_of(entity)) not in held:
-                doomed.append(_erase(row.key, alt.codec.encode(entity).mutations))
-    return len(doomed), _apply(conn, alt.table, doomed)
+    while rows := (yield Rows(scan, batch_size)):
+        for row in rows:
+            entity: Any
+            for entity in alt.codec.decode(model, row):
+                if in_scope(entity) and (alt.table, row.key,
+                                         alt.codec.time_of(entity)) not in held:
+                    doomed.append(_erase(row.key, alt.codec.encode(entity).mutations))
+    return len(doomed), (yield from _apply(alt.table, doomed))
 
 
 def _erase(key: bytes, written: Iterable[Mutation]) -> RowMutation:
@@ -192,17 +251,17 @@ def _erase(key: bytes, written: Iterable[Mutation]) -> RowMutation:
     return RowMutation(key, deletes)
 
 
-def _apply(conn: Connection, table: str, rows: list[RowMutation]) -> int:
+def _apply(table: str, rows: list[RowMutation]) -> JobSteps[int]:
     """Send ``rows``; the number whose outcome is not APPLIED."""
     if not rows:
         return 0
-    outcomes = conn.send(TableWrite(table, tuple(rows), (), grouped=True))
+    (outcomes,) = yield Send((TableWrite(table, tuple(rows), (), grouped=True),))
     return sum(1 for o in outcomes if o.status is not MutationStatus.APPLIED)
 
 
-def _fix_current(conn: Connection, spec: ModelSpec, model: type, span: tuple[int, int],
-                 held: set[tuple[str, bytes, int]],
-                 in_scope: Callable[[Any], bool]) -> tuple[int, int]:
+def _fix_current(spec: ModelSpec, model: type, span: tuple[int, int],
+                 held: set[tuple[str, bytes, int]], in_scope: Callable[[Any], bool],
+                 batch_size: int) -> JobSteps[tuple[int, int]]:
     """Replace current-value events in the span that the main table lacks.
 
     Every such event is deleted, newest first, until the row shows one the
@@ -217,25 +276,27 @@ def _fix_current(conn: Connection, spec: ModelSpec, model: type, span: tuple[int
     assert codec is not None
     row_filter = ReadFilter(families=spec.families, cells_per_column=1)
     fixed = failed = 0
-    for row in conn.read(ReadRequest(codec.table, RowSet(), row_filter)):
-        found: list[Any] = codec.decode(model, row)
-        if not found or not in_scope(found[0]) or _held(spec, found[0], span, held):
-            continue
-        entity = found[0]
-        # Delete the event the main table lacks; an older one may show next.
-        while found and not _held(spec, found[0], span, held):
-            newest_ts = max(c.timestamp for c in row.cells)  # the cells of the event read
-            bad = _apply(conn, codec.table, [RowMutation(row.key, tuple(
-                DeleteCells(c.family, c.qualifier, newest_ts, newest_ts + _MS)
-                for c in row.cells if c.timestamp == newest_ts))])
-            failed += bad
-            again = None if bad else next(iter(conn.read(ReadRequest(
-                codec.table, RowSet(keys=(row.key,)), row_filter))), None)
-            if again is None:
-                break
-            row, found = again, codec.decode(model, again)
-        failed += _rewrite_newest(conn, spec, model, entity)
-        fixed += 1
+    scan = Scan(ReadRequest(codec.table, RowSet(), row_filter))
+    while rows := (yield Rows(scan, batch_size)):
+        for row in rows:
+            found: list[Any] = codec.decode(model, row)
+            if not found or not in_scope(found[0]) or _held(spec, found[0], span, held):
+                continue
+            entity = found[0]
+            # Delete the event the main table lacks; an older one may show next.
+            while found and not _held(spec, found[0], span, held):
+                newest_ts = max(c.timestamp for c in row.cells)  # the cells of the event read
+                bad = yield from _apply(codec.table, [RowMutation(row.key, tuple(
+                    DeleteCells(c.family, c.qualifier, newest_ts, newest_ts + _MS)
+                    for c in row.cells if c.timestamp == newest_ts))])
+                failed += bad
+                again: list[Row] = [] if bad else (yield Read(ReadRequest(
+                    codec.table, RowSet(keys=(row.key,)), row_filter)))
+                if not again:
+                    break
+                row, found = again[0], codec.decode(model, again[0])
+            failed += yield from _rewrite_newest(spec, model, entity)
+            fixed += 1
     return fixed, failed
 
 
@@ -246,7 +307,7 @@ def _held(spec: ModelSpec, entity: Any, span: tuple[int, int],
     return not span[0] <= identity[2] < span[1] or identity in held
 
 
-def _rewrite_newest(conn: Connection, spec: ModelSpec, model: type, entity: Any) -> int:
+def _rewrite_newest(spec: ModelSpec, model: type, entity: Any) -> JobSteps[int]:
     """Save the entity's newest main-table event again: it becomes current.
 
     Returns:
@@ -254,10 +315,10 @@ def _rewrite_newest(conn: Connection, spec: ModelSpec, model: type, entity: Any)
     """
     assert spec.current_key is not None
     keys = {name: getattr(entity, name) for name in spec.current_key.fields}
-    everything: Any = conn.range(model, EPOCH, datetime(9999, 12, 31, tzinfo=timezone.utc),
-                                 allow_scan=True, **keys)
-    newest = everything.newest_first().first()
+    everything: QuerySet[Any] = QuerySet(model).range(
+        EPOCH, datetime(9999, 12, 31, tzinfo=timezone.utc), allow_scan=True, **keys)
+    newest = yield First(everything.newest_first())
     if newest is None:
         return 0
-    result = conn.save_all([newest], raise_on_failure=False)
+    result = yield Save((newest,))
     return 0 if result.ok else 1
