@@ -6,13 +6,17 @@ quiet), writes them to the period's table in batches, and records its
 progress after each batch in the ``TSMODEL_JOBS`` table. Running it again
 resumes after the last recorded batch; since every cell carries its event
 time, rewriting a batch gives the same cells, so the job is idempotent.
+
+The job is one generator, :func:`snapshot_steps`, that yields the reads and
+writes it needs (:mod:`tsmodel.jobs.steps`); :func:`build_snapshot` carries
+them out with blocking calls. The progress bar is the one thing a step does
+not carry: it writes to stderr from the job itself.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
@@ -21,6 +25,7 @@ import attrs
 from tsmodel import errors
 from tsmodel.backends.base import (
     GcRule,
+    MutationOutcome,
     ReadFilter,
     ReadRequest,
     Row,
@@ -33,10 +38,11 @@ from tsmodel.backends.base import (
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.declare.tables import table_specs
 from tsmodel.encoding.timestamps import from_micros, to_micros
+from tsmodel.jobs.steps import BackendCall, JobSteps, Read, Rows, Scan, Send, run_job
 from tsmodel.plan.writes import EncodedEvent, WritePlan, WriteStatus
 from tsmodel.run.connection import Connection, get_default_connection
 
-__all__ = ["SnapshotReport", "SnapshotError", "build_snapshot", "JOBS_TABLE"]
+__all__ = ["SnapshotReport", "SnapshotError", "build_snapshot", "snapshot_steps", "JOBS_TABLE"]
 
 #: The table where jobs record their progress.
 JOBS_TABLE = "TSMODEL_JOBS"
@@ -105,21 +111,41 @@ def build_snapshot(
         QueryError: the model declares no snapshot.
         SnapshotError: a batch was not written; running again resumes.
     """
+    steps = snapshot_steps(model, period, batch_size=batch_size, progress=progress,
+                           restart=restart)
+    return run_job(steps, connection or get_default_connection())
+
+
+def snapshot_steps(model: type, period: datetime, *, batch_size: int = 1000,
+                   progress: bool | None = None,
+                   restart: bool = False) -> JobSteps[SnapshotReport]:
+    """The snapshot job as steps (:mod:`tsmodel.jobs.steps`), for any executor.
+
+    Arguments as for :func:`build_snapshot`.
+
+    Raises:
+        QueryError: at once, when the model declares no snapshot.
+    """
     spec = spec_of(model)
     if spec.snapshot is None:
         raise errors.QueryError(f"{spec.name} declares no snapshot (snapshot=ts.snapshot(...))")
-    conn = connection or get_default_connection()
-    start, end = spec.snapshot.bounds(to_micros(period))
+    return _build(spec, model, to_micros(period), batch_size, progress, restart)
+
+
+def _build(spec: ModelSpec, model: type, period_us: int, batch_size: int,
+           progress: bool | None, restart: bool) -> JobSteps[SnapshotReport]:
+    assert spec.snapshot is not None
+    start, end = spec.snapshot.bounds(period_us)
     target = spec.snapshot.spec_for(start)
-    job = _Job(conn, f"snapshot#{target.table}".encode())
-    job.prepare(target, restart)
+    job = _Job(f"snapshot#{target.table}".encode())
+    yield from job.prepare(target, restart)
     began = time.monotonic()
     if job.done:
         return _report(target, start, end, 0, 0, 0, None, True, began)
     resumed = job.last_key
-    rows, events, batches = _copy(conn, spec, target, job, (start, end), model, batch_size,
-                                  _progress_bar(progress, target.table))
-    job.finish()
+    rows, events, batches = yield from _copy(spec, target, job, (start, end), model,
+                                             batch_size, _progress_bar(progress, target.table))
+    yield from job.finish()
     return _report(target, start, end, rows, events, batches, resumed, False, began)
 
 
@@ -130,43 +156,45 @@ def _report(target: ModelSpec, start: int, end: int, rows: int, events: int, bat
                           batches, resumed, complete, time.monotonic() - began)
 
 
-def _copy(conn: Connection, spec: ModelSpec, target: ModelSpec, job: _Job,
-          span: tuple[int, int], model: type, batch_size: int,
-          bar: Any) -> tuple[int, int, int]:
+def _copy(spec: ModelSpec, target: ModelSpec, job: _Job, span: tuple[int, int], model: type,
+          batch_size: int, bar: Any) -> JobSteps[tuple[int, int, int]]:
     rows = events = batches = 0
     pending: list[EncodedEvent] = []
     last_key = b""
-    for row in _scan(conn, spec, span, job.last_key):
-        rows += 1
-        event: Any
-        for event in spec.codec.decode(model, row):
-            pending.append(EncodedEvent.of(event, target.codec.encode(event)))
-        last_key = row.key
-        if len(pending) >= batch_size:
-            events += _write(conn, target.table, pending, job, last_key, bar)
-            batches += 1
-            pending = []
+    scan = Scan(_scan(spec, span, job.last_key))
+    while chunk := (yield Rows(scan, batch_size)):
+        for row in chunk:
+            rows += 1
+            event: Any
+            for event in spec.codec.decode(model, row):
+                pending.append(EncodedEvent.of(event, target.codec.encode(event)))
+            last_key = row.key
+            if len(pending) >= batch_size:
+                events += yield from _write(target.table, pending, job, last_key, bar)
+                batches += 1
+                pending = []
     if pending:
-        events += _write(conn, target.table, pending, job, last_key, bar)
+        events += yield from _write(target.table, pending, job, last_key, bar)
         batches += 1
     if bar is not None:
         bar.close()
     return rows, events, batches
 
 
-def _scan(conn: Connection, spec: ModelSpec, span: tuple[int, int],
-          after: bytes | None) -> Iterator[Row]:
-    """The main table's rows with cells in the period, after a resume key."""
+def _scan(spec: ModelSpec, span: tuple[int, int], after: bytes | None) -> ReadRequest:
+    """The read of the main table's rows with cells in the period, after a resume key."""
     rows = RowSet(ranges=(RowRange(after + b"\x00"),)) if after else RowSet()
-    request = ReadRequest(spec.table, rows, spec.events_filter(
+    return ReadRequest(spec.table, rows, spec.events_filter(
         timestamp_start=span[0], timestamp_end=span[1]))
-    return conn.read(request)
 
 
-def _write(conn: Connection, table: str, rows: list[EncodedEvent], job: _Job, last_key: bytes,
-           bar: Any) -> int:
+def _write(table: str, rows: list[EncodedEvent], job: _Job, last_key: bytes,
+           bar: Any) -> JobSteps[int]:
     plan = WritePlan(rows)
-    conn.execute(plan, plan.main_writes(range(len(rows))))
+    writes = plan.main_writes(range(len(rows)))
+    outcomes = yield Send(tuple(writes))
+    for write, outcome in zip(writes, outcomes, strict=True):
+        plan.record(write, outcome)
     bad = [(row.key, r) for row, r in zip(rows, plan.result().results, strict=True)
            if r.status is not WriteStatus.WRITTEN]
     if bad:
@@ -176,7 +204,7 @@ def _write(conn: Connection, table: str, rows: list[EncodedEvent], job: _Job, la
             f"(first: {key!r}: {first.status.value}: {first.error!r}); run the job "
             "again to resume after the last complete batch"
         )
-    job.record(last_key)
+    yield from job.record(last_key)
     if bar is not None:
         bar.update(len(rows))
     return len(rows)
@@ -193,46 +221,48 @@ def _progress_bar(progress: bool | None, table: str) -> Any:
 
 
 class _Job:
-    """The progress record of one job in ``TSMODEL_JOBS``."""
+    """The progress record of one job in ``TSMODEL_JOBS``; its methods are steps."""
 
-    def __init__(self, conn: Connection, key: bytes) -> None:
-        self.conn = conn
+    def __init__(self, key: bytes) -> None:
         self.key = key
         self.last_key: bytes | None = None
         self.done = False
 
-    def prepare(self, target: ModelSpec, restart: bool) -> None:
-        backend = self.conn.backend
-        backend.create_table(TableSpec(JOBS_TABLE, ((_FAMILY, GcRule(max_versions=1)),)))
+    def prepare(self, target: ModelSpec, restart: bool) -> JobSteps[None]:
+        yield BackendCall("create_table",
+                          (TableSpec(JOBS_TABLE, ((_FAMILY, GcRule(max_versions=1)),)),))
         main_families = table_specs(target)[0].families
-        backend.create_table(TableSpec(target.table, main_families))
+        yield BackendCall("create_table", (TableSpec(target.table, main_families),))
         if restart:
-            self._put({b"last_key": b"", b"done": b"0"})
+            yield from self._put({b"last_key": b"", b"done": b"0"})
             return
-        state = self._get()
+        state = yield from self._get()
         self.last_key = state.get(b"last_key") or None
         self.done = state.get(b"done") == b"1"
 
-    def record(self, last_key: bytes) -> None:
-        self._put({b"last_key": last_key, b"done": b"0"})
+    def record(self, last_key: bytes) -> JobSteps[None]:
+        yield from self._put({b"last_key": last_key, b"done": b"0"})
         self.last_key = last_key
 
-    def finish(self) -> None:
-        self._put({b"done": b"1"})
+    def finish(self) -> JobSteps[None]:
+        yield from self._put({b"done": b"1"})
         self.done = True
 
-    def _get(self) -> dict[bytes, bytes]:
+    def _get(self) -> JobSteps[dict[bytes, bytes]]:
         request = ReadRequest(JOBS_TABLE, RowSet(keys=(self.key,)),
                               ReadFilter(cells_per_column=1))
         out: dict[bytes, bytes] = {}
-        for row in self.conn.read(request):
+        rows: list[Row] = yield Read(request)
+        for row in rows:
             for cell in row.cells:
                 out.setdefault(cell.qualifier, cell.value)
         return out
 
-    def _put(self, values: dict[bytes, bytes]) -> None:
+    def _put(self, values: dict[bytes, bytes]) -> JobSteps[None]:
         now = int(time.time() * 1000) * 1000
         cells = tuple(SetCell(_FAMILY, q, now, v) for q, v in values.items())
-        (outcome,) = self.conn.backend.mutate_rows(JOBS_TABLE, [RowMutation(self.key, cells)])
+        outcomes: list[MutationOutcome] = yield BackendCall(
+            "mutate_rows", (JOBS_TABLE, [RowMutation(self.key, cells)]))
+        (outcome,) = outcomes
         if not outcome.ok:
             raise SnapshotError(f"cannot record the job's progress: {outcome.error!r}")
