@@ -51,8 +51,13 @@ from tsmodel.errors import (
     TsModelError,
     ValidationError,
 )
-from tsmodel.jobs.repair import RepairReport, repair
-from tsmodel.jobs.snapshots import SnapshotError, SnapshotReport, build_snapshot
+from tsmodel.jobs.repair import RepairReport, repair, repair_async
+from tsmodel.jobs.snapshots import (
+    SnapshotError,
+    SnapshotReport,
+    build_snapshot,
+    build_snapshot_async,
+)
 from tsmodel.layouts import Layout, cells, columns, offsets, rows
 from tsmodel.plan.rowkeys import current_row_key, decode_row_key, encode_row_key, row_key
 from tsmodel.run.async_connection import AsyncConnection, connect_async
@@ -85,7 +90,8 @@ __all__ = [
     "connect", "Connection", "get_default_connection", "set_default_connection",
     "WriteResult", "EntityResult", "WriteStatus", "WriteFlow", "table_specs",
     # asyncio
-    "connect_async", "AsyncConnection", "AsyncQuerySet", "AsyncBackend",
+    "connect_async", "AsyncConnection", "AsyncQuerySet", "AsyncBackend", "repair_async",
+    "build_snapshot_async",
     # queries
     "QuerySet", "ReadPlan",
     # backends

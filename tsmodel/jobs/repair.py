@@ -18,9 +18,10 @@ Afterwards the companions hold what a clean run would have written.
 
 The job is one generator, :func:`repair_steps`, that yields the reads and
 writes it needs (:mod:`tsmodel.jobs.steps`); :func:`repair` carries them out
-with blocking calls. The main table is read request by request (one per salt
-value), a chunk of rows at a time: a repair needs every event of the range,
-not their order, so the streams are not merged by time as a query merges them.
+with blocking calls, :func:`repair_async` on an event loop. The main table is
+read request by request (one per salt value), a chunk of rows at a time: a
+repair needs every event of the range, not their order, so the streams are
+not merged by time as a query merges them.
 """
 
 from __future__ import annotations
@@ -45,13 +46,14 @@ from tsmodel.backends.base import (
 )
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.encoding.timestamps import EPOCH, to_micros
-from tsmodel.jobs.steps import First, JobSteps, Read, Rows, Save, Scan, Send, run_job
+from tsmodel.jobs.steps import First, JobSteps, Read, Rows, Save, Scan, Send, run_job, run_job_async
 from tsmodel.plan.reads import QueryState, ReadPlan, compile_query
 from tsmodel.plan.writes import EncodedEvent, TableWrite, WritePlan, encode_event
+from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection, get_default_connection
 from tsmodel.run.query import QuerySet, _check_guard
 
-__all__ = ["RepairReport", "repair", "repair_steps"]
+__all__ = ["RepairReport", "repair", "repair_async", "repair_steps"]
 
 _MS = 1_000
 
@@ -101,6 +103,22 @@ def repair(model: type, start: datetime, end: datetime, *,
     conn = connection or get_default_connection()
     return run_job(repair_steps(model, start, end, features=conn.features,
                                 batch_size=batch_size, **key_prefix), conn)
+
+
+async def repair_async(model: type, start: datetime, end: datetime, *,
+                       connection: AsyncConnection, batch_size: int = 1000,
+                       **key_prefix: Any) -> RepairReport:
+    """:func:`repair` on an :class:`~tsmodel.AsyncConnection`:
+    ``await ts.repair_async(Model, start, end, connection=db)``.
+
+    The same job, with the same arguments and report; the current-value and
+    alternate-key writes of a batch go out concurrently.
+
+    Raises:
+        BackendError: a read failed (writes that fail are counted in ``failed``).
+    """
+    return await run_job_async(repair_steps(model, start, end, features=connection.features,
+                                            batch_size=batch_size, **key_prefix), connection)
 
 
 def repair_steps(model: type, start: datetime, end: datetime, *, features: Features,

@@ -9,8 +9,9 @@ time, rewriting a batch gives the same cells, so the job is idempotent.
 
 The job is one generator, :func:`snapshot_steps`, that yields the reads and
 writes it needs (:mod:`tsmodel.jobs.steps`); :func:`build_snapshot` carries
-them out with blocking calls. The progress bar is the one thing a step does
-not carry: it writes to stderr from the job itself.
+them out with blocking calls, :func:`build_snapshot_async` on an event loop.
+The progress bar is the one thing a step does not carry: it writes to
+stderr from the job itself, the same under either executor.
 """
 
 from __future__ import annotations
@@ -38,11 +39,13 @@ from tsmodel.backends.base import (
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.declare.tables import table_specs
 from tsmodel.encoding.timestamps import from_micros, to_micros
-from tsmodel.jobs.steps import BackendCall, JobSteps, Read, Rows, Scan, Send, run_job
+from tsmodel.jobs.steps import BackendCall, JobSteps, Read, Rows, Scan, Send, run_job, run_job_async
 from tsmodel.plan.writes import EncodedEvent, WritePlan, WriteStatus
+from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection, get_default_connection
 
-__all__ = ["SnapshotReport", "SnapshotError", "build_snapshot", "snapshot_steps", "JOBS_TABLE"]
+__all__ = ["SnapshotReport", "SnapshotError", "build_snapshot", "build_snapshot_async",
+           "snapshot_steps", "JOBS_TABLE"]
 
 #: The table where jobs record their progress.
 JOBS_TABLE = "TSMODEL_JOBS"
@@ -114,6 +117,24 @@ def build_snapshot(
     steps = snapshot_steps(model, period, batch_size=batch_size, progress=progress,
                            restart=restart)
     return run_job(steps, connection or get_default_connection())
+
+
+async def build_snapshot_async(
+    model: type, period: datetime, *, connection: AsyncConnection, batch_size: int = 1000,
+    progress: bool | None = None, restart: bool = False,
+) -> SnapshotReport:
+    """:func:`build_snapshot` on an :class:`~tsmodel.AsyncConnection`:
+    ``await ts.build_snapshot_async(Model, period, connection=db)``.
+
+    The same job, with the same arguments, report, progress record and errors.
+
+    Raises:
+        QueryError: the model declares no snapshot.
+        SnapshotError: a batch was not written; running again resumes.
+    """
+    steps = snapshot_steps(model, period, batch_size=batch_size, progress=progress,
+                           restart=restart)
+    return await run_job_async(steps, connection)
 
 
 def snapshot_steps(model: type, period: datetime, *, batch_size: int = 1000,
