@@ -345,3 +345,30 @@ async def test_snapshot_async_of_a_model_without_snapshot(backend: Backend) -> N
     async with asynchronous(backend) as ab:
         with pytest.raises(ts.QueryError, match="no snapshot"):
             await ts.build_snapshot_async(game_model(), DAY, connection=ts.AsyncConnection(ab))
+
+
+async def test_repair_reads_the_main_table_where_an_alternate_serves_the_prefix(
+        backend: Backend) -> None:
+    """``game=`` alone: the alternate key ``game#time#player`` serves a range query
+    better than the main key ``game#player#time``, but a repair must read the main
+    table. Reading the alternate, it took the ghost for a held event and left it."""
+    ghost_day, ghost_kda = 29, 99.0
+    conn = ts.Connection(faulty := FaultyBackend(backend))  # type: ignore[arg-type]
+    async with asynchronous(backend) as ab:
+        db = ts.AsyncConnection(ab)
+        for run in ("sync", "async"):
+            Game = game_model()
+            assert Game.range(MARCH, APRIL, game="LoL").explain().table != Game.__tsmodel__.table
+            conn.create_tables(Game)
+            conn.save_all(games(Game))
+            faulty.fail[Game.__tsmodel__.table] = MutationStatus.UNKNOWN
+            conn.save_all([Game(game="LoL", player="Corrie", time=MARCH + timedelta(ghost_day),
+                                win=True, kda=ghost_kda)], raise_on_failure=False)
+            faulty.fail.clear()
+            if run == "sync":
+                report = ts.repair(Game, MARCH, APRIL, connection=conn, game="LoL")
+            else:
+                report = await ts.repair_async(Game, MARCH, APRIL, connection=db, game="LoL")
+            lol = sum(1 for g, *_ in SCORES if g == "LoL")
+            assert report == ts.RepairReport(lol, 1, 1, 0), run
+            assert conn.latest(Game, game="LoL", player="Corrie").kda == 3.0

@@ -587,3 +587,24 @@ def test_key_value_that_cannot_be_encoded_is_refused_when_built():
                                                                        "hostname", "a#b")
     with pytest.raises(ts.KeyEncodingError, match="wider"):
         Quote.range(T1, T2, exchange="NASDAQX")
+
+
+def test_main_table_keeps_a_range_on_the_main_table():
+    """What a repair compiles: the main table, even where an alternate key serves better."""
+    from tsmodel.plan.reads import QueryState, compile_query
+
+    @ts.model(table="GAME", family="G", alternates=[ts.alternate("GAME_BY_DAY", "game", "time",
+                                                                 "player")])
+    class Game:
+        game: str = ts.key()
+        player: str = ts.key()
+        time: datetime = ts.timestamp(format="%Y%m%d")
+        kda: float = ts.value()
+
+    spec = Game.__tsmodel__
+    state = QueryState(mode="range", start_us=0, end_us=86_400_000_000,
+                       fields=(("game", "LoL"),), allow_scan=True)
+    assert compile_query(spec, state).table == "GAME_BY_DAY"
+    plan = compile_query(spec, state, main_table=True)
+    assert plan.table == "GAME"
+    assert [r.rows.ranges for r in plan.requests] == [(RowRange.prefix(b"LoL#"),)]

@@ -182,11 +182,15 @@ def repair_steps(model: type, start: datetime, end: datetime, *, features: Featu
 
 def _main_read(spec: ModelSpec, model: type, start: datetime, end: datetime,
                features: Features, key_prefix: dict[str, Any]) -> ReadPlan:
-    """The plan of the read of the range's events."""
+    """The plan of the read of the range's events from the main table.
+
+    Never an alternate-key table, even where its key serves the prefix better:
+    the repair must see what the main table holds, not a companion's copy.
+    """
     QuerySet(model).range(start, end, allow_scan=True, **key_prefix)  # its argument checks
     state = QueryState(mode="range", start_us=to_micros(start), end_us=to_micros(end),
                        fields=tuple(key_prefix.items()), allow_scan=True)
-    return compile_query(spec, state, features)
+    return compile_query(spec, state, features, main_table=True)
 
 
 def _accepted(plan: ReadPlan, model: type, rows: list[Row]) -> Iterable[Any]:

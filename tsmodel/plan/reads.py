@@ -176,7 +176,7 @@ def queryable_fields(spec: ModelSpec) -> tuple[str, ...]:
 
 
 def compile_query(spec: ModelSpec, state: QueryState, features: Features | None = None,
-                  now_us: int | None = None) -> ReadPlan:
+                  now_us: int | None = None, *, main_table: bool = False) -> ReadPlan:
     """The read plan of ``state`` on ``spec``'s tables.
 
     Range queries compile on the table whose row key serves them best: a
@@ -191,6 +191,9 @@ def compile_query(spec: ModelSpec, state: QueryState, features: Features | None 
         now_us: the current time (µs; default: the clock), from which a
             model's ``retention`` hides expired cells, whether or not garbage
             collection ran yet.
+        main_table: compile a range query on the main table, even where an
+            alternate-key table's key serves it better: a repair must read
+            what the main table holds.
 
     Raises:
         TypeError: the state has no mode yet (neither range nor current).
@@ -206,7 +209,7 @@ def compile_query(spec: ModelSpec, state: QueryState, features: Features | None 
         assert spec.snapshot is not None
         snapshot = spec.snapshot.spec_for(state.snapshot_us)
         return _Compiler(snapshot, state, reverse_scan, now_us).plan()
-    if state.mode != "range" or not spec.alternates:
+    if state.mode != "range" or not spec.alternates or main_table:
         return _Compiler(spec, state, reverse_scan, now_us).plan()
     return _best_table(spec, state, reverse_scan, now_us)
 
