@@ -26,7 +26,7 @@ not merged by time as a query merges them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -102,7 +102,7 @@ def repair(model: type, start: datetime, end: datetime, *,
     """
     conn = connection or get_default_connection()
     return run_job(repair_steps(model, start, end, features=conn.features,
-                                batch_size=batch_size, **key_prefix), conn)
+                                batch_size=batch_size, key_prefix=key_prefix), conn)
 
 
 async def repair_async(model: type, start: datetime, end: datetime, *,
@@ -118,17 +118,22 @@ async def repair_async(model: type, start: datetime, end: datetime, *,
         BackendError: a read failed (writes that fail are counted in ``failed``).
     """
     return await run_job_async(repair_steps(model, start, end, features=connection.features,
-                                            batch_size=batch_size, **key_prefix), connection)
+                                            batch_size=batch_size, key_prefix=key_prefix),
+                               connection)
 
 
 def repair_steps(model: type, start: datetime, end: datetime, *, features: Features,
-                 batch_size: int = 1000, **key_prefix: Any) -> JobSteps[RepairReport]:
+                 batch_size: int = 1000,
+                 key_prefix: Mapping[str, Any] | None = None) -> JobSteps[RepairReport]:
     """The repair as steps (:mod:`tsmodel.jobs.steps`), for any executor.
 
     Args:
         features: the capabilities of the backend the steps will run on.
+        key_prefix: key field values, as ``**key_prefix`` of :func:`repair`
+            (a mapping here, so that no key field name is taken).
         The others: as for :func:`repair`.
     """
+    key_prefix = dict(key_prefix or {})
     spec = spec_of(model)
     plan = _main_read(spec, model, start, end, features, key_prefix)
     for guard in plan.guards:
