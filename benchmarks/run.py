@@ -156,9 +156,9 @@ def _delayed(args: argparse.Namespace, host_port: str, only: set[str],
     results: list[Result] = []
     writes: dict[float, Result] = {}
     for rtt in args.rtt:
-        with delay_process(host_port, rtt / 2000) as proxied:
-            log(f"{rtt:g} ms RTT: proxy on {proxied} ({rtt / 2:g} ms each way)")
-            suite = BigtableSuite(proxied, args.events, args.runs, args.lookups, log)
+        with delay_process(host_port, rtt / 2000) as proxy:
+            log(f"{rtt:g} ms RTT: proxy on {proxy.host_port} ({rtt / 2:g} ms each way)")
+            suite = BigtableSuite(proxy.host_port, args.events, args.runs, args.lookups, log)
             try:
                 for key, measure in (("a", suite.writes), ("b", suite.reads)):
                     if key not in only:
