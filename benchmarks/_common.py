@@ -47,6 +47,13 @@ class Result:
     notes: list[str] = field(default_factory=list)
     #: Show the ratio as a percentage (a cost ratio) rather than "N.NNx".
     percent: bool = False
+    #: The round-trip time of the delay proxy it ran through, in ms (None: no proxy).
+    rtt: float | None = None
+
+    @property
+    def label(self) -> str:
+        """``key``, with the round-trip time when there is one: ``a@10ms``."""
+        return self.key if self.rtt is None else f"{self.key}@{self.rtt:g}ms"
 
 
 def ratio_result(key: str, what: str, unit: str, ours: list[float], theirs: list[float],
@@ -74,11 +81,54 @@ def fmt(value: float | None, unit: str = "") -> str:
 
 
 def table(results: list[Result], markdown: bool) -> str:
-    header = ["", "measurement", "tsmodel", "baseline", "ratio", "target", "met"]
-    rows = [[r.key, r.what, fmt(r.tsmodel, r.unit), fmt(r.baseline, r.unit),
-             "-" if r.ratio is None else (f"{r.ratio * 100:.2f} %" if r.percent
-                                          else f"{r.ratio:.2f}x"),
-             r.target, {True: "yes", False: "NO", None: "-"}[r.met]] for r in results]
+    """One row per result; or, when some ran through the delay proxy, see :func:`rtt_rows`."""
+    if any(r.rtt is not None for r in results):
+        header, rows = rtt_rows(results)
+    else:
+        header = ["", "measurement", "tsmodel", "baseline", "ratio", "target", "met"]
+        rows = [[r.key, r.what, *_figures(r)[:3], r.target, _figures(r)[3]] for r in results]
+    return _layout(header, rows, markdown)
+
+
+def rtt_rows(results: list[Result]) -> tuple[list[str], list[list[str]]]:
+    """The table's header and rows with one group of columns per round-trip time.
+
+    A row per figure (``key``), in the order of the keys; per round-trip
+    time its tsmodel, baseline, ratio and met columns ("" where it did not
+    run). Figures measured without the proxy go in the 0 ms columns when
+    0 ms is among the round-trip times, in columns of their own otherwise.
+    """
+    rtts = sorted({r.rtt for r in results if r.rtt is not None})
+    unproxied = 0.0 if 0.0 in rtts else None
+    groups: list[float | None] = list(rtts)
+    if unproxied is None and any(r.rtt is None for r in results):
+        groups.insert(0, None)
+    by_key: dict[str, dict[float | None, Result]] = {}
+    for r in results:
+        by_key.setdefault(r.key, {})[unproxied if r.rtt is None else r.rtt] = r
+    header = ["", "measurement", "target"]
+    for group in groups:
+        when = "no proxy" if group is None else f"{group:g} ms"
+        header += [f"{when} tsmodel", f"{when} baseline", f"{when} ratio", f"{when} met"]
+    rows = []
+    for key, cells in sorted(by_key.items()):
+        first = next(iter(cells.values()))
+        row = [key, first.what, first.target]
+        for group in groups:
+            row += _figures(cells[group]) if group in cells else [""] * 4
+        rows.append(row)
+    return header, rows
+
+
+def _figures(r: Result) -> list[str]:
+    """tsmodel, baseline, ratio and met, as printed."""
+    ratio = ("-" if r.ratio is None else
+             f"{r.ratio * 100:.2f} %" if r.percent else f"{r.ratio:.2f}x")
+    return [fmt(r.tsmodel, r.unit), fmt(r.baseline, r.unit), ratio,
+            {True: "yes", False: "NO", None: "-"}[r.met]]
+
+
+def _layout(header: list[str], rows: list[list[str]], markdown: bool) -> str:
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(row) + " |" for row in rows]

@@ -11,10 +11,10 @@ given with ``--emulator``); (d) the embedded store and (e) memory of a
 streaming read need no server. With ``--rtt``, (a) and (b) run once per
 round-trip time given, tsmodel and its baseline both connected to the
 emulator through a loopback proxy that delays each chunk by half of it
-(``_delay.py``). Every figure is the median of ``--runs`` runs
-(at least 3), each run timing tsmodel and its baseline back to back; the
-ratio is the median of the per-run ratios. Nothing here runs in the test
-suite.
+(``_delay.py``), and the table has a group of columns per round-trip time.
+Every figure is the median of ``--runs`` runs (at least 3), each run timing
+tsmodel and its baseline back to back; the ratio is the median of the
+per-run ratios. Nothing here runs in the test suite.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{', '.join(f'{rtt:g}' for rtt in args.rtt)} ms RTT, baselines alike")
     print()
     print(table(results, args.markdown))
-    notes = [f"{r.key}: {note}" for r in results for note in r.notes]
+    notes = [f"{r.label}: {note}" for r in results for note in r.notes]
     if notes:
         print("\n" + "\n".join(notes))
     return 0
@@ -165,8 +165,7 @@ def _delayed(args: argparse.Namespace, host_port: str, only: set[str],
                         continue
                     log(f"({key}) {'writes' if key == 'a' else 'range reads'}, {rtt:g} ms RTT")
                     result = measure()
-                    result.key = f"{key}@{rtt:g}ms"
-                    result.what += f", {rtt:g} ms RTT"
+                    result.rtt = rtt
                     results.append(result)
                     if key == "a":
                         writes[rtt] = result
