@@ -1,13 +1,15 @@
-"""(a) writes, (b) range reads and (c) latest lookups on the Cloud Bigtable emulator.
+"""(a) writes, (b) range reads, (c) latest lookups and (f) single saves on the emulator.
 
 Baselines use google-cloud-bigtable's data client as an application would:
 default settings, ``MutationsBatcher`` for writes, ``read_rows`` into
-``Row`` objects, ``read_row`` for a single row.
+``Row`` objects, ``read_row`` for a single row, ``mutate_row`` per table
+for a single event.
 """
 
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -17,22 +19,28 @@ from _common import Result, median, ratio_result, timed
 
 import tsmodel as ts
 from tsmodel.backends import open_backend
-from tsmodel.backends.base import GcRule, ReadFilter, ReadRequest, TableSpec
+from tsmodel.backends.base import GcRule, ReadFilter, ReadRequest, RowRange, RowSet, TableSpec
 from tsmodel.plan.writes import encode_event
 from tsmodel.run.cache import CachingBackend
 
 BASE_MAIN, BASE_CURRENT = "BASE_METRIC", "BASE_CURRENT_METRIC"
+#: The host of the events (f) saves one at a time: outside every range read.
+SAVE_HOST = "single.save.host"
+#: Saves one event at a time; returns the seconds each save took.
+SaveEach = Callable[[list[Any]], list[float]]
 
 
 class BigtableSuite:
     """Everything measured against one emulator, on one set of events."""
 
     def __init__(self, host_port: str, events: int, runs: int, lookups: int,
-                 log: Callable[[str], None]) -> None:
+                 log: Callable[[str], None], saves: int = 100) -> None:
         self.url = f"bigtable-emulator://{host_port}/bench/bench"
         self.host_port, self.runs, self.lookups, self.log = host_port, runs, lookups, log
         self.model = _data.server_metric_model()
         self.events = _data.generate(events)
+        #: The events (f) saves one at a time.
+        self.singles = _data.generate(saves, host_names=[SAVE_HOST], seed=7)
         self.hosts = sorted({e.hostname for e in self.events})
         self.end = _data.end_time(events)
         self.conn = ts.connect(self.url, default=False)
@@ -204,6 +212,65 @@ class BigtableSuite:
         assert count == len(self.events), count
         return seconds
 
+    # -- (f) save() of one event ------------------------------------------------------
+
+    def single_saves(self, requests: Callable[[], int] | None,
+                     rtt: float | None) -> list[Result]:
+        """``save(event)`` one at a time against ``mutate_row`` on each table in turn."""
+        self.ensure_tables()
+        results = one_at_a_time(("f1", "f2", "f3"), "save()", self._tsmodel_saves,
+                                self._baseline_saves, self.singles, self.runs, requests, rtt,
+                                self.log)
+        results[0].notes.append(self.same_single_cells())
+        return results
+
+    def ensure_tables(self) -> None:
+        """tsmodel's tables and the baseline's, created if missing (their rows kept)."""
+        self.conn.create_tables(self.model)
+        for name in (BASE_MAIN, BASE_CURRENT):
+            if name not in self.conn.backend.list_tables():
+                self.conn.backend.create_table(TableSpec(name, self.families))
+
+    def _tsmodel_saves(self, events: list[Any]) -> list[float]:
+        save, clock, out = self.conn.save, time.perf_counter, []
+        for event in events:
+            start = clock()
+            save(event)
+            out.append(clock() - start)
+        return out
+
+    def _baseline_saves(self, events: list[Any]) -> list[float]:
+        from google.cloud.bigtable.data import SetCell
+
+        clock, out = time.perf_counter, []
+        with self.client.get_table("bench", BASE_MAIN) as main, \
+                self.client.get_table("bench", BASE_CURRENT) as current:
+            for event in events:  # the hand-written program: one call per table, in turn
+                start = clock()
+                for table, rows in ((main, _data.plain_rows([event])),
+                                    (current, _data.plain_current_rows([event]))):
+                    for key, cells in rows:
+                        table.mutate_row(key, [SetCell(family, qualifier, value,
+                                                       timestamp_micros=ts)
+                                               for family, qualifier, ts, value in cells])
+                out.append(clock() - start)
+        return out
+
+    def same_single_cells(self) -> str:
+        """Check that tsmodel and the baseline hold the same cells for SAVE_HOST."""
+        backend = self.conn.backend
+        spec = self.model.__tsmodel__
+        newest = ReadFilter(cells_per_column=1)
+        host = SAVE_HOST.encode()
+        for ours, theirs, rows in (
+                (spec.table, BASE_MAIN, RowSet(ranges=(RowRange.prefix(host + b"#"),))),
+                (spec.current_table, BASE_CURRENT, RowSet(keys=(host,)))):
+            a = [(r.key, r.cells) for r in backend.read_rows(ReadRequest(ours, rows, newest))]
+            b = [(r.key, r.cells) for r in backend.read_rows(ReadRequest(theirs, rows, newest))]
+            assert a and a == b, f"{ours} and {theirs} differ"
+        return (f"the baseline calls mutate_row on {BASE_MAIN}, then on {BASE_CURRENT}, "
+                f"keys and values encoded by hand; both wrote the same cells (checked)")
+
     # -- (c) latest lookups ----------------------------------------------------------------
 
     def lookups_(self) -> list[Result]:
@@ -262,6 +329,56 @@ class BigtableSuite:
                     table.read_row(hosts[i % len(hosts)], row_filter=version)
 
             return timed(run)[0] / n * 1e6
+
+
+def one_at_a_time(keys: tuple[str, str, str], call: str, ours: SaveEach, theirs: SaveEach,
+                  events: list[Any], runs: int, requests: Callable[[], int] | None,
+                  rtt: float | None, log: Callable[[str], None]) -> list[Result]:
+    """Single saves: latency against the baseline, round trips, gRPC calls per save.
+
+    Each side saves one event untimed first (channels up), then per run every
+    event, one at a time, alternating which side goes first; a run's latency
+    is the median of its saves. ``requests`` counts the gRPC calls the delay
+    proxy has seen (None without a proxy); round trips are the latency over
+    ``rtt`` (only when ``rtt`` > 0).
+    """
+    ours(events[:1])
+    theirs(events[:1])
+    latency: dict[str, list[float]] = {"ours": [], "theirs": []}
+    calls: dict[str, list[float]] = {"ours": [], "theirs": []}
+    for run in range(runs):
+        pair = [("ours", ours), ("theirs", theirs)]
+        if run % 2:
+            pair.reverse()
+        for side, save_each in pair:
+            before = requests() if requests else 0
+            latency[side].append(median(save_each(events)) * 1e3)
+            if requests:
+                calls[side].append((requests() - before) / len(events))
+        log(f"  {keys[0]} run {run + 1}: {call} {latency['ours'][-1]:.2f} ms, "
+            f"baseline {latency['theirs'][-1]:.2f} ms per event")
+    first = ratio_result(keys[0], "", "ms", latency["ours"], latency["theirs"], 0.0,
+                         target="(info)", higher_is_better=False)
+    first.what = f"{call} of one event (main + current table), median latency"
+    first.met = None
+    out = [first]
+    if rtt:
+        trips = median([round_trips(ms, rtt) for ms in latency["ours"]])
+        out.append(Result(keys[1], f"{call}: round trips per event (latency / RTT)", "RTT",
+                          trips, median([round_trips(ms, rtt) for ms in latency["theirs"]]),
+                          None, "1 round trip", trips < 1.5, runs))
+    if requests:
+        out.append(Result(keys[2], f"{call}: gRPC calls per event (counted by the proxy)",
+                          "calls", median(calls["ours"]), median(calls["theirs"]), None,
+                          "(info)", None, runs))
+    return out
+
+
+def round_trips(latency_ms: float, rtt_ms: float) -> float:
+    """A latency in round trips of ``rtt_ms``: 10.8 ms at 10 ms RTT is 1.08."""
+    if rtt_ms <= 0:
+        raise ValueError(f"round trips need a round-trip time > 0 ms, not {rtt_ms}")
+    return latency_ms / rtt_ms
 
 
 def _official_client(host_port: str) -> Any:

@@ -48,13 +48,18 @@ def hosts(count: int) -> list[str]:
     return [f"server{i}.aaa.bbb.com" for i in range(1, count + 1)]
 
 
-def generate(events: int, host_count: int = 10, seed: int = 2015) -> list[Any]:
-    """``events`` metrics, spread evenly over ``host_count`` hosts, every 5 seconds."""
+def generate(events: int, host_count: int = 10, seed: int = 2015,
+             host_names: list[str] | None = None) -> list[Any]:
+    """``events`` metrics, spread evenly over ``host_count`` hosts, every 5 seconds.
+
+    ``host_names`` replaces the hosts ``server1.aaa.bbb.com`` and so on.
+    """
     model = server_metric_model()
     rng = random.Random(seed)
-    per_host = -(-events // host_count)
+    names = hosts(host_count) if host_names is None else host_names
+    per_host = -(-events // len(names))
     out: list[Any] = []
-    for host in hosts(host_count):
+    for host in names:
         read = wrtn = 0
         for step in range(per_host):
             if len(out) == events:

@@ -3,18 +3,19 @@
     python benchmarks/run.py            # the full run (a few minutes)
     python benchmarks/run.py --quick    # small data, for a smoke test
     python benchmarks/run.py --markdown # the results table in Markdown
-    python benchmarks/run.py --rtt 0,10 # (a) and (b) through a delay proxy
+    python benchmarks/run.py --rtt 0,10 # (a), (b), (f) through a delay proxy
 
-(a) saving events, (b) range reads into model instances and (c) latest
-lookups run on a Cloud Bigtable emulator that this script starts (or the one
-given with ``--emulator``); (d) the embedded store and (e) memory of a
-streaming read need no server. With ``--rtt``, (a) and (b) run once per
-round-trip time given, tsmodel and its baseline both connected to the
-emulator through a loopback proxy that delays each chunk by half of it
-(``_delay.py``), and the table has a group of columns per round-trip time.
-Every figure is the median of ``--runs`` runs (at least 3), each run timing
-tsmodel and its baseline back to back; the ratio is the median of the
-per-run ratios. Nothing here runs in the test suite.
+(a) saving events, (b) range reads into model instances, (c) latest
+lookups and (f) ``save()`` of one event at a time run on a Cloud Bigtable
+emulator that this script starts (or the one given with ``--emulator``); (d)
+the embedded store and (e) memory of a streaming read need no server. With
+``--rtt``, (a), (b) and (f) run once per round-trip time given, tsmodel and
+its baseline both connected to the emulator through a loopback proxy that
+delays each chunk by half of it and counts the gRPC calls (``_delay.py``),
+and the table has a group of columns per round-trip time. Every figure is
+the median of ``--runs`` runs (at least 3), each run timing tsmodel and its
+baseline back to back; the ratio is the median of the per-run ratios.
+Nothing here runs in the test suite.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ sys.path.insert(0, str(HERE.parent))
 
 from _common import Result, environment, median, table  # noqa: E402
 
+#: Every figure: a writes, b range reads, c latest lookups, d embedded store,
+#: e memory, f save() of one event.
+ALL = "abcdef"
+#: The figures measured on the emulator, and those of them --rtt runs through the proxy.
+ON_EMULATOR, PROXIED = "abcf", "abf"
+
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
@@ -42,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         args.events = args.events or 10_000
         args.stream_rows = args.stream_rows or 100_000
         args.lookups = args.lookups or 200
+        args.saves = args.saves or 30
     args.events = args.events or 50_000
+    args.saves = args.saves or 100
     args.stream_rows = args.stream_rows or 1_000_000
     args.lookups = args.lookups or 1_000
     if args.runs < 3:
@@ -59,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[Result] = []
     emulator_binary = None
     started = time.perf_counter()
-    if only & set("abc"):
+    if only & set(ON_EMULATOR):
         emulator_binary, bigtable_results = _bigtable(args, only, log)
         results += bigtable_results
     if "d" in only:
@@ -73,9 +82,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"command: python benchmarks/run.py {' '.join(argv or sys.argv[1:])}".rstrip())
     print(f"{args.events:,} events of 10 hosts; median of {args.runs} runs; "
           f"{time.perf_counter() - started:.0f} s in all")
-    if args.rtt and only & set("ab"):
-        print(f"(a) and (b) through a loopback delay proxy at "
-              f"{', '.join(f'{rtt:g}' for rtt in args.rtt)} ms RTT, baselines alike")
+    if "f" in only:
+        print(f"(f): {args.saves:,} single saves per side and run")
+    proxied = "".join(k for k in PROXIED if k in only)
+    if args.rtt and proxied:
+        print(f"{', '.join(proxied)} through a loopback delay proxy at "
+              f"{', '.join(f'{rtt:g}' for rtt in args.rtt)} ms RTT, baselines alike"
+              + ("; the rest without it, in the 0 ms columns"
+                 if only - set(PROXIED) and 0 in args.rtt else ""))
     print()
     print(table(results, args.markdown))
     notes = [f"{r.label}: {note}" for r in results for note in r.notes]
@@ -91,12 +105,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--events", type=int, default=0, help="events written and read")
     parser.add_argument("--lookups", type=int, default=0, help="latest() calls per run")
     parser.add_argument("--stream-rows", type=int, default=0, help="rows of the memory test")
-    parser.add_argument("--only", default="abcde", help="which of a, b, c, d, e to run")
+    parser.add_argument("--saves", type=int, default=0,
+                        help="single saves per side and run in (f)")
+    parser.add_argument("--only", default=ALL, help="which of " + ", ".join(ALL) + " to run")
     parser.add_argument("--emulator", metavar="HOST:PORT", help="use this running emulator")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     parser.add_argument("--rtt", metavar="MS", default="",
-                        help="run (a) and (b) through a delay proxy at each of these "
-                             "round-trip times, in ms (e.g. 0,10)")
+                        help="run (a), (b) and (f) through a delay proxy at each "
+                             "of these round-trip times, in ms (e.g. 0,10)")
     return parser
 
 
@@ -109,8 +125,6 @@ def _rtts(text: str) -> list[float]:
 
 
 def _bigtable(args: argparse.Namespace, only: set[str], log) -> tuple[str | None, list[Result]]:  # type: ignore[no-untyped-def]
-    from _bigtable import BigtableSuite
-
     from tsmodel.backends.emulator import Emulator, find_emulator
 
     emulator = None
@@ -124,59 +138,66 @@ def _bigtable(args: argparse.Namespace, only: set[str], log) -> tuple[str | None
     log(f"emulator on {host_port}")
     results: list[Result] = []
     try:
-        if args.rtt and only & set("ab"):  # (a) and (b) through the proxy instead
+        if args.rtt and only & set(PROXIED):  # these through the proxy instead
             results += _delayed(args, host_port, only, log)
-            only = only - set("ab")
+            only = only - set(PROXIED)
         if only:
-            suite = BigtableSuite(host_port, args.events, args.runs, args.lookups, log)
-            try:
-                if "a" in only:
-                    log("(a) writes")
-                    results.append(suite.writes())
-                if "b" in only:
-                    log("(b) range reads")
-                    results.append(suite.reads())
-                if "c" in only:
-                    log("(c) latest lookups")
-                    results += suite.lookups_()
-            finally:
-                suite.close()
+            results += _measure(args, host_port, only, None, None, log)
     finally:
         if emulator is not None:
             emulator.stop()
     return binary, results
 
 
+def _measure(args: argparse.Namespace, host_port: str, only: set[str],
+             requests: Callable[[], int] | None, rtt: float | None,
+             log: Callable[[str], None]) -> list[Result]:
+    """The emulator figures of ``only`` on ``host_port`` (a proxy when ``rtt`` is set)."""
+    from _bigtable import BigtableSuite
+
+    at = "" if rtt is None else f", {rtt:g} ms RTT"
+    results: list[Result] = []
+    suite = BigtableSuite(host_port, args.events, args.runs, args.lookups, log, args.saves)
+    try:
+        if "a" in only:
+            log(f"(a) writes{at}")
+            results.append(suite.writes())
+        if "b" in only:
+            log(f"(b) range reads{at}")
+            results.append(suite.reads())
+        if "c" in only:
+            log(f"(c) latest lookups{at}")
+            results += suite.lookups_()
+        if "f" in only:
+            log(f"(f) save() of one event{at}")
+            results += suite.single_saves(requests, rtt)
+    finally:
+        suite.close()
+    for result in results:
+        result.rtt = rtt
+    return results
+
+
 def _delayed(args: argparse.Namespace, host_port: str, only: set[str],
              log: Callable[[str], None]) -> list[Result]:
-    """(a) and (b) once per round-trip time, through a delay proxy; baselines alike."""
-    from _bigtable import BigtableSuite
+    """The proxied figures once per round-trip time, through a delay proxy; baselines alike."""
     from _delay import delay_process
 
     results: list[Result] = []
-    writes: dict[float, Result] = {}
+    proxied = only & set(PROXIED)
     for rtt in args.rtt:
         with delay_process(host_port, rtt / 2000) as proxy:
             log(f"{rtt:g} ms RTT: proxy on {proxy.host_port} ({rtt / 2:g} ms each way)")
-            suite = BigtableSuite(proxy.host_port, args.events, args.runs, args.lookups, log)
-            try:
-                for key, measure in (("a", suite.writes), ("b", suite.reads)):
-                    if key not in only:
-                        continue
-                    log(f"({key}) {'writes' if key == 'a' else 'range reads'}, {rtt:g} ms RTT")
-                    result = measure()
-                    result.rtt = rtt
-                    results.append(result)
-                    if key == "a":
-                        writes[rtt] = result
-            finally:
-                suite.close()
-    if writes:
-        low = min(writes)
-        for rtt, result in writes.items():
-            if rtt != low:
-                kept = result.tsmodel / writes[low].tsmodel
-                result.notes.insert(0, f"save_all at {rtt:g} ms keeps {kept:.0%} of its "
+            results += _measure(args, proxy.host_port, proxied, proxy.requests, rtt, log)
+    for key, call in (("a", "save_all"),):
+        throughput = {r.rtt: r.tsmodel for r in results if r.key == key}
+        if len(throughput) < 2:
+            continue
+        low = min(throughput)
+        for result in results:
+            if result.key == key and result.rtt != low:
+                kept = result.tsmodel / throughput[low]
+                result.notes.insert(0, f"{call} at {result.rtt:g} ms keeps {kept:.0%} of its "
                                        f"{low:g} ms throughput (target >= 90%)")
     return results
 

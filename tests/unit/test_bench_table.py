@@ -1,5 +1,5 @@
-"""The benchmarks' report (benchmarks/_common.py): the table with a group of
-columns per round-trip time.
+"""The benchmarks' report (benchmarks/_common.py, _bigtable.py): the table with a
+group of columns per round-trip time, and latencies in round trips.
 """
 
 from __future__ import annotations
@@ -7,8 +7,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
+from _bigtable import round_trips  # noqa: E402
 from _common import Result, rtt_rows, table  # noqa: E402
 
 
@@ -78,3 +81,10 @@ def test_a_result_label_names_its_rtt() -> None:
     assert _result("a", 10.0, 1, 1, None).label == "a@10ms"
     assert _result("a", 0.5, 1, 1, None).label == "a@0.5ms"
     assert _result("c1", None, 1, 1, None).label == "c1"
+
+
+def test_round_trips() -> None:
+    assert round_trips(10.8, 10.0) == pytest.approx(1.08)
+    assert round_trips(45.0, 20.0) == pytest.approx(2.25)
+    with pytest.raises(ValueError):
+        round_trips(1.0, 0.0)
