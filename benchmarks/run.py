@@ -3,17 +3,18 @@
     python benchmarks/run.py            # the full run (a few minutes)
     python benchmarks/run.py --quick    # small data, for a smoke test
     python benchmarks/run.py --markdown # the results table in Markdown
-    python benchmarks/run.py --rtt 0,10 # (a), (b), (f) through a delay proxy
+    python benchmarks/run.py --rtt 0,10 # (a), (b), (f), (g) through a delay proxy
 
 (a) saving events, (b) range reads into model instances, (c) latest
-lookups and (f) ``save()`` of one event at a time run on a Cloud Bigtable
-emulator that this script starts (or the one given with ``--emulator``); (d)
-the embedded store and (e) memory of a streaming read need no server. With
-``--rtt``, (a), (b) and (f) run once per round-trip time given, tsmodel and
-its baseline both connected to the emulator through a loopback proxy that
-delays each chunk by half of it and counts the gRPC calls (``_delay.py``),
-and the table has a group of columns per round-trip time. Every figure is
-the median of ``--runs`` runs (at least 3), each run timing tsmodel and its
+lookups, (f) ``save()`` of one event at a time and (g) the asyncio API
+against the official async client run on a Cloud Bigtable emulator that this
+script starts (or the one given with ``--emulator``); (d) the embedded store
+and (e) memory of a streaming read need no server. With ``--rtt``, (a), (b),
+(f) and (g) run once per round-trip time given, tsmodel and its baseline
+both connected to the emulator through a loopback proxy that delays each
+chunk by half of it and counts the gRPC calls (``_delay.py``), and the
+table has a group of columns per round-trip time. Every figure is the
+median of ``--runs`` runs (at least 3), each run timing tsmodel and its
 baseline back to back; the ratio is the median of the per-run ratios.
 Nothing here runs in the test suite.
 """
@@ -37,10 +38,10 @@ sys.path.insert(0, str(HERE.parent))
 from _common import Result, environment, median, table  # noqa: E402
 
 #: Every figure: a writes, b range reads, c latest lookups, d embedded store,
-#: e memory, f save() of one event.
-ALL = "abcdef"
+#: e memory, f save() of one event, g asyncio API.
+ALL = "abcdefg"
 #: The figures measured on the emulator, and those of them --rtt runs through the proxy.
-ON_EMULATOR, PROXIED = "abcf", "abf"
+ON_EMULATOR, PROXIED = "abcfg", "abfg"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"command: python benchmarks/run.py {' '.join(argv or sys.argv[1:])}".rstrip())
     print(f"{args.events:,} events of 10 hosts; median of {args.runs} runs; "
           f"{time.perf_counter() - started:.0f} s in all")
-    if "f" in only:
-        print(f"(f): {args.saves:,} single saves per side and run")
+    if only & set("fg"):
+        print(f"(f) and (g): {args.saves:,} single saves per side and run")
     proxied = "".join(k for k in PROXIED if k in only)
     if args.rtt and proxied:
         print(f"{', '.join(proxied)} through a loopback delay proxy at "
@@ -106,12 +107,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--lookups", type=int, default=0, help="latest() calls per run")
     parser.add_argument("--stream-rows", type=int, default=0, help="rows of the memory test")
     parser.add_argument("--saves", type=int, default=0,
-                        help="single saves per side and run in (f)")
+                        help="single saves per side and run in (f) and (g)")
     parser.add_argument("--only", default=ALL, help="which of " + ", ".join(ALL) + " to run")
     parser.add_argument("--emulator", metavar="HOST:PORT", help="use this running emulator")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     parser.add_argument("--rtt", metavar="MS", default="",
-                        help="run (a), (b) and (f) through a delay proxy at each "
+                        help="run (a), (b), (f) and (g) through a delay proxy at each "
                              "of these round-trip times, in ms (e.g. 0,10)")
     return parser
 
@@ -171,6 +172,15 @@ def _measure(args: argparse.Namespace, host_port: str, only: set[str],
         if "f" in only:
             log(f"(f) save() of one event{at}")
             results += suite.single_saves(requests, rtt)
+        if "g" in only:
+            from _async import AsyncSuite
+
+            log(f"(g) asyncio API vs the official async client{at}")
+            asynchronous = AsyncSuite(suite)
+            try:
+                results += asynchronous.all(requests, rtt)
+            finally:
+                asynchronous.close()
     finally:
         suite.close()
     for result in results:
@@ -189,7 +199,7 @@ def _delayed(args: argparse.Namespace, host_port: str, only: set[str],
         with delay_process(host_port, rtt / 2000) as proxy:
             log(f"{rtt:g} ms RTT: proxy on {proxy.host_port} ({rtt / 2:g} ms each way)")
             results += _measure(args, proxy.host_port, proxied, proxy.requests, rtt, log)
-    for key, call in (("a", "save_all"),):
+    for key, call in (("a", "save_all"), ("g1", "async save_all")):
         throughput = {r.rtt: r.tsmodel for r in results if r.key == key}
         if len(throughput) < 2:
             continue
