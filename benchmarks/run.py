@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.events:,} events of 10 hosts; median of {args.runs} runs; "
           f"{time.perf_counter() - started:.0f} s in all")
     if only & set("fg"):
-        print(f"(f) and (g): {args.saves:,} single saves per side and run")
+        print(f"{' and '.join(f'({k})' for k in 'fg' if k in only)}: "
+              f"{args.saves:,} single saves per side and run")
     proxied = "".join(k for k in PROXIED if k in only)
     if args.rtt and proxied:
         print(f"{', '.join(proxied)} through a loopback delay proxy at "
