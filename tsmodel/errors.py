@@ -51,7 +51,12 @@ class ValidationError(TsModelError, ValueError):
         model: the model class name, or ``None``.
         field: the field name, or ``None``.
         value: the offending value.
+        result: raised by a streamed ``save_all(..., validate_first=False)``,
+            the :class:`~tsmodel.plan.writes.WriteResult` of the entities
+            before the batch that held the bad one (they were sent); else ``None``.
     """
+
+    result: Any = None
 
     def __init__(
         self, message: str, *, model: str | None = None, field: str | None = None,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import random
 import threading
+import tracemalloc
 import uuid
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta, timezone
@@ -126,9 +127,10 @@ def land_in_any_order(backend: Backend, schedule: SaveSchedule, rng: random.Rand
 @settings(max_examples=25, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 40), batch_size=st.integers(1, 6),
-       batches=st.integers(1, 6), trust=st.booleans())
+       batches=st.integers(1, 6), trust=st.booleans(), streamed=st.booleans())
 def test_any_landing_order_stores_what_one_at_a_time_stores(
-        shape: Shape, seed: int, n: int, batch_size: int, batches: int, trust: bool) -> None:
+        shape: Shape, seed: int, n: int, batch_size: int, batches: int, trust: bool,
+        streamed: bool) -> None:
     rng = random.Random(seed)
     backend = EmbeddedBackend()
     try:
@@ -142,8 +144,13 @@ def test_any_landing_order_stores_what_one_at_a_time_stores(
 
         expected = conn.save_all(twins, raise_on_failure=False, accept_expired=True)
         trusted = set(tables_of(piped)[:1]) if trust else set()
-        schedule = SaveSchedule(prepare_save(events, accept_expired=True), batch_size,
-                                WriteFlow(batches=batches), trusted=trusted)
+        if streamed:
+            schedule = SaveSchedule.streaming(iter(events), batch_size,
+                                              WriteFlow(batches=batches), trusted=trusted,
+                                              accept_expired=True)
+        else:
+            schedule = SaveSchedule(prepare_save(events, accept_expired=True), batch_size,
+                                    WriteFlow(batches=batches), trusted=trusted)
         land_in_any_order(backend, schedule, rng)
         got = schedule.result()
 
@@ -212,6 +219,77 @@ def test_a_flow_refuses_bounds_below_one() -> None:
         WriteFlow(bytes=-5)
 
 
+# -- streamed saves ---------------------------------------------------------------------
+
+
+def stream_of(Metric: Any, n: int, bad_at: int | None = None) -> Iterator[Any]:
+    """A generator of events; the one at ``bad_at`` cannot be stored."""
+    note = "n" * 1000
+    for i in range(n):
+        host = "h#bad" if i == bad_at else f"h{i % 5}"
+        yield Metric(host=host, time=T0 + timedelta(seconds=i), v=i, note=note)
+
+
+def test_a_streamed_save_stops_at_the_batch_of_a_bad_entity(backend: Backend) -> None:
+    Metric = metric_model()
+    conn = ts.Connection(backend, batch_size=10)
+    conn.create_tables(Metric)
+    with pytest.raises(ts.KeyEncodingError, match="h#bad") as info:
+        conn.save_all(stream_of(Metric, 100, bad_at=57), validate_first=False)
+    result = info.value.result
+    assert result is not None and result.ok
+    assert [e.v for e in (r.entity for r in result.results)] == list(range(50))
+    stored = sorted(e.v for e in conn.range(Metric, T0, T0 + timedelta(days=1),
+                                            allow_scan=True))
+    assert stored == list(range(50)), "the bad batch and those after it are not sent"
+    # The same input validated first: nothing at all is written.
+    Other = metric_model()
+    conn.create_tables(Other)
+    with pytest.raises(ts.KeyEncodingError) as first:
+        conn.save_all(stream_of(Other, 100, bad_at=57))
+    assert first.value.result is None
+    assert list(conn.range(Other, T0, T0 + timedelta(days=1), allow_scan=True)) == []
+
+
+def test_a_streamed_save_lets_go_of_what_it_has_written() -> None:
+    """Peak memory: the batches in flight, not every event's cells."""
+    backend = EmbeddedBackend()
+    Metric = metric_model()
+    conn = ts.Connection(backend, batch_size=100)
+    conn.create_tables(Metric)
+    peaks = {}
+    for validate_first in (True, False):
+        tracemalloc.start()
+        result = conn.save_all(stream_of(Metric, 4000), validate_first=validate_first)
+        peaks[validate_first] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert result.ok and len(result) == 4000
+    # 4,000 encoded values of 1,000 bytes (4 MB) held at once, or a few batches of them.
+    assert peaks[True] > 4_000_000
+    assert peaks[False] < peaks[True] / 2, peaks
+    backend.close()
+
+
+def test_a_streamed_save_checks_retention_batch_by_batch(backend: Backend) -> None:
+    suffix = uuid.uuid4().hex[:10]
+
+    @ts.model(table=f"PIPE_RET_{suffix}", family="M", retention=timedelta(days=30))
+    class Kept:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        v: int = ts.value("V")
+
+    conn = ts.Connection(backend, batch_size=5)
+    conn.create_tables(Kept)
+    now = datetime.now(UTC).replace(microsecond=0)
+    events = [Kept(host="h", time=now - timedelta(minutes=i), v=i) for i in range(12)]
+    events[8] = Kept(host="h", time=now - timedelta(days=90), v=8)
+    with pytest.raises(ts.RetentionError) as info:
+        conn.save_all(iter(events), validate_first=False)
+    assert len(info.value.result) == 5
+    assert conn.save_all(iter(events), validate_first=False, accept_expired=True).ok
+
+
 # -- companions with the main write -------------------------------------------------------
 
 
@@ -223,6 +301,7 @@ def metric_model() -> Any:
         host: str = ts.key()
         time: datetime = ts.timestamp(unit="ms")
         v: int = ts.value("V")
+        note: str | None = ts.value("N", default=None)
 
     return Metric
 

@@ -16,7 +16,8 @@ into one :class:`EntityResult` per entity.
 from __future__ import annotations
 
 import enum
-from collections.abc import Generator, Iterable, Mapping, Sequence
+import itertools
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
 import attrs
@@ -42,7 +43,7 @@ _MS = 1_000
 
 __all__ = ["EncodedEvent", "encode_event", "TableWrite", "WritePlan", "WriteStatus",
            "EntityResult", "WriteResult", "ReadStep", "WriteStep", "WriteFlow",
-           "SaveSchedule", "prepare_save"]
+           "SaveSchedule", "prepare_save", "schedule_save"]
 
 
 class EncodedEvent(NamedTuple):
@@ -266,6 +267,20 @@ class WritePlan:
         self._groups: dict[int, list[int]] = {}
         #: Entities failed before anything was sent for them (see :meth:`refuse`).
         self._refused: set[int] = set()
+
+    def extend(self, events: Sequence[EncodedEvent]) -> None:
+        """Plan more events after those planned (a streamed save's next batch)."""
+        self.events.extend(events)
+        self._outcomes.extend([] for _ in events)
+
+    def let_go(self, batch: range) -> None:
+        """Drop the cells of a batch whose calls are answered: keep what results need."""
+        events = self.events
+        for i in batch:
+            ev = events[i]
+            events[i] = EncodedEvent(ev.entity, ev.table, ev.key, ev.timestamp, ())
+        for i in batch:
+            self._stale.pop(i, None)
 
     # -- corrections ------------------------------------------------------------------
 
@@ -513,6 +528,22 @@ def prepare_save(entities: Iterable[Any], accept_expired: bool) -> WritePlan:
     return WritePlan(events)
 
 
+def schedule_save(entities: Iterable[Any], batch_size: int, flow: WriteFlow, *,
+                  trusted: set[str], accept_expired: bool,
+                  validate_first: bool) -> SaveSchedule:
+    """The schedule of a ``save_all``, for any executor.
+
+    With ``validate_first`` every entity is encoded before the first call
+    (:func:`prepare_save`), else batch by batch as the save goes
+    (:meth:`SaveSchedule.streaming`).
+    """
+    if validate_first:
+        return SaveSchedule(prepare_save(entities, accept_expired), batch_size, flow,
+                            trusted=trusted)
+    return SaveSchedule.streaming(entities, batch_size, flow, trusted=trusted,
+                                  accept_expired=accept_expired)
+
+
 @attrs.frozen
 class ReadStep:
     """Read each request whole; answer with its rows, or the :class:`BackendError` it raised."""
@@ -586,10 +617,12 @@ Call = tuple[Any, "ReadRequest | TableWrite"]
 class _Batch:
     """One batch of a save on its way: its steps, and the answers awaited."""
 
-    __slots__ = ("number", "steps", "answers", "waiting", "size", "alone")
+    __slots__ = ("number", "rows", "steps", "answers", "waiting", "size", "alone")
 
-    def __init__(self, number: int, steps: BatchSteps, size: int, alone: bool) -> None:
+    def __init__(self, number: int, rows: range, steps: BatchSteps, size: int,
+                 alone: bool) -> None:
         self.number = number
+        self.rows = rows
         self.steps = steps
         self.answers: list[Any] = []
         self.waiting = 0
@@ -708,9 +741,13 @@ class SaveSchedule:
         self.flow = flow
         self.trusted = set() if trusted is None else trusted
         n = len(plan.events)
-        self._batches = iter([range(i, min(i + batch_size, n))
-                              for i in range(0, n, batch_size)])
+        self._batches: Iterator[range] = iter([range(i, min(i + batch_size, n))
+                                               for i in range(0, n, batch_size)])
         self._next: range | None = next(self._batches, None)
+        #: A streamed save: the entities not yet encoded, and what stopped them.
+        self._source: Iterator[Any] | None = None
+        self._accept_expired = False
+        self._error: errors.ValidationError | None = None
         self._out: dict[int, _Batch] = {}
         self._bytes = 0
         self._number = 0
@@ -718,6 +755,48 @@ class SaveSchedule:
         self._sent: dict[Any, _Footprint] = {}
         self._held: list[tuple[Any, TableWrite, _Footprint]] = []
         self._handed: list[Call] = []
+
+    @classmethod
+    def streaming(cls, entities: Iterable[Any], batch_size: int,
+                  flow: WriteFlow = DEFAULT_FLOW, *, trusted: set[str] | None = None,
+                  accept_expired: bool = False) -> SaveSchedule:
+        """A save that validates and encodes each batch as it goes.
+
+        The next batch is encoded while earlier ones are on the way, and a
+        batch's cells are let go once its calls are answered: memory holds
+        the batches in flight and one result per entity, whatever the
+        number of entities. An entity that cannot be stored stops the save
+        at its batch: the batches before it are still answered, then
+        :meth:`result` raises its :class:`~tsmodel.errors.ValidationError`
+        with ``result`` set to theirs.
+        """
+        self = cls(WritePlan(()), batch_size, flow, trusted=trusted)
+        self._source = iter(entities)
+        self._accept_expired = accept_expired
+        self._batches = self._encode_batches(batch_size)
+        self._next = next(self._batches, None)
+        return self
+
+    def _encode_batches(self, batch_size: int) -> Iterator[range]:
+        """Encode the source batch by batch (for :meth:`streaming`)."""
+        assert self._source is not None
+        plan = self.plan
+        while True:
+            chunk = list(itertools.islice(self._source, batch_size))
+            if not chunk:
+                return
+            try:
+                events = encode_all(chunk)
+                if not self._accept_expired:
+                    problems = retention_problems(ev.entity for ev in events)
+                    if problems:
+                        raise errors.RetentionError(retention_message(problems), problems)
+            except errors.ValidationError as exc:
+                self._error = exc
+                return
+            start = len(plan.events)
+            plan.extend(events)
+            yield range(start, start + len(events))
 
     @property
     def done(self) -> bool:
@@ -728,7 +807,7 @@ class SaveSchedule:
         """The calls that may go now: (ticket, call) pairs, each to :meth:`answer`."""
         while self._next is not None and self._may_start(self._next):
             self._start(self._next)
-            self._next = next(self._batches, None)
+            self._next = next(self._batches, None)  # a streamed save encodes it now
         self._release()
         handed, self._handed = self._handed, []
         return handed
@@ -747,6 +826,9 @@ class SaveSchedule:
         """One :class:`EntityResult` per entity, in input order (once :attr:`done`)."""
         if not self.done:
             raise RuntimeError("the save is not done: answer every call first")
+        if self._error is not None:
+            self._error.result = self.plan.result()
+            raise self._error
         return self.plan.result()
 
     def _alone(self, batch: range) -> bool:
@@ -774,7 +856,7 @@ class SaveSchedule:
         events = self.plan.events
         size = sum(_size(events[i]) for i in batch)
         self._number += 1
-        job = _Batch(self._number, _batch_steps(self.plan, batch, self._together(batch),
+        job = _Batch(self._number, batch, _batch_steps(self.plan, batch, self._together(batch),
                                                 self.trusted),
                      size, self._alone(batch))
         self._out[job.number] = job
@@ -787,6 +869,8 @@ class SaveSchedule:
         except StopIteration:
             del self._out[batch.number]
             self._bytes -= batch.size
+            if self._source is not None:
+                self.plan.let_go(batch.rows)
             return
         batch.answers = [None] * len(step.calls)
         batch.waiting = len(step.calls)

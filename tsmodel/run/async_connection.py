@@ -40,11 +40,10 @@ from tsmodel.declare.tables import table_specs
 from tsmodel.plan import schema
 from tsmodel.plan.writes import (
     DEFAULT_FLOW,
-    SaveSchedule,
     TableWrite,
     WriteFlow,
     WriteResult,
-    prepare_save,
+    schedule_save,
 )
 from tsmodel.run.connection import DEFAULT_BATCH_SIZE
 
@@ -154,7 +153,7 @@ class AsyncConnection:
         await self.save_all([entity], accept_expired=accept_expired)
 
     async def save_all(self, entities: Iterable[Any], *, raise_on_failure: bool = True,
-                       accept_expired: bool = False) -> WriteResult:
+                       accept_expired: bool = False, validate_first: bool = True) -> WriteResult:
         """Write many entities in batches; report the outcome entity by entity.
 
         The same plan as :meth:`tsmodel.Connection.save_all`, with the same
@@ -169,8 +168,8 @@ class AsyncConnection:
             RetentionError: events are already older than a max age.
             SaveError: with ``raise_on_failure``, when some writes failed.
         """
-        schedule = SaveSchedule(prepare_save(entities, accept_expired), self.batch_size,
-                                self.flow, trusted=self._trusted)
+        schedule = schedule_save(entities, self.batch_size, self.flow, trusted=self._trusted,
+                                 accept_expired=accept_expired, validate_first=validate_first)
         out: dict[asyncio.Task[Any], Any] = {}
         try:
             while not schedule.done:

@@ -32,13 +32,12 @@ from tsmodel.plan import schema
 from tsmodel.plan.writes import (
     DEFAULT_FLOW,
     EntityResult,
-    SaveSchedule,
     TableWrite,
     WriteFlow,
     WritePlan,
     WriteResult,
     WriteStatus,
-    prepare_save,
+    schedule_save,
 )
 from tsmodel.run.cache import CachingBackend
 
@@ -142,10 +141,11 @@ class Connection:
         self.save_all([entity], accept_expired=accept_expired)
 
     def save_all(self, entities: Iterable[Any], *, raise_on_failure: bool = True,
-                 accept_expired: bool = False) -> WriteResult:
+                 accept_expired: bool = False, validate_first: bool = True) -> WriteResult:
         """Write many entities in batches; report the outcome entity by entity.
 
-        Every entity is validated before anything is written. Each cell carries
+        Every entity is validated before anything is written (unless
+        ``validate_first=False``). Each cell carries
         the event time as its timestamp, so saving the same entities again is
         idempotent: retry the failed and unknown ones.
 
@@ -156,24 +156,33 @@ class Connection:
             accept_expired: save events older than a family's max age
                 (``retention=``) anyway; garbage collection deletes them at
                 once, since their cell timestamps are their event times.
+            validate_first: validate and encode every entity before the
+                first write (the default). ``False`` streams: each batch is
+                encoded while earlier ones are on the way and let go once
+                written, so memory stays bounded for any number of entities
+                (give a generator); a bad entity then stops the save at its
+                batch, after the batches before it were sent.
 
         Returns:
             The :class:`WriteResult`, one :class:`EntityResult` per entity.
 
         Raises:
-            ValidationError: an entity cannot be stored; nothing was written.
+            ValidationError: an entity cannot be stored; nothing was written
+                (streamed: nothing of its batch or after it; ``result`` holds
+                the outcomes of the batches before).
             RetentionError: events are already older than a max age; nothing
-                was written.
+                was written (streamed: as for ValidationError).
             SaveError: with ``raise_on_failure``, when some writes failed.
         """
-        result = self._save_all(entities, accept_expired)
+        result = self._save_all(entities, accept_expired, validate_first)
         if raise_on_failure:
             result.raise_for_failures()
         return result
 
-    def _save_all(self, entities: Iterable[Any], accept_expired: bool) -> WriteResult:
-        schedule = SaveSchedule(prepare_save(entities, accept_expired), self.batch_size,
-                                self.flow, trusted=self._trusted)
+    def _save_all(self, entities: Iterable[Any], accept_expired: bool,
+                  validate_first: bool) -> WriteResult:
+        schedule = schedule_save(entities, self.batch_size, self.flow, trusted=self._trusted,
+                                 accept_expired=accept_expired, validate_first=validate_first)
         if not self.features.concurrent_calls:
             while not schedule.done:
                 for ticket, call in schedule.ready():
