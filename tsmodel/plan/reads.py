@@ -12,14 +12,14 @@ never looked up.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import attrs
 
 from tsmodel import errors
-from tsmodel.backends.base import Features, ReadFilter, ReadRequest, RowRange, RowSet
+from tsmodel.backends.base import Features, ReadFilter, ReadRequest, Row, RowRange, RowSet
 from tsmodel.declare.spec import ModelSpec
 from tsmodel.encoding.buckets import Bucket
 from tsmodel.encoding.keys import (
@@ -32,7 +32,10 @@ from tsmodel.encoding.keys import (
 from tsmodel.encoding.timestamps import ceil_to, to_micros
 from tsmodel.layouts import TableCodec
 
-__all__ = ["ReadPlan", "QueryState", "compile_query", "queryable_fields", "time_span"]
+__all__ = ["ReadPlan", "QueryState", "compile_query", "queryable_fields", "time_span",
+           "LatestManyPlan", "LatestResult", "compile_latest_many", "latest_state"]
+
+M = TypeVar("M")
 
 _MS = 1_000
 #: The most single-label reads a plan makes for bucket labels that do not sort
@@ -353,6 +356,13 @@ class _Compiler:
         assert codec is not None
         return codec
 
+    def exact_key(self) -> bytes:
+        """The one row key the fields given name (every field of a key without a salt)."""
+        key = self.codec.key
+        prefixes, used, _ = self._prefixes(key, self._encode_given(key))
+        assert len(prefixes) == 1 and len(used) == len(key.fields), (prefixes, used)
+        return prefixes[0]
+
     def reaches_time(self) -> bool:
         """Whether the fields given reach the time segment of the row key."""
         key = self.codec.key
@@ -622,3 +632,237 @@ def _only_columns(codec: TableCodec,
         return None
     chosen = [v for v in codec.shape.values if v.name in only or v.name == codec.witness]
     return tuple((v.family, v.qualifier) for v in chosen)
+
+
+# -- the latest values of many entities ---------------------------------------------
+
+#: The most row keys one read of a multi-entity lookup names; more keys go in
+#: further reads (Bigtable takes a row set in one request message).
+MAX_KEYS_PER_READ = 500
+#: The most row-key bytes one read of a multi-entity lookup names.
+MAX_KEY_BYTES_PER_READ = 256 * 1024
+#: The most reads of one multi-entity lookup on the way at once.
+MAX_CONCURRENT_READS = 8
+
+
+def latest_state(spec: ModelSpec, fields: tuple[tuple[str, Any], ...]) -> QueryState:
+    """What :meth:`~tsmodel.QuerySet.latest` reads of one entity without a current table:
+    its whole time span, newest first, one event."""
+    lo, hi = time_span(spec)
+    return QueryState(mode="range", start_us=lo, end_us=hi, fields=fields,
+                      newest_first=True, limit=1)
+
+
+@attrs.frozen
+class LatestResult(Generic[M]):
+    """What :meth:`~tsmodel.QuerySet.latest_many` found.
+
+    Attributes:
+        fields: the key fields, in the order of the key tuples.
+        found: the newest event of each entity that has one, keyed by the
+            tuple of its key field values (in ``fields`` order), in the
+            order the keys were given.
+        missing: the keys (as ``{field: value}`` dicts) of the entities
+            without an event, in the order given.
+    """
+
+    fields: tuple[str, ...]
+    found: dict[tuple[Any, ...], M]
+    missing: list[dict[str, Any]]
+
+    def get(self, **key_fields: Any) -> M | None:
+        """The newest event of the entity named by ``key_fields``, or ``None``."""
+        return self.found.get(tuple(key_fields.get(name) for name in self.fields))
+
+
+@attrs.frozen
+class LatestManyPlan:
+    """How :meth:`~tsmodel.QuerySet.latest_many` reads the newest event of many entities.
+
+    With a current-value table: ``requests`` read the entities' current rows
+    by key, up to :data:`MAX_KEYS_PER_READ` keys per request. Without one:
+    ``entities`` holds one :class:`ReadPlan` per entity, the plan
+    :meth:`~tsmodel.QuerySet.latest` runs (the newest row of its range).
+    Executors run the reads (at most ``concurrency`` at once) and hand the
+    answers to :meth:`result`.
+
+    Attributes:
+        model: the model name.
+        table: the table read.
+        current: whether the plan reads current rows by key (``requests``),
+            else each entity's plan (``entities``).
+        fields: the key fields of each key, in order.
+        keys: the distinct keys asked for, as value tuples, in the order given.
+        requests: the reads of current rows (current-value table).
+        row_keys: the current row of each key (current-value table).
+        entities: the read plan of each key (no current-value table).
+        concurrency: the most reads on the way at once.
+        codec: the codec that decodes current rows.
+    """
+
+    model: str
+    table: str
+    current: bool
+    fields: tuple[str, ...]
+    keys: tuple[tuple[Any, ...], ...]
+    requests: tuple[ReadRequest, ...] = ()
+    row_keys: tuple[bytes, ...] = ()
+    entities: tuple[ReadPlan, ...] = ()
+    concurrency: int = MAX_CONCURRENT_READS
+    codec: TableCodec | None = attrs.field(default=None, eq=False, repr=False)
+
+    @property
+    def round_trips(self) -> int:
+        """The backend reads the plan makes."""
+        return len(self.requests) + sum(len(p.requests) + len(p.guards) for p in self.entities)
+
+    def __str__(self) -> str:
+        n = len(self.keys)
+        head = f"{self.model}: latest of {n} entit{'y' if n == 1 else 'ies'}"
+        if not self.current:
+            lines = [f"{head}, read table {self.table!r}",
+                     "  why: no current-value table: the newest row of each entity, "
+                     f"{self.concurrency} reads at once"]
+            for key, plan in zip(self.keys, self.entities, strict=True):
+                lines.append(f"  {key!r}: {plan.reason}")
+                lines.extend("  " + line for req in plan.requests
+                             for line in _describe_request(req))
+            return "\n".join(lines)
+        lines = [f"{head}, read table {self.table!r}",
+                 f"  why: current rows by key, {MAX_KEYS_PER_READ} keys per read at most, "
+                 f"{self.concurrency} reads at once"]
+        for req in self.requests:
+            lines.append(f"  {len(req.rows.keys)} row keys "
+                         f"[{req.rows.keys[0]!r} .. {req.rows.keys[-1]!r}]")
+            lines.extend(_describe_request(attrs.evolve(req, rows=RowSet()))[1:])
+        return "\n".join(lines)
+
+    def result(self, model: type[M], *, rows: Sequence[Iterable[Row]] = (),
+               newest: Sequence[M | None] = ()) -> LatestResult[M]:
+        """The answer, from the rows of each of ``requests`` (current-value table) or
+        the newest instance each of ``entities`` found (``None``: no event)."""
+        events: list[M | None] = [None] * len(self.keys)
+        if not self.current:
+            events = list(newest)
+        else:
+            codec = self.codec
+            assert codec is not None
+            index: dict[bytes, list[int]] = {}
+            for i, row_key in enumerate(self.row_keys):
+                index.setdefault(row_key, []).append(i)
+            for found in rows:
+                for row in found:
+                    decoded = codec.decode(model, row, None, False)
+                    for i in index.get(row.key, ()) if decoded else ():
+                        events[i] = decoded[0]
+        result: LatestResult[M] = LatestResult(self.fields, {}, [])
+        for key, event in zip(self.keys, events, strict=True):
+            if event is None:
+                result.missing.append(dict(zip(self.fields, key, strict=True)))
+            else:
+                result.found[key] = event
+        return result
+
+
+def compile_latest_many(spec: ModelSpec, keys: Iterable[Any], features: Features | None = None,
+                        now_us: int | None = None, *,
+                        keys_per_read: int = MAX_KEYS_PER_READ) -> LatestManyPlan:
+    """The plan of the newest event of each entity named in ``keys``.
+
+    Every key is checked and encoded before the plan is made, so a bad one
+    stops the lookup before any read. A key named twice is read once.
+
+    Args:
+        spec: the model's spec.
+        keys: ``{field: value}`` mappings naming every key field of the
+            entity (of the current-value table's key when there is one), or
+            tuples of the values in key field order.
+        features: the backend's capabilities.
+        now_us: the current time (µs; default: the clock).
+        keys_per_read: the most row keys one read names.
+
+    Raises:
+        QueryError: a key is not a mapping or tuple, names an unknown field,
+            or lacks a key field.
+        ValidationError: a value does not fit its key field (KeyTypeError:
+            the wrong type).
+    """
+    if keys_per_read < 1:
+        raise ValueError(f"keys_per_read must be at least 1, got {keys_per_read}")
+    if now_us is None:
+        now_us = time.time_ns() // 1_000
+    reverse_scan = features is not None and features.reverse_scan
+    layout = spec.current_key if spec.current_key is not None else None
+    fields = layout.fields if layout is not None else spec.key_fields
+    distinct = list(dict.fromkeys(_key_values(spec, fields, item) for item in keys))
+    if spec.current_key is None:
+        return LatestManyPlan(spec.name, spec.table, False, fields, tuple(distinct),
+                              entities=tuple(
+            compile_query(spec, latest_state(spec, tuple(zip(fields, key, strict=True))),
+                          features, now_us) for key in distinct))
+    row_keys: list[bytes] = []
+    row_filter: ReadFilter | None = None
+    for key in distinct:
+        compiler = _Compiler(spec, QueryState(mode="current",
+                                              fields=tuple(zip(fields, key, strict=True))),
+                             reverse_scan, now_us)
+        row_keys.append(compiler.exact_key())
+        row_filter = row_filter or compiler._filter()
+    codec = spec.current_codec
+    assert codec is not None and spec.current_table is not None
+    requests = tuple(ReadRequest(codec.table, RowSet(keys=chunk), row_filter or ReadFilter())
+                     for chunk in _chunks(sorted(set(row_keys)), keys_per_read))
+    return LatestManyPlan(spec.name, codec.table, True, fields, tuple(distinct), requests=requests,
+                          row_keys=tuple(row_keys), codec=codec)
+
+
+def _key_values(spec: ModelSpec, fields: tuple[str, ...], item: Any) -> tuple[Any, ...]:
+    """One key of a multi-entity lookup as a tuple in ``fields`` order, checked."""
+    where = f"{spec.name}.latest_many()"
+    order = ", ".join(fields) or "no key fields"
+    if isinstance(item, Mapping):
+        unknown = [name for name in item if name not in fields]
+        if unknown:
+            raise errors.QueryError(
+                f"{where}: {unknown[0]!r} is not a key field (key fields: {order}); "
+                f"in key {dict(item)!r}")
+        missing = [name for name in fields if name not in item]
+        if missing:
+            raise errors.QueryError(f"{where}: key {dict(item)!r} lacks the key field(s) "
+                                    f"{', '.join(missing)} (every key names {order})")
+        values = tuple(item[name] for name in fields)
+    elif isinstance(item, tuple):
+        if len(item) != len(fields):
+            raise errors.QueryError(f"{where}: key {item!r} has {len(item)} value(s); a key "
+                                    f"tuple holds {len(fields)}: {order}")
+        values = item
+    else:
+        raise errors.QueryError(f"{where}: each key is a mapping of key fields or a tuple "
+                                f"of their values in order ({order}); got {item!r}")
+    layout = spec.current_key if spec.current_key is not None else spec.key
+    for name, value in zip(fields, values, strict=True):
+        try:
+            hash(value)
+        except TypeError:
+            seg = next(s for s in layout.segments if s.field == name)
+            try:
+                seg.encode(value)  # its own refusal names the type it wants
+            except SegmentValueError as exc:
+                raise errors.key_error(exc, model=spec.name, field=name, value=value) from None
+            raise errors.KeyTypeError(f"{value!r} is not hashable", model=spec.name,
+                                      field=name, value=value) from None
+    return values
+
+
+def _chunks(row_keys: list[bytes], per_read: int) -> Iterator[tuple[bytes, ...]]:
+    """``row_keys`` in runs of at most ``per_read`` keys and :data:`MAX_KEY_BYTES_PER_READ`."""
+    chunk: list[bytes] = []
+    size = 0
+    for key in row_keys:
+        if chunk and (len(chunk) >= per_read or size + len(key) > MAX_KEY_BYTES_PER_READ):
+            yield tuple(chunk)
+            chunk, size = [], 0
+        chunk.append(key)
+        size += len(key)
+    if chunk:
+        yield tuple(chunk)
