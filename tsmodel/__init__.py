@@ -59,6 +59,7 @@ from tsmodel.jobs.snapshots import (
     build_snapshot_async,
 )
 from tsmodel.layouts import Layout, cells, columns, offsets, rows
+from tsmodel.plan.reads import LatestManyPlan, LatestResult
 from tsmodel.plan.rowkeys import current_row_key, decode_row_key, encode_row_key, row_key
 from tsmodel.run.async_connection import AsyncConnection, connect_async
 from tsmodel.run.connection import (
@@ -93,7 +94,7 @@ __all__ = [
     "connect_async", "AsyncConnection", "AsyncQuerySet", "AsyncBackend", "repair_async",
     "build_snapshot_async",
     # queries
-    "QuerySet", "ReadPlan",
+    "QuerySet", "ReadPlan", "LatestResult", "LatestManyPlan",
     # backends
     "Backend", "Reachable", "Features", "GcRule", "TableSpec",
     # errors

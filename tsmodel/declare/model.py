@@ -76,14 +76,15 @@ T = TypeVar("T", bound=type)
 
 #: Bigtable's limit on the size of a row key.
 MAX_ROW_KEY_BYTES = 4096
-_RESERVED = frozenset({"range", "latest", "current", "snapshot", "using", "DoesNotExist"})
+_RESERVED = frozenset({"range", "latest", "latest_many", "current", "snapshot", "using",
+                       "DoesNotExist"})
 
 
-#: The class whose query class methods (range, latest, current, snapshot, using)
+#: The class whose query class methods (range, latest, latest_many, current, snapshot, using)
 #: ``@model`` gives every model: :class:`tsmodel.Model`, registered by the
 #: query layer (:mod:`tsmodel.run.query`) when it is imported.
 _query_methods: type | None = None
-QUERY_METHODS = ("range", "latest", "current", "snapshot", "using")
+QUERY_METHODS = ("range", "latest", "latest_many", "current", "snapshot", "using")
 
 
 def provide_query_methods(source: type) -> None:

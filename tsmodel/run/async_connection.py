@@ -239,6 +239,16 @@ class AsyncConnection:
         found: M = await self._queries(model).latest(**key_fields)
         return found
 
+    async def latest_many(self, model: type[M], keys: Iterable[Any]) -> Any:
+        """The newest event of each of many entities (a :class:`~tsmodel.LatestResult`;
+        see :meth:`tsmodel.QuerySet.latest_many`).
+
+        Raises:
+            QueryError: a key names an unknown field or lacks one; nothing was read.
+            ValidationError: a value does not fit its key field; nothing was read.
+        """
+        return await self._queries(model).latest_many(keys)
+
     def _queries(self, model: type) -> Any:
         """``model.using(self)``, called by name: this layer does not import the queries."""
         spec_of(model)  # a clear TypeError for a class that is not a model

@@ -256,6 +256,10 @@ class Connection:
         found: M = self._queries(model).latest(**key_fields)
         return found
 
+    def latest_many(self, model: type[M], keys: Iterable[Any]) -> Any:
+        """``model.latest_many(keys)`` on this connection (a :class:`~tsmodel.LatestResult`)."""
+        return self._queries(model).latest_many(keys)
+
     def _queries(self, model: type) -> Any:
         """``model.using(self)``: the model's QuerySet on this connection.
 

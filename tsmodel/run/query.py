@@ -13,7 +13,7 @@ import asyncio
 import collections
 import heapq
 import itertools
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar, overload
 
@@ -25,9 +25,18 @@ from tsmodel.backends.base import Features, ReadRequest, Row
 from tsmodel.declare.model import provide_query_methods
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.encoding.timestamps import to_micros
-from tsmodel.plan.reads import QueryState, ReadPlan, compile_query, queryable_fields, time_span
+from tsmodel.plan.reads import (
+    LatestResult,
+    QueryState,
+    ReadPlan,
+    compile_latest_many,
+    compile_query,
+    latest_state,
+    queryable_fields,
+)
 from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection, get_default_connection
+from tsmodel.run.latest import arun_latest_many, run_latest_many
 
 __all__ = ["QuerySet", "AsyncQuerySet", "ReadPlan", "Model"]
 
@@ -276,10 +285,37 @@ class QuerySet(Generic[M]):
             self._check_complete(key_fields, spec.current_key.fields)
             return base.current(**key_fields)
         self._check_complete(key_fields, spec.key_fields)
-        lo, hi = time_span(spec)
-        return base._chosen(mode="range", start_us=lo, end_us=hi,
-                            fields=tuple(key_fields.items()), allow_scan=False,
-                            snapshot_us=None).newest_first()
+        # The plan latest_many() makes of each entity: the same state.
+        state = latest_state(spec, tuple(key_fields.items()))
+        return base._chosen(**attrs.asdict(state, recurse=False))
+
+    def latest_many(self, keys: Iterable[Mapping[str, Any] | tuple[Any, ...]],
+                    ) -> LatestResult[M]:
+        """The newest event of each of many entities, in as few reads as the model allows.
+
+        With a current-value table: one read of up to 500 current rows by key
+        (more keys: more reads, side by side). Without one: the newest row of
+        each entity, as :meth:`latest` reads it, up to 8 reads at once.
+
+        Args:
+            keys: each entity's key: ``{"hostname": "h1"}`` (every key field,
+                of the current-value table's key when there is one), or a
+                tuple of the values in key field order (``("h1",)``). A key
+                given twice is read once.
+
+        Returns:
+            A :class:`~tsmodel.LatestResult`: ``found`` maps each key tuple
+            to its entity's newest event, ``missing`` lists the keys of the
+            entities without one; ``get(**key_fields)`` looks one up.
+
+        Raises:
+            QueryError: a key names an unknown field or lacks one; nothing was read.
+            ValidationError: a value does not fit its key field; nothing was read.
+        """
+        conn = self._conn()
+        plan = compile_latest_many(self._spec, keys, conn.features)
+        return run_latest_many(plan, conn, self.model,
+                               lambda entity: _first_of(entity, conn, self.model))
 
     def _found(self, found: M | None, key_fields: dict[str, Any]) -> M:
         if found is None:
@@ -350,6 +386,16 @@ async def _arun(plan: ReadPlan, conn: AsyncConnection, model: type[M]) -> Iterat
         _check_guard(plan, row)
     rows = await asyncio.gather(*(conn.read_all(req) for req in plan.requests))
     return _instances(plan, rows, model)
+
+
+def _first_of(plan: ReadPlan, conn: Connection, model: type[M]) -> M | None:
+    """The first instance a plan selects (of a ``limit=1`` plan: its only one)."""
+    return next(iter(_run(plan, conn, model)), None)
+
+
+async def _afirst_of(plan: ReadPlan, conn: AsyncConnection, model: type[M]) -> M | None:
+    """:func:`_first_of` on an event loop."""
+    return next(await _arun(plan, conn, model), None)
 
 
 def _check_guard(plan: ReadPlan, found: Row | None) -> None:
@@ -483,6 +529,19 @@ class AsyncQuerySet(QuerySet[M]):
         """
         return self._found(await self._latest_query(key_fields).first(), key_fields)
 
+    async def latest_many(self,  # type: ignore[override]
+                          keys: Iterable[Mapping[str, Any] | tuple[Any, ...]],
+                          ) -> LatestResult[M]:
+        """The newest event of each of many entities; see :meth:`QuerySet.latest_many`.
+
+        The reads go out as tasks, at most 8 at once.
+        """
+        conn = self._connection
+        assert isinstance(conn, AsyncConnection)
+        plan = compile_latest_many(self._spec, keys, conn.features)
+        return await arun_latest_many(plan, conn, self.model,
+                                      lambda entity: _afirst_of(entity, conn, self.model))
+
 
 def _bound(model: type[M], connection: Connection | AsyncConnection | None,
            state: QueryState | None = None) -> QuerySet[M]:
@@ -531,6 +590,12 @@ class Model:
     def latest(cls, **key_fields: Any) -> Self:
         """The newest event of one entity; see :meth:`tsmodel.QuerySet.latest`."""
         return QuerySet(cls).latest(**key_fields)
+
+    @classmethod
+    def latest_many(cls, keys: Iterable[Mapping[str, Any] | tuple[Any, ...]],
+                    ) -> LatestResult[Self]:
+        """The newest event of each of many entities; see :meth:`tsmodel.QuerySet.latest_many`."""
+        return QuerySet(cls).latest_many(keys)
 
     @classmethod
     def snapshot(cls, period: datetime, **key_prefix: Any) -> QuerySet[Self]:
