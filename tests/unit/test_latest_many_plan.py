@@ -47,7 +47,22 @@ def test_current_rows_are_the_rows_saves_write_chunked_sorted_and_once() -> None
                                                for i in (0, 2, 4)]
     assert plan.round_trips == 3
     assert all(r.filter.cells_per_column == 1 and r.limit is None for r in plan.requests)
-    assert "5 entities" in str(plan) and "2 row keys" in str(plan)
+    assert "5 entities" in str(plan) and "2 keys per read" in str(plan)
+    assert "2 row keys" in str(plan)
+
+
+def test_result_get_takes_exactly_the_key_fields() -> None:
+    Sensor = sensor(current=True)
+    plan = compile_latest_many(Sensor.__tsmodel__, [("a", "s1"), ("a", "s2")])
+    event = Sensor(site="a", sensor="s1", time=T0, reading=1)
+    result = plan.result(Sensor, rows=[])
+    assert result.missing == [{"site": "a", "sensor": "s1"}, {"site": "a", "sensor": "s2"}]
+    result.found[("a", "s1")] = event
+    assert result.get(sensor="s1", site="a") is event
+    assert result.get(site="a", sensor="s2") is None
+    for bad in ({"site": "a"}, {"site": "a", "sensor": "s1", "x": 1}):
+        with pytest.raises(ts.QueryError, match="site, sensor"):
+            result.get(**bad)
 
 
 @pytest.mark.parametrize("reverse", [False, True])

@@ -671,8 +671,16 @@ class LatestResult(Generic[M]):
     missing: list[dict[str, Any]]
 
     def get(self, **key_fields: Any) -> M | None:
-        """The newest event of the entity named by ``key_fields``, or ``None``."""
-        return self.found.get(tuple(key_fields.get(name) for name in self.fields))
+        """The newest event of the entity named by ``key_fields``, or ``None``.
+
+        Raises:
+            QueryError: ``key_fields`` are not exactly the key fields.
+        """
+        if set(key_fields) != set(self.fields):
+            raise errors.QueryError(f"LatestResult.get() takes the key fields "
+                                    f"{', '.join(self.fields) or '(none)'}; got "
+                                    f"{', '.join(key_fields) or 'none'}")
+        return self.found.get(tuple(key_fields[name] for name in self.fields))
 
 
 @attrs.frozen
@@ -697,6 +705,7 @@ class LatestManyPlan:
         row_keys: the current row of each key (current-value table).
         entities: the read plan of each key (no current-value table).
         concurrency: the most reads on the way at once.
+        keys_per_read: the most row keys one of ``requests`` names.
         codec: the codec that decodes current rows.
     """
 
@@ -709,6 +718,7 @@ class LatestManyPlan:
     row_keys: tuple[bytes, ...] = ()
     entities: tuple[ReadPlan, ...] = ()
     concurrency: int = MAX_CONCURRENT_READS
+    keys_per_read: int = MAX_KEYS_PER_READ
     codec: TableCodec | None = attrs.field(default=None, eq=False, repr=False)
 
     @property
@@ -729,7 +739,7 @@ class LatestManyPlan:
                              for line in _describe_request(req))
             return "\n".join(lines)
         lines = [f"{head}, read table {self.table!r}",
-                 f"  why: current rows by key, {MAX_KEYS_PER_READ} keys per read at most, "
+                 f"  why: current rows by key, {self.keys_per_read} keys per read at most, "
                  f"{self.concurrency} reads at once"]
         for req in self.requests:
             lines.append(f"  {len(req.rows.keys)} row keys "
@@ -813,7 +823,7 @@ def compile_latest_many(spec: ModelSpec, keys: Iterable[Any], features: Features
     requests = tuple(ReadRequest(codec.table, RowSet(keys=chunk), row_filter or ReadFilter())
                      for chunk in _chunks(sorted(set(row_keys)), keys_per_read))
     return LatestManyPlan(spec.name, codec.table, True, fields, tuple(distinct), requests=requests,
-                          row_keys=tuple(row_keys), codec=codec)
+                          row_keys=tuple(row_keys), keys_per_read=keys_per_read, codec=codec)
 
 
 def _key_values(spec: ModelSpec, fields: tuple[str, ...], item: Any) -> tuple[Any, ...]:
