@@ -388,16 +388,6 @@ async def _arun(plan: ReadPlan, conn: AsyncConnection, model: type[M]) -> Iterat
     return _instances(plan, rows, model)
 
 
-def _first_of(plan: ReadPlan, conn: Connection, model: type[M]) -> M | None:
-    """The first instance a plan selects (of a ``limit=1`` plan: its only one)."""
-    return next(iter(_run(plan, conn, model)), None)
-
-
-async def _afirst_of(plan: ReadPlan, conn: AsyncConnection, model: type[M]) -> M | None:
-    """:func:`_first_of` on an event loop."""
-    return next(await _arun(plan, conn, model), None)
-
-
 def _check_guard(plan: ReadPlan, found: Row | None) -> None:
     if found is not None:
         raise errors.KeyDecodingError(
@@ -541,6 +531,17 @@ class AsyncQuerySet(QuerySet[M]):
         plan = compile_latest_many(self._spec, keys, conn.features)
         return await arun_latest_many(plan, conn, self.model,
                                       lambda entity: _afirst_of(entity, conn, self.model))
+
+
+def _first_of(plan: ReadPlan, conn: Connection, model: type[M]) -> M | None:
+    """The first instance a plan selects (of a ``limit=1`` plan: its only one),
+    for :meth:`QuerySet.latest_many`."""
+    return next(iter(_run(plan, conn, model)), None)
+
+
+async def _afirst_of(plan: ReadPlan, conn: AsyncConnection, model: type[M]) -> M | None:
+    """:func:`_first_of` on an event loop."""
+    return next(await _arun(plan, conn, model), None)
 
 
 def _bound(model: type[M], connection: Connection | AsyncConnection | None,
