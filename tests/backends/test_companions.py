@@ -18,6 +18,7 @@ import pytest
 import tsmodel as ts
 from tsmodel.backends.base import (
     Backend,
+    DeleteCells,
     MutationOutcome,
     MutationStatus,
     ReadRequest,
@@ -26,6 +27,7 @@ from tsmodel.backends.base import (
     TableSpec,
 )
 from tsmodel.encoding.timestamps import to_micros
+from tsmodel.plan.writes import encode_event
 
 UTC = timezone.utc
 MARCH = datetime(2015, 3, 1, tzinfo=UTC)
@@ -245,6 +247,46 @@ def test_repair_deletes_every_newer_current_event_the_main_table_lacks(
     assert (newest.time, newest.kda) == (MARCH + timedelta(days=27), 3.0)
     again = ts.repair(Game, MARCH, MARCH + timedelta(days=31), connection=conn)
     assert again.alternate_events_deleted == 0 and again.current_rows_fixed == 0
+
+
+def test_repair_of_a_current_row_whose_older_versions_gc_collected_in_part(
+    conn: ts.Connection, backend: Backend,
+) -> None:
+    """A ghost in the current row, an older event written after it, then GC.
+
+    The ghost (a main write that did not happen) clears the optional note's
+    older versions; the older event arrives after it and writes its cells
+    under the ghost's; ``max_versions=1`` GC then collects the older event's
+    cells of every column the ghost also set, and keeps its note. Once the
+    ghost's cells are deleted, the row holds a note alone: no event. The
+    repair must not stop there (it raised ``CellDecodingError``), and must
+    leave the entity's newest event current.
+    """
+    suffix = uuid.uuid4().hex[:10]
+
+    @ts.model(table=f"GHOST_{suffix}", family="F", current=f"GHOST_CUR_{suffix}")
+    class Metric:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        cpu: float = ts.value("CPU")
+        note: str | None = ts.value("NOTE", default=None)
+
+    spec = ts.spec_of(Metric)
+    conn.create_tables(Metric)
+    ghost = Metric(host="h", time=MARCH + timedelta(hours=2), cpu=9.0, note=None)
+    row = encode_event(spec, ghost).current_row_mutation()
+    assert row is not None
+    backend.mutate_rows(spec.current_table, [row])
+    older = Metric(host="h", time=MARCH + timedelta(hours=1), cpu=1.0, note="x")
+    conn.save(older)
+    # What max_versions=1 GC collects: the older CPU cell (the ghost's is newer).
+    t1 = to_micros(older.time)
+    backend.mutate_rows(spec.current_table, [RowMutation(row.key, (
+        DeleteCells("F", b"CPU", t1, t1 + 1000),))])
+    report = ts.repair(Metric, MARCH, MARCH + timedelta(days=1), connection=conn)
+    assert report.ok and report.current_rows_fixed == 1
+    assert conn.latest(Metric, host="h") == older
+    assert list(conn.current(Metric, allow_scan=True)) == [older]
 
 
 def meter_model() -> Any:

@@ -32,8 +32,10 @@ from typing import Any
 
 import attrs
 
+from tsmodel import errors
 from tsmodel.backends.base import (
     DeleteCells,
+    DeleteRow,
     Features,
     Mutation,
     MutationStatus,
@@ -321,7 +323,15 @@ def _fix_current(spec: ModelSpec, model: type, span: tuple[int, int],
                     codec.table, RowSet(keys=(row.key,)), row_filter)))
                 if not again:
                     break
-                row, found = again[0], codec.decode(model, again[0])
+                row = again[0]
+                try:
+                    found = codec.decode(model, row)
+                except errors.CellDecodingError:
+                    # What is left is no event: older cells of which GC
+                    # (max_versions) took some columns, kept under the deleted
+                    # one. The entity's newest event is written anew below.
+                    failed += yield from _apply(codec.table, [RowMutation(row.key, (DeleteRow(),))])
+                    break
             failed += yield from _rewrite_newest(spec, model, entity)
             fixed += 1
     return fixed, failed
