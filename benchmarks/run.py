@@ -3,14 +3,15 @@
     python benchmarks/run.py            # the full run (a few minutes)
     python benchmarks/run.py --quick    # small data, for a smoke test
     python benchmarks/run.py --markdown # the results table in Markdown
-    python benchmarks/run.py --rtt 0,10 # (a), (b), (f), (g) through a delay proxy
+    python benchmarks/run.py --rtt 0,10 # (a), (b), (f), (g), (h) through a delay proxy
 
 (a) saving events, (b) range reads into model instances, (c) latest
-lookups, (f) ``save()`` of one event at a time and (g) the asyncio API
-against the official async client run on a Cloud Bigtable emulator that this
-script starts (or the one given with ``--emulator``); (d) the embedded store
-and (e) memory of a streaming read need no server. With ``--rtt``, (a), (b),
-(f) and (g) run once per round-trip time given, tsmodel and its baseline
+lookups, (f) ``save()`` of one event at a time, (g) the asyncio API
+against the official async client and (h) a salted range read against an
+unsalted one run on a Cloud Bigtable emulator that this script starts (or
+the one given with ``--emulator``); (d) the embedded store and (e) memory of
+a streaming read need no server. With ``--rtt``, (a), (b), (f), (g) and (h)
+run once per round-trip time given, tsmodel and its baseline
 both connected to the emulator through a loopback proxy that delays each
 chunk by half of it and counts the gRPC calls (``_delay.py``), and the
 table has a group of columns per round-trip time. Every figure is the
@@ -38,10 +39,10 @@ sys.path.insert(0, str(HERE.parent))
 from _common import Result, environment, median, table  # noqa: E402
 
 #: Every figure: a writes, b range reads, c latest lookups, d embedded store,
-#: e memory, f save() of one event, g asyncio API.
-ALL = "abcdefg"
+#: e memory, f save() of one event, g asyncio API, h salted range reads.
+ALL = "abcdefgh"
 #: The figures measured on the emulator, and those of them --rtt runs through the proxy.
-ON_EMULATOR, PROXIED = "abcfg", "abfg"
+ON_EMULATOR, PROXIED = "abcfgh", "abfgh"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,11 +110,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--stream-rows", type=int, default=0, help="rows of the memory test")
     parser.add_argument("--saves", type=int, default=0,
                         help="single saves per side and run in (f) and (g)")
+    parser.add_argument("--salted-rows", type=int, default=1000,
+                        help="rows per range read of (h)")
     parser.add_argument("--only", default=ALL, help="which of " + ", ".join(ALL) + " to run")
     parser.add_argument("--emulator", metavar="HOST:PORT", help="use this running emulator")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     parser.add_argument("--rtt", metavar="MS", default="",
-                        help="run (a), (b), (f) and (g) through a delay proxy at each "
+                        help="run (a), (b), (f), (g) and (h) through a delay proxy at each "
                              "of these round-trip times, in ms (e.g. 0,10)")
     return parser
 
@@ -182,6 +185,16 @@ def _measure(args: argparse.Namespace, host_port: str, only: set[str],
                 results += asynchronous.all(requests, rtt)
             finally:
                 asynchronous.close()
+        if "h" in only:
+            from _salted import SaltedSuite
+
+            log(f"(h) salted range reads{at}")
+            salted = SaltedSuite(f"bigtable-emulator://{host_port}/bench/bench", args.events,
+                                 args.salted_rows, args.runs, log)
+            try:
+                results.append(salted.run())
+            finally:
+                salted.close()
     finally:
         suite.close()
     for result in results:
