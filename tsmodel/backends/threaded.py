@@ -66,18 +66,30 @@ class ThreadedBackend:
         return await asyncio.to_thread(self.backend.mutate_rows, table, entries)
 
     async def read_rows(self, request: ReadRequest) -> AsyncIterator[Row]:
-        """Stream the backend's rows, a batch per thread hop."""
+        """Stream the backend's rows, a batch per thread hop.
+
+        Cancelled (or closed) during a hop, it waits for the hop's thread to
+        finish before closing the backend's iterator: a generator still
+        running in a thread cannot be closed.
+        """
         rows = await asyncio.to_thread(self.backend.read_rows, request)
+        hop: asyncio.Future[list[Row]] | None = None
         size = _FIRST_BATCH
         try:
             while True:
-                batch = await asyncio.to_thread(_take, rows, size)
+                hop = asyncio.ensure_future(asyncio.to_thread(_take, rows, size))
+                batch = await asyncio.shield(hop)
+                hop = None
                 for row in batch:
                     yield row
                 if len(batch) < size:
                     return
                 size = min(2 * size, _LARGEST_BATCH)
         finally:
+            if hop is not None:  # cancelled mid-hop: its thread still runs the generator
+                await asyncio.wait((hop,))
+                if not hop.cancelled():
+                    hop.exception()  # seen: the read was cancelled, its error is moot
             close = getattr(rows, "close", None)
             if close is not None:
                 close()  # ends the backend's generator (its finally blocks) at once
