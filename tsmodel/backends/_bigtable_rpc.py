@@ -256,15 +256,32 @@ class DataRpc(_Rpc):
     def read_rows(self, request: Any, metadata: Sequence[tuple[str, str]]) -> Iterator[Row]:
         """Stream the rows of a ``ReadRowsRequest``, resuming broken streams.
 
+        The request is sent before this returns; its rows are read as the
+        iterator is. Reads started one after the other thus stream side by
+        side, their responses held by gRPC within each stream's flow-control
+        window until they are read. A read never iterated is cancelled when
+        its iterator is collected.
+
         Raises:
             GoogleAPICallError: a non-retryable error, or a retryable one
-                after the deadline (counted from the last progress).
+                after the deadline (counted from the last progress); a
+                request that cannot be sent at all, at once.
             InvalidChunk: the server broke the chunk protocol.
         """
         operation, headers = _ReadOperation(request), (*self.metadata, *metadata)
+        try:
+            call = self._start_read(operation, headers)
+        except grpc.RpcError as rpc_error:  # not sent (it could not be serialized)
+            raise _from_grpc_error(rpc_error) from rpc_error
+        return self._read_rows(operation, headers, call)
+
+    def _start_read(self, operation: _ReadOperation, headers: Sequence[tuple[str, str]]) -> Any:
+        read_rows = self._call(_READ_ROWS, wire.ReadRowsResponse)
+        return read_rows(operation.request, timeout=operation.timeout(), metadata=headers)
+
+    def _read_rows(self, operation: _ReadOperation, headers: Sequence[tuple[str, str]],
+                   call: Any) -> Iterator[Row]:
         while True:
-            read_rows = self._call(_READ_ROWS, wire.ReadRowsResponse)
-            call = read_rows(operation.request, timeout=operation.timeout(), metadata=headers)
             try:
                 yield from merge_rows(call, operation.progress)
                 return
@@ -276,6 +293,7 @@ class DataRpc(_Rpc):
             if delay is None:
                 return
             self.sleep(delay)
+            call = self._start_read(operation, headers)
 
 
 class AsyncDataRpc(_Rpc):

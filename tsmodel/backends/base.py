@@ -364,7 +364,10 @@ class Backend(Protocol):
         """Stream the rows of ``request`` in key order (descending if reversed).
 
         Rows with no cell left after filtering are skipped. The iterator reads
-        lazily: rows are not all held in memory.
+        lazily: rows are not all held in memory. A backend that waits on the
+        network should send the request before returning: a query starts
+        every read it merges, then takes their rows in turn, so that reads
+        started together stream side by side (Cloud Bigtable's do).
 
         Raises:
             TableNotFoundError: the table does not exist.

@@ -312,18 +312,25 @@ class BigtableBackend:
         ordered by family, qualifier, then timestamp newest first. A stream
         that breaks with a transient error is resumed after the last row
         returned, so no row is lost or returned twice and the limit holds.
+        The request is sent before this returns: reads started one after the
+        other stream side by side (see ``Backend.read_rows``).
 
         Raises:
             TableNotFoundError: the table does not exist (when iterated).
             BackendError: the read failed.
         """
         target = self._target(request.table)
-        return self._stream_rows(target, request)
-
-    def _stream_rows(self, target: _Target, request: ReadRequest) -> Iterator[Row]:
         pb, clip = read_steps(self, target, request)
         try:
-            for row in self._rpc.read_rows(pb, target.read_metadata):
+            rows = self._rpc.read_rows(pb, target.read_metadata)  # sent now: see DataRpc
+        except core_exceptions.GoogleAPIError as exc:
+            raise _wrap(exc, f"read table {request.table!r}", table=request.table) from exc
+        return self._stream_rows(rows, clip, request)
+
+    def _stream_rows(self, rows: Iterator[Row], clip: _QualifierClip | None,
+                     request: ReadRequest) -> Iterator[Row]:
+        try:
+            for row in rows:
                 if clip is None:
                     yield row
                 elif (kept := clip.keep(row)) is not None:
