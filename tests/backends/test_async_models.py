@@ -143,7 +143,11 @@ async def test_salted_range_reads_salts_concurrently_and_merges_by_time(
         got = await collect(qs)
         assert got == sorted((e for e in events if e.time < base + timedelta(milliseconds=12)),
                              key=lambda e: e.time)
-        assert counting.most_in_flight == 3, "the three salts are read at once"
+        # Cloud Bigtable: the guard read and the three salts stream at once; on
+        # the embedded store the guard is read first, then the merge pulls the
+        # three open salts' rows in turn (faster there than side by side).
+        side_by_side = ab.features.concurrent_calls
+        assert counting.most_in_flight == (len(plan.guards) + 3 if side_by_side else 3)
         newest = await collect(qs.newest_first().limit(2))
         assert [e.time for e in newest] == [base + timedelta(milliseconds=11),
                                             base + timedelta(milliseconds=10)]

@@ -49,11 +49,12 @@ from tsmodel.backends.base import (
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.encoding.timestamps import EPOCH, to_micros
 from tsmodel.jobs.steps import First, JobSteps, Read, Rows, Save, Scan, Send, run_job, run_job_async
+from tsmodel.plan.merge import check_guard
 from tsmodel.plan.reads import QueryState, ReadPlan, compile_query
 from tsmodel.plan.writes import EncodedEvent, TableWrite, WritePlan, encode_event
 from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection, get_default_connection
-from tsmodel.run.query import QuerySet, _check_guard
+from tsmodel.run.query import QuerySet
 
 __all__ = ["RepairReport", "repair", "repair_async", "repair_steps"]
 
@@ -140,7 +141,7 @@ def repair_steps(model: type, start: datetime, end: datetime, *, features: Featu
     plan = _main_read(spec, model, start, end, features, key_prefix)
     for guard in plan.guards:
         found: list[Row] = yield Read(guard)
-        _check_guard(plan, found[0] if found else None)
+        check_guard(plan, found)
     #: (table, row key, event time) of every main-table event, in the main table
     #: and in each alternate-key table.
     held: set[tuple[str, bytes, int]] = set()

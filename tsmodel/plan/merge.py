@@ -30,7 +30,7 @@ from tsmodel.backends.base import ReadRequest, Row
 from tsmodel.declare.spec import spec_of
 from tsmodel.plan.reads import ReadPlan
 
-__all__ = ["ReadMerge", "READ_AHEAD"]
+__all__ = ["ReadMerge", "READ_AHEAD", "check_guard"]
 
 M = TypeVar("M")
 
@@ -151,12 +151,7 @@ class ReadMerge(Generic[M]):
     # -- the fold ---------------------------------------------------------------------
 
     def _check_guard(self, rows: Sequence[Row] | None) -> None:
-        if rows:
-            plan = self.plan
-            raise errors.KeyDecodingError(
-                f"{plan.model}: table {plan.table!r} has row {rows[0].key!r} under a salt "
-                "value the model does not have: rows of another program's salts would be "
-                "missed; the answer is refused rather than given in part")
+        check_guard(self.plan, rows or ())
         self._checked += 1
 
     def _decode(self, request: ReadRequest, rows: Sequence[Row]) -> list[M]:
@@ -228,6 +223,19 @@ class ReadMerge(Generic[M]):
             self._remaining -= len(out)
         self.done = self.done or finished
         return out
+
+
+def check_guard(plan: ReadPlan, found: Sequence[Row]) -> None:
+    """Refuse the answer when a guard read of ``plan`` found a row.
+
+    Raises:
+        KeyDecodingError: naming the model, the table and the row key.
+    """
+    if found:
+        raise errors.KeyDecodingError(
+            f"{plan.model}: table {plan.table!r} has row {found[0].key!r} under a salt value "
+            "the model does not have: rows of another program's salts would be missed; "
+            "the answer is refused rather than given in part")
 
 
 def _before(events: list[Any], bound: Any, key: Callable[[Any], Any], descending: bool) -> int:

@@ -2,18 +2,15 @@
 
 Every refinement returns a new QuerySet; only iteration (and ``count()``,
 ``first()``, ``latest()``, ``bool()``) reads. The query compiles to a
-:class:`~tsmodel.plan.reads.ReadPlan` (:mod:`tsmodel.plan.reads`); this module
-only runs plans: it streams each request, decodes rows with the plan's codec,
-merges, checks, reverses and limits as the plan says.
+:class:`~tsmodel.plan.reads.ReadPlan` (:mod:`tsmodel.plan.reads`), which
+:mod:`tsmodel.run.fanout` runs: it streams the plan's requests (side by side
+where the backend gains from it) into the one merge of
+:mod:`tsmodel.plan.merge`, which decodes, merges, checks, reverses and limits.
 """
 
 from __future__ import annotations
 
-import asyncio
-import collections
-import heapq
-import itertools
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar, overload
 
@@ -21,7 +18,7 @@ import attrs
 from typing_extensions import Self
 
 from tsmodel import errors
-from tsmodel.backends.base import Features, ReadRequest, Row
+from tsmodel.backends.base import Features
 from tsmodel.declare.model import provide_query_methods
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.encoding.timestamps import to_micros
@@ -36,6 +33,7 @@ from tsmodel.plan.reads import (
 )
 from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection, get_default_connection
+from tsmodel.run.fanout import astream, stream
 from tsmodel.run.latest import arun_latest_many, run_latest_many
 
 __all__ = ["QuerySet", "AsyncQuerySet", "ReadPlan", "Model"]
@@ -241,9 +239,17 @@ class QuerySet(Generic[M]):
         return self.exists()
 
     def iterator(self) -> Iterator[M]:
-        """Stream the matching instances; nothing is cached."""
+        """Stream the matching instances; nothing is cached.
+
+        Several requests (one per salt value or key range) are read at once
+        and merged in order; stopping early (``break``, dropping the
+        iterator) cancels the reads still streaming.
+        """
+        return self._stream()
+
+    def _stream(self) -> Generator[M, None, None]:
         conn = self._conn()
-        return _run(compile_query(self._spec, self._state, conn.features), conn, self.model)
+        return stream(compile_query(self._spec, self._state, conn.features), conn, self.model)
 
     def count(self) -> int:
         """How many events match (reads and decodes them; nothing is cached)."""
@@ -255,7 +261,7 @@ class QuerySet(Generic[M]):
 
     def first(self) -> M | None:
         """The first matching instance, or ``None``."""
-        return next(iter(self[:1]), None)
+        return _first(self[:1]._stream())
 
     def latest(self, **key_fields: Any) -> M:
         """The newest event of one entity.
@@ -367,100 +373,11 @@ class QuerySet(Generic[M]):
             )
 
 
-def _run(plan: ReadPlan, conn: Connection, model: type[M]) -> Iterator[M]:
-    """Stream the instances a plan selects, as the plan says."""
-    for guard in plan.guards:
-        _check_guard(plan, next(iter(conn.read(guard)), None))
-    return _instances(plan, [_lazy(conn, req) for req in plan.requests], model)
-
-
-async def _arun(plan: ReadPlan, conn: AsyncConnection, model: type[M]) -> Iterator[M]:
-    """:func:`_run` on an event loop: every read of the plan at once, then the same fold.
-
-    The guards, then the plan's requests (one per salt, or per key range),
-    are read concurrently; each request's rows are held until all are in,
-    then decoded, merged, checked and limited exactly as :func:`_run` does.
-    """
-    found = await asyncio.gather(*(_first_row(conn, guard) for guard in plan.guards))
-    for row in found:
-        _check_guard(plan, row)
-    rows = await asyncio.gather(*(conn.read_all(req) for req in plan.requests))
-    return _instances(plan, rows, model)
-
-
-def _check_guard(plan: ReadPlan, found: Row | None) -> None:
-    if found is not None:
-        raise errors.KeyDecodingError(
-            f"{plan.model}: table {plan.table!r} has row {found.key!r} under a salt value "
-            "the model does not have: rows of another program's salts would be missed; "
-            "the answer is refused rather than given in part")
-
-
-async def _first_row(conn: AsyncConnection, request: ReadRequest) -> Row | None:
-    stream = conn.read(request)
-    try:
-        async for row in stream:
-            return row
-        return None
-    finally:
-        aclose = getattr(stream, "aclose", None)  # async generators: end the read now
-        if aclose is not None:
-            await aclose()
-
-
-def _lazy(conn: Connection, request: ReadRequest) -> Iterator[Row]:
-    """The rows of ``request``, read when first asked for (chained reads start in turn)."""
-    yield from conn.read(request)
-
-
-def _instances(plan: ReadPlan, rows: Sequence[Iterable[Row]], model: type[M]) -> Iterator[M]:
-    """The instances of each request's rows, merged, checked, ordered and limited."""
-    streams = [_events(plan, req, found, model) for req, found in zip(plan.requests, rows,
-                                                                       strict=True)]
-    merged = _merge(streams, plan.merge, plan.descending, model)
-    kept: Iterator[M] = merged
-    if plan.client_filters:  # without any, accept() says yes to all: skip the call per item
-        kept = (item for item in merged if plan.accept(item))
-    if plan.reverse_after:
-        kept = _reverse_bounded(kept, plan.limit)
-    return itertools.islice(kept, plan.limit) if plan.limit is not None else kept
-
-
-def _events(plan: ReadPlan, req: ReadRequest, rows: Iterable[Row],
-            model: type[M]) -> Iterator[M]:
-    """The events of one read, in the read's order (bucket rows reversed too)."""
-    codec = plan.codec
-    assert codec is not None
-    for row in rows:
-        events = codec.decode(model, row, plan.only, plan.history)
-        yield from (reversed(events) if req.reverse else events)
-
-
-def _merge(streams: Sequence[Iterator[M]], how: str, descending: bool,
-           model: type[M]) -> Iterator[M]:
-    name = spec_of(model).timestamp_field
-    if how == "sort":  # bucket rows read out of time order (labels that do not sort)
-        return iter(sorted(itertools.chain.from_iterable(streams),
-                           key=lambda e: getattr(e, name), reverse=descending))
-    if len(streams) == 1:
-        return streams[0]
-    if how == "time":
-        return heapq.merge(*streams, key=lambda e: getattr(e, name), reverse=descending)
-    return itertools.chain.from_iterable(streams)
-
-
 def _copy(instance: M) -> M:
     """A shallow copy of a model instance (3x faster than ``copy.copy`` on attrs slots)."""
     cls = type(instance)
     fields = cls.__attrs_attrs__  # type: ignore[attr-defined]
     return cls(**{a.alias: getattr(instance, a.name) for a in fields})
-
-
-def _reverse_bounded(items: Iterator[M], limit: int | None) -> Iterator[M]:
-    """Reverse a stream, holding at most ``limit`` items when a limit is set."""
-    buffer: collections.deque[M] = collections.deque(items, maxlen=limit or None)
-    while buffer:
-        yield buffer.pop()
 
 
 class AsyncQuerySet(QuerySet[M]):
@@ -470,24 +387,24 @@ class AsyncQuerySet(QuerySet[M]):
     QuerySet (same methods, each returning a new one) and runs with
     ``async for event in qs``, ``await qs.count()``, ``await qs.first()``,
     ``await qs.exists()`` and ``await qs.latest(**key_fields)``. Reads of
-    several salts or key ranges go out concurrently and are merged in order
-    as the sync QuerySet merges them; the rows of one query are held in
-    memory until all its reads are in (bound them with :meth:`limit`).
+    several salts or key ranges stream side by side (on Cloud Bigtable) and
+    are merged in order by the sync QuerySet's merge; instances come out as
+    soon as they are certain.
     """
 
     def __aiter__(self) -> AsyncIterator[M]:
         return self.aiterator()
 
-    async def aiterator(self) -> AsyncIterator[M]:
-        """The matching instances, with ``async for``; nothing is cached."""
-        for item in await self._instances():
-            yield item
+    def aiterator(self) -> AsyncGenerator[M, None]:
+        """The matching instances, with ``async for``; nothing is cached.
 
-    async def _instances(self) -> Iterator[M]:
+        Stopping early cancels the reads still streaming: at once with
+        ``aclose()`` (``contextlib.aclosing``), else when the iterator is
+        collected.
+        """
         conn = self._connection
         assert isinstance(conn, AsyncConnection)
-        return await _arun(compile_query(self._spec, self._state, conn.features), conn,
-                           self.model)
+        return astream(compile_query(self._spec, self._state, conn.features), conn, self.model)
 
     def __iter__(self) -> Iterator[M]:
         raise TypeError(f"{self!r} runs on an AsyncConnection: iterate it with `async for`")
@@ -500,7 +417,10 @@ class AsyncQuerySet(QuerySet[M]):
 
     async def count(self) -> int:  # type: ignore[override]
         """How many events match (reads and decodes them)."""
-        return sum(1 for _ in await self._instances())
+        n = 0
+        async for _ in self.aiterator():
+            n += 1
+        return n
 
     async def exists(self) -> bool:  # type: ignore[override]
         """Whether any event matches (reads at most one)."""
@@ -508,7 +428,7 @@ class AsyncQuerySet(QuerySet[M]):
 
     async def first(self) -> M | None:  # type: ignore[override]
         """The first matching instance, or ``None``."""
-        return next(await self[:1]._instances(), None)
+        return await _afirst(self[:1].aiterator())
 
     async def latest(self, **key_fields: Any) -> M:  # type: ignore[override]
         """The newest event of one entity; see :meth:`QuerySet.latest`.
@@ -536,12 +456,30 @@ class AsyncQuerySet(QuerySet[M]):
 def _first_of(plan: ReadPlan, conn: Connection, model: type[M]) -> M | None:
     """The first instance a plan selects (of a ``limit=1`` plan: its only one),
     for :meth:`QuerySet.latest_many`."""
-    return next(iter(_run(plan, conn, model)), None)
+    return _first(stream(plan, conn, model))
 
 
 async def _afirst_of(plan: ReadPlan, conn: AsyncConnection, model: type[M]) -> M | None:
     """:func:`_first_of` on an event loop."""
-    return next(await _arun(plan, conn, model), None)
+    return await _afirst(astream(plan, conn, model))
+
+
+def _first(items: Generator[M, None, None]) -> M | None:
+    """The first of ``items``, or ``None``; the reads end now, not when collected."""
+    try:
+        return next(items, None)
+    finally:
+        items.close()
+
+
+async def _afirst(items: AsyncGenerator[M, None]) -> M | None:
+    """:func:`_first` of an asynchronous generator."""
+    try:
+        async for item in items:
+            return item
+        return None
+    finally:
+        await items.aclose()
 
 
 def _bound(model: type[M], connection: Connection | AsyncConnection | None,
