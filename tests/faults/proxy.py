@@ -119,12 +119,16 @@ class FaultProxy:
     Args:
         target: the emulator's ``HOST:PORT``.
         seed: seed of the fault draws.
+        faults: what to inject, and how often.
+        workers: calls served at once.
 
     Use it as a context manager, or :meth:`start` and :meth:`stop`.
     """
 
-    def __init__(self, target: str, seed: int = 0, faults: Faults = NO_FAULTS) -> None:
+    def __init__(self, target: str, seed: int = 0, faults: Faults = NO_FAULTS, *,
+                 workers: int = 8) -> None:
         self.target = target
+        self.workers = workers
         self.faults = faults
         self.rng = random.Random(seed)
         #: Faults injected, by kind (``"write.before.UNAVAILABLE"``, ``"entry.refused..."``).
@@ -148,7 +152,7 @@ class FaultProxy:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> FaultProxy:
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=8),
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=self.workers),
                              handlers=[_Handler(self)], options=_UNLIMITED)
         self.port = server.add_insecure_port("127.0.0.1:0")
         server.start()
