@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from tsmodel import errors
 from tsmodel.encoding.codecs import Codec
 
 __all__ = ["key", "timestamp", "value", "version", "constant", "salt", "alternate", "snapshot",
@@ -177,7 +178,8 @@ def timestamp(
 
 def value(
     qualifier: str | None = None, *, family: str | None = None, codec: Codec | None = None,
-    default: Any = attrs.NOTHING, allow_nan: bool = False,
+    default: Any = attrs.NOTHING, factory: Callable[[], Any] | None = None,
+    allow_nan: bool = False,
 ) -> Any:
     """Declare a value field: one column of the event's row.
 
@@ -188,13 +190,25 @@ def value(
         codec: how the value becomes bytes (default: from the annotation:
             int, float, str, bool, bytes).
         default: a default value; ``None`` makes the field optional (no cell
-            is written for ``None``).
+            is written for ``None``). A field that is not optional reads its
+            default from stored events that lack its cell (written before the
+            field was added): see ``docs/evolving.md``.
+        factory: a function of no argument giving the default (as
+            ``attrs.field(factory=...)``), instead of ``default``.
         allow_nan: accept float NaN (refused by default).
 
     Returns:
         An attrs field.
+
+    Raises:
+        DeclarationError: both ``default`` and ``factory`` are given.
     """
     info = ValueInfo(qualifier, family, codec, allow_nan)
+    if factory is not None:
+        if default is not attrs.NOTHING:
+            raise errors.DeclarationError(
+                "ts.value(): give default= or factory=, not both")
+        return attrs.field(factory=factory, metadata={META: info})
     return attrs.field(default=default, metadata={META: info})
 
 

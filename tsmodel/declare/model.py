@@ -224,7 +224,11 @@ def _build(cls: type, options: _Options) -> type:
                 )
             delattr(cls, attr)
     new_cls = attrs.define(cls, kw_only=True, slots=True, eq=True)
-    spec = _make_spec(name, items, hints, options)
+    # A value default (or factory) stands in for the cell of events stored before the
+    # field existed; a None default is no value of a field that is not Optional.
+    defaults = frozenset(a.name for a in attrs.fields(new_cls)
+                         if a.default is not attrs.NOTHING and a.default is not None)
+    spec = _make_spec(name, items, hints, options, defaults)
     _check_unmapped(name, hints, items)
     setattr(new_cls, SPEC_ATTR, spec)
     new_cls.DoesNotExist = type(  # type: ignore[attr-defined]
@@ -282,6 +286,7 @@ def _check_unmapped(name: str, hints: dict[str, Any], items: list[tuple[str, Any
 
 def _make_spec(
     name: str, items: list[tuple[str, Any]], hints: dict[str, Any], options: _Options,
+    defaults: frozenset[str] = frozenset(),
 ) -> ModelSpec:
     sep = options.separator.encode("ascii")
     segments: list[Segment] = []
@@ -300,7 +305,8 @@ def _make_spec(
                 "into instances; rename the field"
             )
         if isinstance(info, ValueInfo):
-            values.append(_value_spec(name, attr, info, hints.get(attr), options.family))
+            values.append(_value_spec(name, attr, info, hints.get(attr), options.family,
+                                      attr in defaults))
             continue
         if isinstance(info, VersionInfo):
             versions.append(attr)
@@ -580,6 +586,7 @@ def _check_salt(name: str, key: KeyLayout, salt: SaltSegment) -> None:
 
 def _value_spec(
     name: str, attr: str, info: ValueInfo, hint: Any, default_family: str,
+    has_default: bool = False,
 ) -> ValueSpec:
     params.check_info(f"{name}.{attr}", info)
     base, optional = _unwrap_optional(hint)
@@ -593,7 +600,8 @@ def _value_spec(
     if not qualifier:
         raise errors.DeclarationError(f"{name}.{attr}: the qualifier must not be empty")
     family = info.family or default_family
-    return ValueSpec(attr, family, qualifier.encode("utf-8"), codec, optional, info.allow_nan)
+    return ValueSpec(attr, family, qualifier.encode("utf-8"), codec, optional, info.allow_nan,
+                     has_default=has_default and not optional)
 
 
 def _unwrap_optional(hint: Any) -> tuple[Any, bool]:

@@ -58,13 +58,14 @@ class BoundSerialization:
     qualifier: bytes
     message_class: type[Message]
     fields: tuple[ValueSpec, ...]
-    #: Per value field: its name, whether it has presence, is optional, is a string.
+    #: Per value field: its name, whether it has presence, may be absent (optional, or
+    #: read as its default), is a string.
     _reading: tuple[tuple[str, bool, bool, bool], ...] = attrs.field(
         init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         by_name = self.message_class.DESCRIPTOR.fields_by_name
-        reading = tuple((v.name, bool(by_name[v.name].has_presence), v.optional,
+        reading = tuple((v.name, bool(by_name[v.name].has_presence), not v.stored,
                          by_name[v.name].type == FieldDescriptor.TYPE_STRING)
                         for v in self.fields)
         object.__setattr__(self, "_reading", reading)
@@ -85,7 +86,8 @@ class BoundSerialization:
         return self.encode({v.name: getattr(entity, v.name) for v in self.fields})
 
     def decode(self, data: bytes) -> dict[str, Any]:
-        """The value fields of a serialized message (``None`` for absent optional ones).
+        """The value fields of a serialized message (``None`` for absent optional ones,
+        and for absent ones with a default, which the table codec gives them).
 
         Raises:
             CellDecodingError: ``data`` is not a valid message, lacks a
@@ -97,9 +99,9 @@ class BoundSerialization:
         except DecodeError as exc:
             raise self._refuse(data, f"cannot parse it: {exc}") from None
         out: dict[str, Any] = {}
-        for name, presence, optional, text in self._reading:
+        for name, presence, may_lack, text in self._reading:
             if presence and not msg.HasField(name):
-                if not optional:
+                if not may_lack:
                     raise self._refuse(
                         data, f"it lacks {name!r}, a required value of the model (make the "
                         "field Optional[...] if events may lack it)", field=name)

@@ -24,7 +24,15 @@ MAX_VALUE_BYTES = 10 * 1024 * 1024
 
 @attrs.frozen
 class ValueSpec:
-    """One value field and the column it is stored in."""
+    """One value field and the column it is stored in.
+
+    Attributes:
+        optional: the field is ``Optional[...]``: ``None`` is a value, stored as
+            no cell, so a missing cell reads as ``None``.
+        has_default: a field that is not optional declares a default (a value
+            or a factory, not ``None``): a stored event without its cell (one
+            written before the field existed) reads as the default.
+    """
 
     name: str
     family: str
@@ -32,6 +40,12 @@ class ValueSpec:
     codec: Codec
     optional: bool
     allow_nan: bool
+    has_default: bool = False
+
+    @property
+    def stored(self) -> bool:
+        """Whether every stored event must have the field's cell (strict decoding)."""
+        return not self.optional and not self.has_default
 
     @property
     def accepted_types(self) -> tuple[type, ...]:

@@ -293,12 +293,14 @@ def value_cell_writer(shape: TableShape, *, erase_older: bool = False,
 def value_columns(shape: TableShape) -> frozenset[tuple[str, bytes]]:
     """The columns that hold an event's values: a column per value field, or the
     serialized event's one column; and the empty marker cell's column, where an
-    event may have no value cell (every value optional, or none stored)."""
+    event may have no value cell (no value must have one, or none stored)."""
     ser = shape.serialization
     if ser is not None:
         return frozenset({(ser.family, ser.qualifier)})
     columns = {(v.family, v.qualifier) for v in shape.values}
-    if all(v.optional for v in shape.values):
+    if not any(v.stored for v in shape.values):
+        # Every value optional (or defaulted: its events stored before the field
+        # existed may be markers of a model whose values were all optional).
         columns.add((shape.family, MARKER))
     return frozenset(columns)
 
@@ -358,12 +360,13 @@ def value_cell_decoder(shape: TableShape) -> Callable[[Iterable[Cell]], dict[str
                         field=column[0], column=column_name(family, qualifier)) from exc
         return values
 
-    if any(not v.optional for v in shape.values):
+    if any(v.stored for v in shape.values):
         return decode  # an event without a required value's cell is refused later
     marker = (shape.family, MARKER)
 
     def decode_sparse(cells: Iterable[Cell]) -> dict[str, Any]:
-        """Every value is optional: an event is a value cell or the empty marker."""
+        """No value must have a cell (each is optional, or read as its default from
+        an event stored before it existed): an event is a value cell or the marker."""
         cells = tuple(cells)
         values = decode(cells)
         if values == nothing and not any((c.family, c.qualifier) == marker for c in cells):

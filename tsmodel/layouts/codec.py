@@ -81,7 +81,7 @@ class TableCodec:
 
     __slots__ = ("shape", "table", "key", "layout", "time_field", "values",
                  "_encoders", "_constants", "_joins_plainly", "_join", "_write", "_read",
-                 "_time_check", "_like", "_required", "witness", "_key_columns",
+                 "_time_check", "_like", "_required", "_defaulted", "witness", "_key_columns",
                  "_version_field", "_history")
 
     def __init__(self, shape: TableShape, *, table: str, key: KeyLayout, layout: Layout,
@@ -106,7 +106,10 @@ class TableCodec:
         self._read = layout.reader(shape)
         self._time_check = layout.time_check(shape)
         self._like = like if like is not None and like.layout == layout else None
-        self._required = tuple(v.name for v in values.values if not v.optional)
+        self._required = tuple(v.name for v in values.values if v.stored)
+        #: Values that read as their declared default from an event without their
+        #: cell (stored before the field existed).
+        self._defaulted = tuple(v.name for v in values.values if v.has_default)
         #: The required value whose cell every event of the table has: a read
         #: of ``only(...)`` reads its column too, so that an event whose chosen
         #: values are all None is found, and one past a version limit is not.
@@ -305,15 +308,19 @@ class TableCodec:
         out = []
         for ts, values in events:
             # None in values: a C-level scan; the closer look only when one is missing.
-            missing = self._missing(values, only) if None in values.values() else None
-            if missing is not None:
-                if per_event:  # not an event of this model: a foreign or damaged row
+            missing = self._missing(values, only) if None in values.values() else ""
+            if missing:
+                if per_event or all(v[missing] is None for _, v in events):
+                    # Not an event of this model: a foreign or damaged row, or a field
+                    # added without a default, which no event of the row has.
                     raise missing_value(self.shape, missing)
                 # A bucket row's event whose cell went past the version limit (a
                 # bucket fuller than max_versions): never returned half-filled.
                 continue
             if only is not None:
                 values = {k: (v if k in only else None) for k, v in values.items()}
+            if missing is None and self._defaulted:
+                self._default(values, only)
             # Promoted values are in the key (and, serialized, in the blob too): the key wins.
             values.update(keys)
             us = key_time if per_event and key_time is not None else ts
@@ -370,6 +377,13 @@ class TableCodec:
             raise errors.KeyDecodingError(
                 f"{self.model}: row key {key!r} of table {self.table!r} is not canonical: its "
                 f"fields give {canonical!r} (another salt: written by another program?)")
+
+    def _default(self, values: dict[str, Any], only: tuple[str, ...] | None) -> None:
+        """Leave out the defaulted values without a cell (read, not left out by ``only``):
+        the model's ``__init__`` gives them their declared default (or factory)."""
+        for name in self._defaulted:
+            if values[name] is None and (only is None or name in only):
+                del values[name]
 
     def _missing(self, values: dict[str, Any], only: tuple[str, ...] | None) -> str | None:
         """The first required value field read that has no value."""

@@ -1,0 +1,228 @@
+"""Schema evolution on every backend: rows stored by an older declaration of a model.
+
+Each test writes events with an "old" declaration, then reads the same
+tables with a "new" one that adds value fields. The oracle is the old
+events with the new fields' declared defaults; a field added without a
+default (a required value no stored event has) must still be refused,
+naming the model, the table, the row and the column.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+import tsmodel as ts
+from tsmodel.backends.base import Backend, ReadRequest, RowMutation, SetCell
+
+UTC = timezone.utc
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+START, END = T0 - timedelta(days=1), T0 + timedelta(days=2)
+#: (layout, serialization, bucket) of each variant read with an old and a new declaration.
+VARIANTS = {
+    "rows": (ts.rows, None, None),
+    "rows-protobuf": (ts.rows, ts.Protobuf, None),
+    "cells": (ts.cells, None, "day"),
+    "cells-protobuf": (ts.cells, ts.Protobuf, "day"),
+    "offsets-protobuf": (lambda: ts.offsets(timedelta(minutes=15)), ts.Protobuf, "day"),
+}
+
+
+def unique(name: str) -> str:
+    return f"{name}_{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def conn(backend: Backend) -> ts.Connection:
+    return ts.Connection(backend)
+
+
+def declare(variant: str, table: str, *, new: bool, required: bool = False) -> Any:
+    """The model of ``variant`` on ``table``: the old declaration, or the new one with
+    two fields added (``region`` with a default, ``tags`` with a factory), or, with
+    ``required``, one added without a default."""
+    layout, serialization, bucket = VARIANTS[variant]
+    options: dict[str, Any] = dict(table=table, family="m", layout=layout(),
+                                   serialization=serialization() if serialization else None)
+    if layout is ts.cells:
+        options["max_versions"] = 200
+    stamp = ts.timestamp(bucket=bucket) if bucket else ts.timestamp()
+
+    if required:
+        @ts.model(**options)
+        class Required:
+            host: str = ts.key()
+            time: datetime = stamp
+            cpu: float = ts.value()
+            zone: str = ts.value()
+
+        return Required
+    if not new:
+        @ts.model(**options)
+        class Metric:
+            host: str = ts.key()
+            time: datetime = stamp
+            cpu: float = ts.value()
+
+        return Metric
+
+    @ts.model(**options)
+    class Metric:  # type: ignore[no-redef]
+        host: str = ts.key()
+        time: datetime = stamp
+        cpu: float = ts.value()
+        region: str = ts.value(default="eu1")
+        note: str = ts.value(factory=lambda: "n/a")
+        spare: int | None = ts.value(default=7)
+
+    return Metric
+
+
+def old_events(model: Any) -> list[Any]:
+    return [model(host=h, time=T0 + timedelta(minutes=15 * i), cpu=float(i))
+            for h in ("a", "b") for i in range(3)]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_new_fields_read_their_defaults_from_old_events(conn: ts.Connection,
+                                                         variant: str) -> None:
+    table = unique("EVOLVE")
+    old = declare(variant, table, new=False)
+    conn.create_tables(old)
+    stored = old_events(old)
+    assert conn.save_all(stored).ok
+    new = declare(variant, table, new=True)
+    # An Optional field reads None from an event without its cell, whatever its
+    # default: None is stored as no cell, so the two cannot be told apart.
+    expected = [new(host=e.host, time=e.time, cpu=e.cpu, region="eu1", note="n/a", spare=None)
+                for e in stored]
+    got = [e for h in ("a", "b") for e in new.range(START, END, host=h).using(conn)]
+    assert got == expected
+    # A read of only some fields gives the defaults of those read.
+    only = list(new.range(START, END, host="a").only("region").using(conn))
+    assert [(e.time, e.region) for e in only] == [(e.time, "eu1") for e in expected[:3]]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_old_and_new_events_side_by_side(conn: ts.Connection, variant: str) -> None:
+    table = unique("EVOLVE")
+    old = declare(variant, table, new=False)
+    conn.create_tables(old)
+    assert conn.save_all(old_events(old)).ok
+    new = declare(variant, table, new=True)
+    later = new(host="a", time=T0 + timedelta(hours=1), cpu=9.0, region="us2", note="x",
+                spare=3)
+    conn.save(later)
+    got = list(new.range(START, END, host="a").using(conn))
+    assert got[-1] == later
+    assert [e.region for e in got] == ["eu1", "eu1", "eu1", "us2"]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_a_field_added_without_a_default_is_refused(conn: ts.Connection,
+                                                    variant: str) -> None:
+    table = unique("EVOLVE")
+    old = declare(variant, table, new=False)
+    conn.create_tables(old)
+    assert conn.save_all(old_events(old)).ok
+    required = declare(variant, table, new=False, required=True)
+    with pytest.raises(ts.CellDecodingError) as info:
+        list(required.range(START, END, host="a").using(conn))
+    message = str(info.value)
+    assert "Required" in message and repr(table) in message and "row key b'a#" in message
+    assert "'zone'" in message and "required value" in message
+
+
+def test_all_optional_events_stored_as_markers_read_defaults(conn: ts.Connection) -> None:
+    """Events of a model whose values were all optional, stored as the empty marker
+    cell (every value None), read with a new field's default."""
+    for layout, bucket in ((ts.rows, None), (ts.cells, "day")):
+        table = unique("SPARSE")
+        extra: dict[str, Any] = {"max_versions": 10} if bucket else {}
+        stamp = ts.timestamp(bucket=bucket) if bucket else ts.timestamp()
+
+        @ts.model(table=table, family="m", layout=layout(), **extra)
+        class Old:
+            host: str = ts.key()
+            time: datetime = stamp
+            cpu: float | None = ts.value(default=None)
+
+        @ts.model(table=table, family="m", layout=layout(), **extra)
+        class New:
+            host: str = ts.key()
+            time: datetime = stamp
+            cpu: float | None = ts.value(default=None)
+            region: str = ts.value(default="eu1")
+
+        conn.create_tables(Old)
+        assert conn.save_all([Old(host="a", time=T0), Old(host="a", time=T0 + timedelta(
+            minutes=1), cpu=2.0)]).ok
+        got = list(New.range(START, END, host="a").using(conn))
+        assert got == [New(host="a", time=T0, cpu=None, region="eu1"),
+                       New(host="a", time=T0 + timedelta(minutes=1), cpu=2.0, region="eu1")]
+
+
+def companion_models(table: str, current: str, alternate: str) -> tuple[Any, Any]:
+    @ts.model(table=table, family="m", current=current)
+    class Old:
+        host: str = ts.key()
+        time: datetime = ts.timestamp()
+        cpu: float = ts.value()
+
+    @ts.model(table=table, family="m", current=current,
+              alternates=[ts.alternate(alternate, "region", "host", "time")])
+    class New:
+        host: str = ts.key()
+        time: datetime = ts.timestamp()
+        cpu: float = ts.value()
+        region: str = ts.value(default="eu1")
+
+    return Old, New
+
+
+def test_repair_rebuilds_companions_of_old_events(conn: ts.Connection) -> None:
+    """A new alternate-key table keyed by a field added with a default: the repair
+    job reads the old events with their default and writes every companion row."""
+    table, current, alternate = unique("EVOLVE"), unique("CUR"), unique("BY_REGION")
+    old, new = companion_models(table, current, alternate)
+    conn.create_tables(old)
+    stored = old_events(old)
+    assert conn.save_all(stored).ok
+    conn.create_tables(new)
+    report = ts.repair(new, START, END, connection=conn)
+    assert report.failed == 0
+    expected = [new(host=e.host, time=e.time, cpu=e.cpu, region="eu1") for e in stored]
+    by_region = list(new.range(START, END, region="eu1", host="a").using(conn))
+    assert by_region == expected[:3]
+    assert [new.current(host=h).using(conn).first() for h in ("a", "b")] == \
+        [expected[2], expected[5]]
+    # The current-value row now holds the default as a cell of its own.
+    row = next(iter(conn.backend.read_rows(ReadRequest(current))))
+    assert (b"region", b"eu1") in {(c.qualifier, c.value) for c in row.cells}
+
+
+def test_old_current_row_reads_the_default(conn: ts.Connection) -> None:
+    """A current-value row written before the field existed has no cell for it: the
+    default, not None (which there would mean "deleted by a newer event")."""
+    table, current, alternate = unique("EVOLVE"), unique("CUR"), unique("BY_REGION")
+    old, new = companion_models(table, current, alternate)
+    conn.create_tables(old)
+    conn.save(old(host="a", time=T0, cpu=1.0))
+    assert new.current(host="a").using(conn).first() == new(host="a", time=T0, cpu=1.0,
+                                                        region="eu1")
+
+
+def test_a_damaged_row_without_the_required_value_is_still_refused(
+        conn: ts.Connection) -> None:
+    """A new field's default never hides a row without an older required value."""
+    table = unique("EVOLVE")
+    new = declare("rows", table, new=True)
+    conn.create_tables(new)
+    key = ts.row_key(new(host="a", time=T0, cpu=1.0))
+    conn.backend.mutate_rows(table, [RowMutation(key, (
+        SetCell("m", b"region", int(T0.timestamp()) * 1_000_000, b"eu2"),))])
+    with pytest.raises(ts.CellDecodingError, match="'cpu', a required value"):
+        list(new.range(START, END, host="a").using(conn))
