@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import tsmodel as ts
-from tsmodel.backends.base import Backend, ReadRequest, RowMutation, SetCell
+from tsmodel.backends.base import Backend, DeleteCells, ReadRequest, RowMutation, SetCell
 
 UTC = timezone.utc
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -226,3 +226,79 @@ def test_a_damaged_row_without_the_required_value_is_still_refused(
         SetCell("m", b"region", int(T0.timestamp()) * 1_000_000, b"eu2"),))])
     with pytest.raises(ts.CellDecodingError, match="'cpu', a required value"):
         list(new.range(START, END, host="a").using(conn))
+
+
+def retired_models(table: str, layout: Any, policy: str) -> tuple[Any, Any]:
+    """A model with a field ``legacy``, and its next declaration without it."""
+    bucket = "day" if layout is not ts.rows else None
+    extra: dict[str, Any] = {"max_versions": 10} if layout is ts.cells else {}
+
+    @ts.model(table=table, family="m", layout=layout(), **extra)
+    class Old:
+        host: str = ts.key(column="HOST")
+        time: datetime = ts.timestamp(bucket=bucket) if bucket else ts.timestamp()
+        cpu: float = ts.value()
+        legacy: str = ts.value()
+
+    @ts.model(table=table, family="m", layout=layout(), unknown_columns=policy, **extra)
+    class New:
+        host: str = ts.key(column="HOST")
+        time: datetime = ts.timestamp(bucket=bucket) if bucket else ts.timestamp()
+        cpu: float = ts.value()
+
+    return Old, New
+
+
+@pytest.mark.parametrize("layout", [ts.rows, ts.cells])
+def test_a_retired_field_is_ignored_by_default(conn: ts.Connection, layout: Any) -> None:
+    table = unique("RETIRED")
+    old, new = retired_models(table, layout, "ignore")
+    conn.create_tables(old)
+    conn.save(old(host="a", time=T0, cpu=1.0, legacy="x"))
+    assert list(new.range(START, END, host="a").using(conn)) == [
+        new(host="a", time=T0, cpu=1.0)]
+
+
+@pytest.mark.parametrize("layout", [ts.rows, ts.cells])
+def test_a_retired_field_is_refused_by_policy(conn: ts.Connection, layout: Any) -> None:
+    table = unique("RETIRED")
+    old, new = retired_models(table, layout, "error")
+    conn.create_tables(old)
+    # The model's own rows (value columns, the key column) read under the policy.
+    conn.save(new(host="b", time=T0, cpu=2.0))
+    assert list(new.range(START, END, host="b").using(conn)) == [
+        new(host="b", time=T0, cpu=2.0)]
+    conn.save(old(host="a", time=T0, cpu=1.0, legacy="x"))
+    with pytest.raises(ts.CellDecodingError) as info:
+        list(new.range(START, END, host="a").using(conn))
+    message = str(info.value)
+    assert message.startswith("New: ") and repr(table) in message
+    assert "row key b'a#" in message and "column m:legacy" in message
+    assert "unknown_columns='error'" in message
+    # Deleting the retired column's cells makes the rows readable again.
+    key = next(iter(conn.backend.read_rows(ReadRequest(table)))).key
+    conn.backend.mutate_rows(table, [RowMutation(key, (DeleteCells("m", b"legacy"),))])
+    assert list(new.range(START, END, host="a").using(conn)) == [
+        new(host="a", time=T0, cpu=1.0)]
+
+
+def test_offsets_refuse_a_foreign_column_by_policy(conn: ts.Connection) -> None:
+    """Offset columns and a key column are the model's; any other qualifier is not."""
+    table = unique("METER")
+
+    @ts.model(table=table, family="m", layout=ts.offsets(timedelta(minutes=15)),
+              unknown_columns="error")
+    class Meter:
+        meter: int = ts.key(width=6, column="ID")
+        time: datetime = ts.timestamp(bucket="day")
+        kwh: float = ts.value()
+
+    conn.create_tables(Meter)
+    event = Meter(meter=1, time=T0, kwh=0.5)
+    conn.save(event)
+    assert list(Meter.range(START, END, meter=1).using(conn)) == [event]
+    key = ts.row_key(event)
+    conn.backend.mutate_rows(table, [RowMutation(key, (
+        SetCell("m", b"NOTE", int(T0.timestamp()) * 1_000_000, b"hello"),))])
+    with pytest.raises(ts.CellDecodingError, match="column m:NOTE: no field"):
+        list(Meter.range(START, END, meter=1).using(conn))

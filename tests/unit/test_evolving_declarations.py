@@ -38,3 +38,26 @@ def test_which_values_a_stored_event_must_have() -> None:
 def test_default_and_factory_together_are_refused() -> None:
     with pytest.raises(ts.DeclarationError, match="default= or factory=, not both"):
         ts.value(default=1, factory=int)
+
+
+@pytest.mark.parametrize("policy", ["ignore", "error"])
+def test_unknown_columns_policy_is_kept(policy: str) -> None:
+    model = ts.model(table="T", family="F", unknown_columns=policy)(type("Metric", (), {
+        "host": ts.key(), "time": ts.timestamp(), "cpu": ts.value(),
+        "__annotations__": {"host": str, "time": datetime, "cpu": float}}))
+    assert ts.spec_of(model).unknown_columns == policy
+
+
+def test_unknown_columns_default_is_ignore() -> None:
+    assert ts.spec_of(metric(cpu=ts.value())).unknown_columns == "ignore"
+
+
+@pytest.mark.parametrize("bad", ["refuse", "IGNORE", "", None, True, 1])
+def test_unknown_columns_other_values_are_refused(bad: object) -> None:
+    with pytest.raises(ts.DeclarationError) as info:
+        ts.model(table="T", family="F", unknown_columns=bad)(type("Metric", (), {
+            "host": ts.key(), "time": ts.timestamp(), "cpu": ts.value(),
+            "__annotations__": {"host": str, "time": datetime, "cpu": float}}))
+    message = str(info.value)
+    assert "Metric" in message and "unknown_columns=" in message
+    assert "'ignore'" in message and "'error'" in message

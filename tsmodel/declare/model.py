@@ -104,7 +104,7 @@ def model(
     layout: Layout | None = None, max_rate: float | None = None,
     retention: timedelta | None = None, max_versions: int | None = None,
     alternates: Sequence[Alternate] = (), snapshot: Snapshot | None = None,
-    event_time_cells: bool = True,
+    event_time_cells: bool = True, unknown_columns: str = "ignore",
 ) -> Callable[[T], T]: ...
 
 
@@ -117,7 +117,7 @@ def model(
     layout: Layout | None = None, max_rate: float | None = None,
     retention: timedelta | None = None, max_versions: int | None = None,
     alternates: Sequence[Alternate] = (), snapshot: Snapshot | None = None,
-    event_time_cells: bool = True,
+    event_time_cells: bool = True, unknown_columns: str = "ignore",
 ) -> Any:
     """Declare a model class: its table, row key, timestamp and value columns.
 
@@ -158,6 +158,13 @@ def model(
             times client-side, never by cell timestamp. Only layouts that hold
             the time in the key or the qualifier allow it (``ts.rows()``,
             ``ts.offsets()``), and no current-value table.
+        unknown_columns: what a read does with a cell of a column no field
+            declares (a retired field's, another writer's) in the families it
+            reads: ``"ignore"`` (the default: adopted tables often hold such
+            columns) skips it; ``"error"`` raises
+            :class:`~tsmodel.CellDecodingError` naming the row and the column.
+            Families no field declares are never read (a read filters by
+            family).
 
     Raises:
         DeclarationError: the declaration cannot work; the message says why
@@ -178,10 +185,11 @@ def model(
             klass.__name__, table=table, family=family, current=current, separator=separator,
             serialization=serialization, allow_hotspot=allow_hotspot, layout=layout,
             max_rate=max_rate, retention=retention, max_versions=max_versions,
-            alternates=alternates, snapshot=snapshot, event_time_cells=event_time_cells)
+            alternates=alternates, snapshot=snapshot, event_time_cells=event_time_cells,
+            unknown_columns=unknown_columns)
         options = _Options(table, family, current, separator, serialization, allow_hotspot,
                            layout, max_rate, retention, max_versions, tuple(alternates),
-                           snapshot, event_time_cells)
+                           snapshot, event_time_cells, unknown_columns)
         return _build(klass, options)
 
     if cls is not None:
@@ -207,6 +215,7 @@ class _Options:
     alternates: tuple[Alternate, ...] = ()
     snapshot: Snapshot | None = None
     event_time_cells: bool = True
+    unknown_columns: str = "ignore"
 
 
 def _build(cls: type, options: _Options) -> type:
@@ -340,6 +349,7 @@ def _make_spec(
         event_time_cells=options.event_time_cells and not versions,
         key_columns=key_columns(name, items, hints, segments, options.family),
         version_field=version_field(name, versions, hints),
+        unknown_columns=options.unknown_columns,
     )
     spec = _finish_layout(spec, options)
     return _with_companions(spec, options, hints, sep)

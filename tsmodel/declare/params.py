@@ -216,11 +216,15 @@ def _salt(where: str, info: Salt) -> None:
     _int(where, call, "first", info.first, minimum=0, example="1")
 
 
+#: The policies of ``@ts.model(unknown_columns=...)``.
+UNKNOWN_COLUMNS = ("ignore", "error")
+
+
 def check_model_options(
     name: str, *, table: object, family: object, current: object, separator: object,
     serialization: object, allow_hotspot: object, layout: object, max_rate: object,
     retention: object, max_versions: object, alternates: object, snapshot: object,
-    event_time_cells: object = True,
+    event_time_cells: object = True, unknown_columns: object = "ignore",
 ) -> None:
     """Check the types and ranges of ``@model``'s arguments.
 
@@ -253,6 +257,10 @@ def check_model_options(
                       "a positive timedelta, e.g. retention=timedelta(days=30)")
     _int(name, call, "max_versions", max_versions, minimum=1, example="100", optional=True)
     _bool(name, call, "event_time_cells", event_time_cells)
+    if not isinstance(unknown_columns, str) or unknown_columns not in UNKNOWN_COLUMNS:
+        raise _refuse(name, call, "unknown_columns", unknown_columns,
+                      "'ignore' (skip cells of columns no field declares) or 'error' "
+                      "(refuse them)")
     _companions(name, alternates, snapshot)
 
 

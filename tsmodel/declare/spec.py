@@ -57,6 +57,8 @@ class ModelSpec:
             written from the key and checked against it on read.
         version_field: the field whose time stamps an event's cells (its
             amendments kept as cell versions), or ``None``.
+        unknown_columns: ``"ignore"`` or ``"error"``: what reads do with a
+            cell of a column no field declares.
     """
 
     name: str
@@ -78,6 +80,7 @@ class ModelSpec:
     event_time_cells: bool = True
     key_columns: tuple[ValueSpec, ...] = ()
     version_field: str | None = None
+    unknown_columns: str = "ignore"
     #: The main table's codec, compiled from the fields above.
     codec: TableCodec = attrs.field(init=False, eq=False, repr=False)
     #: The current-value table's codec (a row per entity), or ``None``.
@@ -92,13 +95,15 @@ class ModelSpec:
         values = ValueEncoder(self.name, self.values)
         codec = TableCodec(self, table=self.table, key=self.key, layout=self.layout,
                            time_field=self.timestamp_field, values=values,
-                           key_columns=self.key_columns, version_field=self.version_field)
+                           key_columns=self.key_columns, version_field=self.version_field,
+                           strict_columns=self.unknown_columns == "error")
         current = None
         if self.current_table is not None and self.current_key is not None:
             current = TableCodec(self, table=self.current_table, key=self.current_key,
                                  layout=Rows(exact_times=self.time_unit < 1_000),
                                  time_field=self.timestamp_field, values=values,
-                                 like=codec, key_columns=self.key_columns)
+                                 like=codec, key_columns=self.key_columns,
+                                 strict_columns=self.unknown_columns == "error")
         promoted = any(f not in self.key_fields for a in self.alternates for f in a.key_fields)
         object.__setattr__(self, "corrections_read_first",
                            promoted or self.layout.cells_depend_on_values)

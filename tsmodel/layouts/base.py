@@ -174,6 +174,14 @@ class Layout(abc.ABC):
         """
         return None
 
+    def owns_column(self, shape: TableShape) -> Callable[[str, bytes], bool]:
+        """The test of a column that holds the table's events: ``(family, qualifier)``
+        in, whether this layout reads it (the others are no field's: a retired
+        field's column, another writer's). By default the value columns (or the
+        serialized one) and the empty marker cell's column."""
+        owned = value_columns(shape) | {(shape.family, MARKER)}
+        return lambda family, qualifier: (family, qualifier) in owned
+
     def qualifier_range(self, shape: TableShape, start_us: int,
                         end_us: int) -> tuple[bytes, bytes] | None:
         """A qualifier range selecting exactly ``[start, end)`` in one row, if one exists."""

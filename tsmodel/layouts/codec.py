@@ -77,17 +77,20 @@ class TableCodec:
             row gets their cells, and a read checks them against the key.
         version_field: the field whose time stamps every cell of an event (its
             amendments kept as cell versions), or ``None``.
+        strict_columns: refuse a row holding a cell of a column that no field
+            declares (``@ts.model(unknown_columns="error")``); else such cells
+            are ignored.
     """
 
     __slots__ = ("shape", "table", "key", "layout", "time_field", "values",
                  "_encoders", "_constants", "_joins_plainly", "_join", "_write", "_read",
                  "_time_check", "_like", "_required", "_defaulted", "witness", "_key_columns",
-                 "_version_field", "_history")
+                 "_version_field", "_history", "_owns")
 
     def __init__(self, shape: TableShape, *, table: str, key: KeyLayout, layout: Layout,
                  time_field: str, values: ValueEncoder, like: TableCodec | None = None,
                  key_columns: tuple[ValueSpec, ...] = (),
-                 version_field: str | None = None) -> None:
+                 version_field: str | None = None, strict_columns: bool = False) -> None:
         self.shape = shape
         self.table = table
         self.key = key
@@ -119,6 +122,8 @@ class TableCodec:
         self._history = layout.history_reader(shape) if version_field is not None else None
         if version_field is not None:
             self._like = None  # cells stamped with version times are this table's own
+        #: The test of a column some field declares, when unknown columns are refused.
+        self._owns = layout.owns_column(shape) if strict_columns else None
 
     @property
     def model(self) -> str:
@@ -286,6 +291,8 @@ class TableCodec:
                 self._check_salt(row.key, keys)
             keys.pop(SALT_FIELD, None)
             key_time = keys.pop(self.time_field, None)
+            if self._owns is not None:
+                self._check_columns(row.cells)
             events = self._read(row.cells, key_time) if not history else \
                 (self._history or self._read)(row.cells, key_time)
             if self._key_columns:
@@ -329,6 +336,19 @@ class TableCodec:
                 values[version] = EPOCH + timedelta(microseconds=ts)
             out.append(cls(**values))
         return out
+
+    def _check_columns(self, cells: tuple[Cell, ...]) -> None:
+        """Refuse a cell of a column no field declares (``unknown_columns="error"``)."""
+        owns = self._owns
+        assert owns is not None
+        for c in cells:
+            if not owns(c.family, c.qualifier) and (c.family, c.qualifier) not in \
+                    self._key_columns:
+                raise errors.CellDecodingError(
+                    "no field of the model declares this column (unknown_columns='error'): "
+                    "a retired field's column or another writer's; declare it, delete its "
+                    "cells, or declare unknown_columns='ignore'",
+                    column=column_name(c.family, c.qualifier))
 
     def _check_key_columns(self, cells: tuple[Cell, ...], keys: dict[str, Any],
                            key_time: int | None, events: list[Event]) -> None:

@@ -6,7 +6,7 @@ the encoded value and whose cell is empty, at the event time.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -65,6 +65,10 @@ class Columns(Layout):
             return [(ts, {name: decode(qualifier)}) for ts, qualifier in found]
 
         return read
+
+    def owns_column(self, shape: TableShape) -> Callable[[str, bytes], bool]:
+        family = shape.values[0].family
+        return lambda f, qualifier: f == family  # every qualifier of it is a value
 
     def row_column_problem(self, shape: TableShape, family: str,
                            qualifier: bytes) -> str | None:

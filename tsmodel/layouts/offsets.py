@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -220,6 +220,17 @@ class Offsets(Layout):
                 f"qualifier {qualifier.decode()!r} is no {self._step_text()} offset of the "
                 f"{bucket.name} bucket", column=column_name(family, qualifier))
         return us
+
+    def owns_column(self, shape: TableShape) -> Callable[[str, bytes], bool]:
+        bucket = shape.bucket
+        assert bucket is not None
+        ser = shape.serialization
+        family = ser.family if ser is not None else shape.values[0].family
+        start = bucket.start(0)
+        # A qualifier shaped like an offset column's (one no time gives is refused
+        # by the reader as damage).
+        return lambda f, qualifier: f == family and self._time(bucket, start,
+                                                                qualifier) is not None
 
     def row_column_problem(self, shape: TableShape, family: str,
                            qualifier: bytes) -> str | None:
