@@ -129,6 +129,12 @@ def test_a_field_added_without_a_default_is_refused(conn: ts.Connection,
     conn.create_tables(old)
     assert conn.save_all(old_events(old)).ok
     required = declare(variant, table, new=False, required=True)
+    if variant == "cells":
+        # A bucket row's event without a required value's cell cannot be told from
+        # one past the version limit (its cells of other columns kept): left out,
+        # never returned half-filled. Hence: declare a default.
+        assert list(required.range(START, END, host="a").using(conn)) == []
+        return
     with pytest.raises(ts.CellDecodingError) as info:
         list(required.range(START, END, host="a").using(conn))
     message = str(info.value)
@@ -335,3 +341,43 @@ def test_snapshot_of_old_events_holds_the_default(conn: ts.Connection) -> None:
     cells = {(c.qualifier, c.value) for row in conn.backend.read_rows(ReadRequest(report.table))
              for c in row.cells}
     assert (b"region", b"eu1") in cells
+
+
+class CountingConnection(ts.Connection):
+    """A connection that records the columns of every cell the backend sends."""
+
+    def __init__(self, backend: Backend) -> None:
+        super().__init__(backend)
+        self.columns: list[tuple[str, bytes]] = []
+
+    def read(self, request: ReadRequest) -> Any:
+        for row in super().read(request):
+            self.columns.extend((c.family, c.qualifier) for c in row.cells)
+            yield row
+
+
+def test_bucket_reads_do_not_fetch_a_retired_field(backend: Backend) -> None:
+    """Bucket rows of ts.cells() keep a version per event in each column: a retired
+    field's cells are left out by the read's column filter, never sent."""
+    conn = CountingConnection(backend)
+    old, new = retired_models(unique("RETIRED"), ts.cells, "ignore")
+    conn.create_tables(old)
+    conn.save_all([old(host="a", time=T0 + timedelta(minutes=i), cpu=float(i), legacy="x" * 100)
+                   for i in range(5)])
+    got = list(new.range(START, END, host="a").using(conn))
+    assert got == [new(host="a", time=T0 + timedelta(minutes=i), cpu=float(i)) for i in range(5)]
+    assert ("m", b"legacy") not in conn.columns and ("m", b"cpu") in conn.columns
+    assert "columns=m:HOST,m:cpu" in str(new.range(START, END, host="a").explain())
+
+
+def test_rows_of_unknown_columns_only_are_still_refused(conn: ts.Connection) -> None:
+    """A row per event holding none of the model's columns is no event of the model:
+    refused, under the default policy too, never left out unseen."""
+    table = unique("RETIRED")
+    old, new = retired_models(table, ts.rows, "ignore")
+    conn.create_tables(old)
+    key = ts.row_key(new(host="a", time=T0, cpu=1.0))
+    conn.backend.mutate_rows(table, [RowMutation(key, (
+        SetCell("m", b"legacy", int(T0.timestamp()) * 1_000_000, b"x"),))])
+    with pytest.raises(ts.CellDecodingError, match="'cpu', a required value"):
+        list(new.range(START, END, host="a").using(conn))

@@ -317,12 +317,11 @@ class TableCodec:
             # None in values: a C-level scan; the closer look only when one is missing.
             missing = self._missing(values, only) if None in values.values() else ""
             if missing:
-                if per_event or all(v[missing] is None for _, v in events):
-                    # Not an event of this model: a foreign or damaged row, or a field
-                    # added without a default, which no event of the row has.
+                if per_event:  # not an event of this model: a foreign or damaged row
                     raise missing_value(self.shape, missing)
                 # A bucket row's event whose cell went past the version limit (a
-                # bucket fuller than max_versions): never returned half-filled.
+                # bucket fuller than max_versions): never returned half-filled. (An
+                # event stored before a field added without a default looks alike.)
                 continue
             if only is not None:
                 values = {k: (v if k in only else None) for k, v in values.items()}
