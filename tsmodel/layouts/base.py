@@ -174,6 +174,13 @@ class Layout(abc.ABC):
         """
         return None
 
+    def read_columns(self, shape: TableShape) -> frozenset[tuple[str, bytes]] | None:
+        """The columns a read of the table's events needs, where a column filter
+        keeping only them loses nothing; ``None`` (the default) where other
+        columns matter: in a row per event, a row holding only columns no field
+        declares is refused as no event of the model, never left out unseen."""
+        return None
+
     def owns_column(self, shape: TableShape) -> Callable[[str, bytes], bool]:
         """The test of a column that holds the table's events: ``(family, qualifier)``
         in, whether this layout reads it (the others are no field's: a retired

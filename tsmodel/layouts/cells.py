@@ -41,6 +41,11 @@ class Cells(Layout):
     def writer(self, shape: TableShape) -> Writer:
         return value_cell_writer(shape)
 
+    def read_columns(self, shape: TableShape) -> frozenset[tuple[str, bytes]] | None:
+        # The reader takes events from these columns only: a read need not fetch
+        # the cells of others (a retired field's versions, another writer's).
+        return value_columns(shape)
+
     def reader(self, shape: TableShape) -> Reader:
         decode = value_cell_decoder(shape)
         # Only the value columns hold events: a cell of another column (a key column

@@ -30,7 +30,7 @@ from tsmodel.encoding.keys import (
     TimestampSegment,
 )
 from tsmodel.encoding.timestamps import ceil_to, to_micros
-from tsmodel.layouts import TableCodec
+from tsmodel.layouts import Layout, TableCodec
 
 __all__ = ["ReadPlan", "QueryState", "compile_query", "queryable_fields", "time_span",
            "LatestManyPlan", "LatestResult", "compile_latest_many", "latest_state"]
@@ -511,6 +511,8 @@ class _Compiler:
         layout = self.codec.layout
         if s.only is not None and spec.serialization is None and layout.columns_are_fields:
             columns = _only_columns(self.codec, s.only)
+        if columns is None and spec.unknown_columns == "ignore":
+            columns = _event_columns(spec, layout)
         ts_start = ts_end = None
         qualifiers = None
         if not main and spec.retention is not None:
@@ -615,6 +617,16 @@ class _Compiler:
         if self.sort and not reached_time:
             parts.append("bucket labels do not sort: events sorted by time")
         return "; ".join(parts)
+
+
+def _event_columns(spec: ModelSpec, layout: Layout) -> tuple[tuple[str, bytes], ...] | None:
+    """The column filter that leaves out columns no field declares, where the layout
+    loses nothing by it (``Layout.read_columns``), or ``None``: with
+    ``unknown_columns="ignore"``, cells of a retired field are then never fetched."""
+    owned = layout.read_columns(spec)
+    if owned is None:
+        return None
+    return tuple(sorted(owned | {(k.family, k.qualifier) for k in spec.key_columns}))
 
 
 def _only_columns(codec: TableCodec,
