@@ -38,8 +38,10 @@ from tsmodel.backends.base import (
 from tsmodel.declare.spec import spec_of
 from tsmodel.declare.tables import table_specs
 from tsmodel.plan import schema
+from tsmodel.plan.deletes import DeletePlan, StepSchedule, delete_steps
 from tsmodel.plan.writes import (
     DEFAULT_FLOW,
+    SaveSchedule,
     TableWrite,
     WriteFlow,
     WriteResult,
@@ -168,8 +170,42 @@ class AsyncConnection:
             RetentionError: events are already older than a max age.
             SaveError: with ``raise_on_failure``, when some writes failed.
         """
-        schedule = schedule_save(entities, self.batch_size, self.flow, trusted=self._trusted,
-                                 accept_expired=accept_expired, validate_first=validate_first)
+        result = await self._run(schedule_save(entities, self.batch_size, self.flow,
+                                               trusted=self._trusted,
+                                               accept_expired=accept_expired,
+                                               validate_first=validate_first))
+        if raise_on_failure:
+            result.raise_for_failures()
+        return result
+
+    async def delete(self, entity: Any) -> None:
+        """Delete one event from every table of its model (see :meth:`delete_all`).
+
+        Raises:
+            ValidationError: the entity's key or time cannot be encoded.
+            SaveError: a deletion failed or its outcome is unknown.
+        """
+        await self.delete_all([entity])
+
+    async def delete_all(self, entities: Iterable[Any], *,
+                         raise_on_failure: bool = True) -> WriteResult:
+        """Delete events from every table of their models; report entity by entity.
+
+        The same plan as :meth:`tsmodel.Connection.delete_all`, with the same
+        arguments and result; the calls of one step go out concurrently.
+
+        Raises:
+            ValidationError: an entity's key or time cannot be encoded.
+            SaveError: with ``raise_on_failure``, when some deletions failed.
+        """
+        plan = DeletePlan(entities, self.features)
+        result = await self._run(StepSchedule(delete_steps(plan, self.batch_size)))
+        if raise_on_failure:
+            result.raise_for_failures()
+        return result
+
+    async def _run(self, schedule: SaveSchedule | StepSchedule) -> WriteResult:
+        """Await every call a schedule hands out (a save's or a delete's); its result."""
         out: dict[asyncio.Task[Any], Any] = {}
         try:
             while not schedule.done:
@@ -183,10 +219,7 @@ class AsyncConnection:
                 for task in out:
                     task.cancel()
                 await asyncio.gather(*out, return_exceptions=True)
-        result = schedule.result()
-        if raise_on_failure:
-            result.raise_for_failures()
-        return result
+        return schedule.result()
 
     async def _call(self, call: ReadRequest | TableWrite) -> Any:
         """The answer to one call of a save (see :class:`~tsmodel.plan.writes.SaveSchedule`)."""

@@ -29,9 +29,11 @@ from tsmodel.backends.base import (
 from tsmodel.declare.spec import spec_of
 from tsmodel.declare.tables import table_specs
 from tsmodel.plan import schema
+from tsmodel.plan.deletes import DeletePlan, StepSchedule, delete_steps
 from tsmodel.plan.writes import (
     DEFAULT_FLOW,
     EntityResult,
+    SaveSchedule,
     TableWrite,
     WriteFlow,
     WritePlan,
@@ -181,8 +183,12 @@ class Connection:
 
     def _save_all(self, entities: Iterable[Any], accept_expired: bool,
                   validate_first: bool) -> WriteResult:
-        schedule = schedule_save(entities, self.batch_size, self.flow, trusted=self._trusted,
-                                 accept_expired=accept_expired, validate_first=validate_first)
+        return self._run(schedule_save(entities, self.batch_size, self.flow,
+                                       trusted=self._trusted, accept_expired=accept_expired,
+                                       validate_first=validate_first))
+
+    def _run(self, schedule: SaveSchedule | StepSchedule) -> WriteResult:
+        """Make every call a schedule hands out (a save's or a delete's); its result."""
         if not self.features.concurrent_calls:
             while not schedule.done:
                 for ticket, call in schedule.ready():
@@ -204,6 +210,50 @@ class Connection:
         finally:
             wait(out)  # an interrupted save leaves no call running behind it
         return schedule.result()
+
+    def delete(self, entity: Any) -> None:
+        """Delete one event from its main table and its companion tables.
+
+        Raises:
+            ValidationError: the entity's key or time cannot be encoded.
+            SaveError: a deletion failed or its outcome is unknown (its
+                ``result`` says which; deleting again is safe).
+        """
+        self.delete_all([entity])
+
+    def delete_all(self, entities: Iterable[Any], *,
+                   raise_on_failure: bool = True) -> WriteResult:
+        """Delete events from every table of their models; report entity by entity.
+
+        Each entity names one event (its key fields and time; its values
+        need not be the stored ones). Exactly the cells of that event go:
+        in a bucket row its columns, not the row; its alternate-key rows;
+        and where the current-value row shows it, the row then shows the
+        entity's newest remaining event, read from the main table, or is
+        gone. Deleting an event that is not stored changes nothing.
+        See docs/deleting.md for the round trips.
+
+        Args:
+            entities: model instances (of one or several models).
+            raise_on_failure: raise :class:`SaveError` (holding the result)
+                when any deletion is not complete.
+
+        Returns:
+            The :class:`WriteResult`, one :class:`EntityResult` per entity:
+            WRITTEN (deleted everywhere), FAILED (the main table refused;
+            nothing else was sent), UNKNOWN (the main deletion may have
+            happened) or PARTIAL (a companion table is behind: ``ts.repair``).
+
+        Raises:
+            ValidationError: an entity's key or time cannot be encoded;
+                nothing was deleted.
+            SaveError: with ``raise_on_failure``, when some deletions failed.
+        """
+        plan = DeletePlan(entities, self.features)
+        result = self._run(StepSchedule(delete_steps(plan, self.batch_size)))
+        if raise_on_failure:
+            result.raise_for_failures()
+        return result
 
     def _workers(self) -> ThreadPoolExecutor:
         """The threads that make a save's calls (made at the first save that needs them)."""

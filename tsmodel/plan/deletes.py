@@ -1,0 +1,429 @@
+"""The delete planner: events out of every table of their model, per-entity results.
+
+Pure, like :mod:`tsmodel.plan.writes`: :func:`delete_steps` yields the
+reads and writes a delete needs (:class:`~tsmodel.plan.writes.ReadStep`,
+:class:`~tsmodel.plan.writes.WriteStep`) and receives their answers;
+:class:`StepSchedule` hands them to the executors that run a save
+(``Connection.delete_all``, ``AsyncConnection.delete_all``).
+
+A batch of deletes takes up to four round trips:
+
+1. read the events' main rows (every stored version of each event, and
+   the other events of a row they share) and their current-value rows,
+   concurrently;
+2. delete exactly the cells each stored version wrote in the main table
+   (a bucket row keeps its other events' cells, and the key columns they
+   share);
+3. only where a current-value row shows an event being deleted (or could
+   not be read): read the entity's newest remaining event from the main
+   table, newest first with a row limit where the backend scans in
+   reverse (else the entity's whole history in the main table);
+4. delete the events' cells from their alternate-key rows and from the
+   current-value row, and write the newest remaining event there (or
+   nothing: the row is then gone), concurrently.
+
+Each entity's result is a :class:`~tsmodel.plan.writes.EntityResult`:
+``WRITTEN`` means the deletion was written to the main table and every
+companion table; ``FAILED`` that the main table refused it (nothing else
+was sent); ``UNKNOWN`` that the main deletion may or may not have
+happened (delete again: a deletion is idempotent); ``PARTIAL`` that a
+companion deletion failed (``ts.repair`` over the event's time fixes it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable, Sequence
+from typing import Any
+
+from tsmodel.backends.base import (
+    DeleteCells,
+    Features,
+    Mutation,
+    MutationOutcome,
+    MutationStatus,
+    ReadFilter,
+    ReadRequest,
+    Row,
+    RowMutation,
+    RowSet,
+    SetCell,
+)
+from tsmodel.declare.spec import ModelSpec, spec_of
+from tsmodel.plan.reads import QueryState, compile_query, time_span
+from tsmodel.plan.writes import (
+    EncodedEvent,
+    EntityResult,
+    ReadStep,
+    TableWrite,
+    WriteResult,
+    WriteStep,
+    _encode,
+    _status,
+    encode_event,
+)
+
+__all__ = ["DeletePlan", "delete_steps", "StepSchedule"]
+
+_MS = 1_000
+
+#: A cell an event wrote: (family, qualifier, timestamp).
+_CellId = tuple[str, bytes, int]
+
+#: The steps of a delete: answered like a save's, returning its result.
+DeleteSteps = Generator["ReadStep | WriteStep", Any, WriteResult]
+
+
+def _cells(mutations: Iterable[Mutation]) -> list[_CellId]:
+    return [(m.family, m.qualifier, m.timestamp) for m in mutations if type(m) is SetCell]
+
+
+def _erase(cells: Iterable[_CellId]) -> tuple[Mutation, ...]:
+    return tuple(DeleteCells(f, q, ts, ts + _MS) for f, q, ts in sorted(set(cells)))
+
+
+class DeletePlan:
+    """The deletes of some events, and the fold of their outcomes.
+
+    Args:
+        entities: model instances (of one model or several): each names the
+            event (key fields and time) to delete. Its values need not be
+            the stored ones: the stored versions are read and erased.
+        features: the capabilities of the backend it runs on (reverse scans).
+
+    Raises:
+        ValidationError: an entity's key or time cannot be encoded.
+    """
+
+    def __init__(self, entities: Iterable[Any], features: Features | None = None) -> None:
+        specs: dict[type, ModelSpec] = {}
+        events = []
+        for e in entities:
+            spec = specs.get(type(e))
+            if spec is None:
+                spec = specs[type(e)] = spec_of(e)
+            events.append(encode_event(spec, e)._replace(spec=spec))
+        self.events: list[EncodedEvent] = events
+        self.features = features
+        self._outcomes: list[list[tuple[str, MutationOutcome]]] = [[] for _ in events]
+        #: Per entity: its stored versions, encoded (the given event among them).
+        self._versions: list[list[EncodedEvent]] = [[ev] for ev in events]
+        #: Per entity: cells its main row keeps for other events (survivors).
+        self._kept: dict[int, set[_CellId]] = {}
+        #: Per current-value row (table, key): the time of the event it shows,
+        #: or None when it could not be read; absent: no such row.
+        self._shown: dict[tuple[str, bytes], int | None] = {}
+        #: Per current-value row: its newest remaining event (None: none).
+        self._newest: dict[tuple[str, bytes], EncodedEvent | None] = {}
+        #: Current-value rows whose newest remaining event could not be read.
+        self._unread: set[tuple[str, bytes]] = set()
+
+    # -- round trip 1: what is stored ---------------------------------------------
+
+    def stored_reads(self, batch: range) -> list[ReadRequest]:
+        """The reads of the batch's main rows and current-value rows."""
+        # What a batch learns of current-value rows is its own: a later batch
+        # reads them again, after this one's writes.
+        self._shown.clear()
+        self._newest.clear()
+        self._unread.clear()
+        main: dict[str, tuple[ModelSpec, set[bytes], list[int]]] = {}
+        current: dict[str, tuple[ModelSpec, set[bytes]]] = {}
+        for i in batch:
+            ev = self.events[i]
+            spec = ev.spec
+            assert spec is not None
+            _, keys, times = main.setdefault(ev.table, (spec, set(), []))
+            keys.add(ev.key)
+            times.append(ev.timestamp)
+            if ev.current_table is not None and ev.current_key is not None:
+                current.setdefault(ev.current_table, (spec, set()))[1].add(ev.current_key)
+        out = []
+        for table, (spec, keys, times) in main.items():
+            whole = spec.key_columns or spec.version_field or not spec.event_time_cells
+            out.append(ReadRequest(table, RowSet(keys=tuple(sorted(keys))), ReadFilter(
+                families=spec.families,
+                # Cells shared by the row's events (key columns) and version-stamped
+                # cells are not in the events' time span: read the whole rows.
+                timestamp_start=None if whole else min(times) // _MS * _MS,
+                timestamp_end=None if whole else max(times) // _MS * _MS + _MS)))
+        for table, (spec, keys) in current.items():
+            out.append(ReadRequest(table, RowSet(keys=tuple(sorted(keys))),
+                                   ReadFilter(families=spec.families, cells_per_column=1)))
+        return out
+
+    def absorb(self, batch: range, requests: Sequence[ReadRequest],
+               answers: Sequence[Sequence[Row] | BaseException]) -> None:
+        """Take in the rows :meth:`stored_reads` asked for.
+
+        A main read that failed FAILS its entities (nothing is sent for
+        them); a current-value read that failed makes the row's newest
+        remaining event be read and written, as if it showed a deleted one.
+        """
+        found: dict[tuple[str, bytes], Row] = {}
+        failed: dict[str, BaseException] = {}
+        for request, answer in zip(requests, answers, strict=True):
+            if isinstance(answer, BaseException):
+                failed[request.table] = answer
+            else:
+                found.update(((request.table, row.key), row) for row in answer)
+        doomed: dict[tuple[str, bytes], set[int]] = {}
+        for i in batch:
+            ev = self.events[i]
+            doomed.setdefault((ev.table, ev.key), set()).add(ev.timestamp)
+        for i in batch:
+            ev = self.events[i]
+            spec = ev.spec
+            assert spec is not None
+            if ev.table in failed:
+                self._outcomes[i].append(
+                    (ev.table, MutationOutcome(MutationStatus.FAILED, failed[ev.table])))
+                continue
+            row = found.get((ev.table, ev.key))
+            if row is not None:
+                gone = doomed[(ev.table, ev.key)]
+                kept = self._kept.setdefault(i, set())
+                for old in spec.codec.decode(type(ev.entity), row, history=True):
+                    encoded = _encode(spec, old)
+                    if encoded.timestamp == ev.timestamp:
+                        self._versions[i].append(encoded)
+                    elif encoded.timestamp not in gone:
+                        kept.update(_cells(encoded.mutations))
+            slot = self._slot(ev)
+            if slot is None or slot in self._shown:
+                continue
+            if slot[0] in failed:
+                self._shown[slot] = None
+                continue
+            current = found.get(slot)
+            codec = spec.current_codec
+            assert codec is not None
+            shown = codec.decode(type(ev.entity), current) if current is not None else []
+            if shown:
+                self._shown[slot] = codec.time_of(shown[0])
+                # Its cells are erased with the deleted event's, if it is one of them.
+                encoded = _encode(spec, shown[0])
+                for j in batch:
+                    if self._slot(self.events[j]) == slot and \
+                            self.events[j].timestamp == encoded.timestamp:
+                        self._versions[j].append(encoded)
+
+    @staticmethod
+    def _slot(ev: EncodedEvent) -> tuple[str, bytes] | None:
+        if ev.current_table is None or ev.current_key is None:
+            return None
+        return ev.current_table, ev.current_key
+
+    # -- round trip 2: the main table ---------------------------------------------
+
+    def main_writes(self, batch: range) -> list[TableWrite]:
+        """Deletions of exactly the cells each event's stored versions wrote."""
+        by_table: dict[str, list[tuple[int, RowMutation]]] = {}
+        for i in self._pending(batch):
+            ev = self.events[i]
+            kept = self._kept.get(i, set())
+            cells = [c for v in self._versions[i] for c in _cells(v.mutations) if c not in kept]
+            by_table.setdefault(ev.table, []).append((i, RowMutation(ev.key, _erase(cells))))
+        return [TableWrite(table, tuple(r for _, r in rows), tuple(i for i, _ in rows))
+                for table, rows in by_table.items()]
+
+    def _pending(self, batch: range) -> list[int]:
+        """The entities of ``batch`` with nothing recorded yet (not refused)."""
+        return [i for i in batch if not self._outcomes[i]]
+
+    def _live(self, batch: range) -> list[int]:
+        """The entities whose main deletion was not refused."""
+        return [i for i in batch
+                if self._outcomes[i] and self._outcomes[i][0][1].status is not
+                MutationStatus.FAILED]
+
+    # -- round trip 3: the newest remaining events --------------------------------
+
+    def newest_reads(self, batch: range) -> list[tuple[tuple[str, bytes], ReadRequest]]:
+        """Per current-value row showing a deleted event: the reads of its newest
+        remaining event in the main table (one per salt value, or one)."""
+        out: list[tuple[tuple[str, bytes], ReadRequest]] = []
+        seen: set[tuple[str, bytes]] = set()
+        for i in self._live(batch):
+            ev = self.events[i]
+            slot = self._slot(ev)
+            if slot is None or slot in seen or slot not in self._shown:
+                continue
+            shown = self._shown[slot]
+            if shown is not None and shown != ev.timestamp:
+                continue
+            seen.add(slot)
+            self._newest[slot] = None
+            spec = ev.spec
+            assert spec is not None and spec.current_key is not None
+            fields = tuple((name, getattr(ev.entity, name)) for name in spec.current_key.fields)
+            lo, hi = time_span(spec)
+            state = QueryState(mode="range", start_us=lo, end_us=hi, fields=fields,
+                               allow_scan=True, newest_first=True, limit=1)
+            plan = compile_query(spec, state, self.features, main_table=True)
+            out.extend((slot, request) for request in plan.requests)
+        return out
+
+    def absorb_newest(self, batch: range,
+                      reads: Sequence[tuple[tuple[str, bytes], ReadRequest]],
+                      answers: Sequence[Sequence[Row] | BaseException]) -> None:
+        """Keep each current-value row's newest remaining event.
+
+        A read that failed fails the row's current-value write (PARTIAL).
+        """
+        by_slot = {self._slot(self.events[i]): i for i in batch}
+        failed: dict[tuple[str, bytes], BaseException] = {}
+        for (slot, _), answer in zip(reads, answers, strict=True):
+            if isinstance(answer, BaseException):
+                failed[slot] = answer
+                continue
+            ev = self.events[by_slot[slot]]
+            spec = ev.spec
+            assert spec is not None
+            model = type(ev.entity)
+            for row in answer:
+                for entity in spec.codec.decode(model, row):
+                    us = spec.codec.time_of(entity)
+                    best = self._newest[slot]
+                    if best is None or us > best.timestamp:
+                        self._newest[slot] = _encode(spec, entity)
+        for slot, error in failed.items():
+            self._newest.pop(slot, None)
+            self._unread.add(slot)
+            for i in self._live(batch):
+                if self._slot(self.events[i]) == slot:
+                    self._outcomes[i].append(
+                        (slot[0], MutationOutcome(MutationStatus.FAILED, error)))
+
+    # -- round trip 4: the companions ---------------------------------------------
+
+    def companion_writes(self, batch: range) -> list[TableWrite]:
+        """The alternate-key deletions and the current-value rows, of live entities."""
+        live = self._live(batch)
+        alternates: dict[str, list[tuple[int, RowMutation]]] = {}
+        for i in live:
+            rows: dict[tuple[str, bytes], list[_CellId]] = {}
+            for v in self._versions[i]:
+                for alt in v.alternates:
+                    rows.setdefault((alt.table, alt.key), []).extend(_cells(alt.mutations))
+            for (table, key), cells in rows.items():
+                alternates.setdefault(table, []).append((i, RowMutation(key, _erase(cells))))
+        out = [TableWrite(table, tuple(r for _, r in rows_), tuple(i for i, _ in rows_))
+               for table, rows_ in alternates.items()]
+        # A current-value row holds one entity, each event's cells at its own time:
+        # every column at a deleted event's time goes (a version whose current write
+        # a newer event of its batch stood for may have left cells there).
+        current: dict[tuple[str, bytes], tuple[list[int], set[tuple[str, bytes]], set[int]]] = {}
+        for i in live:
+            ev = self.events[i]
+            slot = self._slot(ev)
+            if slot is None or slot in self._unread:
+                continue
+            assert ev.spec is not None and ev.spec.current_codec is not None
+            members, columns, times = current.setdefault(slot, ([], set(), set()))
+            members.append(i)
+            times.add(ev.spec.current_codec.layout.cell_timestamp(ev.timestamp))
+            for v in self._versions[i]:
+                columns.update((m.family, m.qualifier) for m in v.current_mutations
+                               if isinstance(m, (SetCell, DeleteCells)))
+        by_table: dict[str, list[tuple[tuple[int, ...], RowMutation]]] = {}
+        for slot, (members, columns, times) in current.items():
+            mutations = _erase((f, q, t) for f, q in columns for t in times)
+            newest = self._newest.get(slot)
+            if newest is not None:
+                mutations += newest.current_mutations
+            by_table.setdefault(slot[0], []).append((tuple(members),
+                                                     RowMutation(slot[1], mutations)))
+        out.extend(TableWrite(table, tuple(r for _, r in rows_), tuple(m for m, _ in rows_),
+                              grouped=True) for table, rows_ in by_table.items())
+        return out
+
+    # -- outcomes -------------------------------------------------------------------
+
+    def record(self, write: TableWrite, outcomes: Sequence[MutationOutcome]) -> None:
+        """Record the backend's outcome of each row of ``write``."""
+        for members, outcome in zip(write.members, outcomes, strict=True):
+            for i in (members if isinstance(members, tuple) else (members,)):
+                self._outcomes[i].append((write.table, outcome))
+
+    def result(self) -> WriteResult:
+        """One :class:`EntityResult` per event, in input order."""
+        return WriteResult(tuple(EntityResult(ev.entity, _status(out), tuple(out))
+                                 for ev, out in zip(self.events, self._outcomes, strict=True)))
+
+
+def delete_steps(plan: DeletePlan, batch_size: int) -> DeleteSteps:
+    """The steps of a delete, batch after batch; returns its :class:`WriteResult`."""
+    n = len(plan.events)
+    for start in range(0, n, batch_size):
+        batch = range(start, min(start + batch_size, n))
+        reads = plan.stored_reads(batch)
+        plan.absorb(batch, reads, (yield ReadStep(tuple(reads))))
+        main = plan.main_writes(batch)
+        if main:
+            outcomes = yield WriteStep(tuple(main))
+            for write, outcome in zip(main, outcomes, strict=True):
+                plan.record(write, outcome)
+        newest = plan.newest_reads(batch)
+        if newest:
+            answers = yield ReadStep(tuple(request for _, request in newest))
+            plan.absorb_newest(batch, newest, answers)
+        companions = plan.companion_writes(batch)
+        if companions:
+            outcomes = yield WriteStep(tuple(companions))
+            for write, outcome in zip(companions, outcomes, strict=True):
+                plan.record(write, outcome)
+    return plan.result()
+
+
+class StepSchedule:
+    """Steps answered one after the other, handed out as a save's schedule hands them.
+
+    Adapts a generator of :class:`~tsmodel.plan.writes.ReadStep` and
+    :class:`~tsmodel.plan.writes.WriteStep` (such as :func:`delete_steps`)
+    to the interface of :class:`~tsmodel.plan.writes.SaveSchedule`
+    (:meth:`ready`, :meth:`answer`, :attr:`done`, :meth:`result`), so that
+    the executors that run a save run it too: the calls of one step go out
+    together (concurrently where the executor can), the next step once
+    every one is answered.
+    """
+
+    def __init__(self, steps: Generator[ReadStep | WriteStep, Any, WriteResult]) -> None:
+        self._steps = steps
+        self._answers: list[Any] = []
+        self._waiting = 0
+        self._handed: list[tuple[Any, Any]] = []
+        self._result: WriteResult | None = None
+        self._advance(None)
+
+    @property
+    def done(self) -> bool:
+        return self._result is not None
+
+    def ready(self) -> list[tuple[Any, Any]]:
+        """The calls that may go now: (ticket, call) pairs, each to :meth:`answer`."""
+        handed, self._handed = self._handed, []
+        return handed
+
+    def answer(self, ticket: Any, answer: Any) -> None:
+        """The answer of one call: rows or a BackendError for a read, outcomes for a write."""
+        self._answers[ticket] = answer
+        self._waiting -= 1
+        if self._waiting == 0:
+            self._advance(self._answers)
+
+    def result(self) -> WriteResult:
+        if self._result is None:
+            raise RuntimeError("the steps are not done: answer every call first")
+        return self._result
+
+    def _advance(self, answers: list[Any] | None) -> None:
+        try:
+            step = self._steps.send(answers)
+            while not step.calls:  # nothing to ask: answer at once
+                step = self._steps.send([])
+        except StopIteration as stop:
+            self._result = stop.value
+            return
+        self._answers = [None] * len(step.calls)
+        self._waiting = len(step.calls)
+        self._handed = list(enumerate(step.calls))
