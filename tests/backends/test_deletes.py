@@ -1,0 +1,234 @@
+"""Deletes: the tables hold exactly what saving only the surviving events writes.
+
+The oracle is a twin model: one model gets saves and deletes, its twin
+gets only the saves of the events that survive, in the same order. After
+every delete the two must hold the same cells in every table: the main
+table and the alternate-key tables cell for cell (every version), the
+current-value table as its one-version GC rule keeps it (a deleted event's
+cells go, and an older hidden version of a column may show through until
+the row is rewritten, which the GC rule of the table then removes alike).
+Each model shape of the oracle harness (``tests/oracle/shapes.py``) runs:
+rows, salted keys, buckets of cells, columns and offsets, serialized
+events, promoted values in alternate keys.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+import tsmodel as ts
+from tests.backends.conftest import asynchronous
+from tests.backends.test_companions import FaultyBackend
+from tests.backends.test_pipelined_saves import draw_entities, fields_of
+from tests.oracle.shapes import SHAPES, Shape, shape_named
+from tsmodel.backends.base import Backend, MutationStatus, ReadFilter, ReadRequest, RowSet
+
+UTC = timezone.utc
+
+
+def dump(backend: Backend, model: type) -> list[dict[bytes, list[tuple[Any, ...]]]]:
+    """Every cell of every table of the model, as its GC rules keep them (names left out)."""
+    spec = ts.spec_of(model)
+    tables = [(spec.table, None), *((a.table, None) for a in spec.alternates)]
+    if spec.current_table is not None:
+        tables.append((spec.current_table, ReadFilter(versions_kept=1)))
+    out = []
+    for table, row_filter in tables:
+        rows: dict[bytes, list[tuple[Any, ...]]] = {}
+        for row in backend.read_rows(ReadRequest(table, RowSet(), row_filter or ReadFilter())):
+            rows[row.key] = sorted((c.family, c.qualifier, c.timestamp, c.value)
+                                   for c in row.cells)
+        out.append(rows)
+    return out
+
+
+def identity(shape: Shape, entity: Any) -> tuple[Any, ...]:
+    return (*(getattr(entity, f) for f in shape.key_fields), entity.time)
+
+
+def script(shape: Shape, model: type, rng: random.Random,
+           n: int) -> list[tuple[str, list[Any]]]:
+    """Saves in time order with deletes of saved events between them.
+
+    Returns ("save", events) and ("delete", events) steps; an event deleted
+    is not saved again (a later save of an older time would be out of order).
+    """
+    events = sorted(draw_entities(shape, model, rng, n), key=lambda e: e.time)
+    steps: list[tuple[str, list[Any]]] = []
+    saved: dict[tuple[Any, ...], Any] = {}
+    gone: set[tuple[Any, ...]] = set()
+    i = 0
+    while i < len(events):
+        k = rng.randint(1, 6)
+        chunk = [e for e in events[i:i + k] if identity(shape, e) not in gone]
+        i += k
+        if chunk:
+            steps.append(("save", chunk))
+            saved.update((identity(shape, e), e) for e in chunk)
+        if saved and rng.random() < 0.6:
+            doomed = rng.sample(sorted(saved, key=repr), rng.randint(1, len(saved)))
+            # The event to delete names key and time; its values need not be the stored ones.
+            steps.append(("delete", [saved.pop(k) if rng.random() < 0.5 else
+                                     _other_values(shape, saved.pop(k), rng) for k in doomed]))
+            gone.update(doomed)
+    return steps
+
+
+def _other_values(shape: Shape, entity: Any, rng: random.Random) -> Any:
+    fields = fields_of(entity)
+    for v in shape.values:
+        fields[v.name] = rng.choice(v.choices)
+    return type(entity)(**fields)
+
+
+def survivors(shape: Shape, steps: Sequence[tuple[str, list[Any]]], twin: type) -> list[Any]:
+    """The saves of events no later step deletes, in order, as twin instances."""
+    deleted = {identity(shape, e) for kind, events in steps if kind == "delete" for e in events}
+    return [twin(**fields_of(e)) for kind, events in steps if kind == "save" for e in events
+            if identity(shape, e) not in deleted]
+
+
+DELETE_SHAPES = list(SHAPES)
+
+
+@pytest.mark.parametrize("shape", DELETE_SHAPES, ids=lambda s: s.name)
+def test_saves_and_deletes_leave_what_saving_the_survivors_leaves(
+        backend: Backend, shape: Shape) -> None:
+    for seed in range(6):
+        rng = random.Random(seed)
+        suffix = uuid.uuid4().hex[:8]
+        model, twin = shape.make_model("d" + suffix), shape.make_model("t" + suffix)
+        conn = ts.Connection(backend, batch_size=rng.randint(1, 5))
+        conn.create_tables(model, twin)
+        steps = script(shape, model, rng, rng.randint(1, 30))
+        for kind, events in steps:
+            if kind == "save":
+                conn.save_all(events, accept_expired=True)
+            else:
+                result = conn.delete_all(events)
+                assert [r.entity for r in result.written] == events
+                assert all(r.tables[0][0] == ts.spec_of(model).table for r in result.results)
+        conn.save_all(survivors(shape, steps, twin), accept_expired=True)
+        assert dump(backend, model) == dump(backend, twin), (seed, steps)
+
+
+@pytest.mark.parametrize("shape", [shape_named("rows"), shape_named("salted_time"),
+                                   shape_named("offsets")], ids=lambda s: s.name)
+async def test_async_deletes_leave_what_saving_the_survivors_leaves(
+        backend: Backend, shape: Shape) -> None:
+    async with asynchronous(backend) as ab:
+        for seed in range(4):
+            rng = random.Random(100 + seed)
+            suffix = uuid.uuid4().hex[:8]
+            model, twin = shape.make_model("a" + suffix), shape.make_model("b" + suffix)
+            db = ts.AsyncConnection(ab, batch_size=rng.randint(1, 5))
+            await db.create_tables(model, twin)
+            steps = script(shape, model, rng, rng.randint(1, 30))
+            for kind, events in steps:
+                if kind == "save":
+                    await db.save_all(events, accept_expired=True)
+                else:
+                    assert (await db.delete_all(events)).ok
+            await db.save_all(survivors(shape, steps, twin), accept_expired=True)
+            assert dump(backend, model) == dump(backend, twin), (seed, steps)
+
+
+def rows_model() -> tuple[Shape, type]:
+    shape = shape_named("rows")
+    return shape, shape.make_model(uuid.uuid4().hex[:8])
+
+
+T = datetime(2015, 3, 1, tzinfo=UTC)
+
+
+def test_deleting_the_newest_event_shows_the_previous_one_then_nothing(
+        backend: Backend) -> None:
+    _, Model = rows_model()
+    conn = ts.Connection(backend)
+    conn.create_tables(Model)
+    older = Model(site="a", host=1, time=T, x=1, note="old")
+    newer = Model(site="a", host=1, time=T + timedelta(hours=1), x=2, note=None)
+    conn.save_all([older, newer])
+    assert conn.latest(Model, site="a", host=1) == newer
+    conn.delete(newer)
+    assert conn.latest(Model, site="a", host=1) == older
+    assert list(conn.current(Model)) == [older]
+    conn.delete(older)
+    assert list(conn.current(Model)) == []
+    with pytest.raises(Model.DoesNotExist):
+        conn.latest(Model, site="a", host=1)
+    assert list(conn.range(Model, T, T + timedelta(days=1), site="a")) == []
+
+
+def test_deleting_an_event_that_is_not_stored_changes_nothing(backend: Backend) -> None:
+    shape, Model = rows_model()
+    conn = ts.Connection(backend)
+    conn.create_tables(Model)
+    kept = Model(site="a", host=1, time=T, x=1, note="n")
+    conn.save(kept)
+    before = dump(backend, Model)
+    result = conn.delete_all([Model(site="a", host=1, time=T + timedelta(seconds=1), x=1,
+                                    note=None)])
+    assert result.ok
+    assert dump(backend, Model) == before
+
+
+def test_a_failed_companion_delete_is_partial_and_repair_fixes_it(backend: Backend) -> None:
+    shape = shape_named("salted_time")  # a current-value table and an alternate-key table
+    suffix = uuid.uuid4().hex[:8]
+    Model, Twin = shape.make_model("f" + suffix), shape.make_model("g" + suffix)
+    faulty = FaultyBackend(backend)
+    conn = ts.Connection(faulty)  # type: ignore[arg-type]
+    conn.create_tables(Model, Twin)
+    events = sorted(draw_entities(shape, Model, random.Random(7), 20), key=lambda e: e.time)
+    conn.save_all(events)
+    doomed = events[-3:]
+    doomed_ids = {identity(shape, e) for e in doomed}
+    spec = ts.spec_of(Model)
+    for table in (spec.current_table, *(a.table for a in spec.alternates)):
+        assert table is not None
+        faulty.fail[table] = MutationStatus.FAILED
+    result = conn.delete_all(doomed, raise_on_failure=False)
+    assert {r.status for r in result.results} == {ts.WriteStatus.PARTIAL}
+    with pytest.raises(ts.SaveError):
+        conn.delete_all(doomed)
+    faulty.fail.clear()
+    conn.save_all([Twin(**fields_of(e)) for e in events if identity(shape, e) not in doomed_ids])
+    assert dump(backend, Model) != dump(backend, Twin)
+    report = ts.repair(Model, datetime(1970, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC),
+                       connection=conn)
+    assert report.ok
+    assert dump(backend, Model) == dump(backend, Twin)
+
+
+def test_a_refused_main_delete_fails_and_sends_nothing_else(backend: Backend) -> None:
+    _, Model = rows_model()
+    faulty = FaultyBackend(backend)
+    conn = ts.Connection(faulty)  # type: ignore[arg-type]
+    conn.create_tables(Model)
+    event = Model(site="a", host=1, time=T, x=1, note="n")
+    conn.save(event)
+    main = ts.spec_of(Model).table
+    # The server may have applied it: the companions are deleted too (as a save writes
+    # them), and the result says to delete again.
+    faulty.fail[main] = MutationStatus.UNKNOWN
+    assert conn.delete_all([event], raise_on_failure=False).results[0].status is \
+        ts.WriteStatus.UNKNOWN
+    faulty.fail[main] = MutationStatus.FAILED
+    before = dump(backend, Model)
+    calls = dict(faulty.calls)
+    result = conn.delete_all([event], raise_on_failure=False)
+    assert result.results[0].status is ts.WriteStatus.FAILED
+    assert len(result.results[0].tables) == 1, "no companion was sent"
+    assert {t: n for t, n in faulty.calls.items() if calls.get(t) != n} == {
+        main: calls[main] + 1}
+    assert dump(backend, Model) == before
+    faulty.fail.clear()
+    assert conn.delete_all([event]).ok
+    assert dump(backend, Model) == [{}, {}, {}]
