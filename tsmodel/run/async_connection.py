@@ -204,6 +204,18 @@ class AsyncConnection:
             result.raise_for_failures()
         return result
 
+    async def update(self, model: type[M], /, **fields: Any) -> M:
+        """Change value fields of one stored event (see :meth:`tsmodel.Connection.update`).
+
+        Raises:
+            QueryError: a key field or the time is missing, or a name is not
+                a value field.
+            DoesNotExist: no such event is stored (``Model.DoesNotExist``).
+            SaveError: a write failed or its outcome is unknown.
+        """
+        updated: M = await methodcaller("_update_event", fields)(self._queries(model))
+        return updated
+
     async def _run(self, schedule: SaveSchedule | StepSchedule) -> WriteResult:
         """Await every call a schedule hands out (a save's or a delete's); its result."""
         out: dict[asyncio.Task[Any], Any] = {}

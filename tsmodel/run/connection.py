@@ -255,6 +255,25 @@ class Connection:
             result.raise_for_failures()
         return result
 
+    def update(self, model: type[M], /, **fields: Any) -> M:
+        """Change value fields of one stored event; return the event as saved.
+
+        ``db.update(Metric, hostname="h1", time=t, cpu=0.5)``: the key fields
+        and the time name the event, the other fields are set. The stored
+        event is read (one read of the main table), changed and saved again,
+        as a correction of the same event (every table follows; the
+        current-value row too, when it shows the event).
+
+        Raises:
+            QueryError: a key field or the time is missing, a name is not a
+                field of the model, or no value field is given.
+            DoesNotExist: no such event is stored (``Model.DoesNotExist``).
+            ValidationError: a new value cannot be stored; nothing was written.
+            SaveError: a write failed or its outcome is unknown.
+        """
+        updated: M = methodcaller("_update_event", fields)(self._queries(model))
+        return updated
+
     def _workers(self) -> ThreadPoolExecutor:
         """The threads that make a save's calls (made at the first save that needs them)."""
         with self._pool_lock:

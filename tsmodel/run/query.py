@@ -11,7 +11,7 @@ where the backend gains from it) into the one merge of
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterable, Iterator, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, ClassVar, Generic, TypeVar, overload
 
 import attrs
@@ -31,6 +31,7 @@ from tsmodel.plan.reads import (
     latest_state,
     queryable_fields,
 )
+from tsmodel.plan.writes import WriteResult
 from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection, get_default_connection
 from tsmodel.run.fanout import astream, stream
@@ -283,6 +284,123 @@ class QuerySet(Generic[M]):
             return self._found(None if found is None else _copy(found), key_fields)
         return self._found(qs.first(), key_fields)
 
+    def delete(self, *, allow_scan: bool = False, raise_on_failure: bool = True) -> WriteResult:
+        """Delete every event the query selects, from every table of the model.
+
+        The events are read (held in memory), then deleted as
+        :meth:`tsmodel.Connection.delete_all` deletes them: exactly their
+        cells, their alternate-key rows, and the current-value rows they
+        show (which then show the newest remaining event, or are gone).
+
+        Args:
+            allow_scan: delete even when the query does not name an entity
+                (every key field of the model): a range over many entities.
+            raise_on_failure: raise :class:`~tsmodel.SaveError` when a
+                deletion is not complete.
+
+        Returns:
+            The :class:`~tsmodel.WriteResult`, one entry per event deleted.
+
+        Raises:
+            QueryError: the query is not a ``range(...)`` of the main data
+                (``current()``, ``snapshot()``).
+            ScanRefusedError: key fields are missing and ``allow_scan`` is false.
+        """
+        qs = self._to_change("delete", allow_scan)
+        events = list(qs.iterator())
+        return qs._conn().delete_all(events, raise_on_failure=raise_on_failure)
+
+    def update(self, *, allow_scan: bool = False, raise_on_failure: bool = True,
+               **changes: Any) -> WriteResult:
+        """Set value fields of every event the query selects, and save them.
+
+        Each event is read, changed and saved again: a correction of the same
+        event (same key and time), which the save writes to every table (the
+        current-value row too, when it shows the event).
+
+        Args:
+            allow_scan: as for :meth:`delete`.
+            raise_on_failure: raise :class:`~tsmodel.SaveError` when a
+                write is not complete.
+            **changes: value fields and their new values.
+
+        Returns:
+            The :class:`~tsmodel.WriteResult` of the save, one entry per event.
+
+        Raises:
+            QueryError: a name is not a value field, or the query is not a
+                ``range(...)``.
+            ScanRefusedError: as for :meth:`delete`.
+            ValidationError: a new value cannot be stored; nothing was written.
+        """
+        self._check_changes(changes)
+        qs = self._to_change("update", allow_scan)
+        events = [_changed(e, changes) for e in qs.iterator()]
+        return qs._conn().save_all(events, raise_on_failure=raise_on_failure)
+
+    def _update_event(self, fields: dict[str, Any]) -> M:
+        """``Connection.update``: change one stored event (see there)."""
+        qs, changes = self._event_query(fields)
+        found = qs.first()
+        if found is None:
+            raise self._missing_event(fields, changes)
+        updated: M = _changed(found, changes)
+        qs._conn().save(updated)
+        return updated
+
+    def _event_query(self, fields: dict[str, Any]) -> tuple[Self, dict[str, Any]]:
+        """The query of one event named by its key fields and time, and the changes."""
+        spec = self._spec
+        key = {k: v for k, v in fields.items() if k in spec.key_fields}
+        changes = {k: v for k, v in fields.items() if k not in key and k != spec.timestamp_field}
+        self._check_changes(changes)
+        missing = [n for n in (*spec.key_fields, spec.timestamp_field) if n not in fields]
+        if missing:
+            raise errors.QueryError(
+                f"{spec.name}.update() names one event by every key field and its time; "
+                f"missing: {', '.join(missing)}")
+        when = fields[spec.timestamp_field]
+        if not isinstance(when, datetime):
+            raise errors.FieldTypeError(f"expected a datetime, got {type(when).__name__}",
+                                        model=spec.name, field=spec.timestamp_field,
+                                        value=when)
+        base = type(self)(self.model, connection=self._connection)
+        return base.range(when, when + timedelta(microseconds=1), **key), changes
+
+    def _missing_event(self, fields: dict[str, Any], changes: dict[str, Any]) -> Exception:
+        shown = ", ".join(f"{k}={v!r}" for k, v in fields.items() if k not in changes)
+        error: Exception = self.model.DoesNotExist(  # type: ignore[attr-defined]
+            f"{self._spec.name}: no event for {shown} to update")
+        return error
+
+    def _check_changes(self, changes: dict[str, Any]) -> None:
+        spec = self._spec
+        settable = [a.name for a in attrs.fields(self.model) if a.init  # type: ignore[arg-type]
+                    and a.name not in spec.key_fields and a.name != spec.timestamp_field]
+        wrong = [n for n in changes if n not in settable]
+        if wrong:
+            raise errors.QueryError(
+                f"{spec.name}.update(): {', '.join(map(repr, wrong))} cannot be set: not a "
+                f"value field (value fields: {', '.join(settable) or 'none'}; key fields and "
+                "the time name the event)")
+        if not changes:
+            raise errors.QueryError(f"{spec.name}.update(): no value field to set")
+
+    def _to_change(self, what: str, allow_scan: bool) -> Self:
+        """This query, reading whole events, checked for a delete or an update."""
+        s, spec = self._state, self._spec
+        if s.mode != "range" or s.snapshot_us is not None:
+            raise errors.QueryError(
+                f"{spec.name}: {what}() changes the events of a range(...) query, not of "
+                f"{'a snapshot' if s.snapshot_us is not None else s.mode or 'an unbound query'}")
+        given = {name for name, _ in s.fields}
+        missing = [n for n in spec.key_fields if n not in given]
+        if missing and not allow_scan:
+            raise errors.ScanRefusedError(
+                f"{spec.name}: {what}() of a range without {', '.join(missing)} changes "
+                f"the events of every such entity; pass {what}(allow_scan=True) to do it")
+        return self._clone(only=None, history=False)
+
     def _latest_query(self, key_fields: dict[str, Any]) -> Self:
         """The query :meth:`latest` runs: the current-value row, or the newest main row."""
         spec = self._spec
@@ -380,6 +498,14 @@ def _copy(instance: M) -> M:
     return cls(**{a.alias: getattr(instance, a.name) for a in fields})
 
 
+def _changed(instance: M, changes: dict[str, Any]) -> M:
+    """A copy of a model instance with ``changes`` (validated as a new instance is)."""
+    cls = type(instance)
+    fields = cls.__attrs_attrs__  # type: ignore[attr-defined]
+    return cls(**{a.alias: changes[a.name] if a.name in changes else getattr(instance, a.name)
+                  for a in fields if a.init})
+
+
 class AsyncQuerySet(QuerySet[M]):
     """A :class:`QuerySet` on an :class:`~tsmodel.AsyncConnection`: run it on an event loop.
 
@@ -438,6 +564,35 @@ class AsyncQuerySet(QuerySet[M]):
             DoesNotExist: the entity has no event (``Model.DoesNotExist``).
         """
         return self._found(await self._latest_query(key_fields).first(), key_fields)
+
+    async def delete(self, *, allow_scan: bool = False,  # type: ignore[override]
+                     raise_on_failure: bool = True) -> WriteResult:
+        """Delete every event the query selects; see :meth:`QuerySet.delete`."""
+        qs = self._to_change("delete", allow_scan)
+        events = [e async for e in qs]
+        return await self._aconn().delete_all(events, raise_on_failure=raise_on_failure)
+
+    async def update(self, *, allow_scan: bool = False,  # type: ignore[override]
+                     raise_on_failure: bool = True, **changes: Any) -> WriteResult:
+        """Set value fields of every event the query selects; see :meth:`QuerySet.update`."""
+        self._check_changes(changes)
+        qs = self._to_change("update", allow_scan)
+        events = [_changed(e, changes) async for e in qs]
+        return await self._aconn().save_all(events, raise_on_failure=raise_on_failure)
+
+    async def _update_event(self, fields: dict[str, Any]) -> M:  # type: ignore[override]
+        qs, changes = self._event_query(fields)
+        found = await qs.first()
+        if found is None:
+            raise self._missing_event(fields, changes)
+        updated: M = _changed(found, changes)
+        await self._aconn().save(updated)
+        return updated
+
+    def _aconn(self) -> AsyncConnection:
+        conn = self._connection
+        assert isinstance(conn, AsyncConnection)
+        return conn
 
     async def latest_many(self,  # type: ignore[override]
                           keys: Iterable[Mapping[str, Any] | tuple[Any, ...]],
