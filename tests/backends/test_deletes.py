@@ -232,3 +232,125 @@ def test_a_refused_main_delete_fails_and_sends_nothing_else(backend: Backend) ->
     faulty.fail.clear()
     assert conn.delete_all([event]).ok
     assert dump(backend, Model) == [{}, {}, {}]
+
+
+# -- deleting and updating through queries --------------------------------------------
+
+
+def hosts_events(Model: type) -> list[Any]:
+    return [Model(site=site, host=host, time=T + timedelta(minutes=m), x=m, note=f"n{m}")
+            for site in ("a", "b") for host in (1, 2) for m in range(6)]
+
+
+def test_a_range_delete_deletes_what_the_range_reads(backend: Backend) -> None:
+    shape, Model = rows_model()
+    Twin = shape.make_model(uuid.uuid4().hex[:8])
+    conn = ts.Connection(backend, batch_size=4)
+    conn.create_tables(Model, Twin)
+    events = hosts_events(Model)
+    conn.save_all(events)
+    start, end = T + timedelta(minutes=2), T + timedelta(minutes=6)
+    doomed = list(conn.range(Model, start, end, site="a", host=1))
+    result = conn.range(Model, start, end, site="a", host=1).delete()
+    assert [r.entity for r in result.written] == doomed and len(doomed) == 4
+    with pytest.raises(ts.ScanRefusedError, match="host"):
+        conn.range(Model, start, end, site="b").delete()
+    with pytest.raises(ts.QueryError, match="range"):
+        conn.current(Model).delete()
+    wide = conn.range(Model, start, end, site="b").delete(allow_scan=True)
+    assert len(wide) == 8 and wide.ok
+    gone = {(e.site, e.host, e.time) for e in doomed} | {
+        (e.site, e.host, e.time) for e in events if e.site == "b" and start <= e.time < end}
+    conn.save_all([Twin(**fields_of(e)) for e in events
+                   if (e.site, e.host, e.time) not in gone])
+    assert dump(backend, Model) == dump(backend, Twin)
+    assert conn.latest(Model, site="a", host=1).time == T + timedelta(minutes=1)
+
+
+@pytest.mark.parametrize("shape", [shape_named(n) for n in (
+    "rows", "salted_time", "columns", "offsets", "serialized", "cells")], ids=lambda s: s.name)
+def test_updates_leave_what_saving_the_updated_events_leaves(
+        backend: Backend, shape: Shape) -> None:
+    for seed in range(4):
+        rng = random.Random(200 + seed)
+        suffix = uuid.uuid4().hex[:8]
+        model, twin = shape.make_model("u" + suffix), shape.make_model("v" + suffix)
+        conn = ts.Connection(backend)
+        conn.create_tables(model, twin)
+        events = sorted(draw_entities(shape, model, rng, rng.randint(1, 20)),
+                        key=lambda e: e.time)
+        conn.save_all(events, accept_expired=True)
+        stored = {identity(shape, e): e for e in events}  # the last version of each
+        changed = []
+        for key in rng.sample(sorted(stored, key=repr), rng.randint(1, len(stored))):
+            value = rng.choice(shape.values)
+            new = rng.choice(value.choices)
+            names = {f: getattr(stored[key], f) for f in (*shape.key_fields, "time")}
+            updated = conn.update(model, **names, **{value.name: new})
+            expected = type(stored[key])(**{**fields_of(stored[key]), value.name: new})
+            assert updated == expected
+            stored[key] = expected
+            changed.append(expected)
+        conn.save_all([twin(**fields_of(stored[identity(shape, e)])) for e in events],
+                      accept_expired=True)
+        for e in changed:  # one save each, as each update is
+            conn.save(twin(**fields_of(e)), accept_expired=True)
+        assert dump(backend, model) == dump(backend, twin), seed
+
+
+def test_an_update_names_one_stored_event(backend: Backend) -> None:
+    _, Model = rows_model()
+    conn = ts.Connection(backend)
+    conn.create_tables(Model)
+    older = Model(site="a", host=1, time=T, x=1, note="old")
+    newer = Model(site="a", host=1, time=T + timedelta(hours=1), x=2, note="new")
+    conn.save_all([older, newer])
+    with pytest.raises(Model.DoesNotExist, match=r"Rows\w*: no event for site='a', host=1, "
+                       r"time=datetime.datetime\(2015, 3, 1, 0, 0, 1"):
+        conn.update(Model, site="a", host=1, time=T + timedelta(seconds=1), x=5)
+    with pytest.raises(ts.QueryError, match="missing: time"):
+        conn.update(Model, site="a", host=1, x=5)
+    with pytest.raises(ts.QueryError, match="'nope' cannot be set"):
+        conn.update(Model, site="a", host=1, time=T, nope=5)
+    with pytest.raises(ts.QueryError, match="no value field"):
+        conn.update(Model, site="a", host=1, time=T)
+    assert conn.update(Model, site="a", host=1, time=newer.time, note=None) == \
+        Model(site="a", host=1, time=newer.time, x=2, note=None)
+    assert conn.latest(Model, site="a", host=1).note is None
+    result = conn.range(Model, T, T + timedelta(days=1), site="a", host=1).update(x=7)
+    assert result.ok and [e.x for e in conn.range(Model, T, T + timedelta(days=1), site="a")] == [
+        7, 7]
+    with pytest.raises(ts.QueryError, match="'host' cannot be set"):
+        conn.range(Model, T, T + timedelta(days=1), site="a", host=1).update(host=2)
+
+
+async def test_async_range_delete_and_update(backend: Backend) -> None:
+    shape, Model = rows_model()
+    Twin = shape.make_model(uuid.uuid4().hex[:8])
+    async with asynchronous(backend) as ab:
+        db = ts.AsyncConnection(ab, batch_size=3)
+        await db.create_tables(Model, Twin)
+        events = hosts_events(Model)
+        await db.save_all(events)
+        start, end = T + timedelta(minutes=3), T + timedelta(minutes=9)
+        with pytest.raises(ts.ScanRefusedError):
+            await db.range(Model, start, end, site="a").delete()
+        result = await db.range(Model, start, end, site="a").delete(allow_scan=True)
+        assert len(result) == 6 and result.ok
+        await db.delete(events[0])
+        updated = await db.update(Model, site="b", host=2, time=T, note="fixed")
+        assert updated.note == "fixed"
+        with pytest.raises(Model.DoesNotExist):
+            await db.update(Model, site="a", host=1, time=start, x=1)
+        assert (await db.range(Model, T, end, site="b", host=1).update(x=0)).ok
+        survivors_ = [e for e in events[1:] if not (e.site == "a" and start <= e.time < end)]
+        fixed = {(e.site, e.host, e.time): e for e in survivors_}
+        fixed[("b", 2, T)] = updated
+        for e in survivors_:
+            if e.site == "b" and e.host == 1:
+                fixed[(e.site, e.host, e.time)] = Model(**{**fields_of(e), "x": 0})
+        twin_events = [Twin(**fields_of(fixed[(e.site, e.host, e.time)])) for e in survivors_]
+        await db.save_all(twin_events)
+        assert [fields_of(e) async for e in db.range(Model, T, end, allow_scan=True)] == \
+            [fields_of(e) async for e in db.range(Twin, T, end, allow_scan=True)]
+        assert dump(backend, Model) == dump(backend, Twin)
