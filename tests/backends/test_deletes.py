@@ -354,3 +354,50 @@ async def test_async_range_delete_and_update(backend: Backend) -> None:
         assert [fields_of(e) async for e in db.range(Model, T, end, allow_scan=True)] == \
             [fields_of(e) async for e in db.range(Twin, T, end, allow_scan=True)]
         assert dump(backend, Model) == dump(backend, Twin)
+
+
+def test_a_snapshot_built_again_after_a_delete_lacks_the_event(backend: Backend) -> None:
+    _, Model = rows_model()  # with a snapshot table per UTC day
+    conn = ts.Connection(backend)
+    conn.create_tables(Model)
+    events = hosts_events(Model)
+    conn.save_all(events)
+    report = ts.build_snapshot(Model, T, connection=conn, progress=False)
+    assert report.events_written == len(events)
+    conn.delete_all(events[:3])
+    assert len(list(Model.using(conn).snapshot(T))) == len(events), "left alone"
+    backend.delete_table(report.table)
+    again = ts.build_snapshot(Model, T, connection=conn, progress=False, restart=True)
+    assert again.events_written == len(events) - 3
+    assert sorted(map(repr, Model.using(conn).snapshot(T))) == sorted(map(repr, events[3:]))
+
+
+@pytest.mark.parametrize(("shown", "companions", "trips"), [
+    (True, True, 4), (False, True, 3), (False, False, 2)])
+def test_the_round_trips_of_a_delete(backend: Backend, shown: bool, companions: bool,
+                                     trips: int) -> None:
+    """The figures of docs/deleting.md: steps of a batch, each one round trip."""
+    from tsmodel.plan.deletes import DeletePlan, delete_steps
+
+    @ts.model(table="del_trips_" + uuid.uuid4().hex[:8], family="F",
+              current=("del_trips_cur_" + uuid.uuid4().hex[:8]) if companions else None)
+    class Metric:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        x: int = ts.value("X")
+
+    conn = ts.Connection(backend)
+    conn.create_tables(Metric)
+    events = [Metric(host=h, time=T + timedelta(minutes=m), x=m) for h in "ab" for m in range(3)]
+    conn.save_all(events)
+    doomed = [e for e in events if e.time == T + timedelta(minutes=2 if shown else 0)]
+    steps = delete_steps(DeletePlan(doomed, backend.features), batch_size=10)
+    count, answer = 0, None
+    try:
+        while True:
+            step = steps.send(answer)
+            count += 1
+            answer = [conn._call(call) for call in step.calls]
+    except StopIteration as stop:
+        assert stop.value.ok and len(stop.value) == 2
+    assert count == trips
