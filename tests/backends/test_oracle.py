@@ -3,9 +3,10 @@
 One stateful Hypothesis test per shape (tests/oracle/shapes.py) and backend
 (the embedded store and the Cloud Bigtable emulator, tests/backends/conftest.py).
 Its steps save (batches, replays, corrections, late and same-millisecond
-events), query (range, latest, current, snapshots, with every refinement),
-repair, build snapshots and read raw tables; every answer is compared with
-the pure-Python reference (tests/oracle/reference.py).
+events), delete (events, ranges) and update, query (range, latest,
+current, snapshots, with every refinement), repair, build snapshots and
+read raw tables; every answer is compared with the pure-Python reference
+(tests/oracle/reference.py).
 
 The budget fits CI (about 35 s on the embedded store, 45 s on the emulator,
 on 2 cores); for a long local run raise it, e.g.::

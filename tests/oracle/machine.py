@@ -1,4 +1,4 @@
-"""The state machine: saves, queries, repairs and snapshots checked against the reference.
+"""The state machine: saves, deletes, queries, repairs and snapshots against the reference.
 
 :func:`machine_for` builds a Hypothesis ``RuleBasedStateMachine`` for one
 shape and one or two backends (*sides*). Every example declares the shape's
@@ -10,6 +10,10 @@ model afresh (tables of its own), and every step runs on each side:
 * queries of every kind: ``range`` with key-field prefixes, scans,
   ``limit``/``[:n]``, ``newest_first``, ``only``, ``count``, ``first``,
   ``exists``; ``latest``; ``current``; snapshot reads;
+* deletes (docs/deleting.md): ``delete_all`` of saved events, named with
+  their stored values or others, in batches of any size; ``range(...)
+  .delete()`` behind its scan guard; ``update`` of one event's value fields
+  (``DoesNotExist`` for an event reads do not return);
 * repairs (on clean tables: they must find nothing to fix) and snapshot
   builds;
 * raw table checks: the row keys of every table, the cells of
@@ -135,6 +139,68 @@ def machine_for(shape: Shape, sides: Sequence[Side]) -> type[RuleBasedStateMachi
             old = data.draw(st.sampled_from(pool), label="corrected")
             new = data.draw(tst.oracle_correction(shape, old), label="correction")
             self._save([new], 1000)
+
+        @precondition(lambda self: bool(self.ref.events))
+        @rule(data=st.data(), batch_size=st.sampled_from([1000, 2, 1]))
+        def delete(self, data: st.DataObject, batch_size: int) -> None:
+            """Delete saved events (docs/deleting.md), some with other values than stored."""
+            pool = sorted(self.ref.saved(), key=repr)
+            doomed = data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=5,
+                                        unique_by=lambda e: e.identity), label="deleted")
+            named = [data.draw(st.one_of(st.just(e), tst.oracle_correction(shape, e)),
+                               label="named as") for e in doomed]
+            entities = [self._instance(e) for e in named]
+            for side in sides:
+                result = side.conn(batch_size).delete_all(entities, raise_on_failure=False)
+                assert [r.status for r in result.results] == [ts.WriteStatus.WRITTEN] * len(
+                    named), f"{side.name}: delete_all -> {result.summary()}: {result.results}"
+            self.ref.delete(doomed, batch_size)
+
+        @rule(q=tst.oracle_range_queries(shape), allow_scan=st.booleans())
+        def delete_range(self, q: RangeQuery, allow_scan: bool) -> None:
+            """``range(...).delete()``: what the range reads, behind the scan guard."""
+            try:
+                want: Answer | Refused = self.ref.range(q.start, q.end, dict(q.fields),
+                                                        allow_scan=q.allow_scan)
+            except Refused as refused:
+                want = refused
+            named = {n for n, _ in q.fields}
+            if isinstance(want, Answer) and not allow_scan and not set(shape.key_fields) <= named:
+                want = Refused("ScanRefusedError")
+
+            def run(conn: ts.Connection) -> Any:
+                qs = self.model.range(aware(q.start, q.zone), aware(q.end, -q.zone),
+                                      allow_scan=q.allow_scan, **dict(q.fields)).using(conn)
+                result = qs.delete(allow_scan=allow_scan, raise_on_failure=False)
+                assert result.ok, result.summary()
+                return [self._event(r.entity) for r in result.results]
+
+            self._compare(f"{q!r}.delete(allow_scan={allow_scan})", want, Refine(), run)
+            if isinstance(want, Answer):
+                self.ref.delete(list(want.events))
+
+        @precondition(lambda self: bool(self.ref.events))
+        @rule(data=st.data())
+        def update(self, data: st.DataObject) -> None:
+            """``db.update(Model, **key, time=..., **changes)`` of a saved event."""
+            pool = sorted(self.ref.saved(), key=repr)
+            old = data.draw(st.sampled_from(pool), label="updated")
+            drawn = data.draw(tst.oracle_correction(shape, old), label="to")
+            changes = {k: v for k, v in drawn.values if old.get(k) != v} or dict(drawn.values)
+            new = replace(old, values=tuple((k, changes.get(k, v)) for k, v in old.values))
+            visible = old.identity in {e.identity for e in self.ref.visible()}
+            key = {**dict(old.keys), "time": aware(old.t, drawn.zone)}
+            for side in sides:
+                try:
+                    got = side.conn().update(self.model, **key, **changes)
+                except ts.DoesNotExist:
+                    assert not visible, f"{side.name}: update({key}): DoesNotExist"
+                    continue
+                assert visible, f"{side.name}: update({key}) of an event reads do not return"
+                assert self._event(got).strict() == new.strict(), (
+                    f"{side.name}: update({key}, {changes}) -> {got!r}, expected {new!r}")
+            if visible:
+                self.ref.save([new], 1000)
 
         def _save(self, batch: list[Ev], batch_size: int) -> None:
             entities = [self._instance(e) for e in batch]

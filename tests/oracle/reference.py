@@ -202,6 +202,36 @@ class Reference:
         if e.t == self.newest_by_entity()[e.entity].t:
             self.repaired.discard(e.entity)  # every older version of a None column is gone
 
+    def delete(self, events: Sequence[Ev], batch_size: int = 1000) -> None:
+        """docs/deleting.md: each event's cells go from every table but the snapshots.
+
+        Per batch: the events leave the main table; each one's cells leave its
+        current-value row (every column at its cell timestamp); where the row
+        showed one of them (its newest timestamp), it is then written with the
+        entity's newest remaining event, as a save writes it, or left empty.
+        """
+        for at in range(0, len(events), batch_size):
+            batch = events[at:at + batch_size]
+            shown = {e.entity: self._shown(e.entity) for e in batch}
+            for e in batch:
+                self.events.pop(e.identity, None)
+            if not self.shape.current:
+                continue
+            for e in batch:
+                ts = self.current_timestamp(e.t)
+                for column in self.current_cells.get(e.entity, {}).values():
+                    column.pop(ts, None)
+            newest = self.newest_by_entity()
+            for entity in {e.entity for e in batch
+                           if shown[e.entity] == self.current_timestamp(e.t)}:
+                if entity in newest:
+                    self._write_current(newest[entity])
+
+    def _shown(self, entity: Any) -> int | None:
+        """The cell timestamp of the event a current-value row shows (its newest)."""
+        times = [t for column in self.current_cells.get(entity, {}).values() for t in column]
+        return max(times, default=None)
+
     def saved(self) -> list[Ev]:
         return list(self.events.values())
 
@@ -339,9 +369,13 @@ class Reference:
         if day in self.snapshots and not restart:
             return 0, True
         held = [e for e in self.visible() if day <= e.t < day + DAY]
+        written = len(held)
+        # docs/deleting.md: a deleted event stays in a snapshot built before;
+        # building the period again copies the main table's events over it.
+        held += [e for e in self.snapshots.get(day, ()) if e.identity not in self.events]
         held.sort(key=lambda e: self.row_order(self.tables[0], e))
         self.snapshots[day] = tuple(held)
-        return len(held), False
+        return written, False
 
     def snapshot(self, period: int, fields: dict[str, Any]) -> Answer:
         day = period - period % DAY
