@@ -348,7 +348,8 @@ class DeletePlan:
     def result(self) -> WriteResult:
         """One :class:`EntityResult` per event, in input order."""
         return WriteResult(tuple(EntityResult(ev.entity, _status(out), tuple(out))
-                                 for ev, out in zip(self.events, self._outcomes, strict=True)))
+                                 for ev, out in zip(self.events, self._outcomes, strict=True)),
+                           action="delete")
 
 
 def delete_steps(plan: DeletePlan, batch_size: int) -> DeleteSteps:

@@ -200,9 +200,16 @@ class EntityResult:
 
 @attrs.frozen
 class WriteResult:
-    """The per-entity outcome of ``save_all``, in input order."""
+    """The per-entity outcome of ``save_all`` (or ``delete_all``), in input order.
+
+    Attributes:
+        results: one :class:`EntityResult` per entity.
+        action: what was written: ``"save"``, or ``"delete"`` (whose
+            ``WRITTEN`` means deleted from every table; docs/deleting.md).
+    """
 
     results: tuple[EntityResult, ...]
+    action: str = "save"
 
     def _with(self, status: WriteStatus) -> list[EntityResult]:
         return [r for r in self.results if r.status is status]
@@ -240,7 +247,8 @@ class WriteResult:
         if not self.ok:
             first = next(r for r in self.results if r.status is not WriteStatus.WRITTEN)
             raise errors.SaveError(
-                f"save incomplete ({self.summary()}); first problem: {first.status.value}: "
+                f"{self.action} incomplete ({self.summary()}); first problem: "
+                f"{first.status.value}: "
                 f"{first.error!r}", self,
             )
 
