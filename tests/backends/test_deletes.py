@@ -402,3 +402,31 @@ def test_the_round_trips_of_a_delete(backend: Backend, shown: bool, companions: 
     except StopIteration as stop:
         assert stop.value.ok and len(stop.value) == 2
     assert count == trips
+
+
+async def test_async_failed_companion_delete_is_partial_and_repair_fixes_it(
+        backend: Backend) -> None:
+    from tsmodel.backends.threaded import ThreadedBackend
+
+    shape = shape_named("salted_time")
+    suffix = uuid.uuid4().hex[:8]
+    Model, Twin = shape.make_model("h" + suffix), shape.make_model("i" + suffix)
+    faulty = FaultyBackend(backend)
+    db = ts.AsyncConnection(ThreadedBackend(faulty))  # type: ignore[arg-type]
+    await db.create_tables(Model, Twin)
+    events = sorted(draw_entities(shape, Model, random.Random(8), 20), key=lambda e: e.time)
+    await db.save_all(events)
+    doomed = events[-4:]
+    doomed_ids = {identity(shape, e) for e in doomed}
+    spec = ts.spec_of(Model)
+    faulty.fail[spec.alternates[0].table] = MutationStatus.UNKNOWN
+    result = await db.delete_all(doomed, raise_on_failure=False)
+    assert {r.status for r in result.results} == {ts.WriteStatus.PARTIAL}
+    faulty.fail.clear()
+    await db.save_all([Twin(**fields_of(e)) for e in events
+                       if identity(shape, e) not in doomed_ids])
+    assert dump(backend, Model) != dump(backend, Twin)
+    report = await ts.repair_async(Model, datetime(1970, 1, 1, tzinfo=UTC),
+                                   datetime(2100, 1, 1, tzinfo=UTC), connection=db)
+    assert report.ok and report.alternate_events_deleted >= 1
+    assert dump(backend, Model) == dump(backend, Twin)
