@@ -28,6 +28,7 @@ from tests.backends.test_companions import FaultyBackend
 from tests.backends.test_pipelined_saves import draw_entities, fields_of
 from tests.oracle.shapes import SHAPES, Shape, shape_named
 from tsmodel.backends.base import Backend, MutationStatus, ReadFilter, ReadRequest, RowSet
+from tsmodel.encoding.timestamps import to_micros
 
 UTC = timezone.utc
 
@@ -430,3 +431,28 @@ async def test_async_failed_companion_delete_is_partial_and_repair_fixes_it(
                                    datetime(2100, 1, 1, tzinfo=UTC), connection=db)
     assert report.ok and report.alternate_events_deleted >= 1
     assert dump(backend, Model) == dump(backend, Twin)
+
+
+def test_deleting_an_amended_event_deletes_every_version(backend: Backend) -> None:
+    @ts.model(table="del_close_" + uuid.uuid4().hex[:8], family="STOCK")
+    class Close:
+        symbol: str = ts.key()
+        time: datetime = ts.timestamp(format="%Y%m%d")
+        price: float = ts.value("PRICE", codec=ts.Text(float))
+        entered: datetime = ts.version()
+
+    conn = ts.Connection(backend)
+    conn.create_tables(Close)
+    day = datetime(2015, 3, 1, tzinfo=UTC)
+    other = Close(symbol="ZXZZT", time=day + timedelta(days=1), price=1.0, entered=day)
+    conn.save_all([Close(symbol="ZXZZT", time=day, price=559.40,
+                         entered=day + timedelta(hours=21)),
+                   Close(symbol="ZXZZT", time=day, price=558.40,
+                         entered=day + timedelta(days=1, hours=9)), other])
+    # Named by key and time: the version field given need not be a stored one.
+    conn.delete(Close(symbol="ZXZZT", time=day, price=0.0, entered=day))
+    table = ts.spec_of(Close).table
+    rows = list(backend.read_rows(ReadRequest(table, RowSet())))
+    assert len(rows) == 1 and all(c.timestamp == to_micros(day) for c in rows[0].cells)
+    assert list(conn.range(Close, day, day + timedelta(days=3), symbol="ZXZZT").history()) == [
+        other]
