@@ -316,6 +316,14 @@ def test_an_update_names_one_stored_event(backend: Backend) -> None:
         conn.update(Model, site="a", host=1, time=T, nope=5)
     with pytest.raises(ts.QueryError, match="no value field"):
         conn.update(Model, site="a", host=1, time=T)
+    with pytest.raises(ts.ValidationError, match=r"^Rows\w*\.time: naive datetime"):
+        conn.update(Model, site="a", host=1, time=T.replace(tzinfo=None), x=5)
+    with pytest.raises(ts.FieldTypeError, match=r"^Rows\w*\.time: expected a timezone-aware"):
+        conn.update(Model, site="a", host=1, time="2015-03-01", x=5)
+    with pytest.raises(ts.QueryError, match="not of a current\\(\\) query"):
+        Model.using(conn).current().update(x=5)
+    with pytest.raises(ts.QueryError, match="not of a query without one"):
+        ts.QuerySet(Model).delete()
     assert conn.update(Model, site="a", host=1, time=newer.time, note=None) == \
         Model(site="a", host=1, time=newer.time, x=2, note=None)
     assert conn.latest(Model, site="a", host=1).note is None

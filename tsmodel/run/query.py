@@ -360,10 +360,14 @@ class QuerySet(Generic[M]):
                 f"{spec.name}.update() names one event by every key field and its time; "
                 f"missing: {', '.join(missing)}")
         when = fields[spec.timestamp_field]
-        if not isinstance(when, datetime):
-            raise errors.FieldTypeError(f"expected a datetime, got {type(when).__name__}",
-                                        model=spec.name, field=spec.timestamp_field,
-                                        value=when)
+        try:
+            to_micros(when)
+        except TypeError as exc:
+            raise errors.FieldTypeError(str(exc), model=spec.name, field=spec.timestamp_field,
+                                        value=when) from None
+        except ValueError as exc:
+            raise errors.ValidationError(str(exc), model=spec.name, field=spec.timestamp_field,
+                                         value=when) from None
         base = type(self)(self.model, connection=self._connection)
         return base.range(when, when + timedelta(microseconds=1), **key), changes
 
@@ -392,7 +396,8 @@ class QuerySet(Generic[M]):
         if s.mode != "range" or s.snapshot_us is not None:
             raise errors.QueryError(
                 f"{spec.name}: {what}() changes the events of a range(...) query, not of "
-                f"{'a snapshot' if s.snapshot_us is not None else s.mode or 'an unbound query'}")
+                + ("a snapshot(...) query" if s.snapshot_us is not None else
+                   "a current() query" if s.mode == "current" else "a query without one"))
         given = {name for name, _ in s.fields}
         missing = [n for n in spec.key_fields if n not in given]
         if missing and not allow_scan:
