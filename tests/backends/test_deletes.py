@@ -366,20 +366,29 @@ async def test_async_range_delete_and_update(backend: Backend) -> None:
         assert dump(backend, Model) == dump(backend, Twin)
 
 
-def test_a_snapshot_built_again_after_a_delete_lacks_the_event(backend: Backend) -> None:
+def test_a_delete_removes_the_event_from_a_built_snapshot(backend: Backend) -> None:
     _, Model = rows_model()  # with a snapshot table per UTC day
     conn = ts.Connection(backend)
     conn.create_tables(Model)
     events = hosts_events(Model)
-    conn.save_all(events)
+    later = [Model(site="a", host=1, time=T + timedelta(days=1), x=1, note="n")]
+    conn.save_all(events + later)
     report = ts.build_snapshot(Model, T, connection=conn, progress=False)
     assert report.events_written == len(events)
-    conn.delete_all(events[:3])
-    assert len(list(Model.using(conn).snapshot(T))) == len(events), "left alone"
-    backend.delete_table(report.table)
+    # The next day's period is not built: nothing to delete there, and no failure.
+    result = conn.delete_all(events[:3] + later)
+    assert result.ok
+    assert [t for t, _ in result.results[0].tables] == [
+        ts.spec_of(Model).table, *(a.table for a in ts.spec_of(Model).alternates),
+        report.table, ts.spec_of(Model).current_table]
+    assert sorted(map(repr, Model.using(conn).snapshot(T))) == sorted(map(repr, events[3:]))
     again = ts.build_snapshot(Model, T, connection=conn, progress=False, restart=True)
     assert again.events_written == len(events) - 3
     assert sorted(map(repr, Model.using(conn).snapshot(T))) == sorted(map(repr, events[3:]))
+    snapshot = ts.spec_of(Model).snapshot
+    assert snapshot is not None
+    assert snapshot.table_for(to_micros(later[0].time)) not in backend.list_tables(), (
+        "a delete creates no table")
 
 
 @pytest.mark.parametrize(("shown", "companions", "trips"), [

@@ -203,13 +203,16 @@ class Reference:
             self.repaired.discard(e.entity)  # every older version of a None column is gone
 
     def delete(self, events: Sequence[Ev], batch_size: int = 1000) -> None:
-        """docs/deleting.md: each event's cells go from every table but the snapshots.
+        """docs/deleting.md: each event's cells go from every table, snapshots too.
 
         Per batch: the events leave the main table; each one's cells leave its
         current-value row (every column at its cell timestamp); where the row
         showed one of them (its newest timestamp), it is then written with the
         entity's newest remaining event, as a save writes it, or left empty.
         """
+        gone = {e.identity for e in events}
+        for day, held in self.snapshots.items():  # its snapshot rows go too
+            self.snapshots[day] = tuple(e for e in held if e.identity not in gone)
         for at in range(0, len(events), batch_size):
             batch = events[at:at + batch_size]
             shown = {e.entity: self._shown(e.entity) for e in batch}
@@ -369,13 +372,9 @@ class Reference:
         if day in self.snapshots and not restart:
             return 0, True
         held = [e for e in self.visible() if day <= e.t < day + DAY]
-        written = len(held)
-        # docs/deleting.md: a deleted event stays in a snapshot built before;
-        # building the period again copies the main table's events over it.
-        held += [e for e in self.snapshots.get(day, ()) if e.identity not in self.events]
         held.sort(key=lambda e: self.row_order(self.tables[0], e))
         self.snapshots[day] = tuple(held)
-        return written, False
+        return len(held), False
 
     def snapshot(self, period: int, fields: dict[str, Any]) -> Answer:
         day = period - period % DAY

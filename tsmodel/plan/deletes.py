@@ -9,8 +9,8 @@ reads and writes a delete needs (:class:`~tsmodel.plan.writes.ReadStep`,
 A batch of deletes takes up to four round trips:
 
 1. read the events' main rows (every stored version of each event, and
-   the other events of a row they share) and their current-value rows,
-   concurrently;
+   the other events of a row they share), their current-value rows and
+   their rows in the snapshot table of their period, concurrently;
 2. delete exactly the cells each stored version wrote in the main table
    (a bucket row keeps its other events' cells, and the key columns they
    share);
@@ -18,9 +18,10 @@ A batch of deletes takes up to four round trips:
    not be read): read the entity's newest remaining event from the main
    table, newest first with a row limit where the backend scans in
    reverse (else the entity's whole history in the main table);
-4. delete the events' cells from their alternate-key rows and from the
-   current-value row, and write the newest remaining event there (or
-   nothing: the row is then gone), concurrently.
+4. delete the events' cells from their alternate-key rows, from the
+   snapshot table of their period (a period not built has no table: nothing
+   to delete) and from the current-value row, and write the newest
+   remaining event there (or nothing: the row is then gone), concurrently.
 
 Each entity's result is a :class:`~tsmodel.plan.writes.EntityResult`:
 ``WRITTEN`` means the deletion was written to the main table and every
@@ -35,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable, Sequence
 from typing import Any
 
+from tsmodel import errors
 from tsmodel.backends.base import (
     DeleteCells,
     Features,
@@ -116,6 +118,9 @@ class DeletePlan:
         self._newest: dict[tuple[str, bytes], EncodedEvent | None] = {}
         #: Current-value rows whose newest remaining event could not be read.
         self._unread: set[tuple[str, bytes]] = set()
+        #: Per entity of a model with snapshots: its row in its period's snapshot
+        #: table (table, key), the cells to delete there, or the error reading it.
+        self._snapshots: dict[int, tuple[str, bytes, tuple[Mutation, ...]] | BaseException] = {}
 
     # -- round trip 1: what is stored ---------------------------------------------
 
@@ -149,6 +154,17 @@ class DeletePlan:
         for table, (spec, keys) in current.items():
             out.append(ReadRequest(table, RowSet(keys=tuple(sorted(keys))),
                                    ReadFilter(families=spec.families, cells_per_column=1)))
+        snapshots: dict[str, tuple[ModelSpec, set[bytes]]] = {}
+        for i in batch:
+            ev = self.events[i]
+            assert ev.spec is not None
+            if ev.spec.snapshot is not None:
+                snap = ev.spec.snapshot.spec_for(ev.timestamp)
+                snapshots.setdefault(snap.table, (snap, set()))[1].add(
+                    snap.codec.encode(ev.entity).key)
+        for table, (spec, keys) in snapshots.items():  # whole rows: the events they keep
+            out.append(ReadRequest(table, RowSet(keys=tuple(sorted(keys))),
+                                   ReadFilter(families=spec.families)))
         return out
 
     def absorb(self, batch: range, requests: Sequence[ReadRequest],
@@ -170,6 +186,10 @@ class DeletePlan:
         for i in batch:
             ev = self.events[i]
             doomed.setdefault((ev.table, ev.key), set()).add(ev.timestamp)
+            if ev.spec is not None and ev.spec.snapshot is not None:
+                snap = ev.spec.snapshot.spec_for(ev.timestamp)
+                doomed.setdefault((snap.table, snap.codec.encode(ev.entity).key),
+                                  set()).add(ev.timestamp)
         for i in batch:
             ev = self.events[i]
             spec = ev.spec
@@ -188,6 +208,8 @@ class DeletePlan:
                         self._versions[i].append(encoded)
                     elif encoded.timestamp not in gone:
                         kept.update(_cells(encoded.mutations))
+            if spec.snapshot is not None:
+                self._absorb_snapshot(i, spec, found, failed, doomed)
             slot = self._slot(ev)
             if slot is None or slot in self._shown:
                 continue
@@ -206,6 +228,38 @@ class DeletePlan:
                     if self._slot(self.events[j]) == slot and \
                             self.events[j].timestamp == encoded.timestamp:
                         self._versions[j].append(encoded)
+
+    def _absorb_snapshot(self, i: int, spec: ModelSpec, found: dict[tuple[str, bytes], Row],
+                         failed: dict[str, BaseException],
+                         doomed: dict[tuple[str, bytes], set[int]]) -> None:
+        """(``doomed``: the times deleted in the batch, by table and row key.)
+
+        The cells to delete from the snapshot table of the event's period:
+        those of the event's versions there, but not those the row's other
+        events share (key columns). A period not built has no table: nothing."""
+        assert spec.snapshot is not None
+        ev = self.events[i]
+        snap = spec.snapshot.spec_for(ev.timestamp)
+        if snap.table in failed:
+            error = failed[snap.table]
+            if not isinstance(error, errors.TableNotFoundError):
+                self._snapshots[i] = error
+            return
+        key = snap.codec.encode(ev.entity).key
+        row = found.get((snap.table, key))
+        if row is None:
+            return  # the snapshot does not hold it
+        gone = doomed.get((snap.table, key), set())
+        cells: set[_CellId] = set()
+        kept: set[_CellId] = set()
+        held = snap.codec.decode(type(ev.entity), row, history=True)
+        for version in [*(v.entity for v in self._versions[i]), *(
+                old for old in held if snap.codec.time_of(old) == ev.timestamp)]:
+            cells.update(_cells(snap.codec.encode(version).mutations))
+        for other in held:
+            if snap.codec.time_of(other) not in gone:
+                kept.update(_cells(snap.codec.encode(other).mutations))
+        self._snapshots[i] = (snap.table, key, _erase(cells - kept))
 
     @staticmethod
     def _slot(ev: EncodedEvent) -> tuple[str, bytes] | None:
@@ -297,7 +351,8 @@ class DeletePlan:
     # -- round trip 4: the companions ---------------------------------------------
 
     def companion_writes(self, batch: range) -> list[TableWrite]:
-        """The alternate-key deletions and the current-value rows, of live entities."""
+        """The alternate-key and snapshot deletions and the current-value rows, of
+        live entities."""
         live = self._live(batch)
         alternates: dict[str, list[tuple[int, RowMutation]]] = {}
         for i in live:
@@ -307,6 +362,15 @@ class DeletePlan:
                     rows.setdefault((alt.table, alt.key), []).extend(_cells(alt.mutations))
             for (table, key), cells in rows.items():
                 alternates.setdefault(table, []).append((i, RowMutation(key, _erase(cells))))
+            snapshot = self._snapshots.get(i)
+            if isinstance(snapshot, BaseException):  # its snapshot row could not be read
+                table = self.events[i].spec.snapshot.table_for(  # type: ignore[union-attr]
+                    self.events[i].timestamp)
+                self._outcomes[i].append(
+                    (table, MutationOutcome(MutationStatus.FAILED, snapshot)))
+            elif snapshot is not None:
+                alternates.setdefault(snapshot[0], []).append(
+                    (i, RowMutation(snapshot[1], snapshot[2])))
         out = [TableWrite(table, tuple(r for _, r in rows_), tuple(i for i, _ in rows_))
                for table, rows_ in alternates.items()]
         # A current-value row holds one entity, each event's cells at its own time:
