@@ -17,6 +17,7 @@ import pytest
 
 import tsmodel as ts
 from tests.backends.conftest import asynchronous
+from tests.backends.passthrough import AsyncPassThrough
 from tests.backends.test_companions import (
     DAY,
     MARCH,
@@ -37,7 +38,6 @@ from tsmodel.backends.base import (
     ReadRequest,
     Row,
     RowMutation,
-    TableSpec,
 )
 from tsmodel.encoding.timestamps import to_micros
 
@@ -45,7 +45,7 @@ UTC = timezone.utc
 APRIL = MARCH + timedelta(days=31)
 
 
-class FaultyAsync:
+class FaultyAsync(AsyncPassThrough):
     """An async backend whose writes to some tables fail (and are not applied).
 
     It also counts the reads not yet ended.
@@ -77,21 +77,6 @@ class FaultyAsync:
                 yield row
         finally:
             self.reading -= 1
-
-    async def create_table(self, spec: TableSpec) -> None:
-        await self.inner.create_table(spec)
-
-    async def delete_table(self, name: str) -> None:
-        await self.inner.delete_table(name)
-
-    async def delete_family(self, table: str, family: str) -> None:
-        await self.inner.delete_family(table, family)
-
-    async def list_tables(self) -> list[str]:
-        return await self.inner.list_tables()
-
-    async def describe_table(self, name: str) -> TableSpec:
-        return await self.inner.describe_table(name)
 
     async def close(self) -> None:
         """The session's backend outlives this proxy."""

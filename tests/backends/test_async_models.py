@@ -17,6 +17,7 @@ import pytest
 
 import tsmodel as ts
 from tests.backends.conftest import asynchronous
+from tests.backends.passthrough import AsyncPassThrough
 from tests.backends.test_companions import MARCH, game_model, games
 from tests.backends.test_models import T0, battery_model, fleet, metric_model, outcome_model
 from tsmodel.backends.base import (
@@ -255,7 +256,7 @@ def test_connect_async_refuses_a_bad_url() -> None:
         asyncio.run(main())
 
 
-class CountingBackend:
+class CountingBackend(AsyncPassThrough):
     """An async backend that counts reads in flight (and can make writes UNKNOWN)."""
 
     def __init__(self, inner: AsyncBackend, unknown: set[str] = frozenset()) -> None:  # type: ignore[assignment]
@@ -284,21 +285,6 @@ class CountingBackend:
             return [MutationOutcome(ts.backends.base.MutationStatus.UNKNOWN, error)] * len(
                 entries)
         return await self.inner.mutate_rows(table, entries)
-
-    async def create_table(self, spec: TableSpec) -> None:
-        await self.inner.create_table(spec)
-
-    async def delete_table(self, name: str) -> None:
-        await self.inner.delete_table(name)
-
-    async def delete_family(self, table: str, family: str) -> None:
-        await self.inner.delete_family(table, family)
-
-    async def list_tables(self) -> list[str]:
-        return await self.inner.list_tables()
-
-    async def describe_table(self, name: str) -> TableSpec:
-        return await self.inner.describe_table(name)
 
     async def close(self) -> None:
         await self.inner.close()

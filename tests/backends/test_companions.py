@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import tsmodel as ts
+from tests.backends.passthrough import PassThrough
 from tsmodel.backends.base import (
     Backend,
     DeleteCells,
@@ -24,7 +25,6 @@ from tsmodel.backends.base import (
     ReadRequest,
     Row,
     RowMutation,
-    TableSpec,
 )
 from tsmodel.encoding.timestamps import to_micros
 from tsmodel.plan.writes import encode_event
@@ -33,7 +33,7 @@ UTC = timezone.utc
 MARCH = datetime(2015, 3, 1, tzinfo=UTC)
 
 
-class FaultyBackend:
+class FaultyBackend(PassThrough):
     """The real backend, except that writes to some tables fail (and are not applied)."""
 
     def __init__(self, inner: Backend) -> None:
@@ -55,21 +55,6 @@ class FaultyBackend:
 
     def read_rows(self, request: ReadRequest) -> Iterator[Row]:
         return self.inner.read_rows(request)
-
-    def create_table(self, spec: TableSpec) -> None:
-        self.inner.create_table(spec)
-
-    def delete_table(self, name: str) -> None:
-        self.inner.delete_table(name)
-
-    def delete_family(self, table: str, family: str) -> None:
-        self.inner.delete_family(table, family)
-
-    def list_tables(self) -> list[str]:
-        return self.inner.list_tables()
-
-    def describe_table(self, name: str) -> TableSpec:
-        return self.inner.describe_table(name)
 
     def close(self) -> None:
         """The session's backend outlives this proxy."""

@@ -26,6 +26,7 @@ import pytest
 
 import tsmodel as ts
 from tests.backends.conftest import asynchronous
+from tests.backends.passthrough import AsyncPassThrough, PassThrough
 from tests.faults.proxy import FaultProxy
 from tsmodel.backends.base import (
     AsyncBackend,
@@ -34,7 +35,6 @@ from tsmodel.backends.base import (
     ReadRequest,
     Row,
     RowMutation,
-    TableSpec,
 )
 from tsmodel.run import fanout
 
@@ -91,7 +91,7 @@ def sensors(model: Any, n: int = 160) -> list[Any]:
 # -- backends that watch the reads ------------------------------------------------------
 
 
-class Gauge:
+class Gauge(PassThrough):
     """A backend over another that counts reads started, reads being iterated and
     rows taken, and may fail a request after some rows."""
 
@@ -132,26 +132,11 @@ class Gauge:
     def mutate_rows(self, table: str, entries: Sequence[RowMutation]) -> list[MutationOutcome]:
         return self.inner.mutate_rows(table, entries)
 
-    def create_table(self, spec: TableSpec) -> None:
-        self.inner.create_table(spec)
-
-    def delete_table(self, name: str) -> None:
-        self.inner.delete_table(name)
-
-    def delete_family(self, table: str, family: str) -> None:
-        self.inner.delete_family(table, family)
-
-    def list_tables(self) -> list[str]:
-        return self.inner.list_tables()
-
-    def describe_table(self, name: str) -> TableSpec:
-        return self.inner.describe_table(name)
-
     def close(self) -> None:
         pass  # the session's backend stays open
 
 
-class AGauge:
+class AGauge(AsyncPassThrough):
     """:class:`Gauge` for an asyncio backend."""
 
     def __init__(self, inner: AsyncBackend, *, concurrent: bool | None = None) -> None:
@@ -190,21 +175,6 @@ class AGauge:
     async def mutate_rows(self, table: str,
                           entries: Sequence[RowMutation]) -> list[MutationOutcome]:
         return await self.inner.mutate_rows(table, entries)
-
-    async def create_table(self, spec: TableSpec) -> None:
-        await self.inner.create_table(spec)
-
-    async def delete_table(self, name: str) -> None:
-        await self.inner.delete_table(name)
-
-    async def delete_family(self, table: str, family: str) -> None:
-        await self.inner.delete_family(table, family)
-
-    async def list_tables(self) -> list[str]:
-        return await self.inner.list_tables()
-
-    async def describe_table(self, name: str) -> TableSpec:
-        return await self.inner.describe_table(name)
 
     async def close(self) -> None:
         pass
