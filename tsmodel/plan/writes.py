@@ -606,12 +606,12 @@ class WriteFlow:
     @batches.validator
     def _positive_batches(self, _: Any, value: int) -> None:
         if value < 1:
-            raise ValueError(f"WriteFlow.batches must be at least 1, got {value}")
+            raise errors.ConfigurationError(f"WriteFlow.batches must be at least 1, got {value}")
 
     @bytes.validator
     def _positive_bytes(self, _: Any, value: int) -> None:
         if value < 1:
-            raise ValueError(f"WriteFlow.bytes must be at least 1, got {value}")
+            raise errors.ConfigurationError(f"WriteFlow.bytes must be at least 1, got {value}")
 
 
 #: The flow of a save unless told otherwise.
