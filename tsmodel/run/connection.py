@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from operator import methodcaller
 from typing import Any, TypeVar
@@ -47,6 +48,8 @@ __all__ = ["Connection", "connect", "get_default_connection", "set_default_conne
            "WriteStatus", "EntityResult", "WriteResult", "WriteFlow"]
 
 M = TypeVar("M")
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 #: Entities per bulk write call, per table.
 DEFAULT_BATCH_SIZE = 1000
@@ -275,12 +278,33 @@ class Connection:
         return updated
 
     def _workers(self) -> ThreadPoolExecutor:
-        """The threads that make a save's calls (made at the first save that needs them)."""
+        """The threads that make a connection's overlapping calls (made when first needed)."""
         with self._pool_lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=4 * self.flow.batches,
-                                                thread_name_prefix="tsmodel-save")
+                self._pool = ThreadPoolExecutor(max_workers=max(8, 4 * self.flow.batches),
+                                                thread_name_prefix="tsmodel-call")
             return self._pool
+
+    def each(self, call: Callable[[_T], _R], items: Sequence[_T], most: int) -> list[_R]:
+        """``call`` of every item, answers in order, at most ``most`` at once.
+
+        On the connection's worker threads when the backend's calls overlap
+        (``features.concurrent_calls``), else one after the other here.
+        """
+        if not self.features.concurrent_calls or len(items) < 2:
+            return [call(item) for item in items]
+        pool, out = self._workers(), []
+        waiting: deque[Future[_R]] = deque()
+        for item in items:
+            if len(waiting) >= most:
+                out.append(waiting.popleft().result())
+            waiting.append(pool.submit(call, item))
+        try:
+            out.extend(f.result() for f in waiting)
+        finally:
+            for f in waiting:
+                f.cancel()
+        return out
 
     def _call(self, call: ReadRequest | TableWrite) -> Any:
         """The answer to one call of a save (see :class:`~tsmodel.plan.writes.SaveSchedule`)."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from tsmodel.backends.base import ReadRequest, Row
@@ -38,24 +37,13 @@ def run_latest_many(plan: LatestManyPlan, conn: Connection, model: type[M],
         newest: runs one entity's read plan and returns its first instance
             (the query layer's executor), for a model without a current table.
     """
-    overlap = conn.features.concurrent_calls
     if not plan.current:
-        return plan.result(model, newest=_each(newest, plan.entities, plan.concurrency, overlap))
+        return plan.result(model, newest=conn.each(newest, plan.entities, plan.concurrency))
 
     def read(request: ReadRequest) -> list[Row]:
         return list(conn.read(request))
 
-    return plan.result(model, rows=_each(read, plan.requests, plan.concurrency, overlap))
-
-
-def _each(call: Callable[[_T], _R], items: Sequence[_T], most: int,
-          overlap: bool) -> list[_R]:
-    """``call`` of every item, in order: on up to ``most`` threads when calls overlap."""
-    if not overlap or len(items) < 2:
-        return [call(item) for item in items]
-    with ThreadPoolExecutor(max_workers=min(most, len(items)),
-                            thread_name_prefix="tsmodel-latest") as pool:
-        return list(pool.map(call, items))
+    return plan.result(model, rows=conn.each(read, plan.requests, plan.concurrency))
 
 
 async def arun_latest_many(plan: LatestManyPlan, conn: AsyncConnection, model: type[M],
