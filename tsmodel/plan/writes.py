@@ -763,6 +763,8 @@ class SaveSchedule:
         self._sent: dict[Any, _Footprint] = {}
         self._held: list[tuple[Any, TableWrite, _Footprint]] = []
         self._handed: list[Call] = []
+        #: The last batch asked about, the trusted tables then, and (together, alone).
+        self._kinds: tuple[range | None, int, tuple[bool, bool]] = (None, 0, (False, True))
 
     @classmethod
     def streaming(cls, entities: Iterable[Any], batch_size: int,
@@ -839,18 +841,22 @@ class SaveSchedule:
             raise self._error
         return self.plan.result()
 
-    def _alone(self, batch: range) -> bool:
-        """Whether the batch reads first or writes its companions after its main rows."""
-        events = self.plan.events
-        if any(events[i].spec is not None for i in batch):
-            return True
-        return not self._together(batch)
+    def _kind(self, batch: range) -> tuple[bool, bool]:
+        """Whether the batch sends its companions with its main rows, and whether it
+        goes alone (it reads first, or sends its companions after its main rows).
 
-    def _together(self, batch: range) -> bool:
-        if not self.flow.companions_with_main:
-            return False
-        trusted, events = self.trusted, self.plan.events
-        return all(events[i].table in trusted for i in batch)
+        One pass over the batch, kept for the batch waiting to start (asked at
+        every :meth:`ready` until it starts, and while no table's trust changed)."""
+        if self._kinds[0] is not batch or self._kinds[1] != len(self.trusted):
+            together = self.flow.companions_with_main
+            reads = False
+            trusted, events = self.trusted, self.plan.events
+            for i in batch:
+                ev = events[i]
+                reads = reads or ev.spec is not None
+                together = together and ev.table in trusted
+            self._kinds = (batch, len(self.trusted), (together, reads or not together))
+        return self._kinds[2]
 
     def _may_start(self, batch: range) -> bool:
         out = self._out
@@ -858,15 +864,15 @@ class SaveSchedule:
             return True
         if len(out) >= self.flow.batches or self._bytes >= self.flow.bytes:
             return False
-        return not any(b.alone for b in out.values()) and not self._alone(batch)
+        return not any(b.alone for b in out.values()) and not self._kind(batch)[1]
 
     def _start(self, batch: range) -> None:
         events = self.plan.events
         size = sum(_size(events[i]) for i in batch)
+        together, alone = self._kind(batch)
         self._number += 1
-        job = _Batch(self._number, batch, _batch_steps(self.plan, batch, self._together(batch),
-                                                self.trusted),
-                     size, self._alone(batch))
+        job = _Batch(self._number, batch,
+                     _batch_steps(self.plan, batch, together, self.trusted), size, alone)
         self._out[job.number] = job
         self._bytes += size
         self._advance(job, None)
