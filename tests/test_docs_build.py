@@ -25,7 +25,8 @@ PAGES = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
 
 
 def _need_mkdocs() -> None:
-    missing = [m for m in ("mkdocs", "mkdocstrings", "mkdocstrings_handlers.python", "pymdownx")
+    missing = [m for m in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python",
+                         "pymdownx")
                if not _installed(m)]
     if not missing:
         return
@@ -88,3 +89,18 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
         assert f'id="{name}"' in api, f"the API reference lacks {name}"
     schema_page = (site / "schema" / "index.html").read_text(encoding="utf-8")
     assert 'id="retention-max-age-counts-from-the-event-time"' in schema_page
+    _assert_offline(site)
+
+
+def _assert_offline(site: Path) -> None:
+    """No page loads a script, a style sheet or a font from another host, and code
+    is highlighted at build time (Pygments' spans), not by JavaScript."""
+    remote = re.compile(r'<(?:script|link)\b[^>]*\b(?:src|href)="(?:https?:)?//[^"]*"')
+    for page in site.rglob("*.html"):
+        html = page.read_text(encoding="utf-8")
+        loads = [m.group(0) for m in remote.finditer(html)
+                 if 'rel="canonical"' not in m.group(0)]
+        assert not loads, f"{page.relative_to(site)} loads from another host: {loads}"
+        assert "fonts.googleapis" not in html and "highlight.js" not in html, page
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert '<span class="kn">import</span>' in index, "no Pygments highlighting"
