@@ -2,7 +2,7 @@
 
 Declare a model, and tsmodel derives its row keys, lays its events out in
 cells following Google's time-series schema patterns, keeps its current-value
-table in step and answers time-range and latest-value queries::
+table in step and answers time-range and latest-value queries:
 
     import tsmodel as ts
 

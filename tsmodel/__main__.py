@@ -1,4 +1,4 @@
-"""``python -m tsmodel``: the ``tsmodel`` command (see :mod:`tsmodel.cli`)."""
+"""``python -m tsmodel``: the ``tsmodel`` command (see `tsmodel.cli`)."""
 
 from tsmodel.cli import main
 

@@ -1,6 +1,6 @@
 """The exception hierarchy of tsmodel.
 
-Every exception tsmodel raises derives from :class:`TsModelError`. Each
+Every exception tsmodel raises derives from `TsModelError`. Each
 subclass also derives from the builtin that matches its meaning, so code that
 catches ``ValueError`` or ``TypeError`` keeps working.
 """
@@ -52,7 +52,7 @@ class ValidationError(TsModelError, ValueError):
         field: the field name, or ``None``.
         value: the offending value.
         result: raised by a streamed ``save_all(..., validate_first=False)``,
-            the :class:`~tsmodel.plan.writes.WriteResult` of the entities
+            the `WriteResult` of the entities
             before the batch that held the bad one (they were sent); else ``None``.
     """
 
@@ -95,7 +95,7 @@ class RetentionError(ValidationError):
     """Events are older than a family's max age: GC would delete them once written.
 
     Attributes:
-        problems: one :class:`~tsmodel.plan.retention.RetentionProblem` per event.
+        problems: one `RetentionProblem` per event.
     """
 
     def __init__(self, message: str, problems: Sequence[Any]) -> None:
@@ -115,7 +115,7 @@ class CellDecodingError(TsModelError, ValueError):
     """A stored cell does not hold what its field declares: corrupt or foreign data.
 
     The codec that refuses the bytes says what is wrong; the table codec that
-    read the cell fills in where it is (:meth:`locate`). The message shows
+    read the cell fills in where it is (`locate()`). The message shows
     every part that is known.
 
     Attributes:
@@ -212,7 +212,7 @@ class SaveError(TsModelError, RuntimeError):
     """Some entities were not written, or their outcome is unknown.
 
     Attributes:
-        result: the :class:`~tsmodel.WriteResult` with one outcome per entity.
+        result: the `WriteResult` with one outcome per entity.
     """
 
     def __init__(self, message: str, result: Any) -> None:

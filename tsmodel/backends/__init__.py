@@ -1,6 +1,6 @@
 """Storage backends: the protocol, the embedded store, and Cloud Bigtable.
 
-Only :mod:`tsmodel.backends.bigtable` imports ``google.cloud``; it is imported
+Only `tsmodel.backends.bigtable` imports ``google.cloud``; it is imported
 lazily, when a Bigtable URL is opened.
 """
 
@@ -30,7 +30,7 @@ def open_backend(url: str | None = None) -> Backend:
     """Open the backend a connection URL names.
 
     Args:
-        url: see :func:`tsmodel.connect` for the accepted forms.
+        url: see `tsmodel.connect()` for the accepted forms.
 
     Returns:
         A ready backend.
@@ -69,13 +69,13 @@ def open_backend(url: str | None = None) -> Backend:
 def open_backend_async(url: str | None = None) -> AsyncBackend:
     """Open the asyncio backend a connection URL names (call it in a running event loop).
 
-    Bigtable URLs open :class:`~tsmodel.backends.bigtable_async.AsyncBigtableBackend`;
+    Bigtable URLs open `AsyncBigtableBackend`;
     embedded ones the embedded store behind
-    :class:`~tsmodel.backends.threaded.ThreadedBackend` (its SQLite calls run
+    `ThreadedBackend` (its SQLite calls run
     in worker threads).
 
     Args:
-        url: as for :func:`open_backend`.
+        url: as for `open_backend()`.
 
     Raises:
         ConfigurationError: the URL is not understood.

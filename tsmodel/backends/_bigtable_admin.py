@@ -1,8 +1,8 @@
 """Tables, column families and GC rules of Cloud Bigtable, through the table admin client.
 
-The sync :class:`~tsmodel.backends.bigtable.BigtableBackend` calls
-:class:`TableAdmin` directly; the async backend
-(:mod:`tsmodel.backends.bigtable_async`) runs the same calls in a worker
+The sync `BigtableBackend` calls
+`TableAdmin` directly; the async backend
+(`tsmodel.backends.bigtable_async`) runs the same calls in a worker
 thread: schema changes are rare and slow on the server side, and one code
 path for them is worth more than an event loop's few microseconds.
 
@@ -164,7 +164,7 @@ def _new_client(credentials: Credentials | None, emulator_host: str | None) -> A
 # -- errors ----------------------------------------------------------------
 
 def call(fn: Callable[[], _T], action: str, *, table: str | None = None) -> _T:
-    """Run ``fn``, turning Google errors into :class:`BackendError`."""
+    """Run ``fn``, turning Google errors into `BackendError`."""
     try:
         return fn()
     except core_exceptions.GoogleAPIError as exc:
@@ -206,12 +206,12 @@ def gc_rule_to_proto(rule: GcRule) -> Any:
 
 
 def gc_rule_from_proto(proto: Any) -> GcRule:
-    """The neutral rule of an admin API ``GcRule`` (inverse of :func:`gc_rule_to_proto`).
+    """The neutral rule of an admin API ``GcRule`` (inverse of `gc_rule_to_proto()`).
 
     Several neutral spellings give the same proto; the one returned is a
     single-condition leaf, a leaf with both limits (for a union or
     intersection of exactly a ``max_versions`` then a ``max_age`` leaf, what
-    :func:`gc_rule_to_proto` writes for such a leaf), or ``rules``.
+    `gc_rule_to_proto()` writes for such a leaf), or ``rules``.
     """
     kind = _GcRuleProto.pb(proto).WhichOneof("rule")
     if kind == "max_num_versions":

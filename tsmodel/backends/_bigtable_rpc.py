@@ -123,9 +123,9 @@ class _MutateAttempt:
 class _MutateOperation:
     """The retry policy of one MutateRows operation, without I/O.
 
-    A driver (:class:`DataRpc`, :class:`AsyncDataRpc`) sends
-    :meth:`attempt`'s request, feeds it the responses, then asks
-    :meth:`delay` whether and when to try again.
+    A driver (`DataRpc`, `AsyncDataRpc`) sends
+    `attempt()`'s request, feeds it the responses, then asks
+    `delay()` whether and when to try again.
     """
 
     def __init__(self, request: Any) -> None:
@@ -153,7 +153,7 @@ class _MutateOperation:
         return delay
 
     def result(self) -> dict[int, Exception]:
-        """The error of each entry not applied in the end (see :meth:`DataRpc.mutate_rows`)."""
+        """The error of each entry not applied in the end (see `DataRpc.mutate_rows()`)."""
         return {index: found[0] if len(found) == 1 else RetryExceptionGroup(found)
                 for index, found in sorted(self.errors.items())}
 
@@ -235,7 +235,7 @@ class DataRpc(_Rpc):
         Returns:
             The error of each entry (by its index in ``request``) that was
             not applied in the end: the last error, or a
-            :class:`RetryExceptionGroup` of every attempt's. Entries not
+            `RetryExceptionGroup` of every attempt's. Entries not
             listed were applied.
         """
         operation, headers = _MutateOperation(request), (*self.metadata, *metadata)
@@ -297,15 +297,15 @@ class DataRpc(_Rpc):
 
 
 class AsyncDataRpc(_Rpc):
-    """Raw ReadRows and MutateRows on a ``grpc.aio`` channel: :class:`DataRpc` on an event loop.
+    """Raw ReadRows and MutateRows on a ``grpc.aio`` channel: `DataRpc` on an event loop.
 
-    The same retry and resume policies (:class:`_MutateOperation`,
-    :class:`_ReadOperation`) and the same chunk merger drive both.
+    The same retry and resume policies (`_MutateOperation`,
+    `_ReadOperation`) and the same chunk merger drive both.
     """
 
     async def mutate_rows(self, request: Any,
                           metadata: Sequence[tuple[str, str]]) -> dict[int, Exception]:
-        """See :meth:`DataRpc.mutate_rows`."""
+        """See `DataRpc.mutate_rows()`."""
         operation, headers = _MutateOperation(request), (*self.metadata, *metadata)
         while True:
             attempt = operation.attempt()
@@ -323,7 +323,7 @@ class AsyncDataRpc(_Rpc):
 
     async def read_rows(self, request: Any,
                         metadata: Sequence[tuple[str, str]]) -> AsyncIterator[Row]:
-        """See :meth:`DataRpc.read_rows`."""
+        """See `DataRpc.read_rows()`."""
         operation, headers = _ReadOperation(request), (*self.metadata, *metadata)
         while True:
             read_rows = self._call(_READ_ROWS, wire.ReadRowsResponse)

@@ -2,7 +2,7 @@
 
 Neutral requests and mutations become raw (upb) protobuf messages here, built
 field by field: the data client's proto-plus objects cost more than the
-network on the emulator. This module does no I/O; :mod:`._bigtable_rpc` sends
+network on the emulator. This module does no I/O; `_bigtable_rpc` sends
 what it builds. Only the Bigtable backend imports it.
 """
 
@@ -265,7 +265,7 @@ def table_check_request(table_name: str, app_profile_id: str | None) -> Any:
 def row_filter(read_filter: ReadFilter) -> Any:
     """The raw ``RowFilter`` of ``read_filter``: ``None`` for none, ``False`` when no cell passes.
 
-    The steps follow :class:`~tsmodel.backends.base.ReadFilter`'s order:
+    The steps follow `ReadFilter`'s order:
     versions kept, families, columns, qualifier range, timestamps, versions
     per column, value stripping.
     """

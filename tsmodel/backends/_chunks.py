@@ -92,7 +92,7 @@ def merge_rows(responses: Iterable[Any], progress: ReadProgress, *,
 
 async def amerge_rows(responses: AsyncIterable[Any], progress: ReadProgress, *,
                       labels: bool = False) -> AsyncIterator[Row]:
-    """:func:`merge_rows` of an asynchronous stream of responses (``grpc.aio``)."""
+    """`merge_rows()` of an asynchronous stream of responses (``grpc.aio``)."""
     merger = row_merger(progress, labels=labels)
     next(merger)
     feed, more = merger.send, merger.__next__
@@ -117,7 +117,7 @@ class _Need(enum.Enum):
     NEED = "need"
 
 
-#: What :func:`row_merger` yields when it wants the next response.
+#: What `row_merger()` yields when it wants the next response.
 NEED: Final = _Need.NEED
 
 
@@ -125,12 +125,12 @@ def row_merger(progress: ReadProgress, *,
                labels: bool = False) -> Generator[Row | Literal[_Need.NEED], Any, None]:
     """The chunk merger, without I/O: responses are sent in, rows come out.
 
-    Prime it with ``next()``; it yields :data:`NEED` when it wants a
+    Prime it with ``next()``; it yields `NEED` when it wants a
     response. ``send(response)`` returns the first row the response
-    completes (or :data:`NEED`); ``next()`` the following ones, until
-    :data:`NEED`. ``send(None)`` ends the stream. A sync loop
-    (:func:`merge_rows`) and an event loop (:func:`amerge_rows`) drive the
-    same merger: the rules live here once. See :func:`merge_rows` for
+    completes (or `NEED`); ``next()`` the following ones, until
+    `NEED`. ``send(None)`` ends the stream. A sync loop
+    (`merge_rows()`) and an event loop (`amerge_rows()`) drive the
+    same merger: the rules live here once. See `merge_rows()` for
     ``progress``, ``labels`` and the errors.
     """
     new = tuple.__new__  # Cell(...) and Row(...) without their Python __new__

@@ -1,15 +1,15 @@
 """Every private name of google-cloud-bigtable and grpc that tsmodel relies on, in one place.
 
 The Bigtable backend keeps to its client library's public API except at the
-points listed in :data:`INTERNALS`, each with the reason tsmodel needs it.
+points listed in `INTERNALS`, each with the reason tsmodel needs it.
 Each such name is reached here and nowhere else, the way PynamoDB keeps the
 private botocore APIs it uses in one ``_botocore_private.py``. When a release
 of the client drops or moves one, connecting raises
-:class:`~tsmodel.errors.ConfigurationError` naming the missing internal, the
+`ConfigurationError` naming the missing internal, the
 installed google-cloud-bigtable version and the supported range: never a
 silent fallback to slower or subtly different behaviour.
 
-pyproject.toml pins google-cloud-bigtable to :data:`SUPPORTED_RANGE`: 2.33
+pyproject.toml pins google-cloud-bigtable to `SUPPORTED_RANGE`: 2.33
 is the first release with the channel hook below, and the upper bound is the
 next minor after the newest release tested (2.50.2; 2.33.0 was tested too).
 Raise it after running the test suite on the newer client.
@@ -89,7 +89,7 @@ def missing(internal: Internal, what: str = "is missing") -> ConfigurationError:
 
 
 def lookup(owner: object, attribute: str, internal: Internal) -> Any:
-    """``owner.attribute``, or :func:`missing` raised for ``internal``.
+    """``owner.attribute``, or `missing()` raised for ``internal``.
 
     Raises:
         ConfigurationError: ``owner`` has no ``attribute``.
@@ -115,7 +115,7 @@ def single_threaded_unary_stream(options: object = grpc.experimental.ChannelOpti
 
 
 def require_channel_hook(client_class: type = bt.BigtableDataClient) -> None:
-    """Check that ``client_class`` still has the channel hook :class:`DataClient` overrides.
+    """Check that ``client_class`` still has the channel hook `DataClient` overrides.
 
     Raises:
         ConfigurationError: it has none (google-cloud-bigtable older than 2.33,
@@ -135,7 +135,7 @@ class DataClient(bt.BigtableDataClient):
 
     Raises:
         ConfigurationError: the client does not create its channel through
-            the hook (see :data:`CHANNEL_HOOK`).
+            the hook (see `CHANNEL_HOOK`).
     """
 
     def __init__(self, *, channel_options: Sequence[tuple[str, Any]] = (),

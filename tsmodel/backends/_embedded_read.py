@@ -1,10 +1,10 @@
 """The read side of the embedded store: read plans (GC rules applied), rows from cells.
 
-:class:`~tsmodel.backends.embedded.EmbeddedBackend` compiles each read into a
-:class:`Plan` (SQL conditions for what SQLite can filter, Python for the
+`EmbeddedBackend` compiles each read into a
+`Plan` (SQL conditions for what SQLite can filter, Python for the
 rest), pages through the primary key in chunks whose bounds come from
-:func:`segment_where`, and turns each chunk of cells into rows with
-:func:`rows_of_chunk`. Nothing here touches a database.
+`segment_where()`, and turns each chunk of cells into rows with
+`rows_of_chunk()`. Nothing here touches a database.
 """
 
 from __future__ import annotations
@@ -126,10 +126,10 @@ class Plan:
     """A read request compiled against one table snapshot.
 
     SQL applies the cell filters and, when no ``versions_kept`` applies, the
-    timestamp range. :meth:`process` applies the rest in Python:
+    timestamp range. `process()` applies the rest in Python:
     ``versions_kept`` (it needs every version of a column), then the
     timestamp range for those families, then the cells-per-column limit.
-    The tables' GC rules do not apply to reads (see :mod:`..embedded`).
+    The tables' GC rules do not apply to reads (see `.embedded`).
     """
 
     def __init__(self, table: Table, request: ReadRequest) -> None:
@@ -161,7 +161,7 @@ class Plan:
 
         GC rules themselves never apply to reads: like Cloud Bigtable before
         its garbage collection runs, the store returns every cell it holds
-        until :meth:`~tsmodel.backends.embedded.EmbeddedBackend.collect_garbage`
+        until `collect_garbage()`
         (or a collection after many writes) deletes them.
         """
         if flt.versions_kept is not None:
@@ -299,7 +299,7 @@ def build_rows(chunk: list[Raw], reverse: bool, single: bool = False) -> list[Ro
 
 def build_rows_of(family: str, chunk: list[Raw], reverse: bool,
                    single: bool) -> list[Row] | None:
-    """:func:`build_rows` for cells fetched without their (only) family."""
+    """`build_rows()` for cells fetched without their (only) family."""
     new = tuple.__new__
     rows: list[Row] = []
     cells: list[Cell] = []

@@ -3,7 +3,7 @@
 A connection URL ends up in logs, tracebacks and ``repr()``: it must not carry
 credentials (Cloud Bigtable takes them from the environment, the emulator and
 the embedded store need none), and a message that echoes one shows it
-through :func:`redact`.
+through `redact()`.
 """
 
 from __future__ import annotations

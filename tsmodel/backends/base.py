@@ -138,7 +138,7 @@ class ReadRequest:
 
     Attributes:
         table: table name.
-        rows: which rows; an empty :class:`RowSet` reads the whole table.
+        rows: which rows; an empty `RowSet` reads the whole table.
         filter: server-side cell filters.
         limit: at most this many rows (rows with at least one cell left
             after filtering); ``None`` or ``0`` for no limit.
@@ -177,7 +177,7 @@ class Row(NamedTuple):
 class SetCell(NamedTuple):
     """Write one cell. ``timestamp`` is microseconds, a whole number of ms.
 
-    A named tuple, like :class:`Cell`: a save builds one per value and keeps
+    A named tuple, like `Cell`: a save builds one per value and keeps
     them until it returns, and tuples of plain values are objects the garbage
     collector stops walking (measured: 30% of encoding time with attrs objects).
     """
@@ -235,7 +235,7 @@ class MutationStatus(enum.Enum):
 
 @attrs.frozen
 class MutationOutcome:
-    """The outcome of one :class:`RowMutation` in a bulk write."""
+    """The outcome of one `RowMutation` in a bulk write."""
 
     status: MutationStatus
     error: BaseException | None = None
@@ -305,10 +305,10 @@ class Backend(Protocol):
     """The primitives every storage backend provides.
 
     Everything else in tsmodel is built on these. A backend never raises a
-    foreign exception: failures come out as :class:`~tsmodel.errors.BackendError`
+    foreign exception: failures come out as `BackendError`
     (or a subclass) with the original exception as ``__cause__``.
 
-    Both real backends are also :class:`Reachable`: ``check_reachable(timeout)``
+    Both real backends are also `Reachable`: ``check_reachable(timeout)``
     tells at once whether the backend can serve requests. It is a protocol of
     its own so that wrappers and test doubles need not provide it.
     """
@@ -354,9 +354,9 @@ class Backend(Protocol):
 
         Returns one outcome per entry, in order. An entry with no mutation is
         ``FAILED`` (Cloud Bigtable refuses it). Never raises for the failure
-        of single entries; raises :class:`BackendError` only when the call
+        of single entries; raises `BackendError` only when the call
         could not be attempted at all (then nothing was applied), e.g. with
-        :class:`TableNotFoundError` for a missing table.
+        `TableNotFoundError` for a missing table.
         """
         ...
 
@@ -381,9 +381,9 @@ class Backend(Protocol):
 
 @runtime_checkable
 class AsyncBackend(Protocol):
-    """The :class:`Backend` primitives for asyncio: the same contracts, awaited.
+    """The `Backend` primitives for asyncio: the same contracts, awaited.
 
-    Each coroutine has the contract of the :class:`Backend` method of the
+    Each coroutine has the contract of the `Backend` method of the
     same name; ``read_rows`` returns an asynchronous iterator that reads
     lazily. No call blocks the event loop: a backend whose work is
     blocking (the embedded store) runs it in a worker thread.
@@ -392,32 +392,32 @@ class AsyncBackend(Protocol):
     features: Features
 
     async def create_table(self, spec: TableSpec) -> None:
-        """See :meth:`Backend.create_table`."""
+        """See `Backend.create_table()`."""
         ...
 
     async def delete_table(self, name: str) -> None:
-        """See :meth:`Backend.delete_table`."""
+        """See `Backend.delete_table()`."""
         ...
 
     async def delete_family(self, table: str, family: str) -> None:
-        """See :meth:`Backend.delete_family`."""
+        """See `Backend.delete_family()`."""
         ...
 
     async def list_tables(self) -> list[str]:
-        """See :meth:`Backend.list_tables`."""
+        """See `Backend.list_tables()`."""
         ...
 
     async def describe_table(self, name: str) -> TableSpec:
-        """See :meth:`Backend.describe_table`."""
+        """See `Backend.describe_table()`."""
         ...
 
     async def mutate_rows(self, table: str,
                           entries: Sequence[RowMutation]) -> list[MutationOutcome]:
-        """See :meth:`Backend.mutate_rows`."""
+        """See `Backend.mutate_rows()`."""
         ...
 
     def read_rows(self, request: ReadRequest) -> AsyncIterator[Row]:
-        """See :meth:`Backend.read_rows`: rows come with ``async for``.
+        """See `Backend.read_rows()`: rows come with ``async for``.
 
         Raises:
             TableNotFoundError: the table does not exist (when iterated).
@@ -425,7 +425,7 @@ class AsyncBackend(Protocol):
         ...
 
     async def close(self) -> None:
-        """See :meth:`Backend.close`."""
+        """See `Backend.close()`."""
         ...
 
 

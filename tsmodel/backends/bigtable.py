@@ -4,8 +4,8 @@ Tables, column families and GC rules go through the table admin client
 (``google.cloud.bigtable_admin_v2``). Data goes through google-cloud-bigtable's
 data client's gRPC channel, so its credentials, endpoint, channel refresh
 and warm-up apply, but the two data calls are made here with raw protobuf
-(:mod:`._bigtable_wire`, :mod:`._bigtable_rpc`) and rows are merged from
-the response chunks by :mod:`._chunks`: the client's proto-plus objects and
+(`_bigtable_wire`, `_bigtable_rpc`) and rows are merged from
+the response chunks by `_chunks`: the client's proto-plus objects and
 row merging cost several times the network on the emulator. The calls carry
 the routing header Cloud Bigtable requires, and keep the client's guarantees:
 per-entry outcomes and retries for writes, resumed streams for reads.
@@ -15,10 +15,10 @@ an admin call: a missing table is told by the data API's ``NOT_FOUND``.
 
 Only this backend (this module and its private ``_bigtable_*`` modules)
 imports ``google.cloud`` or ``grpc``: everything it returns or raises is a
-neutral type from :mod:`tsmodel.backends.base` or a
-:class:`~tsmodel.errors.BackendError`. The few private names of the client
-it needs are all in :mod:`._client_private`, which fails loudly (with a
-:class:`~tsmodel.errors.ConfigurationError`) when the installed client lacks one.
+neutral type from `tsmodel.backends.base` or a
+`BackendError`. The few private names of the client
+it needs are all in `_client_private`, which fails loudly (with a
+`ConfigurationError`) when the installed client lacks one.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ class _Target:
 
 
 class BigtableBackend:
-    """Cloud Bigtable, or its emulator, behind the :class:`~tsmodel.backends.base.Backend` protocol.
+    """Cloud Bigtable, or its emulator, behind the `Backend` protocol.
 
     Args:
         project: the Google Cloud project id.
@@ -398,7 +398,7 @@ _APPLIED = MutationOutcome(MutationStatus.APPLIED)
 
 # -- the data path, without I/O: both backends (sync and async) drive these ----------
 
-#: What :func:`mutate_steps` hands its driver: a ``MutateRowsRequest`` to send;
+#: What `mutate_steps()` hands its driver: a ``MutateRowsRequest`` to send;
 #: what it gets back: the failures of its entries (``DataRpc.mutate_rows``).
 MutateSteps = Generator[Any, "dict[int, Exception]", "list[MutationOutcome]"]
 _Steps = Generator[Any, "dict[int, Exception]", _T]
@@ -410,7 +410,7 @@ def mutate_steps(backend: Any, target: _Target, table: str,
 
     A generator: it yields each request (the emulator's family check first,
     when one is needed), receives that request's failures, and returns one
-    outcome per entry. :meth:`BigtableBackend.mutate_rows` drives it with
+    outcome per entry. `BigtableBackend.mutate_rows()` drives it with
     blocking calls, the async backend with awaited ones: the batching,
     refusals and classification are written once.
 
@@ -451,7 +451,7 @@ def _emulator_refusals(backend: Any, target: _Target, table: str,
     up to the first bad one (unknown family, timestamp not in whole
     milliseconds), breaking per-row atomicity. Such entries are refused
     here and never sent. Families are checked with data calls only
-    (:func:`_absent_families`).
+    (`_absent_families()`).
 
     Raises:
         TableNotFoundError: the table does not exist.
@@ -483,7 +483,7 @@ def _absent_families(backend: Any, target: _Target, table: str,
     """The families of ``families`` the table lacks (or that could not be checked), with why.
 
     Families not known to exist yet are checked with one ``MutateRows``
-    call that changes nothing (:func:`._bigtable_wire.family_check_request`);
+    call that changes nothing (`_bigtable_wire.family_check_request()`);
     those found are remembered in ``backend._families``.
 
     Raises:

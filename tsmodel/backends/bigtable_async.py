@@ -1,18 +1,18 @@
 """Cloud Bigtable (and its emulator) under asyncio: an ``AsyncBackend``.
 
 The data path is the sync backend's, driven by an event loop: the same raw
-protobuf requests (:mod:`._bigtable_wire`), the same steps of a write
-(:func:`~tsmodel.backends.bigtable.mutate_steps`: batching, the emulator's
+protobuf requests (`_bigtable_wire`), the same steps of a write
+(`mutate_steps()`: batching, the emulator's
 refusals, the classification of each entry as APPLIED, FAILED or UNKNOWN),
-the same retry and resume policies (:mod:`._bigtable_rpc`) and the same chunk
-merger (:mod:`._chunks`); only the calls are awaited, on a ``grpc.aio``
+the same retry and resume policies (`_bigtable_rpc`) and the same chunk
+merger (`_chunks`); only the calls are awaited, on a ``grpc.aio``
 channel. On Cloud Bigtable that channel is the one google-cloud-bigtable's
 ``BigtableDataClientAsync`` builds, so its credentials, endpoint, channel
 refresh and warm-up apply; on the emulator it is a plain insecure channel
 without gRPC's 4 MiB receive limit.
 
 Table administration (create, describe, delete) goes through the same
-:class:`~._bigtable_admin.TableAdmin` as the sync backend, in a worker
+`TableAdmin` as the sync backend, in a worker
 thread: it is rare, and one code path for it is worth more than a thread hop.
 """
 
@@ -59,10 +59,10 @@ _AnonymousCredentials: Any = AnonymousCredentials
 
 
 class AsyncBigtableBackend:
-    """Cloud Bigtable, or its emulator, as an :class:`~tsmodel.backends.base.AsyncBackend`.
+    """Cloud Bigtable, or its emulator, as an `AsyncBackend`.
 
     Create it inside a running event loop (the data client starts its
-    channel refresh there); :func:`tsmodel.connect_async` does.
+    channel refresh there); `tsmodel.connect_async()` does.
 
     Args:
         project: the Google Cloud project id.
@@ -130,7 +130,7 @@ class AsyncBigtableBackend:
     # -- tables: the sync admin calls, in a worker thread ------------------------
 
     async def create_table(self, spec: TableSpec) -> None:
-        """See :meth:`tsmodel.backends.bigtable.BigtableBackend.create_table`."""
+        """See `tsmodel.backends.bigtable.BigtableBackend.create_table()`."""
         self._check_open()
         try:
             await asyncio.to_thread(self._admin.create_table, spec)
@@ -138,7 +138,7 @@ class AsyncBigtableBackend:
             self._families.pop(spec.name, None)
 
     async def delete_table(self, name: str) -> None:
-        """See :meth:`tsmodel.backends.bigtable.BigtableBackend.delete_table`."""
+        """See `tsmodel.backends.bigtable.BigtableBackend.delete_table()`."""
         self._check_open()
         await asyncio.to_thread(self._admin.delete_table, name)
         target = self._targets.pop(name, None)
@@ -147,7 +147,7 @@ class AsyncBigtableBackend:
             await target.table.close()
 
     async def delete_family(self, table: str, family: str) -> None:
-        """See :meth:`tsmodel.backends.bigtable.BigtableBackend.delete_family`."""
+        """See `tsmodel.backends.bigtable.BigtableBackend.delete_family()`."""
         self._check_open()
         try:
             await asyncio.to_thread(self._admin.delete_family, table, family)
@@ -155,12 +155,12 @@ class AsyncBigtableBackend:
             self._families.pop(table, None)
 
     async def list_tables(self) -> list[str]:
-        """See :meth:`tsmodel.backends.bigtable.BigtableBackend.list_tables`."""
+        """See `tsmodel.backends.bigtable.BigtableBackend.list_tables()`."""
         self._check_open()
         return await asyncio.to_thread(self._admin.list_tables)
 
     async def describe_table(self, name: str) -> TableSpec:
-        """See :meth:`tsmodel.backends.bigtable.BigtableBackend.describe_table`."""
+        """See `tsmodel.backends.bigtable.BigtableBackend.describe_table()`."""
         self._check_open()
         return await asyncio.to_thread(self._admin.describe_table, name)
 
@@ -168,7 +168,7 @@ class AsyncBigtableBackend:
 
     async def mutate_rows(self, table: str,
                           entries: Sequence[RowMutation]) -> list[MutationOutcome]:
-        """See :meth:`tsmodel.backends.bigtable.BigtableBackend.mutate_rows`.
+        """See `tsmodel.backends.bigtable.BigtableBackend.mutate_rows()`.
 
         Returns:
             One outcome per entry: an entry the server may have applied
@@ -185,7 +185,7 @@ class AsyncBigtableBackend:
             return outcomes
 
     async def read_rows(self, request: ReadRequest) -> AsyncIterator[Row]:
-        """See :meth:`tsmodel.backends.bigtable.BigtableBackend.read_rows`."""
+        """See `tsmodel.backends.bigtable.BigtableBackend.read_rows()`."""
         target = self._target(request.table)
         pb, clip = read_steps(self, target, request)
         try:
@@ -202,7 +202,7 @@ class AsyncBigtableBackend:
     # -- readiness and lifecycle -----------------------------------------------------
 
     async def check_reachable(self, timeout: float) -> None:
-        """See :meth:`tsmodel.backends.bigtable.BigtableBackend.check_reachable`."""
+        """See `tsmodel.backends.bigtable.BigtableBackend.check_reachable()`."""
         self._check_open()
         if self.emulator_host is None:
             return

@@ -10,7 +10,7 @@ Reads page through the primary key in chunks (keyset pagination on the row
 key) and hold the lock only while a chunk is fetched: a half-consumed read
 never blocks writes, and each row is read atomically. GC rules do not apply
 to reads: as on Cloud Bigtable before its garbage collection runs, a read
-returns every cell written until :meth:`EmbeddedBackend.collect_garbage`
+returns every cell written until `EmbeddedBackend.collect_garbage()`
 deletes what the rules collect (it also runs by itself as tables are
 written). So the store answers exactly as Bigtable does before GC.
 """
@@ -356,7 +356,7 @@ class EmbeddedBackend:
         """Stream the rows of ``request`` in key order (descending if reversed).
 
         GC applies first, then the filters in
-        :class:`~tsmodel.backends.base.ReadFilter`'s order; rows with no cell
+        `ReadFilter`'s order; rows with no cell
         left are skipped. Rows are fetched in chunks, never all held in
         memory; writes may run between chunks, and each row is read atomically.
 
@@ -421,7 +421,7 @@ class EmbeddedBackend:
     def check_reachable(self, timeout: float) -> None:
         """Return at once: the store lives in this process.
 
-        See :class:`~tsmodel.backends.base.Reachable`.
+        See `Reachable`.
 
         Raises:
             BackendError: the backend is closed.
@@ -471,7 +471,7 @@ def _transaction(con: sqlite3.Connection) -> Iterator[None]:
 
 @contextmanager
 def _wrapped(what: str) -> Iterator[None]:
-    """Turn :class:`sqlite3.Error` into :class:`BackendError`, keeping the cause."""
+    """Turn `sqlite3.Error` into `BackendError`, keeping the cause."""
     try:
         yield
     except sqlite3.Error as exc:

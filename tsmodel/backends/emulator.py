@@ -2,7 +2,7 @@
 
 The emulator is the Google Cloud CLI's ``bigtable`` component: an in-memory
 server that speaks the real Bigtable gRPC API. Tests and the ``tsmodel
-emulator`` command start it on a free loopback port with :class:`Emulator`::
+emulator`` command start it on a free loopback port with `Emulator`:
 
     with Emulator() as emu:
         db = tsmodel.connect(f"bigtable-emulator://{emu.host_port}/project/instance")
@@ -150,8 +150,8 @@ class Emulator:
     """A ``cbtemulator`` process on a loopback port.
 
     Args:
-        binary: path of ``cbtemulator``; found with :func:`find_emulator` when
-            ``None`` (at :meth:`start`).
+        binary: path of ``cbtemulator``; found with `find_emulator()` when
+            ``None`` (at `start()`).
         host: the address to listen on.
         port: the port to listen on; a free port is picked when ``None``.
 

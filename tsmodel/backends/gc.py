@@ -1,17 +1,17 @@
 """What a column family's garbage-collection (GC) rule deletes, in one place.
 
-A :class:`~tsmodel.backends.base.GcRule` is a leaf (``max_versions`` and/or
+A `GcRule` is a leaf (``max_versions`` and/or
 ``max_age``, combined with its ``mode``) or a union or intersection of
 nested rules. Every reading of a rule goes through this module:
 
-* what it surely deletes, whatever else holds: :func:`max_age_of`,
-  :func:`max_versions_of` and, at a given time, :func:`age_cutoff` (the
+* what it surely deletes, whatever else holds: `max_age_of()`,
+  `max_versions_of()` and, at a given time, `age_cutoff()` (the
   embedded store's reads and collections, the retention guard, sizing
   advice);
-* which cells it collects, one by one: :func:`collects` (the embedded store);
+* which cells it collects, one by one: `collects()` (the embedded store);
 * whether two spellings mean the same rule, and whether a new rule deletes
-  more than an old one: :func:`rules_equal`, :func:`tightens` (schema plans);
-* how to say it: :func:`describe`, :func:`to_dict`, :func:`format_duration`.
+  more than an old one: `rules_equal()`, `tightens()` (schema plans);
+* how to say it: `describe()`, `to_dict()`, `format_duration()`.
 
 A max age counts from the *cell timestamp*, not from the time of the write.
 """
@@ -119,7 +119,7 @@ def age_cutoff(rule: GcRule, now: int) -> int | None:
 
     Returns:
         Cells with a timestamp ``< cutoff`` (microseconds) are collected;
-        ``None`` when age alone collects nothing (see :func:`max_age_of`).
+        ``None`` when age alone collects nothing (see `max_age_of()`).
     """
     found = _max_age_us(rule)
     return None if found is None else now - found

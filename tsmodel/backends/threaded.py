@@ -1,9 +1,9 @@
 """A blocking backend under asyncio: every call in a worker thread.
 
-The embedded store is SQLite: its calls block. :class:`ThreadedBackend`
-makes any :class:`~tsmodel.backends.base.Backend` an
-:class:`~tsmodel.backends.base.AsyncBackend` by running each call with
-:func:`asyncio.to_thread`, so the event loop keeps serving other tasks
+The embedded store is SQLite: its calls block. `ThreadedBackend`
+makes any `Backend` an
+`AsyncBackend` by running each call with
+`asyncio.to_thread()`, so the event loop keeps serving other tasks
 while SQLite works. Reads stream: rows are pulled from the backend's lazy
 iterator a batch at a time (a few rows first, then more), never all at once.
 """
@@ -32,7 +32,7 @@ _FIRST_BATCH, _LARGEST_BATCH = 16, 2048
 
 
 class ThreadedBackend:
-    """An :class:`~tsmodel.backends.base.AsyncBackend` over a blocking backend.
+    """An `AsyncBackend` over a blocking backend.
 
     Args:
         backend: the blocking backend; it must be safe to call from other

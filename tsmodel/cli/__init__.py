@@ -6,10 +6,10 @@ module, for all the models in it); the module may be a file path such as
 JSON with ``--json``. An error prints one line, ``tsmodel: error: ...``, and
 exits with status 1 (2 for a command line that does not parse).
 
-One module per command (:mod:`~tsmodel.cli.schema`, :mod:`~tsmodel.cli.explain`,
-:mod:`~tsmodel.cli.keys`, :mod:`~tsmodel.cli.advise`,
-:mod:`~tsmodel.cli.emulator`, :mod:`~tsmodel.cli.snapshot`,
-:mod:`~tsmodel.cli.repair`), each adding its subparser with ``add_command``;
+One module per command (`schema`, `explain`,
+`keys`, `advise`,
+`emulator`, `snapshot`,
+`repair`), each adding its subparser with ``add_command``;
 what they share is in ``_common`` (subparsers, input values, output) and
 ``_targets`` (which models a TARGET names).
 """

@@ -1,10 +1,10 @@
 """What the ``tsmodel`` commands share: subparsers, input values, connections, output.
 
-Every command module builds its subparser with :func:`command` (or
-:func:`group` for a command with actions), parses text with
-:func:`parse_time`, :func:`pairs` and :func:`typed`, opens the backend with
-:func:`connect` and prints with :func:`print_json` or a table. Bad input raises
-:class:`CliError`, which ``main`` prints as one line.
+Every command module builds its subparser with `command()` (or
+`group()` for a command with actions), parses text with
+`parse_time()`, `pairs()` and `typed()`, opens the backend with
+`connect()` and prints with `print_json()` or a table. Bad input raises
+`CliError`, which ``main`` prints as one line.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def pairs(items: Sequence[str], what: str) -> dict[str, str]:
 
 def typed(spec: tsmodel.ModelSpec, layout: KeyLayout, raw: dict[str, str],
           allowed: Sequence[str]) -> dict[str, Any]:
-    """Key field values from text (:meth:`Segment.parse`); the timestamp as a datetime."""
+    """Key field values from text (`Segment.parse()`); the timestamp as a datetime."""
     unknown = [n for n in raw if n not in allowed]
     if unknown:
         raise CliError(f"{spec.name} has no key field {', '.join(map(repr, unknown))} "

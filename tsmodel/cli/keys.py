@@ -1,7 +1,7 @@
 """``tsmodel keys encode`` and ``tsmodel keys decode``: row keys of a model.
 
-Encoding and decoding are the library's (:func:`tsmodel.encode_row_key`,
-:func:`tsmodel.decode_row_key`); this module parses the text and prints the
+Encoding and decoding are the library's (`tsmodel.encode_row_key()`,
+`tsmodel.decode_row_key()`); this module parses the text and prints the
 result.
 """
 

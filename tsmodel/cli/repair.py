@@ -1,6 +1,6 @@
 """``tsmodel repair``: rewrite a model's companion tables from its main table.
 
-A thin wrapper of :func:`tsmodel.repair`.
+A thin wrapper of `tsmodel.repair()`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """``tsmodel schema plan`` and ``tsmodel schema apply``: the tables the models need.
 
-Thin wrappers of :func:`tsmodel.plan.schema.plan` and
-:func:`tsmodel.plan.schema.apply`; they first ask the backend whether it answers
-(:meth:`~tsmodel.backends.base.Reachable.check_reachable`), so that a stopped
+Thin wrappers of `tsmodel.plan.schema.plan()` and
+`tsmodel.plan.schema.apply()`; they first ask the backend whether it answers
+(`check_reachable()`), so that a stopped
 emulator fails at once rather than after the client's minute of retries.
 """
 

@@ -1,6 +1,6 @@
 """``tsmodel snapshot``: build one period's snapshot table, resuming an interrupted run.
 
-A thin wrapper of :func:`tsmodel.build_snapshot`.
+A thin wrapper of `tsmodel.build_snapshot()`.
 """
 
 from __future__ import annotations

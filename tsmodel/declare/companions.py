@@ -3,11 +3,11 @@
 An alternate-key table holds the same events as the main table under
 another row key order (the guide's denormalization: ``LoL#Corrie#20150301``
 and ``LoL#20150301#Corrie``). Each one is described by a derived
-:class:`~tsmodel.declare.spec.ModelSpec` that shares the model's timestamp, values
+`ModelSpec` that shares the model's timestamp, values
 and layout, so the whole mapper and query machinery works on it unchanged.
 
 A snapshot table holds one period of the main table (``SENSOR_20170726``),
-built by a batch job (:mod:`tsmodel.jobs.snapshots`).
+built by a batch job (`tsmodel.jobs.snapshots`).
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Field declarations: ``key()``, ``timestamp()``, ``value()``, ``constant()``, ``salt()``.
 
-``key``, ``timestamp`` and ``value`` are thin wrappers over :func:`attrs.field`
+``key``, ``timestamp`` and ``value`` are thin wrappers over `attrs.field()`
 that record what the field means for Bigtable in the field's ``metadata``.
 ``constant`` and ``salt`` are markers: they take a place in the row key but
 are not attributes of instances.
 
 The helpers record their arguments as given; ``@model`` checks their types
-and ranges when the class is defined (:mod:`tsmodel.declare.params`), where
+and ranges when the class is defined (`tsmodel.declare.params`), where
 the error can name the model and the field.
 """
 
@@ -222,7 +222,7 @@ def version() -> Any:
     so a save with a later version time adds versions beside the earlier ones
     instead of overwriting them (a save with the same version time stays
     idempotent). The event time stays in the row key. Reads return the
-    newest version, :meth:`tsmodel.QuerySet.history` every version.
+    newest version, `tsmodel.QuerySet.history()` every version.
 
     A model with a version field keeps a row per event (``ts.rows()``),
     required values only, no companion tables, and its range reads never
@@ -313,7 +313,7 @@ def snapshot(pattern: str, *, period: str | timedelta = "day",
             period's start, a UTC datetime), e.g. ``"SENSOR_{period:%Y%m%d}"``.
         period: ``"hour"``, ``"day"`` (default), ``"week"``, ``"month"`` or a
             ``timedelta``.
-        key: the snapshot's row key segments (as for :func:`alternate`);
+        key: the snapshot's row key segments (as for `alternate()`);
             default: the main table's key.
     """
     return Snapshot(pattern, period, tuple(key) if isinstance(key, list) else key)

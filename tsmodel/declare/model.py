@@ -2,8 +2,8 @@
 
 The decorator inspects the class once, when it is created: it validates the
 declaration, turns the class into an attrs class and attaches one frozen
-:class:`~tsmodel.declare.spec.ModelSpec`. Every mistake that can be seen from the
-declaration raises :class:`~tsmodel.errors.DeclarationError` then, never on
+`ModelSpec`. Every mistake that can be seen from the
+declaration raises `DeclarationError` then, never on
 the first write.
 """
 
@@ -81,8 +81,8 @@ _RESERVED = frozenset({"range", "latest", "latest_many", "current", "snapshot", 
 
 
 #: The class whose query class methods (range, latest, latest_many, current, snapshot, using)
-#: ``@model`` gives every model: :class:`tsmodel.Model`, registered by the
-#: query layer (:mod:`tsmodel.run.query`) when it is imported.
+#: ``@model`` gives every model: `tsmodel.Model`, registered by the
+#: query layer (`tsmodel.run.query`) when it is imported.
 _query_methods: type | None = None
 QUERY_METHODS = ("range", "latest", "latest_many", "current", "snapshot", "using")
 
@@ -121,8 +121,8 @@ def model(
 ) -> Any:
     """Declare a model class: its table, row key, timestamp and value columns.
 
-    Fields are declared in the class body with :func:`key`, :func:`timestamp`
-    and :func:`value`; :func:`constant` and :func:`salt` add row key segments.
+    Fields are declared in the class body with `key()`, `timestamp()`
+    and `value()`; `constant()` and `salt()` add row key segments.
     Key segments come in declaration order; the timestamp must be the last.
 
     Args:
@@ -132,14 +132,14 @@ def model(
             the row key without its time; every save also writes it.
         separator: one ASCII punctuation character between key segments.
         serialization: store the whole event as one serialized cell (e.g.
-            :class:`tsmodel.Protobuf`) instead of a column per value field.
+            `tsmodel.Protobuf`) instead of a column per value field.
         allow_hotspot: accept a row key whose first varying segment is the
             timestamp (every write then goes to the same node: only for low
             write rates).
-        layout: how events become cells: :func:`tsmodel.rows` (a row per
+        layout: how events become cells: `tsmodel.rows()` (a row per
             event, the default), or for a bucketed timestamp
-            :func:`tsmodel.cells`, :func:`tsmodel.columns`,
-            :func:`tsmodel.offsets`.
+            `tsmodel.cells()`, `tsmodel.columns()`,
+            `tsmodel.offsets()`.
         max_rate: the most events per second one entity sends. Sizes the
             version limit of bucket rows and refuses buckets whose rows would
             pass ~100 MB.
@@ -147,11 +147,11 @@ def model(
             cell timestamp, i.e. the event time).
         max_versions: the version limit of bucket rows, if not derived from
             ``max_rate``.
-        alternates: alternate-key tables (:func:`tsmodel.alternate`), written
+        alternates: alternate-key tables (`tsmodel.alternate()`), written
             with every save; queries read the table whose key prefix serves
             the fields given.
-        snapshot: per-period snapshot tables (:func:`tsmodel.snapshot`), built
-            by :func:`tsmodel.build_snapshot`.
+        snapshot: per-period snapshot tables (`tsmodel.snapshot()`), built
+            by `tsmodel.build_snapshot()`.
         event_time_cells: ``False`` declares a table whose cell timestamps are
             not event times (another program wrote them with its clock): range
             reads then select events by row key and qualifier and check their
@@ -162,7 +162,7 @@ def model(
             declares (a retired field's, another writer's) in the families it
             reads: ``"ignore"`` (the default: adopted tables often hold such
             columns) skips it; ``"error"`` raises
-            :class:`~tsmodel.CellDecodingError` naming the row and the column.
+            `CellDecodingError` naming the row and the column.
             Families no field declares are never read (a read filters by
             family).
 

@@ -3,7 +3,7 @@
 The field helpers (``ts.key()``, ``ts.value()``...) only record what they are
 given: inside a class body the model and the field have no name yet.
 ``@model`` checks every parameter here, once it knows both, so that a mistake
-raises :class:`~tsmodel.errors.DeclarationError` naming the model, the field,
+raises `DeclarationError` naming the model, the field,
 the parameter and the value given, and saying what to pass instead. What a
 parameter means (a unit, a format, a bucket) is checked where it is used.
 """
@@ -104,7 +104,7 @@ def check_name(where: str, call: str, param: str, value: object, *, limit: int,
 
 
 def check_codec(where: str, codec: object, param: str = "ts.value(codec") -> None:
-    """An object that satisfies the :class:`~tsmodel.encoding.codecs.Codec` protocol.
+    """An object that satisfies the `Codec` protocol.
 
     Raises:
         DeclarationError: a codec class instead of an instance, or an object

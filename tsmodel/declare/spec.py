@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ValueSpec", "ModelSpec", "SnapshotSpec", "spec_of"]
 
-#: The class attribute holding a model's :class:`ModelSpec`.
+#: The class attribute holding a model's `ModelSpec`.
 SPEC_ATTR = "__tsmodel__"
 
 
@@ -41,14 +41,14 @@ class ModelSpec:
         values: the value fields in declaration order.
         serialization: how the whole event is serialized into one column,
             or ``None`` for a column per value field.
-        layout: how events become cells (:mod:`tsmodel.layouts`).
+        layout: how events become cells (`tsmodel.layouts`).
         max_rate: the most events per second of one entity, if declared.
         retention: how long cells are kept (a max-age GC rule), if declared.
         max_versions: the versions per column kept in the main table.
         alternates: the specs of the alternate-key tables (same events,
             another row key order), written with every save.
         snapshot: the per-period snapshot tables, if declared.
-        codec: the main table's :class:`~tsmodel.layouts.TableCodec`.
+        codec: the main table's `TableCodec`.
         current_codec: the current-value table's codec, or ``None``.
         event_time_cells: whether cell timestamps are event times (range
             reads then filter by them); ``False`` for a table whose cells
@@ -192,7 +192,7 @@ class SnapshotSpec:
 
 
 def spec_of(model: Any) -> ModelSpec:
-    """The :class:`ModelSpec` of a model class or instance.
+    """The `ModelSpec` of a model class or instance.
 
     Raises:
         TypeError: ``model`` was not declared with ``@tsmodel.model``.

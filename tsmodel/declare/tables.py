@@ -1,7 +1,7 @@
 """The tables a model needs, with their column families and GC rules.
 
 Derived from the model's spec alone, so every layer above can read them: the
-schema plan (:mod:`tsmodel.plan.schema`, which ``Connection.create_tables``
+schema plan (`tsmodel.plan.schema`, which ``Connection.create_tables``
 applies), the retention guard, sizing advice and the snapshot job.
 """
 
@@ -24,7 +24,7 @@ def table_specs(spec: ModelSpec) -> list[TableSpec]:
     table's rules; snapshot tables are created by the snapshot job.
 
     Args:
-        spec: the model's spec (:func:`tsmodel.spec_of`).
+        spec: the model's spec (`tsmodel.spec_of()`).
 
     Returns:
         The main table, the alternate-key tables, then the current-value

@@ -5,7 +5,7 @@ the row key has a fixed width and sorts in time order across years (day
 ``20170726``, ISO week ``2021-W09``, month ``201707``). Labels that do not
 sort, such as ``week1`` ... ``week49`` (no year, no fixed width), are refused,
 unless they are declared for a table another program writes: buckets
-numbered from an origin (:class:`NumberedBucket`), whose reads take one read
+numbered from an origin (`NumberedBucket`), whose reads take one read
 per bucket instead of one row range.
 
 All arithmetic is on integer microseconds since the epoch, in UTC.
@@ -221,7 +221,7 @@ class NumberedBucket(Bucket):
     is number 1, the next number 2, written without padding into
     ``label_format`` at ``{n}``. Such labels do not sort in time order
     (``week10`` sorts before ``week9``): a read of a time range reads each
-    bucket's label on its own (:attr:`ordered` is false).
+    bucket's label on its own (`ordered` is false).
     """
 
     name: str

@@ -73,7 +73,7 @@ class Segment:
         raise NotImplementedError
 
     def encoder(self) -> Callable[[Any], bytes]:
-        """:meth:`encode`, possibly specialised once for the per-event write path."""
+        """`encode()`, possibly specialised once for the per-event write path."""
         return self.encode
 
     def decode(self, data: bytes) -> Any:
@@ -260,7 +260,7 @@ class IntSegment(Segment):
 
 @attrs.frozen
 class TimestampSegment(Segment):
-    """The event time, through a :class:`~tsmodel.encoding.timestamps.TimestampEncoding`.
+    """The event time, through a `TimestampEncoding`.
 
     Values are integer microseconds since the epoch (UTC).
     """
@@ -387,7 +387,7 @@ class SaltSegment(Segment):
         """The CRC-32 salt of an entity, from the encoded segments it is computed on.
 
         A salt declared ``using`` a function is computed by
-        :meth:`KeyLayout.salt_of`, which has the typed values it takes.
+        `KeyLayout.salt_of()`, which has the typed values it takes.
         """
         assert self.using is None
         return stable_hash(b"#".join(encoded[name] for name in self.on)) % self.buckets + self.first
@@ -506,7 +506,7 @@ class KeyLayout:
         return next((s for s in self.segments if isinstance(s, SaltSegment)), None)
 
     def encode_segments(self, values: Mapping[str, Any]) -> dict[str, bytes]:
-        """Encode every field segment; raises :class:`SegmentValueError` with ``.field``."""
+        """Encode every field segment; raises `SegmentValueError` with ``.field``."""
         encoded: dict[str, bytes] = {}
         for seg in self.segments:
             if seg.field is None:

@@ -1,6 +1,6 @@
 """Serializing a whole event into one cell (the "serialized" patterns).
 
-:class:`Protobuf` stores the value fields of an event as one protobuf message
+`Protobuf` stores the value fields of an event as one protobuf message
 in one column. Give it your own message class (its fields are matched to the
 value fields by name), or let tsmodel generate a message from the value
 fields: field numbers then follow the declaration order, so add new value

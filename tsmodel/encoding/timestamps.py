@@ -96,7 +96,7 @@ class TimestampEncoding(abc.ABC):
 
     @abc.abstractmethod
     def encode_us(self, us: int) -> bytes:
-        """The segment bytes of ``us``, which :meth:`check` accepted."""
+        """The segment bytes of ``us``, which `check()` accepted."""
 
     @abc.abstractmethod
     def decode_us(self, data: bytes) -> int:

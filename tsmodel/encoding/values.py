@@ -1,7 +1,7 @@
 """Value fields: the column each one is stored in, and their validating encoder.
 
-A :class:`ValueEncoder` is compiled once per model, at declaration, from its
-:class:`ValueSpec` tuple. It is the one place where a value is checked and
+A `ValueEncoder` is compiled once per model, at declaration, from its
+`ValueSpec` tuple. It is the one place where a value is checked and
 encoded: every write path (saves, repairs, snapshot jobs) goes through it, so
 a rule added here holds everywhere.
 """
@@ -56,7 +56,7 @@ class ValueSpec:
 
 @attrs.frozen
 class _Column:
-    """A :class:`ValueSpec` with what its checks need, worked out once."""
+    """A `ValueSpec` with what its checks need, worked out once."""
 
     spec: ValueSpec
     encode: Callable[[Any], bytes]

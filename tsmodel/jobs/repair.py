@@ -16,9 +16,9 @@ rereads the main table over a time range and:
 
 Afterwards the companions hold what a clean run would have written.
 
-The job is one generator, :func:`repair_steps`, that yields the reads and
-writes it needs (:mod:`tsmodel.jobs.steps`); :func:`repair` carries them out
-with blocking calls, :func:`repair_async` on an event loop. The main table is
+The job is one generator, `repair_steps()`, that yields the reads and
+writes it needs (`tsmodel.jobs.steps`); `repair()` carries them out
+with blocking calls, `repair_async()` on an event loop. The main table is
 read request by request (one per salt value), a chunk of rows at a time: a
 repair needs every event of the range, not their order, so the streams are
 not merged by time as a query merges them.
@@ -97,7 +97,7 @@ def repair(model: type, start: datetime, end: datetime, *,
         **key_prefix: limit the repair to the entities of a key prefix.
 
     Returns:
-        A :class:`RepairReport`; ``failed`` counts every companion write and
+        A `RepairReport`; ``failed`` counts every companion write and
         delete whose outcome was not APPLIED.
 
     Raises:
@@ -111,7 +111,7 @@ def repair(model: type, start: datetime, end: datetime, *,
 async def repair_async(model: type, start: datetime, end: datetime, *,
                        connection: AsyncConnection, batch_size: int = 1000,
                        **key_prefix: Any) -> RepairReport:
-    """:func:`repair` on an :class:`~tsmodel.AsyncConnection`:
+    """`repair()` on an `AsyncConnection`:
     ``await ts.repair_async(Model, start, end, connection=db)``.
 
     The same job, with the same arguments and report; the current-value and
@@ -128,13 +128,13 @@ async def repair_async(model: type, start: datetime, end: datetime, *,
 def repair_steps(model: type, start: datetime, end: datetime, *, features: Features,
                  batch_size: int = 1000,
                  key_prefix: Mapping[str, Any] | None = None) -> JobSteps[RepairReport]:
-    """The repair as steps (:mod:`tsmodel.jobs.steps`), for any executor.
+    """The repair as steps (`tsmodel.jobs.steps`), for any executor.
 
     Args:
         features: the capabilities of the backend the steps will run on.
-        key_prefix: key field values, as ``**key_prefix`` of :func:`repair`
+        key_prefix: key field values, as ``**key_prefix`` of `repair()`
             (a mapping here, so that no key field name is taken).
-        The others: as for :func:`repair`.
+        The others: as for `repair()`.
     """
     key_prefix = dict(key_prefix or {})
     spec = spec_of(model)

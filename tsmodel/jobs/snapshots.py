@@ -7,9 +7,9 @@ progress after each batch in the ``TSMODEL_JOBS`` table. Running it again
 resumes after the last recorded batch; since every cell carries its event
 time, rewriting a batch gives the same cells, so the job is idempotent.
 
-The job is one generator, :func:`snapshot_steps`, that yields the reads and
-writes it needs (:mod:`tsmodel.jobs.steps`); :func:`build_snapshot` carries
-them out with blocking calls, :func:`build_snapshot_async` on an event loop.
+The job is one generator, `snapshot_steps()`, that yields the reads and
+writes it needs (`tsmodel.jobs.steps`); `build_snapshot()` carries
+them out with blocking calls, `build_snapshot_async()` on an event loop.
 The progress bar is the one thing a step does not carry: it writes to
 stderr from the job itself, the same under either executor.
 """
@@ -108,7 +108,7 @@ def build_snapshot(
         restart: ignore recorded progress and copy the whole period again.
 
     Returns:
-        A :class:`SnapshotReport`.
+        A `SnapshotReport`.
 
     Raises:
         QueryError: the model declares no snapshot.
@@ -123,7 +123,7 @@ async def build_snapshot_async(
     model: type, period: datetime, *, connection: AsyncConnection, batch_size: int = 1000,
     progress: bool | None = None, restart: bool = False,
 ) -> SnapshotReport:
-    """:func:`build_snapshot` on an :class:`~tsmodel.AsyncConnection`:
+    """`build_snapshot()` on an `AsyncConnection`:
     ``await ts.build_snapshot_async(Model, period, connection=db)``.
 
     The same job, with the same arguments, report, progress record and errors.
@@ -140,9 +140,9 @@ async def build_snapshot_async(
 def snapshot_steps(model: type, period: datetime, *, batch_size: int = 1000,
                    progress: bool | None = None,
                    restart: bool = False) -> JobSteps[SnapshotReport]:
-    """The snapshot job as steps (:mod:`tsmodel.jobs.steps`), for any executor.
+    """The snapshot job as steps (`tsmodel.jobs.steps`), for any executor.
 
-    Arguments as for :func:`build_snapshot`.
+    Arguments as for `build_snapshot()`.
 
     Raises:
         QueryError: at once, when the model declares no snapshot.

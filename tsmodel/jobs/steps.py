@@ -1,18 +1,18 @@
 """The steps of a job, and the two loops that carry them out.
 
-A job (:mod:`tsmodel.jobs.repair`, :mod:`tsmodel.jobs.snapshots`) is written
+A job (`tsmodel.jobs.repair`, `tsmodel.jobs.snapshots`) is written
 once, as a generator: it yields each call it needs (the step classes here)
-and receives the answer, like :func:`tsmodel.plan.writes.save_steps` and
-:func:`tsmodel.plan.schema.plan_steps`. It does no I/O itself.
-:func:`run_job` answers with blocking calls on a
-:class:`~tsmodel.run.connection.Connection`; :func:`run_job_async` awaits the
-same calls on an :class:`~tsmodel.run.async_connection.AsyncConnection`,
-the writes of one :class:`Send` concurrently. The loops know nothing of
+and receives the answer, like `tsmodel.plan.writes.save_steps()` and
+`tsmodel.plan.schema.plan_steps()`. It does no I/O itself.
+`run_job()` answers with blocking calls on a
+`Connection`; `run_job_async()` awaits the
+same calls on an `AsyncConnection`,
+the writes of one `Send` concurrently. The loops know nothing of
 what a job does: the order of the calls, what is read and what is written
 are the job's.
 
-Large reads stream: a job asks for the rows of a :class:`Scan` a chunk at
-a time (:class:`Rows`), so it holds one chunk and one write batch, whatever
+Large reads stream: a job asks for the rows of a `Scan` a chunk at
+a time (`Rows`), so it holds one chunk and one write batch, whatever
 the table's size.
 """
 
@@ -49,10 +49,10 @@ class Read:
 
 @attrs.frozen(eq=False)
 class Scan:
-    """A streamed read: ask for its rows with :class:`Rows`.
+    """A streamed read: ask for its rows with `Rows`.
 
     A value without I/O; the executor starts the read at the first
-    :class:`Rows` of it and ends it when the job ends. Each ``Scan``
+    `Rows` of it and ends it when the job ends. Each ``Scan``
     object is its own read (compared by identity).
     """
 
@@ -87,7 +87,7 @@ class Send:
 @attrs.frozen
 class Save:
     """Save entities as ``save_all(entities, raise_on_failure=False)`` does;
-    answered with the :class:`~tsmodel.WriteResult`."""
+    answered with the `WriteResult`."""
 
     entities: tuple[Any, ...]
 
@@ -100,7 +100,7 @@ class First:
     query: QuerySet[Any]
 
 
-#: What a job yields; :class:`~tsmodel.plan.schema.BackendCall` makes one
+#: What a job yields; `BackendCall` makes one
 #: call of the backend itself (``create_table``, ``mutate_rows``).
 Step = Read | Scan | Rows | Send | Save | First | BackendCall
 #: A job: yields steps, receives their answers, returns its report.
@@ -114,7 +114,7 @@ def run_job(steps: JobSteps[_R], conn: Connection) -> _R:
     """Carry out a job's steps with blocking calls on ``conn``; return its result.
 
     Raises:
-        whatever the job raises, and a :class:`~tsmodel.BackendError` of a
+        whatever the job raises, and a `BackendError` of a
         read (a failed write is an outcome, handed to the job).
     """
     scans: dict[Scan, Iterator[Row]] = {}
@@ -167,10 +167,10 @@ def _take(rows: Iterator[Row], cells: int) -> list[Row]:
 
 
 async def run_job_async(steps: JobSteps[_R], conn: AsyncConnection) -> _R:
-    """:func:`run_job` on an event loop: the same steps, awaited.
+    """`run_job()` on an event loop: the same steps, awaited.
 
     Raises:
-        the same as :func:`run_job`.
+        the same as `run_job()`.
     """
     scans: dict[Scan, AsyncIterator[Row]] = {}
     try:

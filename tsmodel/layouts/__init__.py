@@ -2,20 +2,20 @@
 
 One layout per storage pattern of Google's time-series guide:
 
-* :func:`rows` — a row per event (the default): a column per value field, or
+* `rows()` — a row per event (the default): a column per value field, or
   one serialized cell (single-timestamp unserialized / serialized);
-* :func:`cells` — a bucket row, each event a new cell version at its event
+* `cells()` — a bucket row, each event a new cell version at its event
   time in one column per value field ("new cells for new events");
-* :func:`columns` — a bucket row, each event a new column whose qualifier is
+* `columns()` — a bucket row, each event a new column whose qualifier is
   the encoded measurement and whose value is empty ("new columns for new
   events");
-* :func:`offsets` — a bucket row with a column per time offset (``0000`` ...
+* `offsets()` — a bucket row with a column per time offset (``0000`` ...
   ``2345``) holding the measurement or the serialized event.
 
 Every cell's timestamp is the event time (whole milliseconds), so writes are
 idempotent and a timestamp-range filter selects events exactly.
-:class:`Layout` is the strategy each of them implements; a model compiles
-its layout into a :class:`~tsmodel.layouts.codec.TableCodec` per table.
+`Layout` is the strategy each of them implements; a model compiles
+its layout into a `TableCodec` per table.
 """
 
 from tsmodel.layouts.base import Event, Layout, TableShape

@@ -1,12 +1,12 @@
-"""The :class:`Layout` strategy: how events become cells and cells become events.
+"""The `Layout` strategy: how events become cells and cells become events.
 
 A layout is the one place that knows a storage pattern. Everything else
 (the table codec, the write planner, the read compiler, sizing and advice)
 asks the layout through the methods below and never checks which layout a
-model has. To add a storage pattern, subclass :class:`Layout` and implement
+model has. To add a storage pattern, subclass `Layout` and implement
 them; ``docs/layouts.md`` walks through one.
 
-Layouts see a model through :class:`TableShape`, the few facts of a table
+Layouts see a model through `TableShape`, the few facts of a table
 they need, so they depend on nothing above the encoding layer.
 """
 

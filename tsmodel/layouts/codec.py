@@ -1,6 +1,6 @@
 """The table codec: one table's row keys and cells, compiled once per model.
 
-A :class:`TableCodec` joins a row key layout, a :class:`~tsmodel.layouts.base.Layout`
+A `TableCodec` joins a row key layout, a `Layout`
 and the model's value encoder into the one path by which instances become a
 table's row mutations and that table's rows become instances again. Models
 compile their codecs at declaration (main table, current-value table, each
@@ -33,7 +33,7 @@ __all__ = ["TableCodec", "EncodedRow", "MAX_VALUE_BYTES", "SALT_FIELD"]
 
 M = TypeVar("M")
 _US = timedelta(microseconds=1)
-#: Where :meth:`KeyLayout.decode` puts a key's salt.
+#: Where `KeyLayout.decode()` puts a key's salt.
 SALT_FIELD = "__salt__"
 
 
@@ -72,7 +72,7 @@ class TableCodec:
         time_field: the model's timestamp field.
         values: the model's value encoder (shared by its tables).
         like: the model's main-table codec, for a companion table: where both
-            lay cells out alike, :meth:`row` shares the main row's cells.
+            lay cells out alike, `row()` shares the main row's cells.
         key_columns: key fields (or the timestamp) also stored as columns: each
             row gets their cells, and a read checks them against the key.
         version_field: the field whose time stamps every cell of an event (its
@@ -135,8 +135,8 @@ class TableCodec:
         """Validate ``entity`` and encode it for this table.
 
         Raises:
-            ValidationError: a value cannot be stored (a :class:`FieldTypeError`
-                for a wrong type, a :class:`KeyEncodingError` for a key field).
+            ValidationError: a value cannot be stored (a `FieldTypeError`
+                for a wrong type, a `KeyEncodingError` for a key field).
         """
         us = self.time_of(entity)
         parts = self.key_parts(entity, us)
@@ -169,7 +169,7 @@ class TableCodec:
         return parts
 
     def join(self, parts: Mapping[str, bytes]) -> bytes:
-        """The row key from encoded segments (:meth:`key_parts` of this model)."""
+        """The row key from encoded segments (`key_parts()` of this model)."""
         return self._join(parts)
 
     def _joiner(self) -> Callable[[Mapping[str, bytes]], bytes]:

@@ -146,7 +146,7 @@ class Offsets(Layout):
 
     def _time(self, bucket: Bucket, bucket_start: int, qualifier: bytes) -> int | None:
         """The time a qualifier shaped like this layout's stands for, or ``None`` if it is
-        not shaped like one (possibly no time of the bucket: see :meth:`_event_time`)."""
+        not shaped like one (possibly no time of the bucket: see `_event_time()`)."""
         fmt = self._format(bucket)
         if fmt is None:
             width = len(str(bucket.max_us // self.step - 1))

@@ -1,9 +1,9 @@
 """Sizing a model for an event rate: how its rows fill up and how its writes spread.
 
-:func:`advise` estimates, for an event rate per entity, the events, rows and
+`advise()` estimates, for an event rate per entity, the events, rows and
 cells per bucket (per day without a bucket), the largest row, the versions a
 row needs against what its GC rule keeps, and the hotspot risk of the row
-key's leading segment::
+key's leading segment:
 
     advice = tsmodel.plan.advice.advise(ServerMetric, rate=0.2, entities=8)
     print(advice.hotspot_risk, advice.notes)
@@ -51,7 +51,7 @@ class Advice:
         events_per_period: events of one entity in one period.
         rows_per_period: rows one entity writes per period.
         cells_per_row: cells of one row when the period is full.
-        row_bytes: the estimated largest row (:mod:`tsmodel.declare.sizing`).
+        row_bytes: the estimated largest row (`tsmodel.declare.sizing`).
         versions_needed: versions per column a full row needs.
         versions_kept: versions per column the GC rule keeps (``None``: no limit).
         max_age: the max age of the main family's GC rule, if any.
@@ -138,7 +138,7 @@ def advise(model: Any, rate: float | None = None, entities: int | None = None) -
             leads with a field.
 
     Returns:
-        The :class:`Advice`.
+        The `Advice`.
 
     Raises:
         TypeError: ``model`` is not a model.

@@ -1,9 +1,9 @@
 """The delete planner: events out of every table of their model, per-entity results.
 
-Pure, like :mod:`tsmodel.plan.writes`: :func:`delete_steps` yields the
-reads and writes a delete needs (:class:`~tsmodel.plan.writes.ReadStep`,
-:class:`~tsmodel.plan.writes.WriteStep`) and receives their answers;
-:class:`StepSchedule` hands them to the executors that run a save
+Pure, like `tsmodel.plan.writes`: `delete_steps()` yields the
+reads and writes a delete needs (`ReadStep`,
+`WriteStep`) and receives their answers;
+`StepSchedule` hands them to the executors that run a save
 (``Connection.delete_all``, ``AsyncConnection.delete_all``).
 
 A batch of deletes takes up to four round trips:
@@ -23,7 +23,7 @@ A batch of deletes takes up to four round trips:
    to delete) and from the current-value row, and write the newest
    remaining event there (or nothing: the row is then gone), concurrently.
 
-Each entity's result is a :class:`~tsmodel.plan.writes.EntityResult`:
+Each entity's result is a `EntityResult`:
 ``WRITTEN`` means the deletion was written to the main table and every
 companion table; ``FAILED`` that the main table refused it (nothing else
 was sent); ``UNKNOWN`` that the main deletion may or may not have
@@ -169,7 +169,7 @@ class DeletePlan:
 
     def absorb(self, batch: range, requests: Sequence[ReadRequest],
                answers: Sequence[Sequence[Row] | BaseException]) -> None:
-        """Take in the rows :meth:`stored_reads` asked for.
+        """Take in the rows `stored_reads()` asked for.
 
         A main read that failed FAILS its entities (nothing is sent for
         them); a current-value read that failed makes the row's newest
@@ -410,14 +410,14 @@ class DeletePlan:
                 self._outcomes[i].append((write.table, outcome))
 
     def result(self) -> WriteResult:
-        """One :class:`EntityResult` per event, in input order."""
+        """One `EntityResult` per event, in input order."""
         return WriteResult(tuple(EntityResult(ev.entity, _status(out), tuple(out))
                                  for ev, out in zip(self.events, self._outcomes, strict=True)),
                            action="delete")
 
 
 def delete_steps(plan: DeletePlan, batch_size: int) -> DeleteSteps:
-    """The steps of a delete, batch after batch; returns its :class:`WriteResult`."""
+    """The steps of a delete, batch after batch; returns its `WriteResult`."""
     n = len(plan.events)
     for start in range(0, n, batch_size):
         batch = range(start, min(start + batch_size, n))
@@ -443,10 +443,10 @@ def delete_steps(plan: DeletePlan, batch_size: int) -> DeleteSteps:
 class StepSchedule:
     """Steps answered one after the other, handed out as a save's schedule hands them.
 
-    Adapts a generator of :class:`~tsmodel.plan.writes.ReadStep` and
-    :class:`~tsmodel.plan.writes.WriteStep` (such as :func:`delete_steps`)
-    to the interface of :class:`~tsmodel.plan.writes.SaveSchedule`
-    (:meth:`ready`, :meth:`answer`, :attr:`done`, :meth:`result`), so that
+    Adapts a generator of `ReadStep` and
+    `WriteStep` (such as `delete_steps()`)
+    to the interface of `SaveSchedule`
+    (`ready()`, `answer()`, `done`, `result()`), so that
     the executors that run a save run it too: the calls of one step go out
     together (concurrently where the executor can), the next step once
     every one is answered.
@@ -465,7 +465,7 @@ class StepSchedule:
         return self._result is not None
 
     def ready(self) -> list[tuple[Any, Any]]:
-        """The calls that may go now: (ticket, call) pairs, each to :meth:`answer`."""
+        """The calls that may go now: (ticket, call) pairs, each to `answer()`."""
         handed, self._handed = self._handed, []
         return handed
 

@@ -1,15 +1,15 @@
 """The merge of a read plan's streams, without I/O.
 
-A :class:`~tsmodel.plan.reads.ReadPlan` reads one or more requests (one per
+A `ReadPlan` reads one or more requests (one per
 salt value, per key range or per bucket label) and may first read guards.
-:class:`ReadMerge` is everything that happens to their rows: the guards'
+`ReadMerge` is everything that happens to their rows: the guards'
 check, decoding, the merge of the streams (concatenated, merged by event
 time, or sorted), the client-side check, the reversal and the limit. It
 does no I/O: an executor asks it which stream it needs next
-(:meth:`ReadMerge.want`), reads a batch of that stream's rows however it
+(`ReadMerge.want()`), reads a batch of that stream's rows however it
 reads (a lazy iterator, a producer thread, an asyncio task) and hands them
-over (:meth:`ReadMerge.give`), which returns the instances that are certain
-by then, in order. The sync and async executors (:mod:`tsmodel.run.fanout`)
+over (`ReadMerge.give()`), which returns the instances that are certain
+by then, in order. The sync and async executors (`tsmodel.run.fanout`)
 drive this one merge.
 
 The answer is the one a lazy fold of the streams gives (``heapq.merge`` by
@@ -45,7 +45,7 @@ class ReadMerge(Generic[M]):
     """The fold of one plan's streams into instances; see the module's docstring.
 
     Streams are numbered guards first, then the plan's requests
-    (:attr:`streams`). The protocol of an executor::
+    (`streams`). The protocol of an executor:
 
         merge = ReadMerge(plan, model)
         while (i := merge.want()) is not None:

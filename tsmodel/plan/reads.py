@@ -1,11 +1,11 @@
-"""The read compiler: a query's state in, a :class:`ReadPlan` out. Pure.
+"""The read compiler: a query's state in, a `ReadPlan` out. Pure.
 
-A :class:`QueryState` (what the QuerySet was asked) compiles against a
+A `QueryState` (what the QuerySet was asked) compiles against a
 model's tables into one plan record: the table and codec to read with, one
 request per row range (one per salt value), server-side filters, the merge
 of the streams, the client-side checks, the limit and the order. Executors
 (the sync QuerySet, the jobs) only run plans; ``explain()`` shows them. The
-backend's capabilities come in as :class:`~tsmodel.backends.base.Features`,
+backend's capabilities come in as `Features`,
 never looked up.
 """
 
@@ -279,7 +279,7 @@ def time_span(spec: ModelSpec) -> tuple[int, int]:
 
 
 class _Compiler:
-    """Turns a query state into a :class:`ReadPlan` and a client-side check."""
+    """Turns a query state into a `ReadPlan` and a client-side check."""
 
     def __init__(self, spec: ModelSpec, state: QueryState, reverse_scan: bool,
                  now_us: int) -> None:
@@ -433,7 +433,7 @@ class _Compiler:
 
     def _label_ranges(self, prefixes: list[bytes], bucket: Bucket) -> list[RowRange]:
         """A read per bucket of the range and key prefix, for labels that do not sort
-        (``week10`` before ``week9``); past :data:`MAX_LABEL_READS`, every bucket row
+        (``week10`` before ``week9``); past `MAX_LABEL_READS`, every bucket row
         of each prefix (the cell timestamp filter keeps the range), sorted afterwards."""
         s = self.state
         assert s.start_us is not None and s.end_us is not None
@@ -658,7 +658,7 @@ MAX_CONCURRENT_READS = 8
 
 
 def latest_state(spec: ModelSpec, fields: tuple[tuple[str, Any], ...]) -> QueryState:
-    """What :meth:`~tsmodel.QuerySet.latest` reads of one entity without a current table:
+    """What `latest()` reads of one entity without a current table:
     its whole time span, newest first, one event."""
     lo, hi = time_span(spec)
     return QueryState(mode="range", start_us=lo, end_us=hi, fields=fields,
@@ -667,7 +667,7 @@ def latest_state(spec: ModelSpec, fields: tuple[tuple[str, Any], ...]) -> QueryS
 
 @attrs.frozen
 class LatestResult(Generic[M]):
-    """What :meth:`~tsmodel.QuerySet.latest_many` found.
+    """What `latest_many()` found.
 
     Attributes:
         fields: the key fields, in the order of the key tuples.
@@ -697,14 +697,14 @@ class LatestResult(Generic[M]):
 
 @attrs.frozen
 class LatestManyPlan:
-    """How :meth:`~tsmodel.QuerySet.latest_many` reads the newest event of many entities.
+    """How `latest_many()` reads the newest event of many entities.
 
     With a current-value table: ``requests`` read the entities' current rows
-    by key, up to :data:`MAX_KEYS_PER_READ` keys per request. Without one:
-    ``entities`` holds one :class:`ReadPlan` per entity, the plan
-    :meth:`~tsmodel.QuerySet.latest` runs (the newest row of its range).
+    by key, up to `MAX_KEYS_PER_READ` keys per request. Without one:
+    ``entities`` holds one `ReadPlan` per entity, the plan
+    `latest()` runs (the newest row of its range).
     Executors run the reads (at most ``concurrency`` at once) and hand the
-    answers to :meth:`result`.
+    answers to `result()`.
 
     Attributes:
         model: the model name.
@@ -877,7 +877,7 @@ def _key_values(spec: ModelSpec, fields: tuple[str, ...], item: Any) -> tuple[An
 
 
 def _chunks(row_keys: list[bytes], per_read: int) -> Iterator[tuple[bytes, ...]]:
-    """``row_keys`` in runs of at most ``per_read`` keys and :data:`MAX_KEY_BYTES_PER_READ`."""
+    """``row_keys`` in runs of at most ``per_read`` keys and `MAX_KEY_BYTES_PER_READ`."""
     chunk: list[bytes] = []
     size = 0
     for key in row_keys:

@@ -2,17 +2,17 @@
 
 A max-age GC rule counts from the *cell timestamp*, and tsmodel writes the
 event time there: a backfilled event older than the max age is deleted by the
-next garbage collection, at once. :func:`retention_problems` finds the events
-of a save that would be lost, and :func:`retention_message` says so in one
-error message::
+next garbage collection, at once. `retention_problems()` finds the events
+of a save that would be lost, and `retention_message()` says so in one
+error message:
 
     problems = tsmodel.plan.retention.retention_problems(events)
     if problems:
         raise ValueError(tsmodel.plan.retention.retention_message(problems))
 
-:func:`retention_horizons` lists a model's families where age alone surely
+`retention_horizons()` lists a model's families where age alone surely
 deletes a cell; what a GC rule surely deletes is decided in
-:mod:`tsmodel.backends.gc`.
+`tsmodel.backends.gc`.
 """
 
 from __future__ import annotations
@@ -40,11 +40,11 @@ def retention_horizons(spec: ModelSpec) -> tuple[tuple[str, str, timedelta], ...
     """``(table, family, max age)`` of every family of the model whose GC rule has a max age.
 
     Args:
-        spec: the model's spec (:func:`tsmodel.spec_of`).
+        spec: the model's spec (`tsmodel.spec_of()`).
 
     Returns:
         Only the families where age alone surely deletes a cell (see
-        :func:`tsmodel.backends.gc.max_age_of`), shortest age first.
+        `tsmodel.backends.gc.max_age_of()`), shortest age first.
     """
     found = [(t.name, family, age) for t in table_specs(spec) for family, rule in t.families
              if (age := max_age_of(rule)) is not None]
@@ -141,7 +141,7 @@ def _expired(spec: ModelSpec, entity: Any, limits: tuple[tuple[str, str, timedel
 
 def retention_message(problems: list[RetentionProblem],
                       fix: str = "pass accept_expired=True to save them anyway") -> str:
-    """One error message for the problems :func:`retention_problems` found.
+    """One error message for the problems `retention_problems()` found.
 
     Args:
         problems: at least one problem.

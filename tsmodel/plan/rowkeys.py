@@ -43,7 +43,7 @@ def encode_row_key(model: type, fields: Mapping[str, Any], *,
                    table: str | None = None) -> bytes:
     """The row key of key field values in one of ``model``'s tables, without an instance.
 
-    The inverse of :func:`decode_row_key`, encoding as a save does: the
+    The inverse of `decode_row_key()`, encoding as a save does: the
     timestamp is a timezone-aware ``datetime`` (any instant of its bucket,
     for a bucket layout), and the salt is computed (a ``"__salt__"`` given
     must be that salt).
@@ -57,7 +57,7 @@ def encode_row_key(model: type, fields: Mapping[str, Any], *,
 
     Raises:
         KeyEncodingError: a key field of the table has no value, a value does
-            not fit its segment (:class:`KeyTypeError` for a wrong type), or
+            not fit its segment (`KeyTypeError` for a wrong type), or
             ``"__salt__"`` is not the key's salt.
         ValidationError: the timestamp is naive, or not a ``datetime``.
         QueryError: a name is not a key field of the model, or the model has

@@ -1,12 +1,12 @@
 """Schema as code: compare the tables the models need with a backend, then apply.
 
-:func:`tsmodel.table_specs` derives every table a model needs, with its column
-families and garbage-collection (GC) rules. :func:`plan` compares them with
+`tsmodel.table_specs()` derives every table a model needs, with its column
+families and garbage-collection (GC) rules. `plan()` compares them with
 what a backend holds and lists the changes: tables to create, families to
-add, GC rules to change. :func:`apply` carries a plan out. Nothing is deleted
+add, GC rules to change. `apply()` carries a plan out. Nothing is deleted
 unless asked for: the families of the models' tables that the models do not
 declare with ``drop=True``; a table only when it is named in
-``drop_tables``. Other tables of the backend are left alone::
+``drop_tables``. Other tables of the backend are left alone:
 
     plan = tsmodel.plan.schema.plan(backend, ServerMetric)
     print(plan)                 # an aligned table; plan.to_json() for machines
@@ -14,16 +14,16 @@ declare with ``drop=True``; a table only when it is named in
 
 ``Connection.create_tables`` and ``tsmodel schema apply`` are this plan and
 apply. A family has one GC rule: models that share a family but want
-different rules are refused (:class:`~tsmodel.errors.ConfigurationError`).
-GC rules are compared and described by :mod:`tsmodel.backends.gc`;
-:func:`gc_rules_equal`, :func:`describe_gc_rule` and :func:`gc_rule_to_dict`
+different rules are refused (`ConfigurationError`).
+GC rules are compared and described by `tsmodel.backends.gc`;
+`gc_rules_equal()`, `describe_gc_rule()` and `gc_rule_to_dict()`
 are its functions under the names plans use.
 
 A max-age GC rule counts from the *cell timestamp*, and tsmodel writes the
 event time there: a backfilled event older than the max age is deleted by the
-next garbage collection, at once. :func:`plan` warns about every family with
-such a rule; :mod:`tsmodel.plan.retention` finds the events of a save that would
-be lost, and :mod:`tsmodel.plan.advice` sizes a model for an event rate.
+next garbage collection, at once. `plan()` warns about every family with
+such a rule; `tsmodel.plan.retention` finds the events of a save that would
+be lost, and `tsmodel.plan.advice` sizes a model for an event rate.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def desired_tables(*models: Any) -> list[TableSpec]:
         *models: model classes (or instances).
 
     Returns:
-        One :class:`TableSpec` per table, families sorted by name.
+        One `TableSpec` per table, families sorted by name.
 
     Raises:
         TypeError: an argument is not a model.
@@ -111,7 +111,7 @@ def _merge_family(families: dict[str, GcRule], owner: dict[tuple[str, str], str]
 
 
 class Action(enum.Enum):
-    """What one :class:`Change` does, in the order :func:`apply` carries them out."""
+    """What one `Change` does, in the order `apply()` carries them out."""
 
     CREATE_TABLE = "create table"
     ADD_FAMILY = "add family"
@@ -125,7 +125,7 @@ _ORDER = {a: i for i, a in enumerate(Action)}
 
 @attrs.frozen
 class Change:
-    """One change of a :class:`SchemaPlan`.
+    """One change of a `SchemaPlan`.
 
     Attributes:
         action: what to do.
@@ -189,17 +189,17 @@ class Change:
 class SchemaPlan:
     """The changes that bring a backend to the tables some models need.
 
-    ``str(plan)`` is an aligned table for a terminal; :meth:`to_json` is for
+    ``str(plan)`` is an aligned table for a terminal; `to_json()` is for
     machines.
 
     Attributes:
-        tables: the tables the models need (from :func:`tsmodel.table_specs`).
-        changes: what :func:`apply` will do, in order.
+        tables: the tables the models need (from `tsmodel.table_specs()`).
+        changes: what `apply()` will do, in order.
         warnings: retention and data-loss warnings.
         notes: what the plan leaves alone, and why.
         drop: whether undeclared families of the models' tables are deleted
             (``drop=True``).
-        drop_tables: the tables the plan deletes, as named to :func:`plan`.
+        drop_tables: the tables the plan deletes, as named to `plan()`.
     """
 
     tables: tuple[TableSpec, ...]
@@ -252,7 +252,7 @@ class SchemaPlan:
         }
 
     def to_json(self, indent: int | None = 2) -> str:
-        """The plan as JSON (see :meth:`to_dict`)."""
+        """The plan as JSON (see `to_dict()`)."""
         return json.dumps(self.to_dict(), indent=indent)
 
 
@@ -284,8 +284,8 @@ def format_table(headers: tuple[str, ...] | None, rows: Iterable[tuple[str, ...]
 class BackendCall:
     """One call a step-wise planner needs made: ``backend.<method>(*args)``.
 
-    Planners written as generators (:func:`plan_steps`, :func:`apply_steps`)
-    yield these and receive the answers; a blocking driver (:func:`run_calls`)
+    Planners written as generators (`plan_steps()`, `apply_steps()`)
+    yield these and receive the answers; a blocking driver (`run_calls()`)
     and an event-loop driver (``AsyncConnection``) make the calls, so the
     planning is written once.
     """
@@ -320,14 +320,14 @@ def plan(backend: Backend, *models: Any, drop: bool = False,
 
     Args:
         backend: an open backend.
-        *models: model classes; their tables come from :func:`tsmodel.table_specs`.
+        *models: model classes; their tables come from `tsmodel.table_specs()`.
         drop: also plan to delete the families of the models' tables that
             the models do not declare. Without it they are listed in the notes.
         drop_tables: tables to delete, by name: each must exist on the
             backend, and no model may declare it.
 
     Returns:
-        The :class:`SchemaPlan`; reading the backend changes nothing.
+        The `SchemaPlan`; reading the backend changes nothing.
 
     Raises:
         TypeError: an argument is not a model.
@@ -340,7 +340,7 @@ def plan(backend: Backend, *models: Any, drop: bool = False,
 
 def plan_steps(*models: Any, drop: bool = False,
                drop_tables: Iterable[str] = ()) -> Steps[SchemaPlan]:
-    """:func:`plan` as steps: the calls it needs, then the plan (see :class:`BackendCall`)."""
+    """`plan()` as steps: the calls it needs, then the plan (see `BackendCall`)."""
     wanted = desired_tables(*models)
     existing = set((yield BackendCall("list_tables")))
     dropped = _tables_to_drop(drop_tables, wanted, existing)
@@ -437,7 +437,7 @@ def apply(backend: Backend, plan: SchemaPlan) -> tuple[Change, ...]:
 
     Args:
         backend: the backend the plan was made against.
-        plan: from :func:`plan`; deletions are in it only if it was made
+        plan: from `plan()`; deletions are in it only if it was made
             with ``drop=True`` (families) or ``drop_tables`` (tables).
 
     Returns:
@@ -451,7 +451,7 @@ def apply(backend: Backend, plan: SchemaPlan) -> tuple[Change, ...]:
 
 
 def apply_steps(plan: SchemaPlan) -> Steps[tuple[Change, ...]]:
-    """:func:`apply` as steps: one backend call per change, in order."""
+    """`apply()` as steps: one backend call per change, in order."""
     for change in plan.changes:
         yield _call_of(change)
     return plan.changes

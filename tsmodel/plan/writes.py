@@ -1,16 +1,16 @@
 """The write planner: events in, per-table mutations and per-entity results out.
 
-Pure: it encodes, groups and folds; executors (:class:`~tsmodel.run.connection.Connection`,
+Pure: it encodes, groups and folds; executors (`Connection`,
 the repair and snapshot jobs) send what it plans and hand the outcomes back.
 
 A save goes batch by batch. Each batch writes each event to its model's
 main table and to the companion tables: the current-value table (one row per
 entity key: the newest event of the batch stands for the others) and each
-alternate-key table. :class:`SaveSchedule` hands the calls out, several
+alternate-key table. `SaveSchedule` hands the calls out, several
 batches at once, companions with their main write once the main table is
 known to take writes, and order kept between writes where Bigtable's "last
-written wins" makes it matter. :meth:`WritePlan.result` folds the outcomes
-into one :class:`EntityResult` per entity.
+written wins" makes it matter. `WritePlan.result()` folds the outcomes
+into one `EntityResult` per entity.
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ class EntityResult:
 
     Attributes:
         entity: the instance given.
-        status: the overall :class:`WriteStatus`.
+        status: the overall `WriteStatus`.
         tables: the outcome in each table written, main table first.
     """
 
@@ -203,7 +203,7 @@ class WriteResult:
     """The per-entity outcome of ``save_all`` (or ``delete_all``), in input order.
 
     Attributes:
-        results: one :class:`EntityResult` per entity.
+        results: one `EntityResult` per entity.
         action: what was written: ``"save"``, or ``"delete"`` (whose
             ``WRITTEN`` means deleted from every table; docs/deleting.md).
     """
@@ -243,7 +243,7 @@ class WriteResult:
         return ", ".join(f"{n} {s.value}" for s, n in counts.items() if n) or "nothing to write"
 
     def raise_for_failures(self) -> None:
-        """Raise :class:`SaveError` unless every entity was written everywhere."""
+        """Raise `SaveError` unless every entity was written everywhere."""
         if not self.ok:
             first = next(r for r in self.results if r.status is not WriteStatus.WRITTEN)
             raise errors.SaveError(
@@ -273,7 +273,7 @@ class WritePlan:
         self._superseded: set[int] = set()
         #: Per entity written for earlier versions of itself: all their indexes.
         self._groups: dict[int, list[int]] = {}
-        #: Entities failed before anything was sent for them (see :meth:`refuse`).
+        #: Entities failed before anything was sent for them (see `refuse()`).
         self._refused: set[int] = set()
 
     def extend(self, events: Sequence[EncodedEvent]) -> None:
@@ -297,7 +297,7 @@ class WritePlan:
 
         Only models whose cells depend on their values (``corrections_read_first``)
         need them: one read per main table, of the batch's rows, in the batch's
-        span of cell timestamps. Hand the rows to :meth:`absorb`.
+        span of cell timestamps. Hand the rows to `absorb()`.
         """
         wanted: dict[str, tuple[ModelSpec, set[bytes], list[int]]] = {}
         for i in batch:
@@ -317,7 +317,7 @@ class WritePlan:
     def absorb(self, batch: range, found: Mapping[tuple[str, bytes], Row]) -> None:
         """Turn the stored events that ``batch`` corrects into deletions of their cells.
 
-        ``found`` holds the rows :meth:`prior_reads` selected, by (table, row key).
+        ``found`` holds the rows `prior_reads()` selected, by (table, row key).
         Cells of a stored event with the same key and time that the new event no
         longer writes are deleted with its main row (atomically); alternate rows
         under a key it no longer has are deleted with the alternate writes.
@@ -470,7 +470,7 @@ class WritePlan:
                    if o.status is not MutationStatus.APPLIED)
 
     def result(self) -> WriteResult:
-        """One :class:`EntityResult` per event, in input order."""
+        """One `EntityResult` per event, in input order."""
         return WriteResult(tuple(
             EntityResult(ev.entity, _status(out), tuple(out))
             for ev, out in zip(self.events, self._outcomes, strict=True)
@@ -542,8 +542,8 @@ def schedule_save(entities: Iterable[Any], batch_size: int, flow: WriteFlow, *,
     """The schedule of a ``save_all``, for any executor.
 
     With ``validate_first`` every entity is encoded before the first call
-    (:func:`prepare_save`), else batch by batch as the save goes
-    (:meth:`SaveSchedule.streaming`).
+    (`prepare_save()`), else batch by batch as the save goes
+    (`SaveSchedule.streaming()`).
     """
     if validate_first:
         return SaveSchedule(prepare_save(entities, accept_expired), batch_size, flow,
@@ -554,7 +554,7 @@ def schedule_save(entities: Iterable[Any], batch_size: int, flow: WriteFlow, *,
 
 @attrs.frozen
 class ReadStep:
-    """Read each request whole; answer with its rows, or the :class:`BackendError` it raised."""
+    """Read each request whole; answer with its rows, or the `BackendError` it raised."""
 
     requests: tuple[ReadRequest, ...]
 
@@ -595,7 +595,7 @@ class WriteFlow:
             large).
         companions_with_main: send a batch's current-value and alternate-key
             writes together with its main-table write, once the main table
-            has taken a write on this connection (see :class:`SaveSchedule`);
+            has taken a write on this connection (see `SaveSchedule`);
             ``False`` always waits for the main outcome first.
     """
 
@@ -617,7 +617,7 @@ class WriteFlow:
 #: The flow of a save unless told otherwise.
 DEFAULT_FLOW = WriteFlow()
 
-#: What :meth:`SaveSchedule.ready` hands out: a ticket to answer with, and the
+#: What `SaveSchedule.ready()` hands out: a ticket to answer with, and the
 #: call to make (rows for a read, outcomes for a write).
 Call = tuple[Any, "ReadRequest | TableWrite"]
 
@@ -713,7 +713,7 @@ class SaveSchedule:
     """The calls of a save, handed out as soon as they may go (no I/O of its own).
 
     The batches of ``plan`` go in input order. Each batch reads what its
-    corrections need (:meth:`WritePlan.prior_reads`), writes its main-table
+    corrections need (`WritePlan.prior_reads()`), writes its main-table
     rows, and writes its companion rows: with the main rows when its main
     tables have already taken a write of this connection (``trusted``), else
     once the main outcomes are in, so that an entity the main table refused
@@ -726,14 +726,14 @@ class SaveSchedule:
     other batch's writes are handed out at once, except a write that must
     land after one handed out before it and not yet answered: one that sets
     a cell it sets too, or deletes cells where it sets some, in the same
-    row of the same table (:class:`_Footprint`). Bigtable keeps the cell
+    row of the same table (`_Footprint`). Bigtable keeps the cell
     written last, so order is kept wherever it matters, and only there.
 
-    An executor loops until :attr:`done`: it makes every call :meth:`ready`
-    hands out (concurrently or not), and :meth:`answer` each one with the
-    rows read (or the :class:`~tsmodel.errors.BackendError` raised) or the
-    outcomes written. Then :meth:`result` folds the outcomes, one
-    :class:`EntityResult` per entity.
+    An executor loops until `done`: it makes every call `ready()`
+    hands out (concurrently or not), and `answer()` each one with the
+    rows read (or the `BackendError` raised) or the
+    outcomes written. Then `result()` folds the outcomes, one
+    `EntityResult` per entity.
 
     Args:
         plan: the planned save.
@@ -777,7 +777,7 @@ class SaveSchedule:
         the batches in flight and one result per entity, whatever the
         number of entities. An entity that cannot be stored stops the save
         at its batch: the batches before it are still answered, then
-        :meth:`result` raises its :class:`~tsmodel.errors.ValidationError`
+        `result()` raises its `ValidationError`
         with ``result`` set to theirs.
         """
         self = cls(WritePlan(()), batch_size, flow, trusted=trusted)
@@ -788,7 +788,7 @@ class SaveSchedule:
         return self
 
     def _encode_batches(self, batch_size: int) -> Iterator[range]:
-        """Encode the source batch by batch (for :meth:`streaming`)."""
+        """Encode the source batch by batch (for `streaming()`)."""
         assert self._source is not None
         plan = self.plan
         while True:
@@ -814,7 +814,7 @@ class SaveSchedule:
         return self._next is None and not self._out
 
     def ready(self) -> list[Call]:
-        """The calls that may go now: (ticket, call) pairs, each to :meth:`answer`."""
+        """The calls that may go now: (ticket, call) pairs, each to `answer()`."""
         while self._next is not None and self._may_start(self._next):
             self._start(self._next)
             self._next = next(self._batches, None)  # a streamed save encodes it now
@@ -833,7 +833,7 @@ class SaveSchedule:
             self._advance(batch, batch.answers)
 
     def result(self) -> WriteResult:
-        """One :class:`EntityResult` per entity, in input order (once :attr:`done`)."""
+        """One `EntityResult` per entity, in input order (once `done`)."""
         if not self.done:
             raise RuntimeError("the save is not done: answer every call first")
         if self._error is not None:
@@ -846,7 +846,7 @@ class SaveSchedule:
         goes alone (it reads first, or sends its companions after its main rows).
 
         One pass over the batch, kept for the batch waiting to start (asked at
-        every :meth:`ready` until it starts, and while no table's trust changed)."""
+        every `ready()` until it starts, and while no table's trust changed)."""
         if self._kinds[0] is not batch or self._kinds[1] != len(self.trusted):
             together = self.flow.companions_with_main
             reads = False

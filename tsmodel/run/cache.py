@@ -1,10 +1,10 @@
 """A read cache for latest-value lookups, invalidated by the connection's own writes.
 
-:class:`CachingBackend` wraps any :class:`~tsmodel.backends.base.Backend`.
-It keeps, in a :class:`cachetools.TTLCache` (bounded size, bounded age), the
+`CachingBackend` wraps any `Backend`.
+It keeps, in a `cachetools.TTLCache` (bounded size, bounded age), the
 results of exact single-row reads (a row set naming one row key, as
 ``Model.latest()`` reads the current-value table), and any value derived from
-one row that the caller registers with :meth:`CachingBackend.remember` (such
+one row that the caller registers with `CachingBackend.remember()` (such
 as the model instance decoded from it). Every ``mutate_rows`` through the
 wrapper drops the entries of the rows it wrote, once the write has returned;
 ``delete_table`` and ``create_table`` drop the table's entries.
@@ -39,7 +39,7 @@ from tsmodel.backends.base import (
 
 __all__ = ["CachingBackend", "CacheStats", "MISSING", "single_row_key"]
 
-#: What :meth:`CachingBackend.recall` returns for a token it does not hold.
+#: What `CachingBackend.recall()` returns for a token it does not hold.
 MISSING: Any = object()
 
 _Slot = tuple[str, bytes]  # (table, row key)
@@ -47,7 +47,7 @@ _Slot = tuple[str, bytes]  # (table, row key)
 
 @attrs.define
 class CacheStats:
-    """Counters of a :class:`CachingBackend` (reads and recalls)."""
+    """Counters of a `CachingBackend` (reads and recalls)."""
 
     hits: int = 0
     misses: int = 0
@@ -63,7 +63,7 @@ class CachingBackend:
         ttl: seconds an entry lives; bounds how stale a row written by
             someone else can be.
         tables: the tables whose single-row reads are cached; ``None`` for
-            every table. More can be added with :meth:`cache_tables`.
+            every table. More can be added with `cache_tables()`.
         timer: the clock of the TTL (seconds), for tests.
 
     Thread-safe: one lock guards the cache; reads of the wrapped backend run
@@ -114,12 +114,12 @@ class CachingBackend:
     # -- remembered values ------------------------------------------------------------
 
     def ticket(self) -> int:
-        """Take before reading a row whose derived value will be :meth:`remember`-ed."""
+        """Take before reading a row whose derived value will be `remember()`-ed."""
         with self._lock:
             return self._epoch
 
     def recall(self, token: Hashable) -> Any:
-        """The value remembered under ``token``, or :data:`MISSING`."""
+        """The value remembered under ``token``, or `MISSING`."""
         with self._lock:
             try:
                 found = self._entries[token]  # cheaper than TTLCache.get
@@ -273,7 +273,7 @@ class CachingBackend:
             yield row
 
     def check_reachable(self, timeout: float) -> None:
-        """The wrapped backend's readiness check (:class:`~tsmodel.backends.base.Reachable`),
+        """The wrapped backend's readiness check (`Reachable`),
         or nothing when it has none."""
         if isinstance(self.backend, Reachable):
             self.backend.check_reachable(timeout)

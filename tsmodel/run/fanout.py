@@ -1,9 +1,9 @@
 """Run a read plan: its requests read side by side, merged in order, streamed.
 
-:class:`~tsmodel.plan.merge.ReadMerge` folds a plan's streams without I/O;
+`ReadMerge` folds a plan's streams without I/O;
 this module feeds it, sync and async:
 
-* :func:`stream` (sync) starts every read the merge opens (all of a merge by
+* `stream()` (sync) starts every read the merge opens (all of a merge by
   time, a few ahead of a concatenation) before it takes rows from any, then
   takes the rows in the thread that iterates, in the order the merge needs
   them. A backend whose ``read_rows`` sends its request before returning
@@ -12,8 +12,8 @@ this module feeds it, sync and async:
   until taken. No thread is started: threads reading gRPC streams side by
   side contend for the GIL (measured: +50 to +150 % CPU per row on
   loopback), and a thread cannot cancel the stream another one is reading.
-* :func:`astream` (asyncio) reads each opened stream in a task of its own
-  that fills a channel of at most :data:`CHANNEL_ROWS` rows, when the
+* `astream()` (asyncio) reads each opened stream in a task of its own
+  that fills a channel of at most `CHANNEL_ROWS` rows, when the
   backend's features say reads gain from it (``Features.concurrent_calls``);
   otherwise it takes the rows in the consuming task, as the sync way does.
 
@@ -103,7 +103,7 @@ class _Pulled:
 
 async def astream(plan: ReadPlan, conn: AsyncConnection,
                   model: type[M]) -> AsyncGenerator[M, None]:
-    """:func:`stream` on an event loop: a task per stream read at once."""
+    """`stream()` on an event loop: a task per stream read at once."""
     merge = ReadMerge(plan, model)
     concurrent = merge.concurrent and conn.features.concurrent_calls
     sources: list[_APulled | _Tasked] = []

@@ -1,4 +1,4 @@
-"""The executors of a multi-entity lookup (:class:`~tsmodel.plan.reads.LatestManyPlan`).
+"""The executors of a multi-entity lookup (`LatestManyPlan`).
 
 The plan says what to read: the current rows of every entity by key, a few
 hundred keys per request, or one newest-row plan per entity where the model
@@ -49,7 +49,7 @@ def run_latest_many(plan: LatestManyPlan, conn: Connection, model: type[M],
 async def arun_latest_many(plan: LatestManyPlan, conn: AsyncConnection, model: type[M],
                            newest: Callable[[ReadPlan], Awaitable[M | None]],
                            ) -> LatestResult[M]:
-    """Run ``plan`` on an event loop: :func:`run_latest_many`'s reads as tasks."""
+    """Run ``plan`` on an event loop: `run_latest_many()`'s reads as tasks."""
     if not plan.current:
         return plan.result(model, newest=await _aeach(newest, plan.entities, plan.concurrency))
     return plan.result(model, rows=await _aeach(conn.read_all, plan.requests, plan.concurrency))

@@ -2,10 +2,10 @@
 
 Every refinement returns a new QuerySet; only iteration (and ``count()``,
 ``first()``, ``latest()``, ``bool()``) reads. The query compiles to a
-:class:`~tsmodel.plan.reads.ReadPlan` (:mod:`tsmodel.plan.reads`), which
-:mod:`tsmodel.run.fanout` runs: it streams the plan's requests (side by side
+`ReadPlan` (`tsmodel.plan.reads`), which
+`tsmodel.run.fanout` runs: it streams the plan's requests (side by side
 where the backend gains from it) into the one merge of
-:mod:`tsmodel.plan.merge`, which decodes, merges, checks, reverses and limits.
+`tsmodel.plan.merge`, which decodes, merges, checks, reverses and limits.
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ class QuerySet(Generic[M]):
     """A lazy, immutable query over one model.
 
     Build one with ``Model.range(start, end, **key_fields)`` or
-    ``Model.current(**key_prefix)``; refine it with :meth:`limit`,
-    :meth:`newest_first`, :meth:`only` and :meth:`using`; run it by iterating,
-    or with :meth:`count` and :meth:`first`.
+    ``Model.current(**key_prefix)``; refine it with `limit()`,
+    `newest_first()`, `only()` and `using()`; run it by iterating,
+    or with `count()` and `first()`.
     """
 
     def __init__(self, model: type[M], *,
@@ -164,7 +164,7 @@ class QuerySet(Generic[M]):
     def history(self) -> Self:
         """Every version of each event: its amendments, oldest first, then the next event.
 
-        For a model with a :func:`tsmodel.version` field, whose corrections are
+        For a model with a `tsmodel.version()` field, whose corrections are
         kept as cell versions. Each version comes as an instance whose version
         field says when it was recorded; a plain read returns the newest only.
 
@@ -189,8 +189,8 @@ class QuerySet(Generic[M]):
     def using(self, connection: Connection | AsyncConnection) -> QuerySet[M]:
         """Run on ``connection`` instead of the default connection.
 
-        On an :class:`~tsmodel.AsyncConnection` the result is an
-        :class:`AsyncQuerySet`: run it with ``async for`` and ``await``.
+        On an `AsyncConnection` the result is an
+        `AsyncQuerySet`: run it with ``async for`` and ``await``.
         """
         return _bound(self.model, connection, self._state)
 
@@ -221,7 +221,7 @@ class QuerySet(Generic[M]):
 
         Args:
             features: the capabilities of the backend to plan for; by default
-                those of the connection given with :meth:`using`, else those
+                those of the connection given with `using()`, else those
                 of a backend without reverse scans. No connection is opened.
         """
         if features is None and self._connection is not None:
@@ -288,18 +288,18 @@ class QuerySet(Generic[M]):
         """Delete every event the query selects, from every table of the model.
 
         The events are read (held in memory), then deleted as
-        :meth:`tsmodel.Connection.delete_all` deletes them: exactly their
+        `tsmodel.Connection.delete_all()` deletes them: exactly their
         cells, their alternate-key rows, and the current-value rows they
         show (which then show the newest remaining event, or are gone).
 
         Args:
             allow_scan: delete even when the query does not name an entity
                 (every key field of the model): a range over many entities.
-            raise_on_failure: raise :class:`~tsmodel.SaveError` when a
+            raise_on_failure: raise `SaveError` when a
                 deletion is not complete.
 
         Returns:
-            The :class:`~tsmodel.WriteResult`, one entry per event deleted.
+            The `WriteResult`, one entry per event deleted.
 
         Raises:
             QueryError: the query is not a ``range(...)`` of the main data
@@ -319,18 +319,18 @@ class QuerySet(Generic[M]):
         current-value row too, when it shows the event).
 
         Args:
-            allow_scan: as for :meth:`delete`.
-            raise_on_failure: raise :class:`~tsmodel.SaveError` when a
+            allow_scan: as for `delete()`.
+            raise_on_failure: raise `SaveError` when a
                 write is not complete.
             **changes: value fields and their new values.
 
         Returns:
-            The :class:`~tsmodel.WriteResult` of the save, one entry per event.
+            The `WriteResult` of the save, one entry per event.
 
         Raises:
             QueryError: a name is not a value field, or the query is not a
                 ``range(...)``.
-            ScanRefusedError: as for :meth:`delete`.
+            ScanRefusedError: as for `delete()`.
             ValidationError: a new value cannot be stored; nothing was written.
         """
         self._check_changes(changes)
@@ -407,7 +407,7 @@ class QuerySet(Generic[M]):
         return self._clone(only=None, history=False)
 
     def _latest_query(self, key_fields: dict[str, Any]) -> Self:
-        """The query :meth:`latest` runs: the current-value row, or the newest main row."""
+        """The query `latest()` runs: the current-value row, or the newest main row."""
         spec = self._spec
         base = type(self)(self.model, connection=self._connection)
         if spec.current_key is not None:
@@ -424,7 +424,7 @@ class QuerySet(Generic[M]):
 
         With a current-value table: one read of up to 500 current rows by key
         (more keys: more reads, side by side). Without one: the newest row of
-        each entity, as :meth:`latest` reads it, up to 8 reads at once.
+        each entity, as `latest()` reads it, up to 8 reads at once.
 
         Args:
             keys: each entity's key: ``{"hostname": "h1"}`` (every key field,
@@ -433,7 +433,7 @@ class QuerySet(Generic[M]):
                 given twice is read once.
 
         Returns:
-            A :class:`~tsmodel.LatestResult`: ``found`` maps each key tuple
+            A `LatestResult`: ``found`` maps each key tuple
             to its entity's newest event, ``missing`` lists the keys of the
             entities without one; ``get(**key_fields)`` looks one up.
 
@@ -512,7 +512,7 @@ def _changed(instance: M, changes: dict[str, Any]) -> M:
 
 
 class AsyncQuerySet(QuerySet[M]):
-    """A :class:`QuerySet` on an :class:`~tsmodel.AsyncConnection`: run it on an event loop.
+    """A `QuerySet` on an `AsyncConnection`: run it on an event loop.
 
     ``Model.using(db)`` and ``db.range(...)`` return one. It refines like a
     QuerySet (same methods, each returning a new one) and runs with
@@ -562,7 +562,7 @@ class AsyncQuerySet(QuerySet[M]):
         return await _afirst(self[:1].aiterator())
 
     async def latest(self, **key_fields: Any) -> M:  # type: ignore[override]
-        """The newest event of one entity; see :meth:`QuerySet.latest`.
+        """The newest event of one entity; see `QuerySet.latest()`.
 
         Raises:
             QueryError: key fields are missing.
@@ -572,14 +572,14 @@ class AsyncQuerySet(QuerySet[M]):
 
     async def delete(self, *, allow_scan: bool = False,  # type: ignore[override]
                      raise_on_failure: bool = True) -> WriteResult:
-        """Delete every event the query selects; see :meth:`QuerySet.delete`."""
+        """Delete every event the query selects; see `QuerySet.delete()`."""
         qs = self._to_change("delete", allow_scan)
         events = [e async for e in qs]
         return await self._aconn().delete_all(events, raise_on_failure=raise_on_failure)
 
     async def update(self, *, allow_scan: bool = False,  # type: ignore[override]
                      raise_on_failure: bool = True, **changes: Any) -> WriteResult:
-        """Set value fields of every event the query selects; see :meth:`QuerySet.update`."""
+        """Set value fields of every event the query selects; see `QuerySet.update()`."""
         self._check_changes(changes)
         qs = self._to_change("update", allow_scan)
         events = [_changed(e, changes) async for e in qs]
@@ -602,7 +602,7 @@ class AsyncQuerySet(QuerySet[M]):
     async def latest_many(self,  # type: ignore[override]
                           keys: Iterable[Mapping[str, Any] | tuple[Any, ...]],
                           ) -> LatestResult[M]:
-        """The newest event of each of many entities; see :meth:`QuerySet.latest_many`.
+        """The newest event of each of many entities; see `QuerySet.latest_many()`.
 
         The reads go out as tasks, at most 8 at once.
         """
@@ -615,12 +615,12 @@ class AsyncQuerySet(QuerySet[M]):
 
 def _first_of(plan: ReadPlan, conn: Connection, model: type[M]) -> M | None:
     """The first instance a plan selects (of a ``limit=1`` plan: its only one),
-    for :meth:`QuerySet.latest_many`."""
+    for `QuerySet.latest_many()`."""
     return _first(stream(plan, conn, model))
 
 
 async def _afirst_of(plan: ReadPlan, conn: AsyncConnection, model: type[M]) -> M | None:
-    """:func:`_first_of` on an event loop."""
+    """`_first_of()` on an event loop."""
     return await _afirst(astream(plan, conn, model))
 
 
@@ -633,7 +633,7 @@ def _first(items: Generator[M, None, None]) -> M | None:
 
 
 async def _afirst(items: AsyncGenerator[M, None]) -> M | None:
-    """:func:`_first` of an asynchronous generator."""
+    """`_first()` of an asynchronous generator."""
     try:
         async for item in items:
             return item
@@ -673,7 +673,7 @@ class Model:
         """Queries of this model on ``connection`` instead of the default one.
 
         ``ServerMetric.using(db).latest(hostname=...)``; on an
-        :class:`~tsmodel.AsyncConnection`, an :class:`AsyncQuerySet`:
+        `AsyncConnection`, an `AsyncQuerySet`:
         ``await ServerMetric.using(adb).latest(hostname=...)``.
         """
         return _bound(cls, connection)
@@ -682,23 +682,23 @@ class Model:
     def range(
         cls, start: datetime, end: datetime, *, allow_scan: bool = False, **key_fields: Any,
     ) -> QuerySet[Self]:
-        """Events with ``start <= timestamp < end``; see :meth:`tsmodel.QuerySet.range`."""
+        """Events with ``start <= timestamp < end``; see `tsmodel.QuerySet.range()`."""
         return QuerySet(cls).range(start, end, allow_scan=allow_scan, **key_fields)
 
     @classmethod
     def latest(cls, **key_fields: Any) -> Self:
-        """The newest event of one entity; see :meth:`tsmodel.QuerySet.latest`."""
+        """The newest event of one entity; see `tsmodel.QuerySet.latest()`."""
         return QuerySet(cls).latest(**key_fields)
 
     @classmethod
     def latest_many(cls, keys: Iterable[Mapping[str, Any] | tuple[Any, ...]],
                     ) -> LatestResult[Self]:
-        """The newest event of each of many entities; see :meth:`tsmodel.QuerySet.latest_many`."""
+        """The newest event of each of many entities; see `tsmodel.QuerySet.latest_many()`."""
         return QuerySet(cls).latest_many(keys)
 
     @classmethod
     def snapshot(cls, period: datetime, **key_prefix: Any) -> QuerySet[Self]:
-        """Every event of one period, from its snapshot table; see :meth:`QuerySet.snapshot`."""
+        """Every event of one period, from its snapshot table; see `QuerySet.snapshot()`."""
         return QuerySet(cls).snapshot(period, **key_prefix)
 
     @classmethod
