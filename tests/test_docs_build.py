@@ -68,6 +68,19 @@ def test_the_api_reference_covers_the_public_api() -> None:
         assert f"::: tsmodel.{module}" in text, module
 
 
+#: A Sphinx role (":func:`key`") or a reST literal-block "::": the API reference
+#: renders docstrings as Markdown, where both show raw.
+_RST = re.compile(r":(?:func|meth|class|attr|exc|mod|data|obj):`|[^:\s]::$", re.M)
+
+
+def test_docstrings_are_markdown() -> None:
+    found = [f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}"
+             for path in sorted((ROOT / "tsmodel").rglob("*.py"))
+             for text in [path.read_text(encoding="utf-8")]
+             for m in _RST.finditer(text)]
+    assert not found, f"reST in docstrings (write Markdown: `name`): {found}"
+
+
 def test_mkdocs_build_strict(tmp_path: Path) -> None:
     _need_mkdocs()
     site = tmp_path / "site"
@@ -83,6 +96,9 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
     for page in ("cli", "schema", "row-keys", "api"):
         assert (site / page / "index.html").is_file(), page
     api = (site / "api" / "index.html").read_text(encoding="utf-8")
+    assert not _RST.search(re.sub(r"<[^>]+>", "", api)), "reST shows on the API page"
+    model = api.split('id="tsmodel.model"', 1)[1].split('class="doc doc-contents', 1)[0]
+    assert model.count("doc-signature") == 1, "model() shows several signatures (overloads)"
     for name in ("tsmodel.Connection.save_all", "tsmodel.plan.schema.plan", "tsmodel.cli.main",
                  "tsmodel.decode_row_key", "tsmodel.plan.retention.retention_problems",
                  "tsmodel.plan.advice.advise"):
