@@ -113,6 +113,40 @@ def test_separator_or_lower_byte_inside_a_variable_width_field(host, what):
     assert "width=N" in str(err)
 
 
+def _host_model(separator: str):
+    @ts.model(table="T", family="f", separator=separator)
+    class Host:
+        host: str = ts.key()
+        time: datetime = ts.timestamp()
+        v: int = ts.value()
+
+    return Host
+
+
+#: ASCII punctuation a model takes as its separator (the declaration's rule).
+_SEPARATORS = [c for c in map(chr, range(0x21, 0x7F)) if not c.isalnum()]
+
+
+@pytest.mark.parametrize("separator, host", [
+    ("|", "abc"), ("|", "a#b"), ("#", "a#b"), ("_", "web-1"), ("!", "a!b"), ("#", "a b"),
+])
+def test_the_advice_for_a_refused_variable_width_value_works(separator, host):
+    """The message's fix is right: a separator it names takes the value (and
+    reads it back); where it names none, no separator the declaration
+    allows would take it (oracle: every byte of the value above the separator)."""
+    with pytest.raises(ts.KeyEncodingError) as refused:
+        ts.row_key(_host_model(separator)(host=host, time=T0, v=1))
+    message = str(refused.value)
+    fits = [c for c in _SEPARATORS if min(host.encode()) > ord(c)]
+    if "separator='!'" in message:
+        assert fits and fits[0] == "!"
+        model = _host_model("!")
+        key = ts.row_key(model(host=host, time=T0, v=1))
+        assert ts.decode_row_key(model, key)["host"] == host
+    else:
+        assert "no separator" in message and not fits
+
+
 def test_empty_variable_width_field():
     err = refusal(metric(hostname=""))
     assert_names(err, "ServerMetric", "hostname", "")

@@ -41,6 +41,19 @@ __all__ = [
 ]
 
 
+def _separator_fix(low: int) -> str:
+    """How to store a value whose lowest byte is ``low`` in a variable-width segment.
+
+    Another separator helps only if it sorts below every byte of the values;
+    ``'!'`` is the lowest one allowed (``'|'``, above letters and digits, would
+    refuse ``'abc'``).
+    """
+    if low > ord("!"):
+        return ("Declare a fixed width (ts.key(width=N)) or a separator that sorts below "
+                "every character of the values, such as separator='!'")
+    return "Declare a fixed width (ts.key(width=N)): no separator sorts below it"
+
+
 @functools.cache
 def _bytes_up_to(highest: int) -> re.Pattern[bytes]:
     """A pattern finding any byte ``<= highest``: faster than ``min(data)`` on keys."""
@@ -175,8 +188,7 @@ class StrSegment(Segment):
                 f"{value!r} contains {what}; a variable-width key segment may contain neither "
                 f"the separator {self.separator.decode()!r} (one entity's rows could fall "
                 "inside another's range) nor characters that sort below it (keys would not "
-                "sort like their values). Declare a fixed width (ts.key(width=N)) or another "
-                "separator"
+                f"sort like their values). {_separator_fix(low)}"
             )
         return data
 
