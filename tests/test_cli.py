@@ -156,7 +156,7 @@ def console_examples(page: str = "cli.md") -> list[tuple[str, str]]:
 def test_docs_have_console_examples() -> None:
     commands = [c for c, _ in console_examples()]
     for word in ("keys encode", "keys decode", "explain", "advise", "schema plan",
-                 "schema apply"):
+                 "schema apply", "layout"):
         assert any(c.startswith(f"tsmodel {word}") for c in commands), word
 
 
