@@ -8,6 +8,7 @@ events, never taken from what tsmodel returns.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -161,3 +162,12 @@ def test_the_command_refuses_no_events() -> None:
     err = fails("layout", "examples/server_metrics.py:ServerMetric", "--events", "0")
     assert "--events and --entities must be at least 1" in err
 
+
+def test_the_pictures_of_the_patterns_page_are_up_to_date() -> None:
+    spec = importlib.util.spec_from_file_location("draw_layouts", ROOT / "docs" / "draw_layouts.py")
+    assert spec is not None and spec.loader is not None
+    draw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(draw)
+    text = draw.PAGE.read_text(encoding="utf-8")
+    assert text.count("<!-- tsmodel layout: ") == len(draw.FIGURES)
+    assert draw.redrawn(text) == text, "run: python docs/draw_layouts.py"
