@@ -182,7 +182,8 @@ def _html(table: TableSample) -> str:
     e = html.escape
     out = ['<table class="tsmodel-layout">',
            f"<caption><strong>{e(_title(table))}</strong><br>{e(note)}</caption>",
-           "<thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr></thead>",
+           "<thead><tr>" + "".join(f"<th>{_html_column(h)}</th>" for h in header) +
+           "</tr></thead>",
            "<tbody>"]
     for row in rows:
         cells = [f'<td class="key">{e(row[0][0])}</td>']
@@ -191,6 +192,14 @@ def _html(table: TableSample) -> str:
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
     return "\n".join(out) + "\n"
+
+
+def _html_column(name: str) -> str:
+    """A column heading: the family above the qualifier, so that columns stay narrow."""
+    family, colon, qualifier = name.partition(":")
+    if not colon:
+        return html.escape(name)
+    return f'<span class="family">{html.escape(family)}:</span><br>{html.escape(qualifier)}'
 
 
 def _html_cell(line: str) -> str:
