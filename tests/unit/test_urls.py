@@ -83,7 +83,7 @@ def test_messages_redact_secret_looking_parts(url: str, shown: str) -> None:
     ("bigtable://proj/inst?app_profle=typo", "app_profle", "app_profile"),
     ("bigtable-emulator://localhost:8086/p/i?timeout=5", "timeout", "app_profile"),
     ("bigtable://proj/inst?app_profile=a&flag", "flag", "app_profile"),
-    ("sqlite:///data.db?mode=ro", "mode", "none"),
+    ("sqlite:///data.db?mode=ro", "mode", "app_profile"),
 ])
 def test_unknown_url_options_are_refused(url: str, option: str, known: str,
                                          tmp_path: Path,
@@ -113,7 +113,7 @@ def test_backend_reprs_show_no_secrets(tmp_path: Path) -> None:
             "maxsize=10000 ttl=30.0>"
     credentials = AnonymousCredentials()
     backend = BigtableBackend("proj", "inst", emulator_host="localhost:1",
-                              credentials=credentials, app_profile_id="prof")
+                              settings=ts.Settings(credentials=credentials, app_profile="prof"))
     try:
         shown = repr(backend) + repr(ts.Connection(backend))
         assert shown == "<BigtableBackend proj/inst on emulator localhost:1>" \

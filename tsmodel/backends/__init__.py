@@ -7,15 +7,17 @@ lazily, when a Bigtable URL is opened.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import SplitResult
 
 from tsmodel.backends import _urls
 from tsmodel.backends.base import AsyncBackend, Backend, Features, Reachable
 from tsmodel.errors import ConfigurationError
+from tsmodel.settings import DEFAULT_SETTINGS, Settings, resolve
 
 __all__ = ["Backend", "AsyncBackend", "Features", "Reachable", "open_backend",
-           "open_backend_async"]
+           "open_backend_async", "url_settings", "backend_for", "async_backend_for"]
 
 _URL_FORMS = (
     "None or 'memory://' (embedded, in memory), 'sqlite:///relative/file.db' "
@@ -26,27 +28,61 @@ _URL_FORMS = (
 )
 
 
-def open_backend(url: str | None = None) -> Backend:
+_IN_MEMORY = (None, "", "memory://", "sqlite://", "sqlite://:memory:", "embedded://")
+
+
+def open_backend(url: str | None = None, **settings: Any) -> Backend:
     """Open the backend a connection URL names.
 
     Args:
         url: see `tsmodel.connect()` for the accepted forms.
+        **settings: connection settings (`Settings`),
+            over the URL's query options.
 
     Returns:
         A ready backend.
 
     Raises:
         ConfigurationError: the URL is not understood, holds credentials
-            (``user:password@``), or has an unknown option; the message shows
-            the URL with anything secret-looking replaced by ``***``.
+            (``user:password@``), or has an unknown option; a setting is
+            unknown or out of range. The message shows the URL with anything
+            secret-looking replaced by ``***``.
     """
-    if url is None or url in ("", "memory://", "sqlite://", "sqlite://:memory:", "embedded://"):
+    return backend_for(url, url_settings(url, settings))
+
+
+def url_settings(url: str | None, options: Mapping[str, Any]) -> Settings:
+    """The settings of ``url``'s query options, with the keyword ``options`` over them.
+
+    Raises:
+        ConfigurationError: as for `open_backend()`.
+    """
+    if url in _IN_MEMORY:
+        return resolve({}, options)
+    assert url is not None
+    parts = _urls.split(url)
+    return resolve(_urls.options(url, parts), options, where=repr(_urls.redact(url)))
+
+
+def backend_for(url: str | None, settings: Settings = DEFAULT_SETTINGS) -> Backend:
+    """The backend of ``url`` with resolved ``settings`` (`url_settings()`).
+
+    The URL's query options are not read here: they are in ``settings``.
+
+    Raises:
+        ConfigurationError: the URL is not understood.
+    """
+    if url in _IN_MEMORY:
         from tsmodel.backends.embedded import EmbeddedBackend
 
         return EmbeddedBackend()
+    assert url is not None
     parts = _urls.split(url)
+    if parts.scheme == "memory" and not parts.netloc and parts.path in ("", "/"):
+        from tsmodel.backends.embedded import EmbeddedBackend
+
+        return EmbeddedBackend()  # memory://?option=...
     if parts.scheme in ("sqlite", "embedded"):
-        _urls.options(url, parts, ())
         if parts.netloc:
             raise ConfigurationError(
                 f"cannot open {_urls.redact(url)!r}: like SQLAlchemy, write "
@@ -62,11 +98,11 @@ def open_backend(url: str | None = None) -> Backend:
     if parts.scheme in ("bigtable", "bigtable-emulator"):
         from tsmodel.backends.bigtable import BigtableBackend
 
-        return BigtableBackend(**_bigtable_args(url, parts))
+        return BigtableBackend(**_bigtable_args(url, parts), settings=settings)
     raise ConfigurationError(f"cannot open {_urls.redact(url)!r}: expected {_URL_FORMS}")
 
 
-def open_backend_async(url: str | None = None) -> AsyncBackend:
+def open_backend_async(url: str | None = None, **settings: Any) -> AsyncBackend:
     """Open the asyncio backend a connection URL names (call it in a running event loop).
 
     Bigtable URLs open `AsyncBigtableBackend`;
@@ -76,25 +112,30 @@ def open_backend_async(url: str | None = None) -> AsyncBackend:
 
     Args:
         url: as for `open_backend()`.
+        **settings: as for `open_backend()`.
 
     Raises:
-        ConfigurationError: the URL is not understood.
+        ConfigurationError: the URL or a setting is not understood.
     """
-    if url is not None and url not in ("", "memory://", "sqlite://", "sqlite://:memory:",
-                                       "embedded://"):
+    return async_backend_for(url, url_settings(url, settings))
+
+
+def async_backend_for(url: str | None, settings: Settings = DEFAULT_SETTINGS) -> AsyncBackend:
+    """`backend_for()`, for asyncio (see `open_backend_async()`)."""
+    if url not in _IN_MEMORY:
+        assert url is not None
         parts = _urls.split(url)
         if parts.scheme in ("bigtable", "bigtable-emulator"):
             from tsmodel.backends.bigtable_async import AsyncBigtableBackend
 
-            return AsyncBigtableBackend(**_bigtable_args(url, parts))
+            return AsyncBigtableBackend(**_bigtable_args(url, parts), settings=settings)
     from tsmodel.backends.threaded import ThreadedBackend
 
-    return ThreadedBackend(open_backend(url))
+    return ThreadedBackend(backend_for(url, settings))
 
 
 def _bigtable_args(url: str, parts: SplitResult) -> dict[str, Any]:
-    """The arguments of a Bigtable backend for a ``bigtable://`` or emulator URL."""
-    options = _urls.options(url, parts, ("app_profile",))
+    """The project, instance and emulator of a ``bigtable://`` or emulator URL."""
     scheme, netloc = parts.scheme, parts.netloc
     segments = [s for s in parts.path.split("/") if s]
     if scheme == "bigtable":
@@ -104,5 +145,4 @@ def _bigtable_args(url: str, parts: SplitResult) -> dict[str, Any]:
         emulator_host = netloc
     if len(segments) != 2 or not all(segments) or not emulator_host and scheme != "bigtable":
         raise ConfigurationError(f"cannot open {_urls.redact(url)!r}: expected {_URL_FORMS}")
-    return {"project": segments[0], "instance": segments[1], "emulator_host": emulator_host,
-            "app_profile_id": options.get("app_profile") or None}
+    return {"project": segments[0], "instance": segments[1], "emulator_host": emulator_host}

@@ -67,23 +67,16 @@ def split(url: str) -> SplitResult:
     return parts
 
 
-def options(url: str, parts: SplitResult, known: tuple[str, ...]) -> dict[str, str]:
-    """The query options of ``url``, each known and given once.
+def options(url: str, parts: SplitResult) -> dict[str, str]:
+    """The query options of ``url``, each given once (their names are checked by
+    :func:`tsmodel.settings.resolve`).
 
     Raises:
-        ConfigurationError: an option is not in ``known``, or is given twice;
-            the message names it and the known ones.
+        ConfigurationError: an option is given twice; the message names it.
     """
     found = parse_qs(parts.query, keep_blank_values=True)
-    unknown = [name for name in found if name not in known]
-    where = f"cannot open {redact(url)!r}"
-    if unknown:
-        names = ", ".join(repr(name) for name in unknown)
-        plural = "s" if len(unknown) > 1 else ""
-        raise ConfigurationError(
-            f"{where}: unknown option{plural} {names} (the options of "
-            f"{parts.scheme}:// URLs: {', '.join(known) or 'none'})")
     for name, values in found.items():
         if len(values) > 1:
-            raise ConfigurationError(f"{where}: option {name!r} is given {len(values)} times")
+            raise ConfigurationError(f"cannot open {redact(url)!r}: option {name!r} is given "
+                                     f"{len(values)} times")
     return {name: values[0] for name, values in found.items()}
