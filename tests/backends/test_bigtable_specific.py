@@ -186,7 +186,8 @@ def test_the_running_emulator_answers_and_a_stopped_one_listens_no_more(emulator
 
 def test_reachability_on_cloud_bigtable_is_not_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("BIGTABLE_EMULATOR_HOST", raising=False)
-    with BigtableBackend("p", "i", credentials=AnonymousCredentials()) as backend:
+    anonymous = ts.Settings(credentials=AnonymousCredentials())
+    with BigtableBackend("p", "i", settings=anonymous) as backend:
         started = time.monotonic()
         backend.check_reachable(0.001)  # no request: the client's retries are production's
         assert time.monotonic() - started < 0.5
@@ -647,6 +648,12 @@ def inject(bt: BigtableBackend) -> Iterator[Callable[..., FaultyChannel]]:
     bt._rpc.channel, bt._rpc.sleep = original_channel, original_sleep
 
 
+def short_deadlines(seconds: float) -> rpc_module.Policies:
+    """Retry policies whose operations give up after ``seconds``."""
+    return rpc_module.Policies.of(ts.Settings(read_operation_timeout=seconds,
+                                              mutate_operation_timeout=seconds))
+
+
 def fill(bt: BigtableBackend, table: str, n: int = 20) -> list[bytes]:
     keys = [b"k%02d" % i for i in range(n)]
     outcomes = bt.mutate_rows(table, [RowMutation(k, (put("cf", b"q", 1, k),)) for k in keys])
@@ -684,7 +691,7 @@ def test_app_profile_goes_in_requests_and_routing_header(
     emulator: Any, table_name: str
 ) -> None:
     backend = BigtableBackend("tsmodel-specific", "inst", emulator_host=emulator.host_port,
-                              app_profile_id="batch-profile")
+                              settings=ts.Settings(app_profile="batch-profile"))
     try:
         faulty = FaultyChannel(backend._rpc.channel(), "ReadRows")
         backend._rpc.channel = lambda: faulty
@@ -705,7 +712,8 @@ def test_production_data_calls_use_the_clients_authenticated_channel(
     monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("BIGTABLE_EMULATOR_HOST", raising=False)
-    backend = BigtableBackend("p", "i", credentials=AnonymousCredentials())  # no I/O yet
+    anonymous = ts.Settings(credentials=AnonymousCredentials())
+    backend = BigtableBackend("p", "i", settings=anonymous)  # no I/O yet
     try:
         assert backend.emulator_host is None and backend.features.persistent
         assert backend._rpc.channel() is backend._data.transport.grpc_channel
@@ -785,7 +793,7 @@ def test_read_gives_up_after_the_deadline_without_progress(
     monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fill(bt, table)
-    monkeypatch.setattr(rpc_module, "OPERATION_TIMEOUT", 0.2)
+    monkeypatch.setattr(bt._rpc, "policies", short_deadlines(0.2))
     bt._rpc.sleep = lambda seconds: time.sleep(0.05)
     faulty = inject("ReadRows", *[Fault(0)] * 100)
     bt._rpc.sleep = lambda seconds: time.sleep(0.05)
@@ -867,7 +875,7 @@ def test_writes_that_keep_failing_are_unknown_with_every_error(
     bt: BigtableBackend, table: str, inject: Callable[..., FaultyChannel],
     monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(rpc_module, "OPERATION_TIMEOUT", 0.2)
+    monkeypatch.setattr(bt._rpc, "policies", short_deadlines(0.2))
     faulty = inject("MutateRows", *[Fault(0)] * 100)
     bt._rpc.sleep = lambda seconds: time.sleep(0.05)
     outcomes = bt.mutate_rows(table, [RowMutation(b"a", (put("cf", b"q", 1, b"1"),))])

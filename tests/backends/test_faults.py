@@ -782,7 +782,8 @@ def test_outcomes_are_true_when_retries_run_out(
     in step with the main table.
     """
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(rpc_module, "OPERATION_TIMEOUT", 0.3)
+        patch.setattr(proxied_conn.backend._rpc, "policies", rpc_module.Policies.of(
+            ts.Settings(read_operation_timeout=0.3, mutate_operation_timeout=0.3)))
         storm = save_through(proxy, proxied_conn, direct_conn, STORM_FAULTS,
                              max(40, ENTITIES // 5), "storm")
     problems = untrue_outcomes(storm, proxy, emulator)

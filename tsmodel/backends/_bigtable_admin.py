@@ -45,16 +45,18 @@ class TableAdmin:
         credentials: Google credentials, or ``None`` for the default
             (ignored on the emulator).
         emulator_host: ``HOST:PORT`` of an emulator, or ``None``.
+        client_options: google-cloud's client options (ignored on the emulator).
 
     Raises:
         BackendError: the client could not be created.
     """
 
     def __init__(self, instance_path: str, credentials: Credentials | None,
-                 emulator_host: str | None) -> None:
+                 emulator_host: str | None, client_options: Any = None) -> None:
         self.instance_path = instance_path
         self.emulator_host = emulator_host
-        self.client: Any = call(lambda: _new_client(credentials, emulator_host), "connect")
+        self.client: Any = call(lambda: _new_client(credentials, emulator_host, client_options),
+                                "connect")
 
     def table_path(self, name: str) -> str:
         return f"{self.instance_path}/tables/{name}"
@@ -152,10 +154,11 @@ class TableAdmin:
         self.client.transport.close()
 
 
-def _new_client(credentials: Credentials | None, emulator_host: str | None) -> Any:
+def _new_client(credentials: Credentials | None, emulator_host: str | None,
+                client_options: Any) -> Any:
     """A table admin client; it ignores BIGTABLE_EMULATOR_HOST, so wire it by hand."""
     if emulator_host is None:
-        return BigtableTableAdminClient(credentials=credentials)
+        return BigtableTableAdminClient(credentials=credentials, client_options=client_options)
     channel = grpc.insecure_channel(emulator_host)
     transport = BigtableTableAdminGrpcTransport(channel=channel)
     return BigtableTableAdminClient(transport=transport)

@@ -9,13 +9,19 @@ profile), the client's ``x-goog-api-client`` header and the
 those calls is done here too:
 
 * MutateRows: entries that fail with a retryable status (or get none) are
-  sent again with exponential back-off until the operation deadline; every
+  sent again with exponential back-off until the operation deadline (or the
+  most attempts); every
   entry ends with its own error list, like ``bulk_mutate_rows`` reports.
   Retrying is safe because tsmodel writes explicit timestamps.
 * ReadRows: a stream that breaks with a retryable error is re-requested from
   the last row returned (or reported scanned), with the row limit reduced by
   the rows already returned; rows are never returned twice. The deadline
   counts time without progress, so a long read is never cut short.
+
+The timeouts, deadlines and back-off come from the connection's
+`Settings`, as one `RetryPolicy` per kind
+of call. Each retry is logged at INFO on ``tsmodel.bigtable`` with its
+cause and attempt number, and a call whose retries run out at WARNING.
 """
 
 from __future__ import annotations
@@ -25,25 +31,23 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
+import attrs
 import grpc
 from google.api_core import exceptions as core_exceptions
 from google.api_core.retry import exponential_sleep_generator
 from google.cloud.bigtable.data.exceptions import RetryExceptionGroup
 
+from tsmodel._observe import RETRY_LOG, note_retry
 from tsmodel.backends import _bigtable_wire as wire
 from tsmodel.backends._chunks import ReadProgress, amerge_rows, merge_rows
 from tsmodel.backends.base import Row
+from tsmodel.settings import DEFAULT_SETTINGS, Settings
 
-__all__ = ["DataRpc", "AsyncDataRpc", "is_retryable", "MUTATE_RETRYABLE", "READ_RETRYABLE"]
+__all__ = ["DataRpc", "AsyncDataRpc", "RetryPolicy", "Policies", "is_retryable",
+           "MUTATE_RETRYABLE", "READ_RETRYABLE"]
 
 _MUTATE_ROWS = "/google.bigtable.v2.Bigtable/MutateRows"
 _READ_ROWS = "/google.bigtable.v2.Bigtable/ReadRows"
-
-#: The data client's defaults.
-READ_ATTEMPT_TIMEOUT = 20.0
-MUTATE_ATTEMPT_TIMEOUT = 60.0
-OPERATION_TIMEOUT = 600.0
-BACKOFF_INITIAL, BACKOFF_MAXIMUM, BACKOFF_MULTIPLIER = 0.01, 60.0, 2.0
 
 MUTATE_RETRYABLE: tuple[type[Exception], ...] = (
     core_exceptions.DeadlineExceeded, core_exceptions.ServiceUnavailable)
@@ -64,6 +68,51 @@ _from_grpc_error: Any = core_exceptions.from_grpc_error
 _sleep_generator: Any = exponential_sleep_generator
 
 
+@attrs.frozen
+class RetryPolicy:
+    """How one kind of call is retried: timeouts, deadline, attempts and back-off.
+
+    Attributes:
+        attempt_timeout: seconds one call may take.
+        operation_timeout: seconds the operation may go on retrying (a
+            read's: without progress).
+        attempts: the most calls (a read's: without progress); ``None``: no limit.
+        backoff: the first wait, the longest wait and the growth of waits.
+    """
+
+    attempt_timeout: float
+    operation_timeout: float
+    attempts: int | None
+    backoff: tuple[float, float, float]
+
+    def delays(self) -> Iterator[float]:
+        """The jittered exponential waits between attempts (google.api_core's)."""
+        delays: Iterator[float] = _sleep_generator(*self.backoff)
+        return delays
+
+
+@attrs.frozen
+class Policies:
+    """The retry policies of a backend's two data calls."""
+
+    read: RetryPolicy
+    mutate: RetryPolicy
+
+    @classmethod
+    def of(cls, settings: Settings) -> Policies:
+        """The policies the settings describe."""
+        backoff = (settings.backoff_initial, settings.backoff_maximum,
+                   settings.backoff_multiplier)
+        return cls(RetryPolicy(settings.read_attempt_timeout, settings.read_operation_timeout,
+                               settings.retry_attempts, backoff),
+                   RetryPolicy(settings.mutate_attempt_timeout,
+                               settings.mutate_operation_timeout,
+                               settings.retry_attempts, backoff))
+
+
+DEFAULT_POLICIES = Policies.of(DEFAULT_SETTINGS)
+
+
 def is_retryable(error: BaseException, kinds: tuple[type[Exception], ...]) -> bool:
     """Whether ``error`` is worth another attempt (``kinds``, or a reset stream)."""
     if isinstance(error, (*kinds, MissingEntryStatus)):
@@ -75,7 +124,7 @@ def is_retryable(error: BaseException, kinds: tuple[type[Exception], ...]) -> bo
 class _MutateAttempt:
     """One MutateRows call's bookkeeping: which entries reported, which to retry."""
 
-    __slots__ = ("request", "timeout", "errors", "unreported", "retry")
+    __slots__ = ("request", "timeout", "errors", "unreported", "retry", "cause")
 
     def __init__(self, request: Any, positions: list[int], timeout: float,
                  errors: dict[int, list[Exception]]) -> None:
@@ -84,6 +133,8 @@ class _MutateAttempt:
         self.errors = errors
         self.unreported = dict(enumerate(positions))
         self.retry: list[int] = []
+        #: The first error of the attempt worth a retry: what a retry log names.
+        self.cause: Exception | None = None
 
     def response(self, response: Any) -> None:
         """Record the entries' statuses of one ``MutateRowsResponse``."""
@@ -100,22 +151,25 @@ class _MutateAttempt:
             errors.setdefault(index, []).append(error)
             if is_retryable(error, MUTATE_RETRYABLE):
                 self.retry.append(index)
+                self.cause = self.cause or error
 
     def broken(self, rpc_error: grpc.RpcError) -> None:
         """The call failed: every entry without a status gets its error."""
         error = _from_grpc_error(rpc_error)
         for index in self.unreported.values():
             self.errors.setdefault(index, []).append(error)
-        if is_retryable(error, MUTATE_RETRYABLE):
+        if is_retryable(error, MUTATE_RETRYABLE) and self.unreported:
             self.retry.extend(self.unreported.values())
+            self.cause = self.cause or error
         self.unreported = {}
 
     def ended(self) -> list[int]:
         """The stream ended: entries without a status may be applied; retry them."""
         for index in self.unreported.values():
-            self.errors.setdefault(index, []).append(
-                MissingEntryStatus("MutateRows returned no status for the entry"))
+            missing = MissingEntryStatus("MutateRows returned no status for the entry")
+            self.errors.setdefault(index, []).append(missing)
             self.retry.append(index)
+            self.cause = self.cause or missing
         self.unreported = {}
         return sorted(self.retry)
 
@@ -128,17 +182,21 @@ class _MutateOperation:
     `delay()` whether and when to try again.
     """
 
-    def __init__(self, request: Any) -> None:
+    def __init__(self, request: Any, policy: RetryPolicy) -> None:
         self.request = request
+        self.policy = policy
         self.errors: dict[int, list[Exception]] = {}
         self.pending = list(range(len(request.entries)))
-        self.deadline = time.monotonic() + OPERATION_TIMEOUT
-        self.delays = _delays()
+        self.deadline = time.monotonic() + policy.operation_timeout
+        self.delays = policy.delays()
+        self.attempts = 0
 
     def attempt(self) -> _MutateAttempt:
         pending, request = self.pending, self.request
         sent = request if len(pending) == len(request.entries) else _subset(request, pending)
-        timeout = min(MUTATE_ATTEMPT_TIMEOUT, max(self.deadline - time.monotonic(), 0.001))
+        timeout = min(self.policy.attempt_timeout,
+                      max(self.deadline - time.monotonic(), 0.001))
+        self.attempts += 1
         return _MutateAttempt(sent, pending, timeout, self.errors)
 
     def delay(self, attempt: _MutateAttempt) -> float | None:
@@ -147,8 +205,13 @@ class _MutateOperation:
         if not retry:
             return None
         delay: float = next(self.delays)
-        if time.monotonic() + delay >= self.deadline:
+        limit = self.policy.attempts
+        if time.monotonic() + delay >= self.deadline or (limit and self.attempts >= limit):
+            _gave_up("MutateRows", self.request.table_name, self.attempts, attempt.cause,
+                     f"{len(retry)} entries may not be applied")
             return None
+        _retrying("MutateRows", self.request.table_name, self.attempts, attempt.cause, delay,
+                  f"{len(retry)} of {len(self.request.entries)} entries")
         self.pending = retry
         return delay
 
@@ -161,47 +224,88 @@ class _MutateOperation:
 class _ReadOperation:
     """The resume policy of one ReadRows operation, without I/O."""
 
-    def __init__(self, request: Any) -> None:
+    def __init__(self, request: Any, policy: RetryPolicy) -> None:
         self.request: Any = request
+        self.policy = policy
+        self.table_name: str = request.table_name
         self.progress = ReadProgress(reverse=request.reversed)
         self.limit = request.rows_limit
-        self.deadline = time.monotonic() + OPERATION_TIMEOUT
-        self.delays = _delays()
+        self.deadline = time.monotonic() + policy.operation_timeout
+        self.delays = policy.delays()
+        #: Attempts since the last progress.
+        self.attempts = 0
         self._before: tuple[int, bytes | None] = (0, None)
 
     def timeout(self) -> float:
         """The next attempt's timeout; marks where the read stands before it."""
         self._before = (self.progress.rows, self.progress.last_key)
-        return min(READ_ATTEMPT_TIMEOUT, max(self.deadline - time.monotonic(), 0.001))
+        self.attempts += 1
+        return min(self.policy.attempt_timeout, max(self.deadline - time.monotonic(), 0.001))
 
     def delay(self, rpc_error: grpc.RpcError) -> float | None:
         """Seconds to wait before resuming after ``rpc_error``; ``None``: no row is left.
 
         Raises:
             GoogleAPICallError: the error is not retryable, or the deadline
-                (counted from the last progress) has passed.
+                (counted from the last progress) has passed, or the most
+                attempts without progress were made.
         """
         error = _from_grpc_error(rpc_error)
         if not is_retryable(error, READ_RETRYABLE):
             raise error
         progress = self.progress
         if (progress.rows, progress.last_key) != self._before:  # progress: a fresh budget
-            self.deadline = time.monotonic() + OPERATION_TIMEOUT
-            self.delays = _delays()
+            self.deadline = time.monotonic() + self.policy.operation_timeout
+            self.delays = self.policy.delays()
+            self.attempts = 1
         delay: float = next(self.delays)
-        if time.monotonic() + delay >= self.deadline:
+        limit = self.policy.attempts
+        if time.monotonic() + delay >= self.deadline or (limit and self.attempts >= limit):
+            _gave_up("ReadRows", self.table_name, self.attempts, error,
+                     f"after {progress.rows} rows")
             raise error
         self.request = wire.resume_request(self.request, progress, self.limit)
-        return None if self.request is None else delay
+        if self.request is None:
+            return None
+        _retrying("ReadRows", self.table_name, self.attempts, error, delay,
+                  f"resuming after {progress.rows} rows")
+        return delay
+
+
+def _retrying(method: str, table_name: str, attempt: int, cause: BaseException | None,
+              delay: float, what: str) -> None:
+    """Count and log one retry (INFO on ``tsmodel.bigtable``)."""
+    note_retry()
+    table = table_name.rsplit("/", 1)[-1]
+    RETRY_LOG.info("%s of table %r: attempt %d failed (%s); retrying %s in %.3f s",
+                   method, table, attempt, _describe(cause), what, delay,
+                   extra={"table": table, "method": method, "attempt": attempt,
+                          "cause": cause, "delay": delay})
+
+
+def _gave_up(method: str, table_name: str, attempts: int, cause: BaseException | None,
+             what: str) -> None:
+    """Log a call whose retries ran out (WARNING on ``tsmodel.bigtable``)."""
+    table = table_name.rsplit("/", 1)[-1]
+    RETRY_LOG.warning("%s of table %r: giving up after %d attempts (last: %s); %s",
+                      method, table, attempts, _describe(cause), what,
+                      extra={"table": table, "method": method, "attempt": attempts,
+                             "cause": cause})
+
+
+def _describe(error: BaseException | None) -> str:
+    return "no error" if error is None else f"{type(error).__name__}: {error}"
 
 
 class _Rpc:
     """What both drivers share: the channel and the common headers."""
 
     def __init__(self, channel: Callable[[], Any],
-                 metadata: Sequence[tuple[str, str]] = ()) -> None:
+                 metadata: Sequence[tuple[str, str]] = (),
+                 policies: Policies = DEFAULT_POLICIES) -> None:
         self.channel = channel
         self.metadata = tuple(metadata)
+        self.policies = policies
 
     def _call(self, method: str, response_type: Any) -> Any:
         """A multicallable of ``method`` on the channel as it is now.
@@ -220,12 +324,14 @@ class DataRpc(_Rpc):
         channel: returns the channel to call (the data client's, which it
             may swap when it refreshes its connection).
         metadata: headers sent with every call (``x-goog-api-client``).
+        policies: how reads and writes are retried.
         sleep: how to wait between attempts.
     """
 
     def __init__(self, channel: Callable[[], Any], metadata: Sequence[tuple[str, str]] = (),
+                 policies: Policies = DEFAULT_POLICIES,
                  sleep: Callable[[float], None] = time.sleep) -> None:
-        super().__init__(channel, metadata)
+        super().__init__(channel, metadata, policies)
         self.sleep = sleep
 
     def mutate_rows(self, request: Any,
@@ -238,7 +344,8 @@ class DataRpc(_Rpc):
             `RetryExceptionGroup` of every attempt's. Entries not
             listed were applied.
         """
-        operation, headers = _MutateOperation(request), (*self.metadata, *metadata)
+        operation = _MutateOperation(request, self.policies.mutate)
+        headers = (*self.metadata, *metadata)
         while True:
             attempt = operation.attempt()
             mutate_rows = self._call(_MUTATE_ROWS, wire.MutateRowsResponse)
@@ -268,7 +375,8 @@ class DataRpc(_Rpc):
                 request that cannot be sent at all, at once.
             InvalidChunk: the server broke the chunk protocol.
         """
-        operation, headers = _ReadOperation(request), (*self.metadata, *metadata)
+        operation = _ReadOperation(request, self.policies.read)
+        headers = (*self.metadata, *metadata)
         try:
             call = self._start_read(operation, headers)
         except grpc.RpcError as rpc_error:  # not sent (it could not be serialized)
@@ -306,7 +414,8 @@ class AsyncDataRpc(_Rpc):
     async def mutate_rows(self, request: Any,
                           metadata: Sequence[tuple[str, str]]) -> dict[int, Exception]:
         """See `DataRpc.mutate_rows()`."""
-        operation, headers = _MutateOperation(request), (*self.metadata, *metadata)
+        operation = _MutateOperation(request, self.policies.mutate)
+        headers = (*self.metadata, *metadata)
         while True:
             attempt = operation.attempt()
             mutate_rows = self._call(_MUTATE_ROWS, wire.MutateRowsResponse)
@@ -324,7 +433,8 @@ class AsyncDataRpc(_Rpc):
     async def read_rows(self, request: Any,
                         metadata: Sequence[tuple[str, str]]) -> AsyncIterator[Row]:
         """See `DataRpc.read_rows()`."""
-        operation, headers = _ReadOperation(request), (*self.metadata, *metadata)
+        operation = _ReadOperation(request, self.policies.read)
+        headers = (*self.metadata, *metadata)
         while True:
             read_rows = self._call(_READ_ROWS, wire.ReadRowsResponse)
             call = read_rows(operation.request, timeout=operation.timeout(), metadata=headers)
@@ -340,11 +450,6 @@ class AsyncDataRpc(_Rpc):
             if delay is None:
                 return
             await asyncio.sleep(delay)
-
-
-def _delays() -> Iterator[float]:
-    delays: Iterator[float] = _sleep_generator(BACKOFF_INITIAL, BACKOFF_MAXIMUM, BACKOFF_MULTIPLIER)
-    return delays
 
 
 def _serialize(message: Any) -> bytes:

@@ -4,8 +4,8 @@ Tables, column families and GC rules go through the table admin client
 (``google.cloud.bigtable_admin_v2``). Data goes through google-cloud-bigtable's
 data client's gRPC channel, so its credentials, endpoint, channel refresh
 and warm-up apply, but the two data calls are made here with raw protobuf
-(`_bigtable_wire`, `_bigtable_rpc`) and rows are merged from
-the response chunks by `_chunks`: the client's proto-plus objects and
+(`._bigtable_wire`, `._bigtable_rpc`) and rows are merged from
+the response chunks by `._chunks`: the client's proto-plus objects and
 row merging cost several times the network on the emulator. The calls carry
 the routing header Cloud Bigtable requires, and keep the client's guarantees:
 per-entry outcomes and retries for writes, resumed streams for reads.
@@ -17,7 +17,7 @@ Only this backend (this module and its private ``_bigtable_*`` modules)
 imports ``google.cloud`` or ``grpc``: everything it returns or raises is a
 neutral type from `tsmodel.backends.base` or a
 `BackendError`. The few private names of the client
-it needs are all in `_client_private`, which fails loudly (with a
+it needs are all in `._client_private`, which fails loudly (with a
 `ConfigurationError`) when the installed client lacks one.
 """
 
@@ -42,7 +42,7 @@ from tsmodel.backends import _client_private as private
 from tsmodel.backends._bigtable_admin import TableAdmin, gc_rule_from_proto, gc_rule_to_proto
 from tsmodel.backends._bigtable_admin import call as _call
 from tsmodel.backends._bigtable_admin import wrap as _wrap
-from tsmodel.backends._bigtable_rpc import DataRpc
+from tsmodel.backends._bigtable_rpc import DataRpc, Policies
 from tsmodel.backends.base import (
     Features,
     MutationOutcome,
@@ -54,6 +54,7 @@ from tsmodel.backends.base import (
     TableSpec,
 )
 from tsmodel.errors import BackendError, BackendUnreachableError, TableNotFoundError
+from tsmodel.settings import DEFAULT_SETTINGS, Settings
 
 __all__ = ["BigtableBackend", "gc_rule_from_proto", "gc_rule_to_proto"]
 
@@ -109,32 +110,40 @@ class _Target:
         self.read_metadata = (*self.metadata, wire.FEATURES_METADATA)
 
 
-class BigtableBackend:
-    """Cloud Bigtable, or its emulator, behind the `Backend` protocol.
+class _BigtableBase:
+    """What the sync and async backends share: clients, channel, retry policies, targets.
+
+    A subclass names its data client class, the options of its gRPC channels,
+    the channel factory of the emulator and its RPC driver; everything else
+    about opening a backend is here, once.
 
     Args:
         project: the Google Cloud project id.
         instance: the Bigtable instance id.
         emulator_host: ``"HOST:PORT"`` of a ``cbtemulator``; ``None`` uses
             ``BIGTABLE_EMULATOR_HOST`` when it is set, else Cloud Bigtable.
-        credentials: Google credentials; ``None`` for the application default
-            (ignored on the emulator).
-        app_profile_id: the app profile of data requests.
+        settings: timeouts, retries, credentials, client options and app
+            profile (`Settings`); credentials and
+            client options are ignored on the emulator.
 
     Raises:
         BackendError: the clients could not be created (e.g. no credentials).
     """
 
-    features = Features(reverse_scan=True, immediate_gc=False, persistent=False,
-                        concurrent_calls=True)
+    #: google-cloud-bigtable's data client class (sync or async).
+    _data_client_class: Any
+    #: The RPC driver (`DataRpc` or `AsyncDataRpc`).
+    _rpc_class: Any
+    #: ``grpc.insecure_channel`` or ``grpc.aio.insecure_channel``: the emulator's data channel.
+    _insecure_channel: Any
 
     def __init__(self, project: str, instance: str, *, emulator_host: str | None = None,
-                 credentials: Credentials | None = None,
-                 app_profile_id: str | None = None) -> None:
+                 settings: Settings = DEFAULT_SETTINGS) -> None:
         self.project = project
         self.instance = instance
+        self.settings = settings
         self.emulator_host = emulator_host or os.environ.get(_EMULATOR_ENV) or None
-        self.app_profile_id = app_profile_id
+        self.app_profile_id = settings.app_profile
         self.features = Features(reverse_scan=True, persistent=self.emulator_host is None,
                                  concurrent_calls=True)
         self._targets: dict[str, _Target] = {}
@@ -143,31 +152,40 @@ class BigtableBackend:
         self._families: dict[str, frozenset[str]] = {}
         self._lock = threading.Lock()
         self._closed = False
-        #: Hand each streamed message over on the calling thread: ~4x faster reads.
-        options = ((private.single_threaded_unary_stream(), 1),)
+        credentials, client_options = settings.credentials, settings.client_options
         if self.emulator_host is not None:
-            credentials = _AnonymousCredentials()
+            credentials, client_options = _AnonymousCredentials(), None
+        options = self._channel_options()
         self._data = _call(lambda: new_data_client(
-            private.DataClient, self.project, credentials, self.emulator_host,
-            channel_options=options), "connect")
-        self._admin = TableAdmin(self._instance_path, credentials, self.emulator_host)
-        client_info = self._data.client_info.to_grpc_metadata()
-        self._emulator_channel: grpc.Channel | None = None
+            self._data_client_class, self.project, credentials, self.emulator_host,
+            client_options, **self._client_arguments(options)), "connect")
+        self._admin = TableAdmin(self._instance_path, credentials, self.emulator_host,
+                                 client_options)
+        client_info = (self._data.client_info.to_grpc_metadata(),)
+        policies = Policies.of(settings)
+        self._emulator_channel: Any = None
         if self.emulator_host is None:
-            self._rpc = DataRpc(lambda: self._data.transport.grpc_channel, (client_info,))
+            self._rpc = self._rpc_class(lambda: self._data.transport.grpc_channel, client_info,
+                                        policies)
         else:
             # The client makes its emulator channel without options (and
             # with gRPC's 4 MiB receive limit): the data calls get their own.
-            channel = grpc.insecure_channel(self.emulator_host,
-                                            options=[*options, *_EMULATOR_LIMITS])
+            channel = type(self)._insecure_channel(self.emulator_host,
+                                                   options=[*options, *_EMULATOR_LIMITS])
             self._emulator_channel = channel
-            self._rpc = DataRpc(lambda: channel, (client_info,))
+            self._rpc = self._rpc_class(lambda: channel, client_info, policies)
 
-    # -- construction ------------------------------------------------------
+    def _channel_options(self) -> tuple[tuple[str, Any], ...]:
+        """gRPC options of the data channels (none by default)."""
+        return ()
+
+    def _client_arguments(self, options: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+        """Arguments of the data client beyond project, credentials and client options."""
+        return {}
 
     def __repr__(self) -> str:
         where = f"emulator {self.emulator_host}" if self.emulator_host else "Cloud Bigtable"
-        return f"<BigtableBackend {self.project}/{self.instance} on {where}>"
+        return f"<{type(self).__name__} {self.project}/{self.instance} on {where}>"
 
     # -- paths -------------------------------------------------------------
 
@@ -199,6 +217,37 @@ class BigtableBackend:
     def _check_open(self) -> None:
         if self._closed:
             raise BackendError(f"{self!r} is closed")
+
+
+class BigtableBackend(_BigtableBase):
+    """Cloud Bigtable, or its emulator, behind the `Backend` protocol.
+
+    Args:
+        project: the Google Cloud project id.
+        instance: the Bigtable instance id.
+        emulator_host: ``"HOST:PORT"`` of a ``cbtemulator``; ``None`` uses
+            ``BIGTABLE_EMULATOR_HOST`` when it is set, else Cloud Bigtable.
+        settings: timeouts, retries, credentials, client options and app
+            profile (`Settings`); credentials and
+            client options are ignored on the emulator.
+
+    Raises:
+        BackendError: the clients could not be created (e.g. no credentials).
+    """
+
+    features = Features(reverse_scan=True, immediate_gc=False, persistent=False,
+                        concurrent_calls=True)
+    _data_client_class = private.DataClient
+    _rpc_class = DataRpc
+    _insecure_channel = staticmethod(grpc.insecure_channel)
+
+    def _channel_options(self) -> tuple[tuple[str, Any], ...]:
+        # Hand each streamed message over on the calling thread: ~4x faster reads.
+        return ((private.single_threaded_unary_stream(), 1),)
+
+    def _client_arguments(self, options: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+        return {"channel_options": options}
+
     # -- tables ------------------------------------------------------------
 
     def create_table(self, spec: TableSpec) -> None:
@@ -483,7 +532,7 @@ def _absent_families(backend: Any, target: _Target, table: str,
     """The families of ``families`` the table lacks (or that could not be checked), with why.
 
     Families not known to exist yet are checked with one ``MutateRows``
-    call that changes nothing (`_bigtable_wire.family_check_request()`);
+    call that changes nothing (`._bigtable_wire.family_check_request()`);
     those found are remembered in ``backend._families``.
 
     Raises:
@@ -617,8 +666,11 @@ def _unscoped_qualifier_range(request: ReadRequest) -> tuple[ReadRequest, _Quali
 
 
 def new_data_client(client_class: Any, project: str, credentials: Credentials | None,
-                    emulator_host: str | None, **kwargs: Any) -> Any:
+                    emulator_host: str | None, client_options: Any = None,
+                    **kwargs: Any) -> Any:
     """A data client (sync or async); the emulator host is only readable from the environment."""
+    if client_options is not None:
+        kwargs["client_options"] = client_options
     with _ENV_LOCK, warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Connecting to Bigtable emulator", RuntimeWarning)
         previous = os.environ.get(_EMULATOR_ENV)

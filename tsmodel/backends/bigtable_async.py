@@ -1,11 +1,11 @@
 """Cloud Bigtable (and its emulator) under asyncio: an ``AsyncBackend``.
 
 The data path is the sync backend's, driven by an event loop: the same raw
-protobuf requests (`_bigtable_wire`), the same steps of a write
+protobuf requests (`._bigtable_wire`), the same steps of a write
 (`mutate_steps()`: batching, the emulator's
 refusals, the classification of each entry as APPLIED, FAILED or UNKNOWN),
-the same retry and resume policies (`_bigtable_rpc`) and the same chunk
-merger (`_chunks`); only the calls are awaited, on a ``grpc.aio``
+the same retry and resume policies (`._bigtable_rpc`) and the same chunk
+merger (`._chunks`); only the calls are awaited, on a ``grpc.aio``
 channel. On Cloud Bigtable that channel is the one google-cloud-bigtable's
 ``BigtableDataClientAsync`` builds, so its credentials, endpoint, channel
 refresh and warm-up apply; on the emulator it is a plain insecure channel
@@ -19,23 +19,17 @@ thread: it is rare, and one code path for it is worth more than a thread hop.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
 
 import grpc
 import grpc.aio
 from google.api_core import exceptions as core_exceptions
-from google.auth.credentials import AnonymousCredentials, Credentials
 from google.cloud.bigtable.data import BigtableDataClientAsync
 
-from tsmodel.backends._bigtable_admin import TableAdmin
-from tsmodel.backends._bigtable_admin import call as _call
 from tsmodel.backends._bigtable_admin import wrap as _wrap
 from tsmodel.backends._bigtable_rpc import AsyncDataRpc
 from tsmodel.backends.base import (
-    Features,
     MutationOutcome,
     ReadRequest,
     Row,
@@ -43,89 +37,39 @@ from tsmodel.backends.base import (
     TableSpec,
 )
 from tsmodel.backends.bigtable import (
-    _EMULATOR_ENV,
-    _EMULATOR_LIMITS,
+    _BigtableBase,
     _check_listening,
-    _Target,
     mutate_steps,
-    new_data_client,
     read_steps,
 )
-from tsmodel.errors import BackendError
 
 __all__ = ["AsyncBigtableBackend"]
 
-_AnonymousCredentials: Any = AnonymousCredentials
 
 
-class AsyncBigtableBackend:
+class AsyncBigtableBackend(_BigtableBase):
     """Cloud Bigtable, or its emulator, as an `AsyncBackend`.
 
     Create it inside a running event loop (the data client starts its
-    channel refresh there); `tsmodel.connect_async()` does.
+    channel refresh there); `tsmodel.connect_async()` does. It is opened
+    as the sync backend is (the same constructor, settings and retry
+    policies), with google-cloud-bigtable's async data client and a
+    ``grpc.aio`` channel.
 
     Args:
         project: the Google Cloud project id.
         instance: the Bigtable instance id.
         emulator_host: ``"HOST:PORT"`` of a ``cbtemulator``; ``None`` uses
             ``BIGTABLE_EMULATOR_HOST`` when it is set, else Cloud Bigtable.
-        credentials: Google credentials; ``None`` for the application default
-            (ignored on the emulator).
-        app_profile_id: the app profile of data requests.
+        settings: as for `BigtableBackend`.
 
     Raises:
         BackendError: the clients could not be created (e.g. no credentials).
     """
 
-    def __init__(self, project: str, instance: str, *, emulator_host: str | None = None,
-                 credentials: Credentials | None = None,
-                 app_profile_id: str | None = None) -> None:
-        self.project = project
-        self.instance = instance
-        self.emulator_host = emulator_host or os.environ.get(_EMULATOR_ENV) or None
-        self.app_profile_id = app_profile_id
-        self.features = Features(reverse_scan=True, persistent=self.emulator_host is None,
-                                 concurrent_calls=True)
-        self._targets: dict[str, _Target] = {}
-        #: Families known to exist, per table, for the emulator's checks (mutate_steps).
-        self._families: dict[str, frozenset[str]] = {}
-        self._closed = False
-        if self.emulator_host is not None:
-            credentials = _AnonymousCredentials()
-        self._data = _call(lambda: new_data_client(
-            BigtableDataClientAsync, project, credentials, self.emulator_host), "connect")
-        instance_path = f"projects/{project}/instances/{instance}"
-        self._instance_path = instance_path
-        self._admin = TableAdmin(instance_path, credentials, self.emulator_host)
-        client_info = self._data.client_info.to_grpc_metadata()
-        self._emulator_channel: grpc.aio.Channel | None = None
-        if self.emulator_host is None:
-            self._rpc = AsyncDataRpc(lambda: self._data.transport.grpc_channel, (client_info,))
-        else:
-            channel = grpc.aio.insecure_channel(self.emulator_host,
-                                                options=list(_EMULATOR_LIMITS))
-            self._emulator_channel = channel
-            self._rpc = AsyncDataRpc(lambda: channel, (client_info,))
-
-    def __repr__(self) -> str:
-        where = f"emulator {self.emulator_host}" if self.emulator_host else "Cloud Bigtable"
-        return f"<AsyncBigtableBackend {self.project}/{self.instance} on {where}>"
-
-    def _target(self, name: str) -> _Target:
-        """The data-call target of table ``name``, made once per name (see the sync backend)."""
-        self._check_open()
-        target = self._targets.get(name)
-        if target is None:
-            table = self._data.get_table(self.instance, name,
-                                         app_profile_id=self.app_profile_id)
-            target = _Target(f"{self._instance_path}/tables/{name}", table,
-                             self.app_profile_id)
-            self._targets[name] = target
-        return target
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise BackendError(f"{self!r} is closed")
+    _data_client_class = BigtableDataClientAsync
+    _rpc_class = AsyncDataRpc
+    _insecure_channel = staticmethod(grpc.aio.insecure_channel)
 
     # -- tables: the sync admin calls, in a worker thread ------------------------
 
