@@ -13,6 +13,8 @@ table in step and answers time-range and latest-value queries:
         cpu1_usr: float = ts.value("CPU/CPU1_USR")
 """
 
+# Importing it gives the "tsmodel" logger its NullHandler (see tsmodel/_observe.py).
+from tsmodel import _observe  # noqa: F401
 from tsmodel.backends.base import AsyncBackend, Backend, Features, GcRule, Reachable, TableSpec
 from tsmodel.declare.fields import (
     alternate,
@@ -73,6 +75,7 @@ from tsmodel.run.connection import (
     set_default_connection,
 )
 from tsmodel.run.query import AsyncQuerySet, Model, QuerySet, ReadPlan
+from tsmodel.settings import Settings
 
 __version__ = "0.1.0.dev0"
 
@@ -89,7 +92,7 @@ __all__ = [
     "row_key", "current_row_key", "encode_row_key", "decode_row_key", "floor_timestamp",
     # connections and writes
     "connect", "Connection", "get_default_connection", "set_default_connection",
-    "WriteResult", "EntityResult", "WriteStatus", "WriteFlow", "table_specs",
+    "WriteResult", "EntityResult", "WriteStatus", "WriteFlow", "table_specs", "Settings",
     # asyncio
     "connect_async", "AsyncConnection", "AsyncQuerySet", "AsyncBackend", "repair_async",
     "build_snapshot_async",

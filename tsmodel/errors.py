@@ -7,6 +7,7 @@ catches ``ValueError`` or ``TypeError`` keeps working.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -173,8 +174,13 @@ class QueryError(TsModelError, ValueError):
 class ScanRefusedError(QueryError):
     """The query cannot be served from a row-key prefix and would scan the table.
 
-    Pass ``allow_scan=True`` to run it anyway.
+    Pass ``allow_scan=True`` to run it anyway. Each refusal is logged at
+    DEBUG on the ``tsmodel.queries`` logger.
     """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        logging.getLogger("tsmodel.queries").debug("scan refused: %s", message)
 
 
 class DoesNotExist(TsModelError, LookupError):

@@ -416,7 +416,8 @@ def test_the_round_trips_of_a_delete(backend: Backend, shown: bool, companions: 
         while True:
             step = steps.send(answer)
             count += 1
-            answer = [conn._call(call) for call in step.calls]
+            answer = [conn._call(call, conn._observer.operation("delete"))
+                      for call in step.calls]
     except StopIteration as stop:
         assert stop.value.ok and len(stop.value) == 2
     assert count == trips

@@ -33,6 +33,7 @@ from typing import Any
 import attrs
 
 from tsmodel import errors
+from tsmodel._observe import JOB_LOG
 from tsmodel.backends.base import (
     DeleteCells,
     DeleteRow,
@@ -168,8 +169,10 @@ def repair_steps(model: type, start: datetime, end: datetime, *, features: Featu
                     failed += yield from _replay(batch)
                     events += len(batch)
                     batch = []
+                    _progress(spec, events, failed)
     failed += yield from _replay(batch)
     events += len(batch)
+    _progress(spec, events, failed)
     failed += yield from _replay_current(spec, list(newest.values()), batch_size)
     span = (to_micros(start), to_micros(end))
 
@@ -185,7 +188,16 @@ def repair_steps(model: type, start: datetime, end: datetime, *, features: Featu
     if spec.current_codec is not None:
         fixed, bad = yield from _fix_current(spec, model, span, held, in_scope, batch_size)
         failed += bad
-    return RepairReport(events, deleted, fixed, failed)
+    report = RepairReport(events, deleted, fixed, failed)
+    JOB_LOG.info("repair of %s: done: %s", spec.name, report,
+                 extra={"job": "repair", "model": spec.name})
+    return report
+
+
+def _progress(spec: ModelSpec, events: int, failed: int) -> None:
+    JOB_LOG.info("repair of %s: %d events replayed to the companion tables (%d writes "
+                 "failed)", spec.name, events, failed,
+                 extra={"job": "repair", "model": spec.name, "events": events})
 
 
 def _main_read(spec: ModelSpec, model: type, start: datetime, end: datetime,

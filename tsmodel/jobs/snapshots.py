@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 
 from tsmodel import errors
+from tsmodel._observe import JOB_LOG
 from tsmodel.backends.base import (
     GcRule,
     MutationOutcome,
@@ -226,6 +227,9 @@ def _write(table: str, rows: list[EncodedEvent], job: _Job, last_key: bytes,
             "again to resume after the last complete batch"
         )
     yield from job.record(last_key)
+    JOB_LOG.info("snapshot of %r: %d events written; progress recorded at row %r",
+                 table, len(rows), last_key,
+                 extra={"job": "snapshot", "table": table, "events": len(rows)})
     if bar is not None:
         bar.update(len(rows))
     return len(rows)

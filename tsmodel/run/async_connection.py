@@ -1,15 +1,15 @@
 """The asyncio connection: the sync connection's plans, carried out by an event loop.
 
-An `AsyncConnection` runs the same write plans as
-`Connection` (`SaveSchedule`:
+An :class:`AsyncConnection` runs the same write plans as
+:class:`~tsmodel.run.connection.Connection` (:class:`~tsmodel.plan.writes.SaveSchedule`:
 prior reads, main writes, companion writes, several batches on the way at
 once, the fold of outcomes into one result per entity) and the same schema plans
-(`plan_steps()`, `apply_steps()`);
+(:func:`~tsmodel.plan.schema.plan_steps`, :func:`~tsmodel.plan.schema.apply_steps`);
 it only awaits the backend calls the steps ask for. The independent calls
 of one step (the writes to the current-value and alternate-key tables, the
 reads of several salts) go out concurrently.
 
-Open one with `connect_async()`:
+Open one with :func:`connect_async`::
 
     async with ts.connect_async("bigtable://my-project/my-instance") as db:
         await db.save_all(events)
@@ -20,12 +20,12 @@ Open one with `connect_async()`:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Generator, Iterable
+from collections.abc import AsyncIterator, Callable, Generator, Iterable
 from operator import methodcaller
 from typing import Any, TypeVar
 
 from tsmodel import errors
-from tsmodel.backends import open_backend_async
+from tsmodel.backends import async_backend_for, url_settings
 from tsmodel.backends.base import (
     AsyncBackend,
     Features,
@@ -48,6 +48,8 @@ from tsmodel.plan.writes import (
     schedule_save,
 )
 from tsmodel.run.connection import DEFAULT_BATCH_SIZE
+from tsmodel.run.observe import Observer, Operation, kind_of_read
+from tsmodel.settings import DEFAULT_SETTINGS, Settings
 
 __all__ = ["AsyncConnection", "connect_async"]
 
@@ -59,20 +61,28 @@ class AsyncConnection:
     """An asyncio backend plus the model-level operations on it.
 
     Every method that reads or writes is a coroutine; queries come from
-    `range()`, `current()` and `snapshot()` (or
+    :meth:`range`, :meth:`current` and :meth:`snapshot` (or
     ``Model.using(db)``) and run with ``async for`` or ``await qs.count()``.
 
     Args:
-        backend: an open `AsyncBackend`.
+        backend: an open :class:`~tsmodel.backends.base.AsyncBackend`.
         batch_size: entities per bulk write call.
         flow: what a save keeps on the way at once (as for
-            `tsmodel.Connection`).
+            :class:`tsmodel.Connection`).
+        settings: as for :class:`tsmodel.Connection`.
+
+    Raises:
+        ConfigurationError: telemetry is on but OpenTelemetry is not installed.
     """
 
     def __init__(self, backend: AsyncBackend, *,
-                 batch_size: int = DEFAULT_BATCH_SIZE, flow: WriteFlow = DEFAULT_FLOW) -> None:
+                 batch_size: int = DEFAULT_BATCH_SIZE, flow: WriteFlow = DEFAULT_FLOW,
+                 settings: Settings = DEFAULT_SETTINGS) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.settings = settings
+        #: The one instrumentation point (see :class:`tsmodel.Connection`).
+        self._observer = Observer(settings)
         self.backend = backend
         self.batch_size = batch_size
         self.flow = flow
@@ -103,7 +113,7 @@ class AsyncConnection:
     async def create_tables(self, *models: type) -> list[TableSpec]:
         """Create every table the models need, or bring it in step (idempotent).
 
-        See `tsmodel.Connection.create_tables()`: the same schema plan, applied.
+        See :meth:`tsmodel.Connection.create_tables`: the same schema plan, applied.
 
         Returns:
             The tables the models need, merged by name.
@@ -119,12 +129,12 @@ class AsyncConnection:
 
     async def plan_schema(self, *models: type, drop: bool = False,
                           drop_tables: Iterable[str] = ()) -> schema.SchemaPlan:
-        """The schema plan of the models here (see `tsmodel.plan.schema.plan()`)."""
+        """The schema plan of the models here (see :func:`tsmodel.plan.schema.plan`)."""
         return await self._run_calls(schema.plan_steps(*models, drop=drop,
                                                        drop_tables=drop_tables))
 
     async def apply_schema(self, plan: schema.SchemaPlan) -> tuple[schema.Change, ...]:
-        """Carry out a schema plan (see `tsmodel.plan.schema.apply()`)."""
+        """Carry out a schema plan (see :func:`tsmodel.plan.schema.apply`)."""
         return await self._run_calls(schema.apply_steps(plan))
 
     async def drop_tables(self, *models: type) -> None:
@@ -158,11 +168,11 @@ class AsyncConnection:
                        accept_expired: bool = False, validate_first: bool = True) -> WriteResult:
         """Write many entities in batches; report the outcome entity by entity.
 
-        The same plan as `tsmodel.Connection.save_all()`, with the same
+        The same plan as :meth:`tsmodel.Connection.save_all`, with the same
         arguments and result; the writes of one step go out concurrently.
 
         Returns:
-            The `WriteResult`, one entry per entity: WRITTEN,
+            The :class:`~tsmodel.WriteResult`, one entry per entity: WRITTEN,
             FAILED, UNKNOWN (the server may have applied it) or PARTIAL.
 
         Raises:
@@ -170,16 +180,15 @@ class AsyncConnection:
             RetentionError: events are already older than a max age.
             SaveError: with ``raise_on_failure``, when some writes failed.
         """
-        result = await self._run(schedule_save(entities, self.batch_size, self.flow,
-                                               trusted=self._trusted,
-                                               accept_expired=accept_expired,
-                                               validate_first=validate_first))
+        result = await self._run("save", lambda: schedule_save(
+            entities, self.batch_size, self.flow, trusted=self._trusted,
+            accept_expired=accept_expired, validate_first=validate_first))
         if raise_on_failure:
             result.raise_for_failures()
         return result
 
     async def delete(self, entity: Any) -> None:
-        """Delete one event from every table of its model (see `delete_all()`).
+        """Delete one event from every table of its model (see :meth:`delete_all`).
 
         Raises:
             ValidationError: the entity's key or time cannot be encoded.
@@ -191,21 +200,21 @@ class AsyncConnection:
                          raise_on_failure: bool = True) -> WriteResult:
         """Delete events from every table of their models; report entity by entity.
 
-        The same plan as `tsmodel.Connection.delete_all()`, with the same
+        The same plan as :meth:`tsmodel.Connection.delete_all`, with the same
         arguments and result; the calls of one step go out concurrently.
 
         Raises:
             ValidationError: an entity's key or time cannot be encoded.
             SaveError: with ``raise_on_failure``, when some deletions failed.
         """
-        plan = DeletePlan(entities, self.features)
-        result = await self._run(StepSchedule(delete_steps(plan, self.batch_size)))
+        result = await self._run("delete", lambda: StepSchedule(
+            delete_steps(DeletePlan(entities, self.features), self.batch_size)))
         if raise_on_failure:
             result.raise_for_failures()
         return result
 
     async def update(self, model: type[M], /, **fields: Any) -> M:
-        """Change value fields of one stored event (see `tsmodel.Connection.update()`).
+        """Change value fields of one stored event (see :meth:`tsmodel.Connection.update`).
 
         Raises:
             QueryError: a key field or the time is missing, or a name is not
@@ -216,13 +225,26 @@ class AsyncConnection:
         updated: M = await methodcaller("_update_event", fields)(self._queries(model))
         return updated
 
-    async def _run(self, schedule: SaveSchedule | StepSchedule) -> WriteResult:
+    async def _run(self, kind: str,
+                   schedule_of: Callable[[], SaveSchedule | StepSchedule]) -> WriteResult:
+        """Carry out a save or a delete (its schedule, made by ``schedule_of``), observed."""
+        op = self._observer.operation(kind)
+        try:
+            result = await self._run_schedule(schedule_of(), op)
+        except BaseException as exc:
+            op.end(error=exc)
+            raise
+        op.end(result)
+        return result
+
+    async def _run_schedule(self, schedule: SaveSchedule | StepSchedule,
+                            op: Operation) -> WriteResult:
         """Await every call a schedule hands out (a save's or a delete's); its result."""
         out: dict[asyncio.Task[Any], Any] = {}
         try:
             while not schedule.done:
                 for ticket, call in schedule.ready():
-                    out[asyncio.ensure_future(self._call(call))] = ticket
+                    out[asyncio.ensure_future(self._call(call, op))] = ticket
                 finished, _ = await asyncio.wait(out, return_when=asyncio.FIRST_COMPLETED)
                 for task in finished:
                     schedule.answer(out.pop(task), task.result())
@@ -233,34 +255,59 @@ class AsyncConnection:
                 await asyncio.gather(*out, return_exceptions=True)
         return schedule.result()
 
-    async def _call(self, call: ReadRequest | TableWrite) -> Any:
-        """The answer to one call of a save (see `SaveSchedule`)."""
+    async def _call(self, call: ReadRequest | TableWrite, op: Operation) -> Any:
+        """The answer to one call of a save (see :class:`~tsmodel.plan.writes.SaveSchedule`)."""
         if isinstance(call, TableWrite):
-            return await self.send(call)
-        return await self._read_whole(call)
+            return await self._send(call, op)
+        return await self._read_whole(call, op)
 
     async def send(self, write: TableWrite) -> list[MutationOutcome]:
-        """Send one table write; one outcome per row (a refused call fails every row)."""
-        try:
-            return await self.backend.mutate_rows(write.table, list(write.rows))
-        except errors.BackendError as exc:
-            return [MutationOutcome(MutationStatus.FAILED, exc)] * len(write.rows)
+        """Send one table write (an operation of its own: a job's ``write``).
 
-    async def _read_whole(self, request: ReadRequest) -> list[Row] | errors.BackendError:
+        Returns:
+            One outcome per row (a refused call fails every row).
+        """
+        op = self._observer.operation("write", write.table)
         try:
-            return await self.read_all(request)
+            return await self._send(write, op)
+        finally:
+            op.end()
+
+    async def _send(self, write: TableWrite, op: Operation) -> list[MutationOutcome]:
+        rows = list(write.rows)
+        try:
+            outcomes: list[MutationOutcome] = await op.acall(
+                write.table, rows, lambda: self.backend.mutate_rows(write.table, rows))
+            return outcomes
+        except errors.BackendError as exc:
+            return [MutationOutcome(MutationStatus.FAILED, exc)] * len(rows)
+
+    async def _read_whole(self, request: ReadRequest,
+                          op: Operation) -> list[Row] | errors.BackendError:
+        """The rows of a read a save needs (timed; its rows are not the save's rows)."""
+        try:
+            return [row async for row in op.astream(
+                request.table, aiter(self.backend.read_rows(request)), counted=False,
+                ends=False)]
         except errors.BackendError as exc:
             return exc
 
     # -- reads --------------------------------------------------------------------
 
     def read(self, request: ReadRequest) -> AsyncIterator[Row]:
-        """Stream the rows of one backend read."""
-        return self.backend.read_rows(request)
+        """Stream the rows of one backend read (an operation: a ``lookup`` by row keys,
+        else a ``read``)."""
+        op = self._observer.operation(kind_of_read(request), request.table)
+        try:
+            rows = self.backend.read_rows(request)
+        except BaseException as exc:
+            op.end(error=exc)
+            raise
+        return op.astream(request.table, aiter(rows))
 
     async def read_all(self, request: ReadRequest) -> list[Row]:
         """The rows of one backend read, in a list."""
-        return [row async for row in self.backend.read_rows(request)]
+        return [row async for row in self.read(request)]
 
     def range(self, model: type[M], start: Any, end: Any, **kwargs: Any) -> Any:
         """``model.range(...)`` on this connection: an async QuerySet."""
@@ -275,7 +322,7 @@ class AsyncConnection:
         return self._queries(model).snapshot(period, **kwargs)
 
     async def latest(self, model: type[M], **key_fields: Any) -> M:
-        """The newest event of one entity (see `tsmodel.QuerySet.latest()`).
+        """The newest event of one entity (see :meth:`tsmodel.QuerySet.latest`).
 
         Raises:
             QueryError: key fields are missing.
@@ -285,8 +332,8 @@ class AsyncConnection:
         return found
 
     async def latest_many(self, model: type[M], keys: Iterable[Any]) -> Any:
-        """The newest event of each of many entities (a `LatestResult`;
-        see `tsmodel.QuerySet.latest_many()`).
+        """The newest event of each of many entities (a :class:`~tsmodel.LatestResult`;
+        see :meth:`tsmodel.QuerySet.latest_many`).
 
         Raises:
             QueryError: a key names an unknown field or lacks one; nothing was read.
@@ -301,17 +348,25 @@ class AsyncConnection:
 
 
 class _Connecting:
-    """What `connect_async()` returns: awaitable, or an ``async with`` context."""
+    """What :func:`connect_async` returns: awaitable, or an ``async with`` context."""
 
-    def __init__(self, url: str | None, batch_size: int, flow: WriteFlow) -> None:
+    def __init__(self, url: str | None, batch_size: int, flow: WriteFlow,
+                 settings: dict[str, Any]) -> None:
         self._url = url
         self._batch_size = batch_size
         self._flow = flow
+        self._settings = settings
         self._conn: AsyncConnection | None = None
 
     async def _open(self) -> AsyncConnection:
-        return AsyncConnection(open_backend_async(self._url), batch_size=self._batch_size,
-                               flow=self._flow)
+        settings = url_settings(self._url, self._settings)
+        backend = async_backend_for(self._url, settings)
+        try:
+            return AsyncConnection(backend, batch_size=self._batch_size, flow=self._flow,
+                                   settings=settings)
+        except BaseException:
+            await backend.close()
+            raise
 
     def __await__(self) -> Generator[Any, None, AsyncConnection]:
         return self._open().__await__()
@@ -327,21 +382,22 @@ class _Connecting:
 
 def connect_async(url: str | None = None, *,
                   batch_size: int = DEFAULT_BATCH_SIZE,
-                  flow: WriteFlow = DEFAULT_FLOW) -> _Connecting:
-    """Open an `AsyncConnection`: ``db = await connect_async(url)``.
+                  flow: WriteFlow = DEFAULT_FLOW, **settings: Any) -> _Connecting:
+    """Open an :class:`AsyncConnection`: ``db = await connect_async(url)``.
 
     Or ``async with connect_async(url) as db:``, which closes it at the end.
     Call it from a running event loop. An async connection is never the
     default one: queries run on it with ``Model.using(db)`` or ``db.range(...)``.
 
     Args:
-        url: as for `tsmodel.connect()`. The embedded store runs its
+        url: as for :func:`tsmodel.connect`. The embedded store runs its
             SQLite calls in worker threads; Bigtable URLs use the gRPC
             asyncio channel of google-cloud-bigtable's async data client.
         batch_size: entities per bulk write call.
-        flow: what a save keeps on the way at once (`WriteFlow`).
+        flow: what a save keeps on the way at once (:class:`~tsmodel.plan.writes.WriteFlow`).
+        **settings: as for :func:`tsmodel.connect`.
 
     Raises:
-        ConfigurationError: the URL is not understood (when awaited).
+        ConfigurationError: the URL or a setting is not understood (when awaited).
     """
-    return _Connecting(url, batch_size, flow)
+    return _Connecting(url, batch_size, flow, settings)

@@ -1,6 +1,6 @@
 """Connections: tables from models, batched writes with per-entity results, reads.
 
-``tsmodel.connect(url)`` opens a backend, wraps it in a `Connection`
+``tsmodel.connect(url)`` opens a backend, wraps it in a :class:`Connection`
 and makes it the default one that ``Model.range`` and friends use. Without
 any ``connect()``, the default is an in-memory embedded store (or the URL in
 the ``TSMODEL_URL`` environment variable).
@@ -17,7 +17,7 @@ from operator import methodcaller
 from typing import Any, TypeVar
 
 from tsmodel import errors
-from tsmodel.backends import open_backend
+from tsmodel.backends import backend_for, url_settings
 from tsmodel.backends.base import (
     Backend,
     Features,
@@ -43,6 +43,8 @@ from tsmodel.plan.writes import (
     schedule_save,
 )
 from tsmodel.run.cache import CachingBackend
+from tsmodel.run.observe import Observer, Operation, kind_of_read
+from tsmodel.settings import DEFAULT_SETTINGS, Settings
 
 __all__ = ["Connection", "connect", "get_default_connection", "set_default_connection",
            "WriteStatus", "EntityResult", "WriteResult", "WriteFlow"]
@@ -59,19 +61,28 @@ class Connection:
     """A backend plus the model-level operations on it.
 
     Args:
-        backend: an open `Backend`.
+        backend: an open :class:`~tsmodel.backends.base.Backend`.
         batch_size: entities per bulk write call.
         flow: how many batches (and bytes) a save keeps on the way at once,
             and whether companion tables are written with the main table
-            (`WriteFlow`). A backend whose calls
+            (:class:`~tsmodel.plan.writes.WriteFlow`). A backend whose calls
             do not overlap (``features.concurrent_calls`` false: the embedded
             store) gets its calls one after the other, in the same order.
+        settings: the connection's :class:`~tsmodel.settings.Settings`
+            (those of the backend's calls are given to the backend when
+            it opens; here, the slow-call threshold and telemetry).
+
+    Raises:
+        ConfigurationError: telemetry is on but OpenTelemetry is not installed.
     """
 
     def __init__(self, backend: Backend, *, batch_size: int = DEFAULT_BATCH_SIZE,
-                 flow: WriteFlow = DEFAULT_FLOW) -> None:
+                 flow: WriteFlow = DEFAULT_FLOW, settings: Settings = DEFAULT_SETTINGS) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.settings = settings
+        #: The one instrumentation point: logs and telemetry of every operation.
+        self._observer = Observer(settings)
         self.backend = backend
         self.batch_size = batch_size
         self.flow = flow
@@ -109,8 +120,8 @@ class Connection:
     def create_tables(self, *models: type) -> list[TableSpec]:
         """Create every table the models need, or bring it in step (idempotent).
 
-        The schema plan applied (`tsmodel.plan.schema.plan()`, then
-        `apply()`): missing tables are created,
+        The schema plan applied (:func:`tsmodel.plan.schema.plan`, then
+        :func:`~tsmodel.plan.schema.apply`): missing tables are created,
         missing families added, GC rules set; nothing is deleted.
 
         Returns:
@@ -140,7 +151,7 @@ class Connection:
         Raises:
             ValidationError: the entity cannot be stored; nothing was written.
             RetentionError: it is older than a family's max age (see
-                ``accept_expired`` of `save_all()`).
+                ``accept_expired`` of :meth:`save_all`).
             SaveError: a write failed or its outcome is unknown.
         """
         self.save_all([entity], accept_expired=accept_expired)
@@ -156,7 +167,7 @@ class Connection:
 
         Args:
             entities: model instances (of one or several models).
-            raise_on_failure: raise `SaveError` (holding the result)
+            raise_on_failure: raise :class:`SaveError` (holding the result)
                 when any entity is not fully written.
             accept_expired: save events older than a family's max age
                 (``retention=``) anyway; garbage collection deletes them at
@@ -169,7 +180,7 @@ class Connection:
                 batch, after the batches before it were sent.
 
         Returns:
-            The `WriteResult`, one `EntityResult` per entity.
+            The :class:`WriteResult`, one :class:`EntityResult` per entity.
 
         Raises:
             ValidationError: an entity cannot be stored; nothing was written
@@ -179,23 +190,31 @@ class Connection:
                 was written (streamed: as for ValidationError).
             SaveError: with ``raise_on_failure``, when some writes failed.
         """
-        result = self._save_all(entities, accept_expired, validate_first)
+        result = self._run("save", lambda: schedule_save(
+            entities, self.batch_size, self.flow, trusted=self._trusted,
+            accept_expired=accept_expired, validate_first=validate_first))
         if raise_on_failure:
             result.raise_for_failures()
         return result
 
-    def _save_all(self, entities: Iterable[Any], accept_expired: bool,
-                  validate_first: bool) -> WriteResult:
-        return self._run(schedule_save(entities, self.batch_size, self.flow,
-                                       trusted=self._trusted, accept_expired=accept_expired,
-                                       validate_first=validate_first))
+    def _run(self, kind: str,
+             schedule_of: Callable[[], SaveSchedule | StepSchedule]) -> WriteResult:
+        """Carry out a save or a delete (its schedule, made by ``schedule_of``), observed."""
+        op = self._observer.operation(kind)
+        try:
+            result = self._run_schedule(schedule_of(), op)
+        except BaseException as exc:
+            op.end(error=exc)
+            raise
+        op.end(result)
+        return result
 
-    def _run(self, schedule: SaveSchedule | StepSchedule) -> WriteResult:
+    def _run_schedule(self, schedule: SaveSchedule | StepSchedule, op: Operation) -> WriteResult:
         """Make every call a schedule hands out (a save's or a delete's); its result."""
         if not self.features.concurrent_calls:
             while not schedule.done:
                 for ticket, call in schedule.ready():
-                    schedule.answer(ticket, self._call(call))
+                    schedule.answer(ticket, self._call(call, op))
             return schedule.result()
         pool = self._workers()
         out: dict[Future[Any], Any] = {}
@@ -203,10 +222,10 @@ class Connection:
             while not schedule.done:
                 handed = schedule.ready()
                 if len(handed) == 1 and not out:  # nothing to overlap: no thread hop
-                    schedule.answer(handed[0][0], self._call(handed[0][1]))
+                    schedule.answer(handed[0][0], self._call(handed[0][1], op))
                     continue
                 for ticket, call in handed:
-                    out[pool.submit(self._call, call)] = ticket
+                    out[pool.submit(self._call, call, op)] = ticket
                 finished, _ = wait(out, return_when=FIRST_COMPLETED)
                 for future in finished:
                     schedule.answer(out.pop(future), future.result())
@@ -238,11 +257,11 @@ class Connection:
 
         Args:
             entities: model instances (of one or several models).
-            raise_on_failure: raise `SaveError` (holding the result)
+            raise_on_failure: raise :class:`SaveError` (holding the result)
                 when any deletion is not complete.
 
         Returns:
-            The `WriteResult`, one `EntityResult` per entity:
+            The :class:`WriteResult`, one :class:`EntityResult` per entity:
             WRITTEN (deleted everywhere), FAILED (the main table refused;
             nothing else was sent), UNKNOWN (the main deletion may have
             happened) or PARTIAL (a companion table is behind: ``ts.repair``).
@@ -252,8 +271,8 @@ class Connection:
                 nothing was deleted.
             SaveError: with ``raise_on_failure``, when some deletions failed.
         """
-        plan = DeletePlan(entities, self.features)
-        result = self._run(StepSchedule(delete_steps(plan, self.batch_size)))
+        result = self._run("delete", lambda: StepSchedule(
+            delete_steps(DeletePlan(entities, self.features), self.batch_size)))
         if raise_on_failure:
             result.raise_for_failures()
         return result
@@ -306,15 +325,17 @@ class Connection:
                 f.cancel()
         return out
 
-    def _call(self, call: ReadRequest | TableWrite) -> Any:
-        """The answer to one call of a save (see `SaveSchedule`)."""
+    def _call(self, call: ReadRequest | TableWrite, op: Operation) -> Any:
+        """The answer to one call of a save (see :class:`~tsmodel.plan.writes.SaveSchedule`)."""
         if isinstance(call, TableWrite):
-            return self.send(call)
-        return self._read_whole(call)
+            return self._send(call, op)
+        return self._read_whole(call, op)
 
-    def _read_whole(self, request: ReadRequest) -> list[Row] | errors.BackendError:
+    def _read_whole(self, request: ReadRequest, op: Operation) -> list[Row] | errors.BackendError:
+        """The rows of a read a save needs (timed; its rows are not the save's rows)."""
         try:
-            return list(self.backend.read_rows(request))
+            return list(op.stream(request.table, iter(self.backend.read_rows(request)),
+                                  counted=False, ends=False))
         except errors.BackendError as exc:
             return exc
 
@@ -324,17 +345,40 @@ class Connection:
             plan.record(write, self.send(write))
 
     def send(self, write: TableWrite) -> list[MutationOutcome]:
-        """Send one table write; one outcome per row (a refused call fails every row)."""
+        """Send one table write (an operation of its own: a job's ``write``).
+
+        Returns:
+            One outcome per row (a refused call fails every row).
+        """
+        op = self._observer.operation("write", write.table)
         try:
-            return self.backend.mutate_rows(write.table, list(write.rows))
+            return self._send(write, op)
+        finally:
+            op.end()
+
+    def _send(self, write: TableWrite, op: Operation) -> list[MutationOutcome]:
+        rows = list(write.rows)
+        try:
+            return op.call(write.table, rows,
+                           lambda: self.backend.mutate_rows(write.table, rows))
         except errors.BackendError as exc:
-            return [MutationOutcome(MutationStatus.FAILED, exc)] * len(write.rows)
+            return [MutationOutcome(MutationStatus.FAILED, exc)] * len(rows)
 
     # -- reads --------------------------------------------------------------------
 
     def read(self, request: ReadRequest) -> Iterator[Row]:
-        """Stream the rows of one backend read."""
-        return self.backend.read_rows(request)
+        """Stream the rows of one backend read (an operation: a ``lookup`` by row keys,
+        else a ``read``).
+
+        The request is sent before this returns, as ``Backend.read_rows`` does.
+        """
+        op = self._observer.operation(kind_of_read(request), request.table)
+        try:
+            rows = self.backend.read_rows(request)
+        except BaseException as exc:
+            op.end(error=exc)
+            raise
+        return op.stream(request.table, iter(rows))
 
     def range(self, model: type[M], start: Any, end: Any, **kwargs: Any) -> Any:
         """``model.range(...)`` on this connection (``model.using(conn).range(...)``)."""
@@ -350,7 +394,7 @@ class Connection:
         return found
 
     def latest_many(self, model: type[M], keys: Iterable[Any]) -> Any:
-        """``model.latest_many(keys)`` on this connection (a `LatestResult`)."""
+        """``model.latest_many(keys)`` on this connection (a :class:`~tsmodel.LatestResult`)."""
         return self._queries(model).latest_many(keys)
 
     def _queries(self, model: type) -> Any:
@@ -372,7 +416,7 @@ _default_lock = threading.Lock()
 def connect(url: str | None = None, *, default: bool = True,
             batch_size: int = DEFAULT_BATCH_SIZE, flow: WriteFlow = DEFAULT_FLOW,
             cache: bool = False,
-            cache_size: int = 10_000, cache_ttl: float = 30.0) -> Connection:
+            cache_size: int = 10_000, cache_ttl: float = 30.0, **settings: Any) -> Connection:
     """Open a connection and (by default) make it the default one.
 
     Args:
@@ -382,27 +426,39 @@ def connect(url: str | None = None, *, default: bool = True,
             ``"bigtable://PROJECT/INSTANCE"`` for Cloud Bigtable (application
             default credentials; ``BIGTABLE_EMULATOR_HOST`` is honoured);
             ``"bigtable-emulator://HOST:PORT/PROJECT/INSTANCE"`` for the
-            emulator. Add ``?app_profile=ID`` to choose an app profile.
+            emulator. Query options give settings: ``?app_profile=ID``,
+            ``?read_attempt_timeout=5``... (see ``settings``).
         default: make it the connection that ``Model.range`` and friends use.
         batch_size: entities per bulk write call.
-        flow: what a save keeps on the way at once (`WriteFlow`).
+        flow: what a save keeps on the way at once (:class:`~tsmodel.plan.writes.WriteFlow`).
         cache: keep latest-value lookups in memory
-            (`tsmodel.run.cache.CachingBackend`): a row this connection
+            (:class:`tsmodel.run.cache.CachingBackend`): a row this connection
             writes is dropped at once; one written elsewhere shows within
             ``cache_ttl`` seconds.
         cache_size: the most cached lookups.
         cache_ttl: seconds a cached lookup lives.
+        **settings: connection settings, over the URL's query options:
+            timeouts, retries, credentials, client options, app profile,
+            slow-call threshold, telemetry (:class:`~tsmodel.settings.Settings`;
+            the table in docs/operations.md).
 
     Returns:
-        The open `Connection`.
+        The open :class:`Connection`.
 
     Raises:
-        ConfigurationError: the URL is not understood.
+        ConfigurationError: the URL is not understood; a setting or URL
+            option is unknown (the message names the closest valid one) or
+            out of range; telemetry is on without OpenTelemetry installed.
     """
-    backend = open_backend(url)
+    resolved = url_settings(url, settings)
+    backend = backend_for(url, resolved)
     if cache:
         backend = CachingBackend(backend, maxsize=cache_size, ttl=cache_ttl)
-    conn = Connection(backend, batch_size=batch_size, flow=flow)
+    try:
+        conn = Connection(backend, batch_size=batch_size, flow=flow, settings=resolved)
+    except BaseException:
+        backend.close()
+        raise
     if default:
         set_default_connection(conn)
     return conn
@@ -420,5 +476,5 @@ def get_default_connection() -> Connection:
     global _default
     with _default_lock:
         if _default is None:
-            _default = Connection(open_backend(os.environ.get("TSMODEL_URL") or None))
+            _default = connect(os.environ.get("TSMODEL_URL") or None, default=False)
         return _default

@@ -1,0 +1,265 @@
+"""What the executors do around each operation: slow-call warnings, summaries, telemetry.
+
+The one instrumentation point of tsmodel. The sync and async connections
+open an :class:`Operation` for each save, delete, read and lookup (a read
+by row keys), and make each backend call of it through the operation
+(:meth:`Operation.call`, :meth:`Operation.stream`, :meth:`Operation.astream`),
+which
+
+* times the call: one waiting longer than the ``slow_call_threshold``
+  setting is logged as a WARNING on ``tsmodel.calls``;
+* counts its retries (the Bigtable backend counts them into
+  :data:`tsmodel._observe.RETRIES`, set here around the call), rows, cells
+  and bytes;
+* at the end of a save or a delete, logs a summary of the outcomes at
+  DEBUG on ``tsmodel.writes``;
+* with telemetry on (:attr:`~tsmodel.settings.Settings.telemetry`), ends an
+  OpenTelemetry span and records metrics (:mod:`tsmodel.run._otel`).
+
+Cells and bytes are counted only when something reads them (telemetry, or
+DEBUG on ``tsmodel.writes``): a row count is free, a byte count is not.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+from tsmodel._observe import CALL_LOG, RETRIES, WRITE_LOG, RetryCount
+from tsmodel.backends.base import ReadRequest, Row, RowMutation
+from tsmodel.errors import ConfigurationError
+from tsmodel.settings import Settings
+
+__all__ = ["Observer", "Operation", "kind_of_read"]
+
+_T = TypeVar("_T")
+
+
+class Observer:
+    """The observation settings of one connection, and its telemetry (if on).
+
+    Raises:
+        ConfigurationError: telemetry is asked for, but OpenTelemetry is not
+            installed (the ``tsmodel[otel]`` extra).
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.slow_call = settings.slow_call_threshold
+        self.telemetry: Any = None
+        if settings.observed:
+            try:
+                from tsmodel.run._otel import Telemetry
+            except ImportError as exc:
+                raise ConfigurationError(
+                    "telemetry needs OpenTelemetry, which is not installed: "
+                    "pip install 'tsmodel[otel]' (or opentelemetry-api), or leave "
+                    f"telemetry off ({exc})") from exc
+            self.telemetry = Telemetry(settings)
+
+    def operation(self, kind: str, table: str | None = None) -> Operation:
+        """Start observing one operation (``save``, ``delete``, ``read``, ``lookup``, ``write``)."""
+        return Operation(self, kind, table)
+
+
+def kind_of_read(request: ReadRequest) -> str:
+    """``lookup`` for a read of row keys only, else ``read``."""
+    rows = request.rows
+    return "lookup" if rows.keys and not rows.ranges else "read"
+
+
+class Operation:
+    """One save, delete, read, lookup or job write being observed.
+
+    Attributes:
+        kind: what it is.
+        tables: the tables it called, in the order of their first call.
+        calls, rows, cells, bytes, retries: what its backend calls did
+            (rows and cells written, or read; bytes of row keys, qualifiers
+            and values).
+        outcomes: entities by outcome (``written``, ``failed``...), for a
+            save or a delete.
+    """
+
+    def __init__(self, observer: Observer, kind: str, table: str | None) -> None:
+        self.observer = observer
+        self.kind = kind
+        self.tables: dict[str, None] = {} if table is None else {table: None}
+        self.calls = self.rows = self.cells = self.bytes = self.retries = 0
+        self.outcomes: Counter[str] = Counter()
+        self.detailed = observer.telemetry is not None or WRITE_LOG.isEnabledFor(logging.DEBUG)
+        self._lock = threading.Lock()
+        self._started = time.perf_counter()
+        self._span = None if observer.telemetry is None else observer.telemetry.start(self)
+
+    # -- backend calls ---------------------------------------------------------------
+
+    def call(self, table: str, rows: Sequence[RowMutation], make: Callable[[], _T]) -> _T:
+        """``make()``: one write of ``rows`` to ``table``, timed and counted."""
+        count = RetryCount()
+        token = RETRIES.set(count)
+        started = time.perf_counter()
+        try:
+            return make()
+        finally:
+            RETRIES.reset(token)
+            self._called("write", table, time.perf_counter() - started, count.n, rows)
+
+    async def acall(self, table: str, rows: Sequence[RowMutation],
+                    make: Callable[[], Any]) -> Any:
+        """:meth:`call` of a coroutine function."""
+        count = RetryCount()
+        token = RETRIES.set(count)
+        started = time.perf_counter()
+        try:
+            return await make()
+        finally:
+            RETRIES.reset(token)
+            self._called("write", table, time.perf_counter() - started, count.n, rows)
+
+    def stream(self, table: str, rows: Iterator[Row], *, counted: bool = True,
+               ends: bool = True) -> Iterator[Row]:
+        """The rows of one read, timed (time waiting for the backend only) and counted.
+
+        Args:
+            counted: count the rows into the operation (not for the reads of a save).
+            ends: end the operation with the read (a read or a lookup).
+        """
+        count, waited, got = RetryCount(), 0.0, _Got()
+        error: BaseException | None = None
+        try:
+            while True:
+                token = RETRIES.set(count)
+                started = time.perf_counter()
+                try:
+                    row = next(rows)
+                except StopIteration:
+                    return
+                finally:
+                    waited += time.perf_counter() - started
+                    RETRIES.reset(token)
+                got.add(row, self.detailed)
+                yield row
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            close = getattr(rows, "close", None)  # an abandoned read ends its stream now
+            if close is not None:
+                close()
+            self._called("read", table, waited, count.n, got if counted else None)
+            if ends:
+                self.end(error=None if isinstance(error, GeneratorExit) else error)
+
+    async def astream(self, table: str, rows: AsyncIterator[Row], *, counted: bool = True,
+                      ends: bool = True) -> AsyncIterator[Row]:
+        """:meth:`stream` of an async iterator."""
+        count, waited, got = RetryCount(), 0.0, _Got()
+        error: BaseException | None = None
+        try:
+            while True:
+                token = RETRIES.set(count)
+                started = time.perf_counter()
+                try:
+                    row = await anext(rows)
+                except StopAsyncIteration:
+                    return
+                finally:
+                    waited += time.perf_counter() - started
+                    RETRIES.reset(token)
+                got.add(row, self.detailed)
+                yield row
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            aclose = getattr(rows, "aclose", None)
+            if aclose is not None:
+                await aclose()
+            self._called("read", table, waited, count.n, got if counted else None)
+            if ends:
+                self.end(error=None if isinstance(error, GeneratorExit) else error)
+
+    def _called(self, what: str, table: str, seconds: float, retries: int,
+                rows: Sequence[RowMutation] | _Got | None) -> None:
+        """Add one call to the totals; warn if it was slow."""
+        if isinstance(rows, _Got):
+            n, cells, size = rows.rows, rows.cells, rows.bytes
+        elif rows is not None:
+            n, (cells, size) = len(rows), _written(rows) if self.detailed else (0, 0)
+        else:
+            n = cells = size = 0
+        with self._lock:
+            self.tables.setdefault(table, None)
+            self.calls += 1
+            self.retries += retries
+            self.rows += n
+            self.cells += cells
+            self.bytes += size
+        slow = self.observer.slow_call
+        if slow is not None and seconds > slow:
+            CALL_LOG.warning(
+                "slow call: %s of table %r (%s) took %.3f s, over the %.3f s threshold "
+                "(%d rows, %d retries)", what, table, self.kind, seconds, slow, n, retries,
+                extra={"table": table, "operation": self.kind, "seconds": seconds,
+                       "retries": retries})
+
+    # -- the end -----------------------------------------------------------------------
+
+    def end(self, result: Any = None, error: BaseException | None = None) -> None:
+        """The operation is over: log its summary (saves and deletes), end its span.
+
+        Args:
+            result: the :class:`~tsmodel.WriteResult` of a save or a delete.
+            error: what it raised, if it did.
+        """
+        seconds = time.perf_counter() - self._started
+        if result is not None:
+            self.outcomes.update(r.status.value for r in result.results)
+            if WRITE_LOG.isEnabledFor(logging.DEBUG):
+                self._summary(result, seconds)
+        if self._span is not None:
+            self.observer.telemetry.end(self, self._span, seconds, error)
+            self._span = None
+
+    def _summary(self, result: Any, seconds: float) -> None:
+        outcomes = ", ".join(f"{self.outcomes[s]} {s}"
+                             for s in ("written", "failed", "unknown", "partial"))
+        tables = ", ".join(repr(t) for t in self.tables) or "no table"
+        WRITE_LOG.debug(
+            "%s of %d entities to %s: %s; %d calls, %d rows, %d cells, %d bytes, "
+            "%d retries in %.3f s", self.kind, len(result.results), tables, outcomes,
+            self.calls, self.rows, self.cells, self.bytes, self.retries, seconds,
+            extra={"operation": self.kind, "outcomes": dict(self.outcomes),
+                   "tables": list(self.tables), "retries": self.retries})
+
+
+class _Got:
+    """Rows, cells and bytes of a read so far."""
+
+    __slots__ = ("rows", "cells", "bytes")
+
+    def __init__(self) -> None:
+        self.rows = self.cells = self.bytes = 0
+
+    def add(self, row: Row, detailed: bool) -> None:
+        self.rows += 1
+        if detailed:
+            self.cells += len(row.cells)
+            self.bytes += len(row.key) + sum(len(c.qualifier) + len(c.value) for c in row.cells)
+
+
+def _written(rows: Sequence[RowMutation]) -> tuple[int, int]:
+    """The cells set by ``rows`` and the bytes they send (keys, qualifiers, values)."""
+    cells = size = 0
+    for row in rows:
+        size += len(row.key)
+        for mutation in row.mutations:
+            value = getattr(mutation, "value", None)
+            if value is not None:
+                cells += 1
+                size += len(getattr(mutation, "qualifier", b"")) + len(value)
+    return cells, size
