@@ -66,9 +66,19 @@ class Observer:
 
 
 def kind_of_read(request: ReadRequest) -> str:
-    """``lookup`` for a read of row keys only, else ``read``."""
+    """``lookup`` for a read of named rows, else ``read``.
+
+    Named rows: row keys, ranges of one key each (``[k, k + b"\\0")``, what
+    ``latest()`` reads from a current-value table), or a read of one row
+    (``limit=1``: the newest row of an entity).
+    """
     rows = request.rows
-    return "lookup" if rows.keys and not rows.ranges else "read"
+    if request.limit == 1:
+        return "lookup"
+    if rows.is_whole_table() or not all(
+            r.start is not None and r.end == r.start + b"\0" for r in rows.ranges):
+        return "read"
+    return "lookup"
 
 
 class Operation:
