@@ -128,3 +128,14 @@ def test_every_setting_is_in_the_one_table_of_the_docs() -> None:
     defaults = ts.Settings()
     for name, _, default in rows:
         assert default == repr(getattr(defaults, name)), name
+
+
+def test_telemetry_without_opentelemetry_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.delitem(sys.modules, "tsmodel.run._otel", raising=False)
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)  # as if not installed
+    with pytest.raises(ts.ConfigurationError, match=r"pip install 'tsmodel\[otel\]'"):
+        ts.connect("memory://?telemetry=true", default=False)
