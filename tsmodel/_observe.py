@@ -8,10 +8,11 @@ first), so nothing is printed until the application configures logging
 :class:`~tsmodel.errors.ScanRefusedError` itself (errors.py imports
 nothing of tsmodel).
 
-The Bigtable backend counts its retries into :data:`RETRIES`, a context
-variable that the executors (:mod:`tsmodel.run.observe`) set around each
-backend call: a call made on a worker thread or in an asyncio task counts
-into its own :class:`RetryCount`, never into a neighbour's.
+The Bigtable backend counts its retries into the :class:`RetryCount` that
+:data:`RETRIES`, a context variable, holds when one of its operations starts;
+the executors (:mod:`tsmodel.run.observe`) set it around the start of each
+backend call, so a call made on a worker thread or in an asyncio task counts
+into its own count, never into a neighbour's.
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ from __future__ import annotations
 import logging
 from contextvars import ContextVar
 
-__all__ = ["RETRY_LOG", "CALL_LOG", "WRITE_LOG", "JOB_LOG", "RetryCount", "RETRIES",
-           "note_retry"]
+__all__ = ["RETRY_LOG", "CALL_LOG", "WRITE_LOG", "JOB_LOG", "RetryCount", "RETRIES"]
 
 # A library never configures logging: records go nowhere until the application
 # sets it up, and Python's last-resort handler never prints them to stderr.
@@ -45,12 +45,6 @@ class RetryCount:
         self.n = 0
 
 
-#: The count of the backend call in progress in this context, if it is observed.
+#: The count of the backend call starting in this context, if it is observed:
+#: a retry policy takes it when its operation starts, and counts into it.
 RETRIES: ContextVar[RetryCount | None] = ContextVar("tsmodel_retries", default=None)
-
-
-def note_retry() -> None:
-    """Count one retry into the call in progress (no-op when nothing observes it)."""
-    count = RETRIES.get()
-    if count is not None:
-        count.n += 1

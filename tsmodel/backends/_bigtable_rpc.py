@@ -37,7 +37,7 @@ from google.api_core import exceptions as core_exceptions
 from google.api_core.retry import exponential_sleep_generator
 from google.cloud.bigtable.data.exceptions import RetryExceptionGroup
 
-from tsmodel._observe import RETRY_LOG, note_retry
+from tsmodel._observe import RETRIES, RETRY_LOG, RetryCount
 from tsmodel.backends import _bigtable_wire as wire
 from tsmodel.backends._chunks import ReadProgress, amerge_rows, merge_rows
 from tsmodel.backends.base import Row
@@ -190,6 +190,8 @@ class _MutateOperation:
         self.deadline = time.monotonic() + policy.operation_timeout
         self.delays = policy.delays()
         self.attempts = 0
+        #: Where the executor counts this call's retries (see tsmodel._observe).
+        self.retries = RETRIES.get()
 
     def attempt(self) -> _MutateAttempt:
         pending, request = self.pending, self.request
@@ -210,7 +212,8 @@ class _MutateOperation:
             _gave_up("MutateRows", self.request.table_name, self.attempts, attempt.cause,
                      f"{len(retry)} entries may not be applied")
             return None
-        _retrying("MutateRows", self.request.table_name, self.attempts, attempt.cause, delay,
+        _retrying(self.retries, "MutateRows", self.request.table_name, self.attempts,
+                  attempt.cause, delay,
                   f"{len(retry)} of {len(self.request.entries)} entries")
         self.pending = retry
         return delay
@@ -234,6 +237,9 @@ class _ReadOperation:
         self.delays = policy.delays()
         #: Attempts since the last progress.
         self.attempts = 0
+        #: Where the executor counts this read's retries: taken when the read
+        #: starts, since its rows are read later, in the caller's context.
+        self.retries = RETRIES.get()
         self._before: tuple[int, bytes | None] = (0, None)
 
     def timeout(self) -> float:
@@ -267,15 +273,16 @@ class _ReadOperation:
         self.request = wire.resume_request(self.request, progress, self.limit)
         if self.request is None:
             return None
-        _retrying("ReadRows", self.table_name, self.attempts, error, delay,
+        _retrying(self.retries, "ReadRows", self.table_name, self.attempts, error, delay,
                   f"resuming after {progress.rows} rows")
         return delay
 
 
-def _retrying(method: str, table_name: str, attempt: int, cause: BaseException | None,
-              delay: float, what: str) -> None:
+def _retrying(count: RetryCount | None, method: str, table_name: str, attempt: int,
+              cause: BaseException | None, delay: float, what: str) -> None:
     """Count and log one retry (INFO on ``tsmodel.bigtable``)."""
-    note_retry()
+    if count is not None:
+        count.n += 1
     table = table_name.rsplit("/", 1)[-1]
     RETRY_LOG.info("%s of table %r: attempt %d failed (%s); retrying %s in %.3f s",
                    method, table, attempt, _describe(cause), what, delay,

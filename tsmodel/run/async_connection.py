@@ -286,9 +286,9 @@ class AsyncConnection:
                           op: Operation) -> list[Row] | errors.BackendError:
         """The rows of a read a save needs (timed; its rows are not the save's rows)."""
         try:
-            return [row async for row in op.astream(
-                request.table, aiter(self.backend.read_rows(request)), counted=False,
-                ends=False)]
+            rows, count = op.read(request.table, lambda: self.backend.read_rows(request))
+            return [row async for row in op.astream(request.table, rows, count, counted=False,
+                                                    ends=False)]
         except errors.BackendError as exc:
             return exc
 
@@ -299,11 +299,11 @@ class AsyncConnection:
         else a ``read``)."""
         op = self._observer.operation(kind_of_read(request), request.table)
         try:
-            rows = self.backend.read_rows(request)
+            rows, count = op.read(request.table, lambda: self.backend.read_rows(request))
         except BaseException as exc:
             op.end(error=exc)
             raise
-        return op.astream(request.table, aiter(rows))
+        return op.astream(request.table, rows, count)
 
     async def read_all(self, request: ReadRequest) -> list[Row]:
         """The rows of one backend read, in a list."""

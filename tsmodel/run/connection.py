@@ -334,8 +334,8 @@ class Connection:
     def _read_whole(self, request: ReadRequest, op: Operation) -> list[Row] | errors.BackendError:
         """The rows of a read a save needs (timed; its rows are not the save's rows)."""
         try:
-            return list(op.stream(request.table, iter(self.backend.read_rows(request)),
-                                  counted=False, ends=False))
+            rows, count = op.read(request.table, lambda: self.backend.read_rows(request))
+            return list(op.stream(request.table, rows, count, counted=False, ends=False))
         except errors.BackendError as exc:
             return exc
 
@@ -374,11 +374,11 @@ class Connection:
         """
         op = self._observer.operation(kind_of_read(request), request.table)
         try:
-            rows = self.backend.read_rows(request)
+            rows, count = op.read(request.table, lambda: self.backend.read_rows(request))
         except BaseException as exc:
             op.end(error=exc)
             raise
-        return op.stream(request.table, iter(rows))
+        return op.stream(request.table, rows, count)
 
     def range(self, model: type[M], start: Any, end: Any, **kwargs: Any) -> Any:
         """``model.range(...)`` on this connection (``model.using(conn).range(...)``)."""

@@ -3,14 +3,15 @@
 The one instrumentation point of tsmodel. The sync and async connections
 open an :class:`Operation` for each save, delete, read and lookup (a read
 by row keys), and make each backend call of it through the operation
-(:meth:`Operation.call`, :meth:`Operation.stream`, :meth:`Operation.astream`),
+(:meth:`Operation.call`, :meth:`Operation.read` then :meth:`Operation.stream`
+or :meth:`Operation.astream`),
 which
 
 * times the call: one waiting longer than the ``slow_call_threshold``
   setting is logged as a WARNING on ``tsmodel.calls``;
-* counts its retries (the Bigtable backend counts them into
-  :data:`tsmodel._observe.RETRIES`, set here around the call), rows, cells
-  and bytes;
+* counts its retries (the Bigtable backend counts them into the count that
+  :data:`tsmodel._observe.RETRIES` holds when its call starts, set here),
+  rows, cells and bytes;
 * at the end of a save or a delete, logs a summary of the outcomes at
   DEBUG on ``tsmodel.writes``;
 * with telemetry on (:attr:`~tsmodel.settings.Settings.telemetry`), ends an
@@ -26,7 +27,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from tsmodel._observe import CALL_LOG, RETRIES, WRITE_LOG, RetryCount
@@ -130,62 +131,89 @@ class Operation:
             RETRIES.reset(token)
             self._called("write", table, time.perf_counter() - started, count.n, rows)
 
-    def stream(self, table: str, rows: Iterator[Row], *, counted: bool = True,
-               ends: bool = True) -> Iterator[Row]:
+    def read(self, table: str, start: Callable[[], Any]) -> tuple[Any, RetryCount]:
+        """``start()``, the start of one read, and the count its retries go into.
+
+        The count is in the context while the read starts (the Bigtable
+        backend's sync reads send their request then); :meth:`stream` and
+        :meth:`astream` set it again for their first row (its async reads
+        start then).
+        """
+        count = RetryCount()
+        token = RETRIES.set(count)
+        try:
+            return start(), count
+        finally:
+            RETRIES.reset(token)
+
+    def stream(self, table: str, rows: Iterable[Row], count: RetryCount, *,
+               counted: bool = True, ends: bool = True) -> Iterator[Row]:
         """The rows of one read, timed (time waiting for the backend only) and counted.
 
         Args:
+            count: the read's retry count (:meth:`read`).
             counted: count the rows into the operation (not for the reads of a save).
             ends: end the operation with the read (a read or a lookup).
         """
-        count, waited, got = RetryCount(), 0.0, _Got()
-        error: BaseException | None = None
+        got = _Got()
+        detailed, error = self.detailed, None
+        clock = time.perf_counter
+        iterator = iter(rows)
+        token: Any = RETRIES.set(count)
+        waited = 0.0
         try:
-            while True:
-                token = RETRIES.set(count)
-                started = time.perf_counter()
-                try:
-                    row = next(rows)
-                except StopIteration:
-                    return
-                finally:
-                    waited += time.perf_counter() - started
+            started = clock()
+            for row in iterator:
+                waited += clock() - started
+                if token is not None:
                     RETRIES.reset(token)
-                got.add(row, self.detailed)
+                    token = None
+                got.rows += 1
+                if detailed:
+                    got.add(row)
                 yield row
+                started = clock()
+            waited += clock() - started
         except BaseException as exc:
             error = exc
             raise
         finally:
-            close = getattr(rows, "close", None)  # an abandoned read ends its stream now
+            if token is not None:
+                RETRIES.reset(token)
+            close = getattr(iterator, "close", None)  # an abandoned read ends its stream now
             if close is not None:
                 close()
             self._called("read", table, waited, count.n, got if counted else None)
             if ends:
                 self.end(error=None if isinstance(error, GeneratorExit) else error)
 
-    async def astream(self, table: str, rows: AsyncIterator[Row], *, counted: bool = True,
-                      ends: bool = True) -> AsyncIterator[Row]:
+    async def astream(self, table: str, rows: AsyncIterator[Row], count: RetryCount, *,
+                      counted: bool = True, ends: bool = True) -> AsyncIterator[Row]:
         """:meth:`stream` of an async iterator."""
-        count, waited, got = RetryCount(), 0.0, _Got()
-        error: BaseException | None = None
+        got = _Got()
+        detailed, error = self.detailed, None
+        clock = time.perf_counter
+        token: Any = RETRIES.set(count)
+        waited = 0.0
         try:
-            while True:
-                token = RETRIES.set(count)
-                started = time.perf_counter()
-                try:
-                    row = await anext(rows)
-                except StopAsyncIteration:
-                    return
-                finally:
-                    waited += time.perf_counter() - started
+            started = clock()
+            async for row in rows:
+                waited += clock() - started
+                if token is not None:
                     RETRIES.reset(token)
-                got.add(row, self.detailed)
+                    token = None
+                got.rows += 1
+                if detailed:
+                    got.add(row)
                 yield row
+                started = clock()
+            waited += clock() - started
         except BaseException as exc:
             error = exc
             raise
         finally:
+            if token is not None:
+                RETRIES.reset(token)
             aclose = getattr(rows, "aclose", None)
             if aclose is not None:
                 await aclose()
@@ -255,11 +283,10 @@ class _Got:
     def __init__(self) -> None:
         self.rows = self.cells = self.bytes = 0
 
-    def add(self, row: Row, detailed: bool) -> None:
-        self.rows += 1
-        if detailed:
-            self.cells += len(row.cells)
-            self.bytes += len(row.key) + sum(len(c.qualifier) + len(c.value) for c in row.cells)
+    def add(self, row: Row) -> None:
+        """Count the cells and bytes of a row (its count is kept by the caller)."""
+        self.cells += len(row.cells)
+        self.bytes += len(row.key) + sum(len(c.qualifier) + len(c.value) for c in row.cells)
 
 
 def _written(rows: Sequence[RowMutation]) -> tuple[int, int]:
