@@ -1,16 +1,16 @@
 """tsmodel's loggers, and the retries of the backend call in progress.
 
-The library logs through the standard :mod:`logging` module under these
+The library logs through the standard `logging` module under these
 names and never configures logging itself: this module gives the
 ``tsmodel`` logger a ``NullHandler`` (``tsmodel/__init__.py`` imports it
 first), so nothing is printed until the application configures logging
 (docs/operations.md). Refused scans are logged on ``tsmodel.queries`` by
-:class:`~tsmodel.errors.ScanRefusedError` itself (errors.py imports
+`ScanRefusedError` itself (errors.py imports
 nothing of tsmodel).
 
-The Bigtable backend counts its retries into the :class:`RetryCount` that
-:data:`RETRIES`, a context variable, holds when one of its operations starts;
-the executors (:mod:`tsmodel.run.observe`) set it around the start of each
+The Bigtable backend counts its retries into the `RetryCount` that
+`RETRIES`, a context variable, holds when one of its operations starts;
+the executors (`tsmodel.run.observe`) set it around the start of each
 backend call, so a call made on a worker thread or in an asyncio task counts
 into its own count, never into a neighbour's.
 """

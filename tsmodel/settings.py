@@ -1,10 +1,10 @@
 """Connection settings: timeouts, retries, credentials, app profile, logging and telemetry.
 
-One frozen :class:`Settings` holds everything a connection can be told, from
+One frozen `Settings` holds everything a connection can be told, from
 keyword arguments (``ts.connect(url, read_attempt_timeout=5)``) or the URL's
 query options (``bigtable://p/i?app_profile=batch&retry_attempts=3``).
 Every name and value is checked when the connection opens: a misspelt name
-raises :class:`~tsmodel.errors.ConfigurationError` naming it, the closest
+raises `ConfigurationError` naming it, the closest
 valid name and the list of valid ones; a value out of range names the
 setting, the value and what it must be.
 
@@ -120,7 +120,7 @@ def _text(text: str) -> str:
 
 def _setting(default: Any, validator: Callable[..., None],
              url: Callable[[str], Any] | None, expects: str = "") -> Any:
-    """A field of :class:`Settings`: how a URL option spells it (``url=None``: keyword only)."""
+    """A field of `Settings`: how a URL option spells it (``url=None``: keyword only)."""
     return attrs.field(default=default, validator=validator, kw_only=True,
                        metadata={"url": url, "expects": expects})
 
@@ -129,7 +129,7 @@ def _setting(default: Any, validator: Callable[..., None],
 class Settings:
     """The settings of a connection (see docs/operations.md for the table).
 
-    Give them to :func:`tsmodel.connect` (or :func:`tsmodel.connect_async`)
+    Give them to `tsmodel.connect()` (or `tsmodel.connect_async()`)
     as keyword arguments, or as query options of the URL; keywords win over
     the URL. Every setting of Cloud Bigtable is accepted by the embedded
     store, which ignores it.

@@ -69,7 +69,7 @@ def split(url: str) -> SplitResult:
 
 def options(url: str, parts: SplitResult) -> dict[str, str]:
     """The query options of ``url``, each given once (their names are checked by
-    :func:`tsmodel.settings.resolve`).
+    `tsmodel.settings.resolve()`).
 
     Raises:
         ConfigurationError: an option is given twice; the message names it.

@@ -4,8 +4,8 @@ Tables, column families and GC rules go through the table admin client
 (``google.cloud.bigtable_admin_v2``). Data goes through google-cloud-bigtable's
 data client's gRPC channel, so its credentials, endpoint, channel refresh
 and warm-up apply, but the two data calls are made here with raw protobuf
-(`._bigtable_wire`, `._bigtable_rpc`) and rows are merged from
-the response chunks by `._chunks`: the client's proto-plus objects and
+(`_bigtable_wire`, `_bigtable_rpc`) and rows are merged from
+the response chunks by `_chunks`: the client's proto-plus objects and
 row merging cost several times the network on the emulator. The calls carry
 the routing header Cloud Bigtable requires, and keep the client's guarantees:
 per-entry outcomes and retries for writes, resumed streams for reads.
@@ -17,7 +17,7 @@ Only this backend (this module and its private ``_bigtable_*`` modules)
 imports ``google.cloud`` or ``grpc``: everything it returns or raises is a
 neutral type from `tsmodel.backends.base` or a
 `BackendError`. The few private names of the client
-it needs are all in `._client_private`, which fails loudly (with a
+it needs are all in `_client_private`, which fails loudly (with a
 `ConfigurationError`) when the installed client lacks one.
 """
 
@@ -532,7 +532,7 @@ def _absent_families(backend: Any, target: _Target, table: str,
     """The families of ``families`` the table lacks (or that could not be checked), with why.
 
     Families not known to exist yet are checked with one ``MutateRows``
-    call that changes nothing (`._bigtable_wire.family_check_request()`);
+    call that changes nothing (`_bigtable_wire.family_check_request()`);
     those found are remembered in ``backend._families``.
 
     Raises:

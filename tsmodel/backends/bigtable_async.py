@@ -1,11 +1,11 @@
 """Cloud Bigtable (and its emulator) under asyncio: an ``AsyncBackend``.
 
 The data path is the sync backend's, driven by an event loop: the same raw
-protobuf requests (`._bigtable_wire`), the same steps of a write
+protobuf requests (`_bigtable_wire`), the same steps of a write
 (`mutate_steps()`: batching, the emulator's
 refusals, the classification of each entry as APPLIED, FAILED or UNKNOWN),
-the same retry and resume policies (`._bigtable_rpc`) and the same chunk
-merger (`._chunks`); only the calls are awaited, on a ``grpc.aio``
+the same retry and resume policies (`_bigtable_rpc`) and the same chunk
+merger (`_chunks`); only the calls are awaited, on a ``grpc.aio``
 channel. On Cloud Bigtable that channel is the one google-cloud-bigtable's
 ``BigtableDataClientAsync`` builds, so its credentials, endpoint, channel
 refresh and warm-up apply; on the emulator it is a plain insecure channel

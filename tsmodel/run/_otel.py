@@ -1,10 +1,10 @@
 """OpenTelemetry spans and metrics of tsmodel's operations (the ``tsmodel[otel]`` extra).
 
 Imported only when a connection turns telemetry on
-(:attr:`~tsmodel.settings.Settings.telemetry`, or a provider given):
-the core never imports ``opentelemetry``. :mod:`tsmodel.run.observe`
-calls :meth:`Telemetry.start` when an operation begins and
-:meth:`Telemetry.end` when it is over.
+(`telemetry`, or a provider given):
+the core never imports ``opentelemetry``. `tsmodel.run.observe`
+calls `Telemetry.start()` when an operation begins and
+`Telemetry.end()` when it is over.
 
 Each operation is one span, ``tsmodel.save``, ``tsmodel.delete``,
 ``tsmodel.read``, ``tsmodel.lookup`` or ``tsmodel.write`` (a job's table

@@ -1,15 +1,15 @@
 """The asyncio connection: the sync connection's plans, carried out by an event loop.
 
-An :class:`AsyncConnection` runs the same write plans as
-:class:`~tsmodel.run.connection.Connection` (:class:`~tsmodel.plan.writes.SaveSchedule`:
+An `AsyncConnection` runs the same write plans as
+`Connection` (`SaveSchedule`:
 prior reads, main writes, companion writes, several batches on the way at
 once, the fold of outcomes into one result per entity) and the same schema plans
-(:func:`~tsmodel.plan.schema.plan_steps`, :func:`~tsmodel.plan.schema.apply_steps`);
+(`plan_steps()`, `apply_steps()`);
 it only awaits the backend calls the steps ask for. The independent calls
 of one step (the writes to the current-value and alternate-key tables, the
 reads of several salts) go out concurrently.
 
-Open one with :func:`connect_async`::
+Open one with `connect_async()`:
 
     async with ts.connect_async("bigtable://my-project/my-instance") as db:
         await db.save_all(events)
@@ -61,15 +61,15 @@ class AsyncConnection:
     """An asyncio backend plus the model-level operations on it.
 
     Every method that reads or writes is a coroutine; queries come from
-    :meth:`range`, :meth:`current` and :meth:`snapshot` (or
+    `range()`, `current()` and `snapshot()` (or
     ``Model.using(db)``) and run with ``async for`` or ``await qs.count()``.
 
     Args:
-        backend: an open :class:`~tsmodel.backends.base.AsyncBackend`.
+        backend: an open `AsyncBackend`.
         batch_size: entities per bulk write call.
         flow: what a save keeps on the way at once (as for
-            :class:`tsmodel.Connection`).
-        settings: as for :class:`tsmodel.Connection`.
+            `tsmodel.Connection`).
+        settings: as for `tsmodel.Connection`.
 
     Raises:
         ConfigurationError: telemetry is on but OpenTelemetry is not installed.
@@ -81,7 +81,7 @@ class AsyncConnection:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self.settings = settings
-        #: The one instrumentation point (see :class:`tsmodel.Connection`).
+        #: The one instrumentation point (see `tsmodel.Connection`).
         self._observer = Observer(settings)
         self.backend = backend
         self.batch_size = batch_size
@@ -113,7 +113,7 @@ class AsyncConnection:
     async def create_tables(self, *models: type) -> list[TableSpec]:
         """Create every table the models need, or bring it in step (idempotent).
 
-        See :meth:`tsmodel.Connection.create_tables`: the same schema plan, applied.
+        See `tsmodel.Connection.create_tables()`: the same schema plan, applied.
 
         Returns:
             The tables the models need, merged by name.
@@ -129,12 +129,12 @@ class AsyncConnection:
 
     async def plan_schema(self, *models: type, drop: bool = False,
                           drop_tables: Iterable[str] = ()) -> schema.SchemaPlan:
-        """The schema plan of the models here (see :func:`tsmodel.plan.schema.plan`)."""
+        """The schema plan of the models here (see `tsmodel.plan.schema.plan()`)."""
         return await self._run_calls(schema.plan_steps(*models, drop=drop,
                                                        drop_tables=drop_tables))
 
     async def apply_schema(self, plan: schema.SchemaPlan) -> tuple[schema.Change, ...]:
-        """Carry out a schema plan (see :func:`tsmodel.plan.schema.apply`)."""
+        """Carry out a schema plan (see `tsmodel.plan.schema.apply()`)."""
         return await self._run_calls(schema.apply_steps(plan))
 
     async def drop_tables(self, *models: type) -> None:
@@ -168,11 +168,11 @@ class AsyncConnection:
                        accept_expired: bool = False, validate_first: bool = True) -> WriteResult:
         """Write many entities in batches; report the outcome entity by entity.
 
-        The same plan as :meth:`tsmodel.Connection.save_all`, with the same
+        The same plan as `tsmodel.Connection.save_all()`, with the same
         arguments and result; the writes of one step go out concurrently.
 
         Returns:
-            The :class:`~tsmodel.WriteResult`, one entry per entity: WRITTEN,
+            The `WriteResult`, one entry per entity: WRITTEN,
             FAILED, UNKNOWN (the server may have applied it) or PARTIAL.
 
         Raises:
@@ -188,7 +188,7 @@ class AsyncConnection:
         return result
 
     async def delete(self, entity: Any) -> None:
-        """Delete one event from every table of its model (see :meth:`delete_all`).
+        """Delete one event from every table of its model (see `delete_all()`).
 
         Raises:
             ValidationError: the entity's key or time cannot be encoded.
@@ -200,7 +200,7 @@ class AsyncConnection:
                          raise_on_failure: bool = True) -> WriteResult:
         """Delete events from every table of their models; report entity by entity.
 
-        The same plan as :meth:`tsmodel.Connection.delete_all`, with the same
+        The same plan as `tsmodel.Connection.delete_all()`, with the same
         arguments and result; the calls of one step go out concurrently.
 
         Raises:
@@ -214,7 +214,7 @@ class AsyncConnection:
         return result
 
     async def update(self, model: type[M], /, **fields: Any) -> M:
-        """Change value fields of one stored event (see :meth:`tsmodel.Connection.update`).
+        """Change value fields of one stored event (see `tsmodel.Connection.update()`).
 
         Raises:
             QueryError: a key field or the time is missing, or a name is not
@@ -256,7 +256,7 @@ class AsyncConnection:
         return schedule.result()
 
     async def _call(self, call: ReadRequest | TableWrite, op: Operation) -> Any:
-        """The answer to one call of a save (see :class:`~tsmodel.plan.writes.SaveSchedule`)."""
+        """The answer to one call of a save (see `SaveSchedule`)."""
         if isinstance(call, TableWrite):
             return await self._send(call, op)
         return await self._read_whole(call, op)
@@ -322,7 +322,7 @@ class AsyncConnection:
         return self._queries(model).snapshot(period, **kwargs)
 
     async def latest(self, model: type[M], **key_fields: Any) -> M:
-        """The newest event of one entity (see :meth:`tsmodel.QuerySet.latest`).
+        """The newest event of one entity (see `tsmodel.QuerySet.latest()`).
 
         Raises:
             QueryError: key fields are missing.
@@ -332,8 +332,8 @@ class AsyncConnection:
         return found
 
     async def latest_many(self, model: type[M], keys: Iterable[Any]) -> Any:
-        """The newest event of each of many entities (a :class:`~tsmodel.LatestResult`;
-        see :meth:`tsmodel.QuerySet.latest_many`).
+        """The newest event of each of many entities (a `LatestResult`;
+        see `tsmodel.QuerySet.latest_many()`).
 
         Raises:
             QueryError: a key names an unknown field or lacks one; nothing was read.
@@ -348,7 +348,7 @@ class AsyncConnection:
 
 
 class _Connecting:
-    """What :func:`connect_async` returns: awaitable, or an ``async with`` context."""
+    """What `connect_async()` returns: awaitable, or an ``async with`` context."""
 
     def __init__(self, url: str | None, batch_size: int, flow: WriteFlow,
                  settings: dict[str, Any]) -> None:
@@ -383,19 +383,19 @@ class _Connecting:
 def connect_async(url: str | None = None, *,
                   batch_size: int = DEFAULT_BATCH_SIZE,
                   flow: WriteFlow = DEFAULT_FLOW, **settings: Any) -> _Connecting:
-    """Open an :class:`AsyncConnection`: ``db = await connect_async(url)``.
+    """Open an `AsyncConnection`: ``db = await connect_async(url)``.
 
     Or ``async with connect_async(url) as db:``, which closes it at the end.
     Call it from a running event loop. An async connection is never the
     default one: queries run on it with ``Model.using(db)`` or ``db.range(...)``.
 
     Args:
-        url: as for :func:`tsmodel.connect`. The embedded store runs its
+        url: as for `tsmodel.connect()`. The embedded store runs its
             SQLite calls in worker threads; Bigtable URLs use the gRPC
             asyncio channel of google-cloud-bigtable's async data client.
         batch_size: entities per bulk write call.
-        flow: what a save keeps on the way at once (:class:`~tsmodel.plan.writes.WriteFlow`).
-        **settings: as for :func:`tsmodel.connect`.
+        flow: what a save keeps on the way at once (`WriteFlow`).
+        **settings: as for `tsmodel.connect()`.
 
     Raises:
         ConfigurationError: the URL or a setting is not understood (when awaited).

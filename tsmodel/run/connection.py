@@ -1,6 +1,6 @@
 """Connections: tables from models, batched writes with per-entity results, reads.
 
-``tsmodel.connect(url)`` opens a backend, wraps it in a :class:`Connection`
+``tsmodel.connect(url)`` opens a backend, wraps it in a `Connection`
 and makes it the default one that ``Model.range`` and friends use. Without
 any ``connect()``, the default is an in-memory embedded store (or the URL in
 the ``TSMODEL_URL`` environment variable).
@@ -61,14 +61,14 @@ class Connection:
     """A backend plus the model-level operations on it.
 
     Args:
-        backend: an open :class:`~tsmodel.backends.base.Backend`.
+        backend: an open `Backend`.
         batch_size: entities per bulk write call.
         flow: how many batches (and bytes) a save keeps on the way at once,
             and whether companion tables are written with the main table
-            (:class:`~tsmodel.plan.writes.WriteFlow`). A backend whose calls
+            (`WriteFlow`). A backend whose calls
             do not overlap (``features.concurrent_calls`` false: the embedded
             store) gets its calls one after the other, in the same order.
-        settings: the connection's :class:`~tsmodel.settings.Settings`
+        settings: the connection's `Settings`
             (those of the backend's calls are given to the backend when
             it opens; here, the slow-call threshold and telemetry).
 
@@ -120,8 +120,8 @@ class Connection:
     def create_tables(self, *models: type) -> list[TableSpec]:
         """Create every table the models need, or bring it in step (idempotent).
 
-        The schema plan applied (:func:`tsmodel.plan.schema.plan`, then
-        :func:`~tsmodel.plan.schema.apply`): missing tables are created,
+        The schema plan applied (`tsmodel.plan.schema.plan()`, then
+        `apply()`): missing tables are created,
         missing families added, GC rules set; nothing is deleted.
 
         Returns:
@@ -151,7 +151,7 @@ class Connection:
         Raises:
             ValidationError: the entity cannot be stored; nothing was written.
             RetentionError: it is older than a family's max age (see
-                ``accept_expired`` of :meth:`save_all`).
+                ``accept_expired`` of `save_all()`).
             SaveError: a write failed or its outcome is unknown.
         """
         self.save_all([entity], accept_expired=accept_expired)
@@ -167,7 +167,7 @@ class Connection:
 
         Args:
             entities: model instances (of one or several models).
-            raise_on_failure: raise :class:`SaveError` (holding the result)
+            raise_on_failure: raise `SaveError` (holding the result)
                 when any entity is not fully written.
             accept_expired: save events older than a family's max age
                 (``retention=``) anyway; garbage collection deletes them at
@@ -180,7 +180,7 @@ class Connection:
                 batch, after the batches before it were sent.
 
         Returns:
-            The :class:`WriteResult`, one :class:`EntityResult` per entity.
+            The `WriteResult`, one `EntityResult` per entity.
 
         Raises:
             ValidationError: an entity cannot be stored; nothing was written
@@ -257,11 +257,11 @@ class Connection:
 
         Args:
             entities: model instances (of one or several models).
-            raise_on_failure: raise :class:`SaveError` (holding the result)
+            raise_on_failure: raise `SaveError` (holding the result)
                 when any deletion is not complete.
 
         Returns:
-            The :class:`WriteResult`, one :class:`EntityResult` per entity:
+            The `WriteResult`, one `EntityResult` per entity:
             WRITTEN (deleted everywhere), FAILED (the main table refused;
             nothing else was sent), UNKNOWN (the main deletion may have
             happened) or PARTIAL (a companion table is behind: ``ts.repair``).
@@ -326,7 +326,7 @@ class Connection:
         return out
 
     def _call(self, call: ReadRequest | TableWrite, op: Operation) -> Any:
-        """The answer to one call of a save (see :class:`~tsmodel.plan.writes.SaveSchedule`)."""
+        """The answer to one call of a save (see `SaveSchedule`)."""
         if isinstance(call, TableWrite):
             return self._send(call, op)
         return self._read_whole(call, op)
@@ -394,7 +394,7 @@ class Connection:
         return found
 
     def latest_many(self, model: type[M], keys: Iterable[Any]) -> Any:
-        """``model.latest_many(keys)`` on this connection (a :class:`~tsmodel.LatestResult`)."""
+        """``model.latest_many(keys)`` on this connection (a `LatestResult`)."""
         return self._queries(model).latest_many(keys)
 
     def _queries(self, model: type) -> Any:
@@ -430,20 +430,20 @@ def connect(url: str | None = None, *, default: bool = True,
             ``?read_attempt_timeout=5``... (see ``settings``).
         default: make it the connection that ``Model.range`` and friends use.
         batch_size: entities per bulk write call.
-        flow: what a save keeps on the way at once (:class:`~tsmodel.plan.writes.WriteFlow`).
+        flow: what a save keeps on the way at once (`WriteFlow`).
         cache: keep latest-value lookups in memory
-            (:class:`tsmodel.run.cache.CachingBackend`): a row this connection
+            (`tsmodel.run.cache.CachingBackend`): a row this connection
             writes is dropped at once; one written elsewhere shows within
             ``cache_ttl`` seconds.
         cache_size: the most cached lookups.
         cache_ttl: seconds a cached lookup lives.
         **settings: connection settings, over the URL's query options:
             timeouts, retries, credentials, client options, app profile,
-            slow-call threshold, telemetry (:class:`~tsmodel.settings.Settings`;
+            slow-call threshold, telemetry (`Settings`;
             the table in docs/operations.md).
 
     Returns:
-        The open :class:`Connection`.
+        The open `Connection`.
 
     Raises:
         ConfigurationError: the URL is not understood; a setting or URL

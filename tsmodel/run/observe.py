@@ -1,21 +1,21 @@
 """What the executors do around each operation: slow-call warnings, summaries, telemetry.
 
 The one instrumentation point of tsmodel. The sync and async connections
-open an :class:`Operation` for each save, delete, read and lookup (a read
+open an `Operation` for each save, delete, read and lookup (a read
 by row keys), and make each backend call of it through the operation
-(:meth:`Operation.call`, :meth:`Operation.read` then :meth:`Operation.stream`
-or :meth:`Operation.astream`),
+(`Operation.call()`, `Operation.read()` then `Operation.stream()`
+or `Operation.astream()`),
 which
 
 * times the call: one waiting longer than the ``slow_call_threshold``
   setting is logged as a WARNING on ``tsmodel.calls``;
 * counts its retries (the Bigtable backend counts them into the count that
-  :data:`tsmodel._observe.RETRIES` holds when its call starts, set here),
+  `tsmodel._observe.RETRIES` holds when its call starts, set here),
   rows, cells and bytes;
 * at the end of a save or a delete, logs a summary of the outcomes at
   DEBUG on ``tsmodel.writes``;
-* with telemetry on (:attr:`~tsmodel.settings.Settings.telemetry`), ends an
-  OpenTelemetry span and records metrics (:mod:`tsmodel.run._otel`).
+* with telemetry on (`telemetry`), ends an
+  OpenTelemetry span and records metrics (`tsmodel.run._otel`).
 
 Cells and bytes are counted only when something reads them (telemetry, or
 DEBUG on ``tsmodel.writes``): a row count is free, a byte count is not.
@@ -121,7 +121,7 @@ class Operation:
 
     async def acall(self, table: str, rows: Sequence[RowMutation],
                     make: Callable[[], Any]) -> Any:
-        """:meth:`call` of a coroutine function."""
+        """`call()` of a coroutine function."""
         count = RetryCount()
         token = RETRIES.set(count)
         started = time.perf_counter()
@@ -135,8 +135,8 @@ class Operation:
         """``start()``, the start of one read, and the count its retries go into.
 
         The count is in the context while the read starts (the Bigtable
-        backend's sync reads send their request then); :meth:`stream` and
-        :meth:`astream` set it again for their first row (its async reads
+        backend's sync reads send their request then); `stream()` and
+        `astream()` set it again for their first row (its async reads
         start then).
         """
         count = RetryCount()
@@ -151,7 +151,7 @@ class Operation:
         """The rows of one read, timed (time waiting for the backend only) and counted.
 
         Args:
-            count: the read's retry count (:meth:`read`).
+            count: the read's retry count (`read()`).
             counted: count the rows into the operation (not for the reads of a save).
             ends: end the operation with the read (a read or a lookup).
         """
@@ -189,7 +189,7 @@ class Operation:
 
     async def astream(self, table: str, rows: AsyncIterator[Row], count: RetryCount, *,
                       counted: bool = True, ends: bool = True) -> AsyncIterator[Row]:
-        """:meth:`stream` of an async iterator."""
+        """`stream()` of an async iterator."""
         got = _Got()
         detailed, error = self.detailed, None
         clock = time.perf_counter
@@ -251,7 +251,7 @@ class Operation:
         """The operation is over: log its summary (saves and deletes), end its span.
 
         Args:
-            result: the :class:`~tsmodel.WriteResult` of a save or a delete.
+            result: the `WriteResult` of a save or a delete.
             error: what it raised, if it did.
         """
         seconds = time.perf_counter() - self._started
