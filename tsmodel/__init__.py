@@ -20,6 +20,7 @@ from tsmodel.declare.fields import (
     alternate,
     constant,
     key,
+    rollup,
     salt,
     snapshot,
     timestamp,
@@ -82,7 +83,7 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     # declaring models
     "model", "Model", "key", "timestamp", "value", "version", "constant", "salt", "Protobuf",
-    "Layout", "rows", "cells", "columns", "offsets", "alternate", "snapshot",
+    "Layout", "rows", "cells", "columns", "offsets", "alternate", "snapshot", "rollup",
     # companion-table jobs
     "build_snapshot", "SnapshotReport", "SnapshotError", "repair", "RepairReport",
     "Serialization", "ModelSpec", "spec_of",

@@ -22,8 +22,8 @@ from tsmodel import errors
 from tsmodel.encoding.codecs import Codec
 
 __all__ = ["key", "timestamp", "value", "version", "constant", "salt", "alternate", "snapshot",
-           "KeyInfo", "TimestampInfo", "ValueInfo", "VersionInfo", "Constant", "Salt", "Alternate",
-           "Snapshot", "META"]
+           "rollup", "KeyInfo", "TimestampInfo", "ValueInfo", "VersionInfo", "Constant", "Salt",
+           "Alternate", "Snapshot", "Rollup", "META"]
 
 #: The metadata key under which tsmodel stores a field's declaration.
 META = "tsmodel"
@@ -317,3 +317,41 @@ def snapshot(pattern: str, *, period: str | timedelta = "day",
             default: the main table's key.
     """
     return Snapshot(pattern, period, tuple(key) if isinstance(key, list) else key)
+
+
+@attrs.frozen
+class Rollup:
+    """A rollup table: per entity and time bucket, aggregates of value fields."""
+
+    table: str
+    every: str | timedelta
+    fields: tuple[str, ...] | None
+    family: str | None
+    retention: timedelta | None
+
+
+def rollup(table: str, every: str | timedelta, *, fields: tuple[str, ...] | list[str] | None = None,
+           family: str | None = None, retention: timedelta | None = None) -> Rollup:
+    """Declare a rollup table: the model's events summed up per entity and time bucket.
+
+    Every save, update and delete of the model keeps it exact: the buckets it
+    touches are recomputed from the main table (docs/rollups.md). A row holds,
+    for one entity (the model's key fields) and one bucket
+    ``[start, start + every)``, the events' ``count`` and, per value field
+    ``f``, ``f_count`` (events with a value), ``f_sum``, ``f_min``, ``f_max``,
+    ``f_last`` (the value of the newest event) and ``f_mean``
+    (``f_sum / f_count``, computed on read).
+
+    Args:
+        table: the rollup table, e.g. ``"METRIC_1H"``.
+        every: the bucket size: ``"30s"``, ``"15min"``, ``"1h"``, ``"1d"`` or a
+            ``timedelta`` (whole milliseconds); buckets start at multiples of it
+            since the epoch (UTC).
+        fields: the value fields to aggregate (``int`` or ``float`` fields);
+            default: every ``int`` and ``float`` value field.
+        family: the rollup table's column family (default: the model's).
+        retention: keep rollup rows this long (a max-age GC rule on the bucket
+            start); default: forever, whatever the main table keeps.
+    """
+    names = tuple(fields) if isinstance(fields, (list, tuple)) else fields
+    return Rollup(table, every, names, family, retention)

@@ -35,6 +35,7 @@ from tsmodel.declare.fields import (
     Alternate,
     Constant,
     KeyInfo,
+    Rollup,
     Salt,
     Snapshot,
     TimestampInfo,
@@ -45,6 +46,7 @@ from tsmodel.declare.fields import (
     value,
     version,
 )
+from tsmodel.declare.rollups import derive_rollup
 from tsmodel.declare.salts import check_salt_function
 from tsmodel.declare.spec import SPEC_ATTR, ModelSpec, ValueSpec
 from tsmodel.encoding.buckets import make_bucket
@@ -77,14 +79,14 @@ T = TypeVar("T", bound=type)
 #: Bigtable's limit on the size of a row key.
 MAX_ROW_KEY_BYTES = 4096
 _RESERVED = frozenset({"range", "latest", "latest_many", "current", "snapshot", "using",
-                       "DoesNotExist"})
+                       "rollup", "DoesNotExist"})
 
 
-#: The class whose query class methods (range, latest, latest_many, current, snapshot, using)
-#: ``@model`` gives every model: `tsmodel.Model`, registered by the
-#: query layer (`tsmodel.run.query`) when it is imported.
+#: The class whose query class methods (range, latest, latest_many, current, snapshot,
+#: using, rollup) ``@model`` gives every model: :class:`tsmodel.Model`, registered by the
+#: query layer (:mod:`tsmodel.run.query`) when it is imported.
 _query_methods: type | None = None
-QUERY_METHODS = ("range", "latest", "latest_many", "current", "snapshot", "using")
+QUERY_METHODS = ("range", "latest", "latest_many", "current", "snapshot", "using", "rollup")
 
 
 def provide_query_methods(source: type) -> None:
@@ -105,6 +107,7 @@ def model(
     retention: timedelta | None = None, max_versions: int | None = None,
     alternates: Sequence[Alternate] = (), snapshot: Snapshot | None = None,
     event_time_cells: bool = True, unknown_columns: str = "ignore",
+    rollups: Sequence[Rollup] = (),
 ) -> Callable[[T], T]: ...
 
 
@@ -118,6 +121,7 @@ def model(
     retention: timedelta | None = None, max_versions: int | None = None,
     alternates: Sequence[Alternate] = (), snapshot: Snapshot | None = None,
     event_time_cells: bool = True, unknown_columns: str = "ignore",
+    rollups: Sequence[Rollup] = (),
 ) -> Any:
     """Declare a model class: its table, row key, timestamp and value columns.
 
@@ -165,6 +169,10 @@ def model(
             `CellDecodingError` naming the row and the column.
             Families no field declares are never read (a read filters by
             family).
+        rollups: rollup tables (:func:`tsmodel.rollup`): aggregates per
+            entity and time bucket, kept exact by every save, update and
+            delete; read with ``Model.rollup(every)`` and
+            :meth:`tsmodel.QuerySet.resample`.
 
     Raises:
         DeclarationError: the declaration cannot work; the message says why
@@ -187,9 +195,14 @@ def model(
             max_rate=max_rate, retention=retention, max_versions=max_versions,
             alternates=alternates, snapshot=snapshot, event_time_cells=event_time_cells,
             unknown_columns=unknown_columns)
+        if not isinstance(rollups, Sequence) or isinstance(rollups, (str, bytes)) or not all(
+                isinstance(r, Rollup) for r in rollups):
+            raise errors.DeclarationError(
+                f"{klass.__name__}: @ts.model(rollups={params.show(rollups)}): rollups must be "
+                "a list of ts.rollup(...), e.g. rollups=[ts.rollup('METRIC_1H', '1h')]")
         options = _Options(table, family, current, separator, serialization, allow_hotspot,
                            layout, max_rate, retention, max_versions, tuple(alternates),
-                           snapshot, event_time_cells, unknown_columns)
+                           snapshot, event_time_cells, unknown_columns, tuple(rollups))
         return _build(klass, options)
 
     if cls is not None:
@@ -216,6 +229,7 @@ class _Options:
     snapshot: Snapshot | None = None
     event_time_cells: bool = True
     unknown_columns: str = "ignore"
+    rollups: tuple[Rollup, ...] = ()
 
 
 def _build(cls: type, options: _Options) -> type:
@@ -352,11 +366,11 @@ def _make_spec(
         unknown_columns=options.unknown_columns,
     )
     spec = _finish_layout(spec, options)
-    return _with_companions(spec, options, hints, sep)
+    return _with_companions(spec, options, hints, sep, items)
 
 
 def _with_companions(spec: ModelSpec, options: _Options, hints: dict[str, Any],
-                     sep: bytes) -> ModelSpec:
+                     sep: bytes, items: list[tuple[str, Any]]) -> ModelSpec:
     """Derive and check the alternate-key and snapshot table specs."""
     def make(attr: str, info: Any, hint: Any) -> Segment:
         return _segment(spec.name, attr, info, hint, sep)
@@ -377,7 +391,25 @@ def _with_companions(spec: ModelSpec, options: _Options, hints: dict[str, Any],
         problem = derived.layout.check(derived)
         if problem:
             raise errors.DeclarationError(f"{spec.name} ({derived.table}): {problem}")
-    return attrs.evolve(spec, alternates=alternates, snapshot=snap)
+    spec = attrs.evolve(spec, alternates=alternates, snapshot=snap)
+    if not options.rollups:
+        return spec
+
+    def build(cls: type, table: str, family: str, retention: timedelta | None,
+              allow_hotspot: bool) -> type:
+        return _build(cls, _Options(table, family, None, options.separator, None,
+                                    allow_hotspot, retention=retention))
+
+    rollups = tuple(derive_rollup(spec, r, items, hints, options.allow_hotspot, build)
+                    for r in options.rollups)
+    names = [*tables, *(r.table for r in rollups)]
+    if len({t for t in names if t}) != len([t for t in names if t]):
+        raise errors.DeclarationError(f"{spec.name}: two of its tables have the same name "
+                                      "(a rollup table names another of its tables)")
+    sizes = [r.every for r in rollups]
+    if len(set(sizes)) != len(sizes):
+        raise errors.DeclarationError(f"{spec.name}: two rollups have the same bucket size")
+    return attrs.evolve(spec, rollups=rollups)
 
 
 def _finish_layout(spec: ModelSpec, options: _Options) -> ModelSpec:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from tsmodel.encoding.serialization import BoundSerialization
 
-__all__ = ["ValueSpec", "ModelSpec", "SnapshotSpec", "spec_of"]
+__all__ = ["ValueSpec", "ModelSpec", "SnapshotSpec", "RollupSpec", "spec_of"]
 
 #: The class attribute holding a model's `ModelSpec`.
 SPEC_ATTR = "__tsmodel__"
@@ -48,7 +48,9 @@ class ModelSpec:
         alternates: the specs of the alternate-key tables (same events,
             another row key order), written with every save.
         snapshot: the per-period snapshot tables, if declared.
-        codec: the main table's `TableCodec`.
+        rollups: the rollup tables (:func:`tsmodel.rollup`), kept in step with
+            every save and delete.
+        codec: the main table's :class:`~tsmodel.layouts.TableCodec`.
         current_codec: the current-value table's codec, or ``None``.
         event_time_cells: whether cell timestamps are event times (range
             reads then filter by them); ``False`` for a table whose cells
@@ -77,6 +79,7 @@ class ModelSpec:
     max_versions: int | None = 1
     alternates: tuple[ModelSpec, ...] = ()
     snapshot: SnapshotSpec | None = None
+    rollups: tuple[RollupSpec, ...] = ()
     event_time_cells: bool = True
     key_columns: tuple[ValueSpec, ...] = ()
     version_field: str | None = None
@@ -189,6 +192,38 @@ class SnapshotSpec:
         """[start, end) of the period holding ``when_us``, in microseconds."""
         start = self.period.start(when_us)
         return start, self.period.next(start)
+
+
+@attrs.frozen
+class RollupSpec:
+    """A rollup table of a model: aggregates per entity and time bucket.
+
+    Attributes:
+        table: the rollup table.
+        every: the bucket size, in microseconds (whole milliseconds); buckets
+            start at multiples of it since the epoch.
+        label: the bucket size as declared, for messages (``"1h"``).
+        fields: the value fields aggregated, in declaration order.
+        int_fields: those whose values are ints (their sums are exact ints).
+        model: the rollup row class (a model of the rollup table: key fields,
+            ``time`` the bucket start, ``count`` and ``<field>_<aggregate>``).
+    """
+
+    table: str
+    every: int
+    label: str
+    fields: tuple[str, ...]
+    int_fields: frozenset[str]
+    model: type = attrs.field(eq=False, repr=False)
+
+    @property
+    def spec(self) -> ModelSpec:
+        """The rollup table's spec (of :attr:`model`)."""
+        return spec_of(self.model)
+
+    def start(self, us: int) -> int:
+        """The start of the bucket holding ``us``."""
+        return us - us % self.every
 
 
 def spec_of(model: Any) -> ModelSpec:

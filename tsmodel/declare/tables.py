@@ -21,14 +21,15 @@ def table_specs(spec: ModelSpec) -> list[TableSpec]:
     new-cells and new-columns layouts. A declared ``retention`` adds a max-age
     rule (union: a cell goes when either rule says so). The current-value
     table keeps one version per column. Alternate-key tables get the main
-    table's rules; snapshot tables are created by the snapshot job.
+    table's rules; snapshot tables are created by the snapshot job. A
+    rollup table keeps one version per column, and its own ``retention``.
 
     Args:
         spec: the model's spec (`tsmodel.spec_of()`).
 
     Returns:
-        The main table, the alternate-key tables, then the current-value
-        table, if any; families sorted by name.
+        The main table, the alternate-key tables, the current-value table,
+        if any, then the rollup tables; families sorted by name.
     """
     main_rule = GcRule(max_versions=spec.max_versions, max_age=spec.retention)
     tables = [TableSpec(t.table, tuple((f, main_rule) for f in spec.families))
@@ -37,4 +38,6 @@ def table_specs(spec: ModelSpec) -> list[TableSpec]:
         one_version = GcRule(max_versions=1)
         tables.append(TableSpec(spec.current_table,
                                 tuple((f, one_version) for f in spec.families)))
+    for rollup in spec.rollups:
+        tables.extend(table_specs(rollup.spec))
     return tables

@@ -6,8 +6,9 @@ the repair and snapshot jobs) send what it plans and hand the outcomes back.
 A save goes batch by batch. Each batch writes each event to its model's
 main table and to the companion tables: the current-value table (one row per
 entity key: the newest event of the batch stands for the others) and each
-alternate-key table. `SaveSchedule` hands the calls out, several
-batches at once, companions with their main write once the main table is
+alternate-key table; last, the rollup rows its events fall in are recomputed
+from the main table (:mod:`tsmodel.plan.rollups`). :class:`SaveSchedule` hands
+the calls out, several batches at once, companions with their main write once the main table is
 known to take writes, and order kept between writes where Bigtable's "last
 written wins" makes it matter. `WritePlan.result()` folds the outcomes
 into one `EntityResult` per entity.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import enum
 import itertools
-from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
 import attrs
@@ -38,12 +39,13 @@ from tsmodel.backends.base import (
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.layouts import EncodedRow
 from tsmodel.plan.retention import retention_message, retention_problems
+from tsmodel.plan.rollups import RollupRefresh
 
 _MS = 1_000
 
 __all__ = ["EncodedEvent", "encode_event", "TableWrite", "WritePlan", "WriteStatus",
            "EntityResult", "WriteResult", "ReadStep", "WriteStep", "WriteFlow",
-           "SaveSchedule", "prepare_save", "schedule_save"]
+           "SaveSchedule", "prepare_save", "schedule_save", "refresh_steps"]
 
 
 class EncodedEvent(NamedTuple):
@@ -63,7 +65,9 @@ class EncodedEvent(NamedTuple):
         current_key: its row key there, or ``None``.
         current_mutations: its cells there (often the same tuple as ``mutations``).
         alternates: its row in each alternate-key table.
-        spec: the model's spec, where the event may correct one stored before.
+        spec: the model's spec, where the event may correct one stored before
+            (its cells depend on its values) or has rollups: a batch that holds
+            one reads before or after its writes, and goes alone.
     """
 
     entity: Any
@@ -133,14 +137,15 @@ def _encode(spec: ModelSpec, entity: Any) -> EncodedEvent:
     current = None
     if spec.current_codec is not None:
         current = spec.current_codec.row(entity, parts, us, encoded, like=main)
-    if not spec.alternates and not spec.corrections_read_first:  # the common case, inline
+    if not spec.alternates and not spec.corrections_read_first and not spec.rollups:
+        # the common case, inline
         if current is None:
             return EncodedEvent(entity, main.table, main.key, us, main.mutations)
         return EncodedEvent(entity, main.table, main.key, us, main.mutations, current.table,
                             current.key, current.mutations)
     alternates = tuple(alt.codec.encode(entity) for alt in spec.alternates)
     return EncodedEvent.of(entity, main, current, alternates,
-                           spec if spec.corrections_read_first else None)
+                           spec if spec.corrections_read_first or spec.rollups else None)
 
 
 @attrs.frozen
@@ -302,7 +307,7 @@ class WritePlan:
         wanted: dict[str, tuple[ModelSpec, set[bytes], list[int]]] = {}
         for i in batch:
             ev = self.events[i]
-            if ev.spec is not None:
+            if ev.spec is not None and ev.spec.corrections_read_first:
                 spec, keys, times = wanted.setdefault(ev.table, (ev.spec, set(), []))
                 keys.add(ev.key)
                 times.append(ev.timestamp)
@@ -447,6 +452,22 @@ class WritePlan:
             for row in (*self._stale.get(i, ()), *self.events[i].alternates):
                 by_table.setdefault(row.table, []).append((i, row.row_mutation()))
         return [self._write(table, items) for table, items in by_table.items()]
+
+    def rollup_refresh(self, batch: range) -> RollupRefresh:
+        """The recompute of the rollup rows that the batch's events fall in.
+
+        Entities whose main write FAILED are left out (nothing changed for
+        them); call it once the main outcomes are recorded.
+        """
+        refresh = RollupRefresh()
+        outcomes, failed = self._outcomes, MutationStatus.FAILED
+        for i in batch:
+            ev = self.events[i]
+            if ev.spec is None or not ev.spec.rollups or i in self._superseded or (
+                    outcomes[i] and outcomes[i][0][1].status is failed):
+                continue
+            refresh.add(ev.spec, ev.entity, self._groups.get(i, (i,)))
+        return refresh
 
     def record(self, write: TableWrite, outcomes: Sequence[MutationOutcome]) -> None:
         """Record the backend's outcome of each row of ``write``."""
@@ -721,8 +742,10 @@ class SaveSchedule:
     current-value or alternate rows).
 
     Up to ``flow.batches`` batches (and ``flow.bytes``) are out at once.
-    A batch that reads first, or sends its companions after its main
-    write, goes alone: what it reads must include every earlier write. Any
+    A batch that reads first, reads its rollup buckets after its writes,
+    or sends its companions after its main write, goes alone: what it
+    reads must include every earlier write, and what it writes from its
+    reads must land before any later write. Any
     other batch's writes are handed out at once, except a write that must
     land after one handed out before it and not yet answered: one that sets
     a cell it sets too, or deletes cells where it sets some, in the same
@@ -922,7 +945,8 @@ def _size(ev: EncodedEvent) -> int:
 
 def _batch_steps(plan: WritePlan, batch: range, together: bool,
                  trusted: set[str]) -> BatchSteps:
-    """The steps of one batch: prior reads, then the main and companion writes."""
+    """The steps of one batch: prior reads, the main and companion writes, then the
+    rollup refresh."""
     reads = plan.prior_reads(batch)
     if reads:
         answers = yield ReadStep(tuple(reads))
@@ -943,6 +967,29 @@ def _batch_steps(plan: WritePlan, batch: range, together: bool,
             outcomes = yield WriteStep(tuple(companions))
             for write, outcome in zip(companions, outcomes, strict=True):
                 plan.record(write, outcome)
+    refresh = plan.rollup_refresh(batch)
+    if refresh:
+        yield from refresh_steps(refresh, plan.record)
+
+
+def refresh_steps(refresh: RollupRefresh, record: Callable[[TableWrite, Sequence[
+        MutationOutcome]], None]) -> Generator[ReadStep | WriteStep, Any, None]:
+    """Recompute rollup rows: read their buckets' events, then write them whole.
+
+    The steps of a save's batch, a delete's and a repair's: ``record`` takes
+    each write's outcomes (a failed read FAILS its slots' rows: ``PARTIAL``).
+    """
+    reads = refresh.plan_reads()
+    answers = yield ReadStep(tuple(reads))
+    rows, refused = refresh.rows(answers)
+    for table, members, outcome in refused:
+        record(TableWrite(table, (), (members,), grouped=True), (outcome,))
+    writes = [TableWrite(table, tuple(r for _, r in items), tuple(m for m, _ in items),
+                         grouped=True) for table, items in rows.items()]
+    if writes:
+        outcomes = yield WriteStep(tuple(writes))
+        for write, outcome in zip(writes, outcomes, strict=True):
+            record(write, outcome)
 
 
 def _learn(trusted: set[str], table: str, outcomes: Sequence[MutationOutcome]) -> None:

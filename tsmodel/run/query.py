@@ -10,7 +10,15 @@ where the backend gains from it) into the one merge of
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterable, Iterator, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Generic, TypeVar, overload
 
@@ -36,6 +44,7 @@ from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection, get_default_connection
 from tsmodel.run.fanout import astream, stream
 from tsmodel.run.latest import arun_latest_many, run_latest_many
+from tsmodel.run.resample import Resample, every_of
 
 __all__ = ["QuerySet", "AsyncQuerySet", "ReadPlan", "Model"]
 
@@ -179,6 +188,50 @@ class QuerySet(Generic[M]):
         if self._state.mode == "current":
             raise errors.QueryError(f"{self._spec.name}: history() reads range(...) queries")
         return self._clone(history=True)
+
+    def rollup(self, every: str | timedelta) -> QuerySet[Any]:
+        """Queries of the model's rollup table of bucket size ``every`` (``"1h"``).
+
+        Its rows are instances of the rollup row class: the key fields,
+        ``time`` (the bucket start), ``count`` and ``<field>_count``,
+        ``_sum``, ``_min``, ``_max``, ``_last``, ``_mean``; refine it like any
+        query: ``Metric.rollup("1h").range(start, end, host="h1")`` selects
+        the buckets that start in ``[start, end)``.
+
+        Raises:
+            QueryError: the model declares no rollup of that size.
+        """
+        size = every_of(self._spec.name, every)
+        for rollup in self._spec.rollups:
+            if rollup.every == size:
+                return _bound(rollup.model, self._connection)
+        declared = ", ".join(r.label for r in self._spec.rollups) or "none"
+        raise errors.QueryError(f"{self._spec.name} declares no rollup of {every!r} "
+                                f"(rollups: {declared}); declare rollups=[ts.rollup(...)]")
+
+    def resample(self, every: str | timedelta, *,
+                 fields: Sequence[str] | None = None) -> Resample:
+        """The range's aggregates per entity and bucket of ``every`` (``"1h"``, ``"1d"``).
+
+        Iterate the result (``async for`` on an async connection) for
+        :class:`~tsmodel.Window` s by entity then time: ``count`` and, per
+        field, ``count``, ``sum``, ``min``, ``max``, ``last`` and ``mean``
+        (``w.fields["cpu"].mean`` or ``w.cpu_mean``). Buckets start at
+        multiples of ``every`` since the epoch. A rollup table serves it
+        when its bucket size divides ``every``, the range starts and ends on
+        its bucket boundaries, and it holds the fields: else the raw events
+        are read. ``resample(...).explain()`` says which.
+
+        Args:
+            every: the bucket size: ``"30s"``, ``"15min"``, ``"1h"``, ``"1d"``
+                or a ``timedelta``.
+            fields: the int and float value fields to aggregate (default: all).
+
+        Raises:
+            QueryError: not a ``range(...)`` query, a limit or
+                ``newest_first()`` given, or a field that is not a number.
+        """
+        return Resample(self, every_of(self._spec.name, every), fields)
 
     @overload
     def using(self, connection: AsyncConnection) -> AsyncQuerySet[M]: ...
@@ -700,6 +753,12 @@ class Model:
     def snapshot(cls, period: datetime, **key_prefix: Any) -> QuerySet[Self]:
         """Every event of one period, from its snapshot table; see `QuerySet.snapshot()`."""
         return QuerySet(cls).snapshot(period, **key_prefix)
+
+    @classmethod
+    def rollup(cls, every: str | timedelta) -> QuerySet[Any]:
+        """Queries of the model's rollup table of bucket size ``every``; see
+        :meth:`tsmodel.QuerySet.rollup`."""
+        return QuerySet(cls).rollup(every)
 
     @classmethod
     def current(cls, *, allow_scan: bool = False, **key_prefix: Any) -> QuerySet[Self]:

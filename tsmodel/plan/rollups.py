@@ -1,0 +1,476 @@
+"""Rollups: the aggregates of a bucket, kept exact by recomputing them. Pure.
+
+Every save, update, delete and repair of a model with rollups
+(:func:`tsmodel.rollup`) ends with a *refresh* of the (entity, bucket) slots
+it touched: each slot's events are read back from the main table (one
+read per bucket and table for all the entities of a batch) and its rollup
+row is written anew from them, whole (``DeleteRow`` then the cells, in one
+atomic row mutation). A rollup row is therefore a function of the main
+table alone: replays, out-of-order events, corrections and deletes leave
+it exactly as if the events had come once, in order.
+:class:`RollupRefresh` plans the reads and the writes;
+:class:`Accumulator` is the one aggregation, used by the refresh and by
+:meth:`tsmodel.QuerySet.resample` over raw events or rollup rows.
+
+Aggregates, per value field ``f`` of a bucket: ``f_count`` (events with a
+value), ``f_sum`` (an exact int for int fields; for float fields the
+correctly rounded sum, :func:`math.fsum`, whatever the order of the
+events), ``f_min`` and ``f_max`` (NaN when a value is NaN), ``f_last`` (the
+value of the newest event with one) and ``f_mean`` (``f_sum / f_count``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from tsmodel import errors
+from tsmodel.backends.base import (
+    DeleteRow,
+    Features,
+    MutationOutcome,
+    MutationStatus,
+    ReadRequest,
+    Row,
+    RowMutation,
+    RowSet,
+)
+from tsmodel.declare.rollups import label_of as _label
+from tsmodel.declare.spec import ModelSpec, RollupSpec
+from tsmodel.encoding.timestamps import from_micros
+from tsmodel.plan.reads import QueryState, ReadPlan, compile_query
+
+__all__ = ["Stats", "Window", "Accumulator", "RollupRefresh", "ResamplePlan",
+           "compile_resample", "windows"]
+
+
+@attrs.frozen
+class Stats:
+    """The aggregates of one value field over a bucket.
+
+    Attributes:
+        count: the events with a value (not ``None``).
+        sum: their sum (``None`` without one): an int for int fields.
+        min: the smallest value (NaN when one is NaN).
+        max: the largest value (NaN when one is NaN).
+        last: the value of the newest event with one.
+    """
+
+    count: int
+    sum: Any
+    min: Any
+    max: Any
+    last: Any
+
+    @property
+    def mean(self) -> float | None:
+        """``sum / count``, or ``None`` without a value."""
+        return None if not self.count or self.sum is None else self.sum / self.count
+
+
+@attrs.frozen
+class Window:
+    """One bucket of a resample: an entity's aggregates over ``[start, end)``.
+
+    Attributes:
+        key: the entity's key fields and values.
+        start: the bucket start (UTC); buckets start at multiples of the
+            resample step since the epoch.
+        end: the bucket end, exclusive.
+        count: the events of the bucket (in the range read).
+        fields: per value field, its :class:`Stats`.
+    """
+
+    key: Mapping[str, Any]
+    start: datetime
+    end: datetime
+    count: int
+    fields: Mapping[str, Stats]
+
+    def __getattr__(self, name: str) -> Any:
+        """``window.cpu_mean``: ``window.fields["cpu"].mean`` (any aggregate)."""
+        field, _, agg = name.rpartition("_")
+        if name.startswith("__") or agg not in ("count", "sum", "min", "max", "last", "mean"):
+            raise AttributeError(name)
+        fields = object.__getattribute__(self, "fields")
+        if field not in fields:
+            raise AttributeError(name)
+        return getattr(fields[field], agg)
+
+
+class _Field:
+    """One field's running aggregates (exact: sums are taken at the end)."""
+
+    __slots__ = ("n", "ints", "total", "floats", "lo", "hi", "nan", "last", "last_us")
+
+    def __init__(self, ints: bool) -> None:
+        self.n = 0
+        self.ints = ints
+        self.total = 0
+        self.floats: list[float] = []
+        self.lo: Any = None
+        self.hi: Any = None
+        self.nan = False
+        self.last: Any = None
+        self.last_us = -1
+
+    def add(self, n: int, total: Any, lo: Any, hi: Any, last: Any, us: int) -> None:
+        self.n += n
+        if self.ints:
+            self.total += total
+        else:
+            self.floats.append(total)
+        for v in (lo, hi):
+            if isinstance(v, float) and math.isnan(v):
+                self.nan = True
+        if not self.nan:
+            if self.lo is None or lo < self.lo:
+                self.lo = lo
+            if self.hi is None or hi > self.hi:
+                self.hi = hi
+        if us > self.last_us:
+            self.last, self.last_us = last, us
+
+    def stats(self) -> Stats:
+        if not self.n:
+            return Stats(0, None, None, None, None)
+        total = self.total if self.ints else _float_sum(self.floats)
+        if self.nan:
+            return Stats(self.n, total, math.nan, math.nan, self.last)
+        return Stats(self.n, total, self.lo, self.hi, self.last)
+
+
+def _float_sum(values: list[float]) -> float:
+    """The correctly rounded sum of ``values``, whatever their order."""
+    try:
+        return math.fsum(values)
+    except ValueError:  # inf + -inf
+        return math.nan
+    except OverflowError:  # the exact sum is beyond the largest double: its sign
+        return math.copysign(math.inf, math.fsum(v * 2.0**-64 for v in values))
+
+
+class Accumulator:
+    """The aggregates of one bucket, fed events or the rollup rows of smaller buckets.
+
+    Args:
+        fields: the value fields aggregated.
+        int_fields: those holding ints (exact int sums).
+    """
+
+    __slots__ = ("count", "_fields")
+
+    def __init__(self, fields: Sequence[str], int_fields: Iterable[str]) -> None:
+        ints = set(int_fields)
+        self.count = 0
+        self._fields = {f: _Field(f in ints) for f in fields}
+
+    def add_event(self, entity: Any, us: int) -> None:
+        """One event, at ``us``."""
+        self.count += 1
+        for name, acc in self._fields.items():
+            v = getattr(entity, name)
+            if v is not None:
+                acc.add(1, v, v, v, v, us)
+
+    def add_rollup(self, row: Any, us: int) -> None:
+        """A rollup row of a smaller bucket starting at ``us``."""
+        self.count += row.count
+        for name, acc in self._fields.items():
+            n = getattr(row, f"{name}_count")
+            if n:
+                acc.add(n, getattr(row, f"{name}_sum"), getattr(row, f"{name}_min"),
+                        getattr(row, f"{name}_max"), getattr(row, f"{name}_last"), us)
+
+    def stats(self) -> dict[str, Stats]:
+        return {name: acc.stats() for name, acc in self._fields.items()}
+
+    def row_values(self) -> dict[str, Any]:
+        """The values of a rollup row: ``count`` and ``<field>_<aggregate>``."""
+        out: dict[str, Any] = {"count": self.count}
+        for name, s in self.stats().items():
+            out.update({f"{name}_count": s.count, f"{name}_sum": s.sum, f"{name}_min": s.min,
+                        f"{name}_max": s.max, f"{name}_last": s.last})
+        return out
+
+
+def _key_of(spec: ModelSpec, entity: Any) -> tuple[tuple[str, Any], ...]:
+    return tuple((name, getattr(entity, name)) for name in spec.key_fields)
+
+
+# -- keeping rollups in step ---------------------------------------------------------
+
+#: One (entity, bucket) of one rollup: (rollup table, entity key, bucket start).
+_Slot = tuple[str, tuple[tuple[str, Any], ...], int]
+
+
+class RollupRefresh:
+    """The recompute of the rollup rows that some events fall in.
+
+    :meth:`add` the events (with the indexes of the entities of a save or a
+    delete each stands for); :meth:`plan_reads` gives the reads of the
+    slots' events in the main table, one per table, bucket size and bucket
+    start (every entity's rows in it); :meth:`rows` turns their answers
+    into the rollup rows, each standing for the entities of its slot
+    (:func:`tsmodel.plan.writes.refresh_steps` sends them).
+
+    Args:
+        features: the backend's capabilities.
+    """
+
+    def __init__(self, features: Features | None = None) -> None:
+        self.features = features
+        self._slots: dict[_Slot, tuple[ModelSpec, RollupSpec, type, list[int]]] = {}
+        self._plans: dict[_Slot, ReadPlan] = {}
+        self.requests: list[ReadRequest] = []
+        #: Per request, the slots it reads.
+        self._read_slots: list[list[_Slot]] = []
+
+    def add(self, spec: ModelSpec, entity: Any, members: Iterable[int] = ()) -> None:
+        """The slots of one event of ``spec`` (a model with rollups)."""
+        key = _key_of(spec, entity)
+        us = spec.codec.time_of(entity)
+        for rollup in spec.rollups:
+            slot = (rollup.table, key, rollup.start(us))
+            found = self._slots.get(slot)
+            if found is None:
+                self._slots[slot] = (spec, rollup, type(entity), list(members))
+            else:
+                found[3].extend(members)
+
+    def __bool__(self) -> bool:
+        return bool(self._slots)
+
+    def plan_reads(self) -> list[ReadRequest]:
+        """The reads of every slot's events, merged where they share a filter."""
+        merged: dict[tuple[str, Any, str], int] = {}
+        for slot, (spec, rollup, _, _) in self._slots.items():
+            start = slot[2]
+            state = QueryState(mode="range", start_us=start, end_us=start + rollup.every,
+                               fields=slot[1], allow_scan=True)
+            plan = compile_query(spec, state, self.features, main_table=True)
+            self._plans[slot] = plan
+            for request in plan.requests:
+                group = (request.table, request.filter, spec.name)
+                i = merged.get(group)
+                if i is None:
+                    merged[group] = len(self.requests)
+                    self.requests.append(request)
+                    self._read_slots.append([slot])
+                    continue
+                was = self.requests[i]
+                self.requests[i] = attrs.evolve(was, rows=RowSet(
+                    keys=was.rows.keys + request.rows.keys,
+                    ranges=was.rows.ranges + request.rows.ranges))
+                self._read_slots[i].append(slot)
+        return self.requests
+
+    def rows(self, answers: Sequence[Sequence[Row] | BaseException],
+             ) -> tuple[dict[str, list[tuple[tuple[int, ...], RowMutation]]],
+                        list[tuple[str, tuple[int, ...], MutationOutcome]]]:
+        """The rollup rows from the answers of :meth:`plan_reads`' requests.
+
+        Returns:
+            Per rollup table, its rows with the entities each stands for,
+            and the slots whose read failed: (table, entities, a FAILED
+            outcome) for the caller to record.
+        """
+        events: dict[_Slot, dict[int, Any]] = {slot: {} for slot in self._slots}
+        failed: dict[_Slot, BaseException] = {}
+        for slots, answer in zip(self._read_slots, answers, strict=True):
+            if isinstance(answer, BaseException):
+                for slot in slots:
+                    failed.setdefault(slot, answer)
+                continue
+            wanted = set(slots)
+            for row in answer:
+                for slot, us, entity in self._decode(slots[0], row):
+                    if slot in wanted and self._plans[slot].accept(entity):
+                        events[slot][us] = entity
+        by_table: dict[str, list[tuple[tuple[int, ...], RowMutation]]] = {}
+        refused = []
+        for slot, (_, rollup, _, members) in self._slots.items():
+            if slot in failed:
+                refused.append((slot[0], tuple(members), MutationOutcome(
+                    MutationStatus.FAILED, failed[slot])))
+                continue
+            by_table.setdefault(slot[0], []).append(
+                (tuple(members), _rollup_row(rollup, slot, events[slot])))
+        return by_table, refused
+
+    def _decode(self, slot: _Slot, row: Row) -> Iterator[tuple[_Slot, int, Any]]:
+        spec, rollup, model, _ = self._slots[slot]
+        plan = self._plans[slot]
+        codec = plan.codec
+        assert codec is not None
+        for entity in codec.decode(model, row, None, False):
+            us = codec.time_of(entity)
+            yield (rollup.table, _key_of(spec, entity), rollup.start(us)), us, entity
+
+
+def _rollup_row(rollup: RollupSpec, slot: _Slot, events: Mapping[int, Any]) -> RowMutation:
+    """The whole rollup row of a slot: its events' aggregates, or no row without events."""
+    table, key, start = slot
+    row_spec = rollup.spec
+    instance = rollup.model(**dict(key), **{row_spec.timestamp_field: from_micros(start)},
+                            count=0, **{f"{f}_count": 0 for f in rollup.fields})
+    row_key = row_spec.codec.encode(instance).key
+    if not events:
+        return RowMutation(row_key, (DeleteRow(),))
+    acc = Accumulator(rollup.fields, rollup.int_fields)
+    for us in sorted(events):
+        acc.add_event(events[us], us)
+    instance = rollup.model(**dict(key), **{row_spec.timestamp_field: from_micros(start)},
+                            **acc.row_values())
+    return RowMutation(row_key, (DeleteRow(), *row_spec.codec.encode(instance).mutations))
+
+
+# -- resampling ------------------------------------------------------------------------
+
+
+@attrs.frozen
+class ResamplePlan:
+    """How a resample reads: a rollup table's rows, or the raw events.
+
+    Attributes:
+        every: the step, in microseconds.
+        fields: the value fields aggregated.
+        rollup: the rollup read (``None``: the raw events).
+        read: the read plan of the rows it aggregates.
+        reason: why this source, in words.
+    """
+
+    every: int
+    fields: tuple[str, ...]
+    rollup: RollupSpec | None
+    read: ReadPlan
+    reason: str
+
+    @property
+    def source(self) -> str:
+        """``"rollup"`` or ``"raw"``."""
+        return "raw" if self.rollup is None else "rollup"
+
+    def __str__(self) -> str:
+        head = (f"resample every {_label(self.every)} of {', '.join(self.fields)} from "
+                + ("raw events" if self.rollup is None
+                   else f"rollup {self.rollup.table!r} ({self.rollup.label} buckets)"))
+        return f"{head}\n  why: {self.reason}\n{self.read}"
+
+
+def compile_resample(spec: ModelSpec, state: QueryState, every: int,
+                     fields: Sequence[str] | None, features: Features | None = None,
+                     now_us: int | None = None) -> ResamplePlan:
+    """The plan of a resample of ``state``'s range: from a rollup where one covers it.
+
+    A rollup serves when its bucket size divides ``every``, the range's start
+    and end are multiples of its bucket size, it aggregates every field
+    asked for, and its key holds the fields the query names. Among those,
+    the largest buckets win (fewest rows).
+
+    Raises:
+        QueryError: not a ``range(...)`` query, a limit or ``newest_first``,
+            or a field that is not a number field.
+    """
+    if state.mode != "range" or state.snapshot_us is not None:
+        raise errors.QueryError(f"{spec.name}: resample() aggregates a range(...) query")
+    if state.limit is not None or state.newest_first or state.history:
+        raise errors.QueryError(
+            f"{spec.name}: resample() aggregates the whole range: drop limit(), "
+            "newest_first() and history()")
+    numeric = _number_fields(spec)
+    if fields is None:
+        names = tuple(numeric)
+    else:
+        names = tuple(fields)
+        wrong = [f for f in names if f not in numeric]
+        if wrong:
+            raise errors.QueryError(
+                f"{spec.name}: resample(fields=...) names {', '.join(map(repr, wrong))}: "
+                f"not an int or float value field ({', '.join(numeric) or 'none'})")
+    if not names:
+        raise errors.QueryError(f"{spec.name}: resample(): no int or float value field")
+    assert state.start_us is not None and state.end_us is not None
+    given = {name for name, _ in state.fields}
+    why = "no rollup declared"
+    best: RollupSpec | None = None
+    for rollup in spec.rollups:
+        size = rollup.every
+        if every % size:
+            why = f"rollup {rollup.table!r} ({rollup.label}) does not divide the step"
+        elif state.start_us % size or state.end_us % size:
+            why = (f"the range does not start and end on {rollup.label} boundaries of rollup "
+                   f"{rollup.table!r}")
+        elif not set(names) <= set(rollup.fields):
+            why = f"rollup {rollup.table!r} lacks a field asked for"
+        elif not given <= set(rollup.spec.key_fields):
+            why = f"rollup {rollup.table!r}'s key lacks a field the query names"
+        elif best is None or size > best.every:
+            best = rollup
+    if best is not None:
+        rstate = attrs.evolve(state, only=None)
+        read = compile_query(best.spec, rstate, features, now_us)
+        return ResamplePlan(every, names, best, read,
+                            f"rollup {best.table!r} ({best.label} buckets) covers the range")
+    read = compile_query(spec, attrs.evolve(state, only=names), features, now_us)
+    return ResamplePlan(every, names, None, read, why)
+
+
+def _number_fields(spec: ModelSpec) -> list[str]:
+    out = []
+    for v in spec.values:
+        kind = v.codec.python_type
+        if kind is int or (isinstance(kind, tuple) and float in kind and bool not in kind):
+            out.append(v.name)
+    return out
+
+
+def _int_fields(spec: ModelSpec, names: Sequence[str]) -> set[str]:
+    return {n for n in names if spec.value(n).codec.python_type is int}
+
+
+class Windows:
+    """Folds the rows of a :class:`ResamplePlan` into :class:`Window` s (feed, then finish)."""
+
+    def __init__(self, spec: ModelSpec, plan: ResamplePlan) -> None:
+        self.spec = spec
+        self.plan = plan
+        self._ints = _int_fields(spec, plan.fields)
+        self._groups: dict[tuple[tuple[tuple[str, Any], ...], int], Accumulator] = {}
+
+    def feed(self, item: Any) -> None:
+        """One instance the plan's read returned (an event, or a rollup row)."""
+        rollup = self.plan.rollup
+        codec = (rollup.spec if rollup is not None else self.spec).codec
+        us = codec.time_of(item)
+        group = (_key_of(self.spec, item), us - us % self.plan.every)
+        acc = self._groups.get(group)
+        if acc is None:
+            acc = self._groups[group] = Accumulator(self.plan.fields, self._ints)
+        if rollup is None:
+            acc.add_event(item, us)
+        else:
+            acc.add_rollup(item, us)
+
+    def finish(self) -> list[Window]:
+        """The windows, by entity key then time."""
+        every = self.plan.every
+        out = []
+        for (key, start), acc in sorted(self._groups.items(),
+                                        key=lambda item: ([v for _, v in item[0][0]],
+                                                          item[0][1])):
+            out.append(Window(dict(key), from_micros(start), from_micros(start + every),
+                              acc.count, acc.stats()))
+        return out
+
+
+def windows(spec: ModelSpec, plan: ResamplePlan, items: Iterable[Any]) -> list[Window]:
+    """The windows of the instances a resample plan's read returned."""
+    fold = Windows(spec, plan)
+    for item in items:
+        fold.feed(item)
+    return fold.finish()

@@ -1,0 +1,98 @@
+"""``qs.resample(every)``: a range's aggregates per entity and bucket, lazily.
+
+The plan (:func:`tsmodel.plan.rollups.compile_resample`) picks the source:
+a rollup table that covers the range, else the raw events; both are folded
+by the same :class:`~tsmodel.plan.rollups.Accumulator` into
+:class:`~tsmodel.plan.rollups.Window` s. The sync and async forms run the
+same plan, each with its connection's stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from tsmodel import errors
+from tsmodel.backends.base import Features
+from tsmodel.declare.rollups import label_of, parse_every
+from tsmodel.plan.rollups import ResamplePlan, Window, Windows, compile_resample
+from tsmodel.run.async_connection import AsyncConnection
+from tsmodel.run.fanout import astream, stream
+
+if TYPE_CHECKING:
+    from tsmodel.run.query import QuerySet
+
+__all__ = ["Resample", "every_of"]
+
+
+def every_of(spec_name: str, every: object) -> int:
+    """A step (``"1h"``, a ``timedelta``) in microseconds.
+
+    Raises:
+        QueryError: not a positive whole number of milliseconds.
+    """
+    try:
+        return parse_every(every, spec_name)[0]
+    except errors.DeclarationError as exc:
+        raise errors.QueryError(str(exc)) from None
+
+
+class Resample:
+    """A resample of a range query: iterate it (or ``async for`` on an async
+    connection) for its :class:`~tsmodel.plan.rollups.Window` s, by entity
+    then time; :meth:`explain` shows whether a rollup or the raw events serve it.
+
+    Built by :meth:`tsmodel.QuerySet.resample`; nothing is read until iterated.
+    """
+
+    def __init__(self, query: QuerySet[Any], every: int, fields: Sequence[str] | None) -> None:
+        self.query = query
+        self.every = every
+        self.fields = None if fields is None else tuple(fields)
+        self.explain()  # fail fast, no I/O
+
+    def explain(self, features: Features | None = None) -> ResamplePlan:
+        """The plan: its source (``plan.source``: ``"rollup"`` or ``"raw"``) and read."""
+        q = self.query
+        if features is None and q._connection is not None:
+            features = q._connection.features
+        return compile_resample(q._spec, q._state, self.every, self.fields, features)
+
+    def _model(self, plan: ResamplePlan) -> type:
+        return self.query.model if plan.rollup is None else plan.rollup.model
+
+    def __iter__(self) -> Iterator[Window]:
+        return iter(self.all())
+
+    def all(self) -> list[Window]:
+        """Every window (reads the rollup rows or the raw events of the range)."""
+        conn = self.query._conn()
+        plan = self.explain(conn.features)
+        fold = Windows(self.query._spec, plan)
+        item: Any
+        for item in stream(plan.read, conn, self._model(plan)):
+            fold.feed(item)
+        return fold.finish()
+
+    def __aiter__(self) -> AsyncIterator[Window]:
+        return self._aiter()
+
+    async def _aiter(self) -> AsyncIterator[Window]:
+        for window in await self.aall():
+            yield window
+
+    async def aall(self) -> list[Window]:
+        """:meth:`all` on an :class:`~tsmodel.AsyncConnection`."""
+        conn = self.query._connection
+        if not isinstance(conn, AsyncConnection):
+            raise TypeError(f"{self.query!r} does not run on an AsyncConnection: iterate the "
+                            "resample with `for`, or bind the query with Model.using(adb)")
+        plan = self.explain(conn.features)
+        fold = Windows(self.query._spec, plan)
+        item: Any
+        async for item in astream(plan.read, conn, self._model(plan)):
+            fold.feed(item)
+        return fold.finish()
+
+    def __repr__(self) -> str:
+        return f"<Resample every {label_of(self.every)} of {self.query!r}>"
