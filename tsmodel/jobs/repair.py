@@ -12,7 +12,10 @@ rereads the main table over a time range and:
 * deletes alternate-key events in the range that the main table does not
   hold;
 * deletes current-value cells in the range whose event the main table does
-  not hold, and rewrites that entity's newest event from the main table.
+  not hold, and rewrites that entity's newest event from the main table;
+* recomputes, from the main table, every rollup row of a bucket that
+  overlaps the range and holds an event of the range or a rollup row
+  (a bucket left without events loses its row).
 
 Afterwards the companions hold what a clean run would have written.
 
@@ -52,7 +55,15 @@ from tsmodel.encoding.timestamps import EPOCH, to_micros
 from tsmodel.jobs.steps import First, JobSteps, Read, Rows, Save, Scan, Send, run_job, run_job_async
 from tsmodel.plan.merge import check_guard
 from tsmodel.plan.reads import QueryState, ReadPlan, compile_query
-from tsmodel.plan.writes import EncodedEvent, TableWrite, WritePlan, encode_event
+from tsmodel.plan.rollups import RollupRefresh
+from tsmodel.plan.writes import (
+    EncodedEvent,
+    ReadStep,
+    TableWrite,
+    WritePlan,
+    encode_event,
+    refresh_steps,
+)
 from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection, get_default_connection
 from tsmodel.run.query import QuerySet
@@ -72,12 +83,14 @@ class RepairReport:
         current_rows_fixed: current-value rows that held an event the main
             table lacks.
         failed: companion writes that failed (run the repair again).
+        rollup_rows_written: rollup rows recomputed (written anew or deleted).
     """
 
     events: int
     alternate_events_deleted: int
     current_rows_fixed: int
     failed: int
+    rollup_rows_written: int = 0
 
     @property
     def ok(self) -> bool:
@@ -150,10 +163,13 @@ def repair_steps(model: type, start: datetime, end: datetime, *, features: Featu
     newest: dict[bytes, EncodedEvent] = {}
     events = failed = 0
     batch: list[EncodedEvent] = []
+    refresh = RollupRefresh(features)
     for request in plan.requests:
         scan = Scan(request)
         while rows := (yield Rows(scan, batch_size)):
             for entity in _accepted(plan, model, rows):
+                if spec.rollups:
+                    refresh.add(spec, entity)
                 event = encode_event(spec, entity)
                 # Where every table must hold it (a corrected promoted value moves it).
                 held.update((row.table, row.key, event.timestamp)
@@ -188,7 +204,12 @@ def repair_steps(model: type, start: datetime, end: datetime, *, features: Featu
     if spec.current_codec is not None:
         fixed, bad = yield from _fix_current(spec, model, span, held, in_scope, batch_size)
         failed += bad
-    report = RepairReport(events, deleted, fixed, failed)
+    rolled = 0
+    if spec.rollups:
+        rolled, bad = yield from _fix_rollups(spec, model, span, refresh, in_scope, batch_size,
+                                              features)
+        failed += bad
+    report = RepairReport(events, deleted, fixed, failed, rolled)
     JOB_LOG.info("repair of %s: done: %s", spec.name, report,
                  extra={"job": "repair", "model": spec.name})
     return report
@@ -198,6 +219,50 @@ def _progress(spec: ModelSpec, events: int, failed: int) -> None:
     JOB_LOG.info("repair of %s: %d events replayed to the companion tables (%d writes "
                  "failed)", spec.name, events, failed,
                  extra={"job": "repair", "model": spec.name, "events": events})
+
+
+def _fix_rollups(spec: ModelSpec, model: type, span: tuple[int, int], refresh: RollupRefresh,
+                 in_scope: Callable[[Any], bool], batch_size: int,
+                 features: Features) -> JobSteps[tuple[int, int]]:
+    """Recompute the rollup rows of the buckets of the range's events, and of the
+    rollup rows of buckets overlapping the range (a bucket the main table no
+    longer holds events of loses its row).
+
+    Returns:
+        The rollup rows written, and the writes that were not APPLIED.
+    """
+    for rollup in spec.rollups:
+        row_spec = rollup.spec
+        scan = Scan(ReadRequest(rollup.table, RowSet(), row_spec.events_filter(
+            timestamp_start=rollup.start(span[0]), timestamp_end=span[1])))
+        while rows := (yield Rows(scan, batch_size)):
+            for row in rows:
+                for held in row_spec.codec.decode(rollup.model, row):
+                    if in_scope(held):
+                        key = tuple((name, getattr(held, name)) for name in spec.key_fields)
+                        refresh.add_slot(spec, rollup, model, key,
+                                         row_spec.codec.time_of(held))
+    bad: list[int] = []
+
+    def record(write: TableWrite, outcomes: Any) -> None:
+        bad.extend(1 for o in outcomes if o.status is not MutationStatus.APPLIED)
+
+    # The slots in chunks: the reads of one chunk are merged per bucket.
+    for chunk in refresh.split(batch_size):
+        steps = refresh_steps(chunk, record)
+        answer: Any = None
+        while True:
+            try:
+                step = steps.send(answer)
+            except StopIteration:
+                break
+            if isinstance(step, ReadStep):
+                answer = []
+                for request in step.requests:
+                    answer.append((yield Read(request)))
+            else:
+                answer = yield Send(step.writes)
+    return len(refresh), len(bad)
 
 
 def _main_read(spec: ModelSpec, model: type, start: datetime, end: datetime,

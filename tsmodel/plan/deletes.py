@@ -6,7 +6,7 @@ reads and writes a delete needs (`ReadStep`,
 `StepSchedule` hands them to the executors that run a save
 (``Connection.delete_all``, ``AsyncConnection.delete_all``).
 
-A batch of deletes takes up to four round trips:
+A batch of deletes takes up to four round trips (six with rollups):
 
 1. read the events' main rows (every stored version of each event, and
    the other events of a row they share), their current-value rows and
@@ -21,7 +21,11 @@ A batch of deletes takes up to four round trips:
 4. delete the events' cells from their alternate-key rows, from the
    snapshot table of their period (a period not built has no table: nothing
    to delete) and from the current-value row, and write the newest
-   remaining event there (or nothing: the row is then gone), concurrently.
+   remaining event there (or nothing: the row is then gone), concurrently;
+5. for a model with rollups, read the events left in the buckets the
+   deleted events fell in and write those rollup rows anew (or delete them:
+   a bucket left empty has no row), as a save does
+   (:mod:`tsmodel.plan.rollups`).
 
 Each entity's result is a `EntityResult`:
 ``WRITTEN`` means the deletion was written to the main table and every
@@ -52,6 +56,7 @@ from tsmodel.backends.base import (
 )
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.plan.reads import QueryState, compile_query, time_span
+from tsmodel.plan.rollups import RollupRefresh
 from tsmodel.plan.writes import (
     EncodedEvent,
     EntityResult,
@@ -62,6 +67,7 @@ from tsmodel.plan.writes import (
     _encode,
     _status,
     encode_event,
+    refresh_steps,
 )
 
 __all__ = ["DeletePlan", "delete_steps", "StepSchedule"]
@@ -401,6 +407,17 @@ class DeletePlan:
                               grouped=True) for table, rows_ in by_table.items())
         return out
 
+    # -- round trip 5: the rollups ---------------------------------------------------
+
+    def rollup_refresh(self, batch: range) -> RollupRefresh:
+        """The recompute of the rollup rows that the deleted events fell in."""
+        refresh = RollupRefresh(self.features)
+        for i in self._live(batch):
+            ev = self.events[i]
+            if ev.spec is not None and ev.spec.rollups:
+                refresh.add(ev.spec, ev.entity, (i,))
+        return refresh
+
     # -- outcomes -------------------------------------------------------------------
 
     def record(self, write: TableWrite, outcomes: Sequence[MutationOutcome]) -> None:
@@ -437,6 +454,9 @@ def delete_steps(plan: DeletePlan, batch_size: int) -> DeleteSteps:
             outcomes = yield WriteStep(tuple(companions))
             for write, outcome in zip(companions, outcomes, strict=True):
                 plan.record(write, outcome)
+        refresh = plan.rollup_refresh(batch)
+        if refresh:
+            yield from refresh_steps(refresh, plan.record)
     return plan.result()
 
 

@@ -235,15 +235,32 @@ class RollupRefresh:
         key = _key_of(spec, entity)
         us = spec.codec.time_of(entity)
         for rollup in spec.rollups:
-            slot = (rollup.table, key, rollup.start(us))
-            found = self._slots.get(slot)
-            if found is None:
-                self._slots[slot] = (spec, rollup, type(entity), list(members))
-            else:
-                found[3].extend(members)
+            self.add_slot(spec, rollup, type(entity), key, rollup.start(us), members)
 
-    def __bool__(self) -> bool:
-        return bool(self._slots)
+    def add_slot(self, spec: ModelSpec, rollup: RollupSpec, model: type,
+                 key: tuple[tuple[str, Any], ...], start: int,
+                 members: Iterable[int] = ()) -> None:
+        """One (entity, bucket) of a rollup of ``spec`` (of the model class ``model``)."""
+        slot = (rollup.table, key, start)
+        found = self._slots.get(slot)
+        if found is None:
+            self._slots[slot] = (spec, rollup, model, list(members))
+        else:
+            found[3].extend(members)
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def split(self, size: int) -> list[RollupRefresh]:
+        """The slots in refreshes of at most ``size`` slots each (nothing planned yet)."""
+        items = list(self._slots.items())
+        out = []
+        for i in range(0, len(items), max(1, size)):
+            part = RollupRefresh(self.features)
+            part._slots = {slot: (s, r, m, list(members))
+                           for slot, (s, r, m, members) in items[i:i + size]}
+            out.append(part)
+        return out
 
     def plan_reads(self) -> list[ReadRequest]:
         """The reads of every slot's events, merged where they share a filter."""
