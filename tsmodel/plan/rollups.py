@@ -22,7 +22,7 @@ value of the newest event with one) and ``f_mean`` (``f_sum / f_count``).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -304,10 +304,17 @@ class RollupRefresh:
                     failed.setdefault(slot, answer)
                 continue
             wanted = set(slots)
+            spec, _, model, _ = self._slots[slots[0]]  # one model per request
+            codec = self._plans[slots[0]].codec
+            assert codec is not None
             for row in answer:
-                for slot, us, entity in self._decode(slots[0], row):
-                    if slot in wanted and self._plans[slot].accept(entity):
-                        events[slot][us] = entity
+                for entity in codec.decode(model, row, None, False):
+                    us = codec.time_of(entity)
+                    key = _key_of(spec, entity)
+                    for rollup in spec.rollups:
+                        slot = (rollup.table, key, rollup.start(us))
+                        if slot in wanted and self._plans[slot].accept(entity):
+                            events[slot][us] = entity
         by_table: dict[str, list[tuple[tuple[int, ...], RowMutation]]] = {}
         refused = []
         for slot, (_, rollup, _, members) in self._slots.items():
@@ -318,16 +325,6 @@ class RollupRefresh:
             by_table.setdefault(slot[0], []).append(
                 (tuple(members), _rollup_row(rollup, slot, events[slot])))
         return by_table, refused
-
-    def _decode(self, slot: _Slot, row: Row) -> Iterator[tuple[_Slot, int, Any]]:
-        spec, rollup, model, _ = self._slots[slot]
-        plan = self._plans[slot]
-        codec = plan.codec
-        assert codec is not None
-        for entity in codec.decode(model, row, None, False):
-            us = codec.time_of(entity)
-            yield (rollup.table, _key_of(spec, entity), rollup.start(us)), us, entity
-
 
 def _rollup_row(rollup: RollupSpec, slot: _Slot, events: Mapping[int, Any]) -> RowMutation:
     """The whole rollup row of a slot: its events' aggregates, or no row without events."""
