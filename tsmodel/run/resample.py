@@ -10,7 +10,7 @@ same plan, each with its connection's stream.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tsmodel import errors
 from tsmodel.backends.base import Features
@@ -18,9 +18,6 @@ from tsmodel.declare.rollups import label_of, parse_every
 from tsmodel.plan.rollups import ResamplePlan, Window, Windows, compile_resample
 from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.fanout import astream, stream
-
-if TYPE_CHECKING:
-    from tsmodel.run.query import QuerySet
 
 __all__ = ["Resample", "every_of"]
 
@@ -45,7 +42,8 @@ class Resample:
     Built by :meth:`tsmodel.QuerySet.resample`; nothing is read until iterated.
     """
 
-    def __init__(self, query: QuerySet[Any], every: int, fields: Sequence[str] | None) -> None:
+    def __init__(self, query: Any, every: int, fields: Sequence[str] | None) -> None:
+        #: The range query (a :class:`~tsmodel.QuerySet`; not imported: it imports this).
         self.query = query
         self.every = every
         self.fields = None if fields is None else tuple(fields)
