@@ -30,7 +30,7 @@ import os
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -47,6 +47,8 @@ from tsmodel.backends.base import Backend, ReadFilter, ReadRequest
 __all__ = ["Side", "machine_for", "oracle_settings", "EXAMPLES", "STEPS"]
 
 UTC = timezone.utc
+#: The last millisecond a rollup query can name (datetime's end).
+_LAST_US = 253402300799999000
 
 #: Examples per shape and backend (CI budget by default; raise it for long runs).
 EXAMPLES = int(os.environ.get("TSMODEL_ORACLE_EXAMPLES", "0") or 0)
@@ -363,6 +365,63 @@ def machine_for(shape: Shape, sides: Sequence[Side]) -> type[RuleBasedStateMachi
                 assert problem is None, f"{what}: events {problem}"
                 assert (report.alternate_events_deleted, report.current_rows_fixed) == (0, 0), (
                     f"{what}: a clean run's companions need no fix")
+
+        # -- rollups ----------------------------------------------------------------
+
+        @precondition(lambda self: bool(shape.rollups))
+        @rule()
+        def check_rollups(self) -> None:
+            """Every rollup row, against the reference's buckets of the stored events."""
+            for every in shape.rollups:
+                want = self.ref.rollup(every)
+                for side in sides:
+                    qs = self.model.rollup(timedelta(microseconds=every)).using(side.conn())
+                    rows = qs.range(aware(0, 0), aware(_LAST_US, 0), allow_scan=True)
+                    got = {(tuple(getattr(r, n) for n in shape.key_fields), us_of(r.time)):
+                           self._rollup_row(r) for r in rows}
+                    assert got == want, f"rollup {every} us: {_diff(side, 'rollup', got, want)}"
+
+        def _rollup_row(self, r: Any) -> dict[str, Any]:
+            row: dict[str, Any] = {"count": r.count}
+            for name in self.ref.rollup_fields():
+                row[name] = tuple(getattr(r, f"{name}_{agg}")
+                                  for agg in ("count", "sum", "min", "max", "last"))
+            return row
+
+        @precondition(lambda self: bool(shape.rollups))
+        @rule(q=tst.oracle_range_queries(shape), data=st.data())
+        def resample(self, q: RangeQuery, data: st.DataObject) -> None:
+            """``range(...).resample(step)``, from the rollup or the raw events."""
+            size = data.draw(st.sampled_from(shape.rollups), label="rollup size")
+            every = data.draw(st.sampled_from([size, 2 * size, size + 1000]), label="step")
+            lo, hi = q.start, q.end
+            if data.draw(st.booleans(), label="aligned"):
+                lo, hi = lo - lo % size, hi - hi % size
+            if lo > hi:
+                return
+            try:
+                answer = self.ref.range(lo, hi, dict(q.fields), allow_scan=q.allow_scan)
+            except Refused as refused:
+                want: Any = Raised(refused.kind)
+            else:
+                want = self.ref.buckets(answer.events, every)
+            for side in sides:
+                try:
+                    qs = self.model.range(aware(lo, 0), aware(hi, 0), allow_scan=q.allow_scan,
+                                          **dict(q.fields)).using(side.conn())
+                    windows = qs.resample(timedelta(microseconds=every))
+                    got: Any = {}
+                    for w in windows:
+                        row: dict[str, Any] = {"count": w.count}
+                        for name in self.ref.rollup_fields():
+                            f = w.fields[name]
+                            row[name] = (f.count, f.sum, f.min, f.max, f.last)
+                        got[(tuple(w.key[n] for n in shape.key_fields), us_of(w.start))] = row
+                except _EXPECTED_ERRORS as exc:
+                    got = Raised.of(exc)
+                assert got == want, (f"{side.name}: resample({every} us) of "
+                                     f"[{iso(lo)}, {iso(hi)}) {dict(q.fields)}: {got!r}\n"
+                                     f"  expected {want!r}")
 
         # -- raw tables -------------------------------------------------------------
 

@@ -427,6 +427,36 @@ class Reference:
         return [e for e in events if all(e.t in kept[(e.entity, self.bucket_start(e.t), col)]
                                          for col in self._columns_of(e))]
 
+    # -- rollups ----------------------------------------------------------------------
+
+    def rollup_fields(self) -> list[str]:
+        """docs/rollups.md: by default every int and float value field."""
+        return [v.name for v in self.shape.values if v.kind in ("int", "float")]
+
+    def buckets(self, events: Iterable[Ev], every: int) -> dict[Any, dict[str, Any]]:
+        """Per (entity key values, bucket start): ``count`` and per number field its
+        ``count``, exact ``sum``, ``min``, ``max`` and ``last`` (of the newest
+        event with a value); buckets start at multiples of ``every``."""
+        groups: dict[Any, list[Ev]] = defaultdict(list)
+        for e in events:
+            groups[(tuple(v for _, v in e.keys), e.t - e.t % every)].append(e)
+        out = {}
+        for slot, members in groups.items():
+            row: dict[str, Any] = {"count": len(members)}
+            for name in self.rollup_fields():
+                have = [(e.t, e.get(name)) for e in sorted(members, key=lambda e: e.t)
+                        if e.get(name) is not None]
+                vals = [v for _, v in have]
+                row[name] = (len(vals), sum(vals) if vals else None,
+                             min(vals) if vals else None, max(vals) if vals else None,
+                             vals[-1] if vals else None)
+            out[slot] = row
+        return out
+
+    def rollup(self, every: int) -> dict[Any, dict[str, Any]]:
+        """What the rollup table of bucket size ``every`` holds: the stored events' buckets."""
+        return self.buckets(self.visible(), every)
+
     # -- raw tables -----------------------------------------------------------------
 
     def encode_seg(self, seg: Seg, e: Ev) -> bytes:

@@ -101,6 +101,7 @@ class Shape:
     serialized: bool = False
     max_versions: int | None = None  # version limit of bucket rows
     family: str = "F"
+    rollups: tuple[int, ...] = ()  # bucket sizes (µs) of rollup tables of the number fields
 
     def make_model(self, suffix: str) -> type:
         """The shape's model, on tables named with ``suffix``."""
@@ -150,7 +151,8 @@ _MIDNIGHT = _t(2015, 3, 2)
 def _rows(suffix: str, shape: Shape) -> type:
     @ts.model(table=_unique("rows", suffix), family="F", current=_unique("rows_cur", suffix),
               alternates=[ts.alternate(_unique("rows_alt", suffix), "site", "time", "host")],
-              snapshot=ts.snapshot(_unique("rows", suffix) + "_S_{period:%Y%m%d}"))
+              snapshot=ts.snapshot(_unique("rows", suffix) + "_S_{period:%Y%m%d}"),
+              rollups=[ts.rollup(_unique("rows_1h", suffix), "1h")])
     class Rows:
         site: str = ts.key()
         host: int = ts.key(width=3)
@@ -173,6 +175,7 @@ ROWS = Shape(
     current=True,
     alternates=((Seg("str", "site"), Seg("time", "time"), Seg("int", "host", width=3)),),
     snapshot=True,
+    rollups=(HOUR,),
 )
 
 
@@ -293,7 +296,8 @@ SALTED_TIME = Shape(
 
 def _salted_key(suffix: str, shape: Shape) -> type:
     @ts.model(table=_unique("salted_key", suffix), family="F",
-              current=_unique("salted_key_cur", suffix))
+              current=_unique("salted_key_cur", suffix),
+              rollups=[ts.rollup(_unique("salted_key_1m", suffix), "1min")])
     class SaltedKey:
         salt = ts.salt(4, on="host")
         host: str = ts.key()
@@ -313,6 +317,7 @@ SALTED_KEY = Shape(
     entities=tuple({"host": h} for h in ("a", "ab", "b", "c", "server1")),
     times=tuple(_T_US // MS * MS + d * MS for d in (0, 1, 2, 3, 1000, 60_000)),
     current=True,
+    rollups=(MINUTE,),
 )
 
 
