@@ -63,6 +63,7 @@ from tsmodel.jobs.snapshots import (
 )
 from tsmodel.layouts import Layout, cells, columns, offsets, rows
 from tsmodel.plan.reads import LatestManyPlan, LatestResult
+from tsmodel.plan.rollups import ResamplePlan, Stats, Window
 from tsmodel.plan.rowkeys import current_row_key, decode_row_key, encode_row_key, row_key
 from tsmodel.run.async_connection import AsyncConnection, connect_async
 from tsmodel.run.connection import (
@@ -98,7 +99,7 @@ __all__ = [
     "connect_async", "AsyncConnection", "AsyncQuerySet", "AsyncBackend", "repair_async",
     "build_snapshot_async",
     # queries
-    "QuerySet", "ReadPlan", "LatestResult", "LatestManyPlan",
+    "QuerySet", "ReadPlan", "LatestResult", "LatestManyPlan", "Window", "Stats", "ResamplePlan",
     # backends
     "Backend", "Reachable", "Features", "GcRule", "TableSpec",
     # errors
