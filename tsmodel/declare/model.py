@@ -83,8 +83,8 @@ _RESERVED = frozenset({"range", "latest", "latest_many", "current", "snapshot", 
 
 
 #: The class whose query class methods (range, latest, latest_many, current, snapshot,
-#: using, rollup) ``@model`` gives every model: :class:`tsmodel.Model`, registered by the
-#: query layer (:mod:`tsmodel.run.query`) when it is imported.
+#: using, rollup) ``@model`` gives every model: `tsmodel.Model`, registered by the
+#: query layer (`tsmodel.run.query`) when it is imported.
 _query_methods: type | None = None
 QUERY_METHODS = ("range", "latest", "latest_many", "current", "snapshot", "using", "rollup")
 
@@ -169,10 +169,10 @@ def model(
             `CellDecodingError` naming the row and the column.
             Families no field declares are never read (a read filters by
             family).
-        rollups: rollup tables (:func:`tsmodel.rollup`): aggregates per
+        rollups: rollup tables (`tsmodel.rollup()`): aggregates per
             entity and time bucket, kept exact by every save, update and
             delete; read with ``Model.rollup(every)`` and
-            :meth:`tsmodel.QuerySet.resample`.
+            `tsmodel.QuerySet.resample()`.
 
     Raises:
         DeclarationError: the declaration cannot work; the message says why

@@ -7,7 +7,7 @@ per aggregated value field ``f``, ``f_count``, ``f_sum``, ``f_min``,
 here, itself a model of the rollup table (the main key without its time,
 then the bucket start as 13 epoch-millisecond digits), so that the whole
 query machinery reads it unchanged. What keeps it in step is
-:mod:`tsmodel.plan.rollups`.
+`tsmodel.plan.rollups`.
 """
 
 from __future__ import annotations

@@ -48,9 +48,9 @@ class ModelSpec:
         alternates: the specs of the alternate-key tables (same events,
             another row key order), written with every save.
         snapshot: the per-period snapshot tables, if declared.
-        rollups: the rollup tables (:func:`tsmodel.rollup`), kept in step with
+        rollups: the rollup tables (`tsmodel.rollup()`), kept in step with
             every save and delete.
-        codec: the main table's :class:`~tsmodel.layouts.TableCodec`.
+        codec: the main table's `TableCodec`.
         current_codec: the current-value table's codec, or ``None``.
         event_time_cells: whether cell timestamps are event times (range
             reads then filter by them); ``False`` for a table whose cells
@@ -218,7 +218,7 @@ class RollupSpec:
 
     @property
     def spec(self) -> ModelSpec:
-        """The rollup table's spec (of :attr:`model`)."""
+        """The rollup table's spec (of `model`)."""
         return spec_of(self.model)
 
     def start(self, us: int) -> int:

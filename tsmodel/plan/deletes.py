@@ -25,7 +25,7 @@ A batch of deletes takes up to four round trips (six with rollups):
 5. for a model with rollups, read the events left in the buckets the
    deleted events fell in and write those rollup rows anew (or delete them:
    a bucket left empty has no row), as a save does
-   (:mod:`tsmodel.plan.rollups`).
+   (`tsmodel.plan.rollups`).
 
 Each entity's result is a `EntityResult`:
 ``WRITTEN`` means the deletion was written to the main table and every

@@ -1,20 +1,20 @@
 """Rollups: the aggregates of a bucket, kept exact by recomputing them. Pure.
 
 Every save, update, delete and repair of a model with rollups
-(:func:`tsmodel.rollup`) ends with a *refresh* of the (entity, bucket) slots
+(`tsmodel.rollup()`) ends with a *refresh* of the (entity, bucket) slots
 it touched: each slot's events are read back from the main table (one
 read per bucket and table for all the entities of a batch) and its rollup
 row is written anew from them, whole (``DeleteRow`` then the cells, in one
 atomic row mutation). A rollup row is therefore a function of the main
 table alone: replays, out-of-order events, corrections and deletes leave
 it exactly as if the events had come once, in order.
-:class:`RollupRefresh` plans the reads and the writes;
-:class:`Accumulator` is the one aggregation, used by the refresh and by
-:meth:`tsmodel.QuerySet.resample` over raw events or rollup rows.
+`RollupRefresh` plans the reads and the writes;
+`Accumulator` is the one aggregation, used by the refresh and by
+`tsmodel.QuerySet.resample()` over raw events or rollup rows.
 
 Aggregates, per value field ``f`` of a bucket: ``f_count`` (events with a
 value), ``f_sum`` (an exact int for int fields; for float fields the
-correctly rounded sum, :func:`math.fsum`, whatever the order of the
+correctly rounded sum, `math.fsum()`, whatever the order of the
 events), ``f_min`` and ``f_max`` (NaN when a value is NaN), ``f_last`` (the
 value of the newest event with one) and ``f_mean`` (``f_sum / f_count``).
 """
@@ -82,7 +82,7 @@ class Window:
             resample step since the epoch.
         end: the bucket end, exclusive.
         count: the events of the bucket (in the range read).
-        fields: per value field, its :class:`Stats`.
+        fields: per value field, its `Stats`.
     """
 
     key: Mapping[str, Any]
@@ -211,12 +211,12 @@ _Slot = tuple[str, tuple[tuple[str, Any], ...], int]
 class RollupRefresh:
     """The recompute of the rollup rows that some events fall in.
 
-    :meth:`add` the events (with the indexes of the entities of a save or a
-    delete each stands for); :meth:`plan_reads` gives the reads of the
+    `add()` the events (with the indexes of the entities of a save or a
+    delete each stands for); `plan_reads()` gives the reads of the
     slots' events in the main table, one per table, bucket size and bucket
-    start (every entity's rows in it); :meth:`rows` turns their answers
+    start (every entity's rows in it); `rows()` turns their answers
     into the rollup rows, each standing for the entities of its slot
-    (:func:`tsmodel.plan.writes.refresh_steps` sends them).
+    (`tsmodel.plan.writes.refresh_steps()` sends them).
 
     Args:
         features: the backend's capabilities.
@@ -289,7 +289,7 @@ class RollupRefresh:
     def rows(self, answers: Sequence[Sequence[Row] | BaseException],
              ) -> tuple[dict[str, list[tuple[tuple[int, ...], RowMutation]]],
                         list[tuple[str, tuple[int, ...], MutationOutcome]]]:
-        """The rollup rows from the answers of :meth:`plan_reads`' requests.
+        """The rollup rows from the answers of `plan_reads()`' requests.
 
         Returns:
             Per rollup table, its rows with the entities each stands for,
@@ -448,7 +448,7 @@ def _int_fields(spec: ModelSpec, names: Sequence[str]) -> set[str]:
 
 
 class Windows:
-    """Folds the rows of a :class:`ResamplePlan` into :class:`Window` s (feed, then finish)."""
+    """Folds the rows of a `ResamplePlan` into `Window`s (feed, then finish)."""
 
     def __init__(self, spec: ModelSpec, plan: ResamplePlan) -> None:
         self.spec = spec

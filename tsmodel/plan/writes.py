@@ -7,7 +7,7 @@ A save goes batch by batch. Each batch writes each event to its model's
 main table and to the companion tables: the current-value table (one row per
 entity key: the newest event of the batch stands for the others) and each
 alternate-key table; last, the rollup rows its events fall in are recomputed
-from the main table (:mod:`tsmodel.plan.rollups`). :class:`SaveSchedule` hands
+from the main table (`tsmodel.plan.rollups`). `SaveSchedule` hands
 the calls out, several batches at once, companions with their main write once the main table is
 known to take writes, and order kept between writes where Bigtable's "last
 written wins" makes it matter. `WritePlan.result()` folds the outcomes

@@ -214,7 +214,7 @@ class QuerySet(Generic[M]):
         """The range's aggregates per entity and bucket of ``every`` (``"1h"``, ``"1d"``).
 
         Iterate the result (``async for`` on an async connection) for
-        :class:`~tsmodel.Window` s by entity then time: ``count`` and, per
+        `Window`s by entity then time: ``count`` and, per
         field, ``count``, ``sum``, ``min``, ``max``, ``last`` and ``mean``
         (``w.fields["cpu"].mean`` or ``w.cpu_mean``). Buckets start at
         multiples of ``every`` since the epoch. A rollup table serves it
@@ -757,7 +757,7 @@ class Model:
     @classmethod
     def rollup(cls, every: str | timedelta) -> QuerySet[Any]:
         """Queries of the model's rollup table of bucket size ``every``; see
-        :meth:`tsmodel.QuerySet.rollup`."""
+        `tsmodel.QuerySet.rollup()`."""
         return QuerySet(cls).rollup(every)
 
     @classmethod

@@ -1,9 +1,9 @@
 """``qs.resample(every)``: a range's aggregates per entity and bucket, lazily.
 
-The plan (:func:`tsmodel.plan.rollups.compile_resample`) picks the source:
+The plan (`tsmodel.plan.rollups.compile_resample()`) picks the source:
 a rollup table that covers the range, else the raw events; both are folded
-by the same :class:`~tsmodel.plan.rollups.Accumulator` into
-:class:`~tsmodel.plan.rollups.Window` s. The sync and async forms run the
+by the same `Accumulator` into
+`Window`s. The sync and async forms run the
 same plan, each with its connection's stream.
 """
 
@@ -36,14 +36,14 @@ def every_of(spec_name: str, every: object) -> int:
 
 class Resample:
     """A resample of a range query: iterate it (or ``async for`` on an async
-    connection) for its :class:`~tsmodel.plan.rollups.Window` s, by entity
-    then time; :meth:`explain` shows whether a rollup or the raw events serve it.
+    connection) for its `Window`s, by entity
+    then time; `explain()` shows whether a rollup or the raw events serve it.
 
-    Built by :meth:`tsmodel.QuerySet.resample`; nothing is read until iterated.
+    Built by `tsmodel.QuerySet.resample()`; nothing is read until iterated.
     """
 
     def __init__(self, query: Any, every: int, fields: Sequence[str] | None) -> None:
-        #: The range query (a :class:`~tsmodel.QuerySet`; not imported: it imports this).
+        #: The range query (a `QuerySet`; not imported: it imports this).
         self.query = query
         self.every = every
         self.fields = None if fields is None else tuple(fields)
@@ -80,7 +80,7 @@ class Resample:
             yield window
 
     async def aall(self) -> list[Window]:
-        """:meth:`all` on an :class:`~tsmodel.AsyncConnection`."""
+        """`all()` on an `AsyncConnection`."""
         conn = self.query._connection
         if not isinstance(conn, AsyncConnection):
             raise TypeError(f"{self.query!r} does not run on an AsyncConnection: iterate the "
