@@ -35,6 +35,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from fractions import Fraction
 from typing import Any
 
 from tests.oracle.shapes import DAY, MS, Seg, Shape
@@ -447,7 +448,7 @@ class Reference:
                 have = [(e.t, e.get(name)) for e in sorted(members, key=lambda e: e.t)
                         if e.get(name) is not None]
                 vals = [v for _, v in have]
-                row[name] = (len(vals), sum(vals) if vals else None,
+                row[name] = (len(vals), _exact_sum(vals) if vals else None,
                              min(vals) if vals else None, max(vals) if vals else None,
                              vals[-1] if vals else None)
             out[slot] = row
@@ -576,3 +577,21 @@ def encode_value(kind: str, value: Any) -> bytes:
     if kind == "bool":
         return b"\x01" if value else b"\x00"
     raise AssertionError(kind)
+
+
+def _exact_sum(values: list[Any]) -> Any:
+    """docs/rollups.md: an int field's exact sum; a float field's correctly rounded sum
+    (the exact sum of the values, rounded once), infinities as IEEE adds them."""
+    if all(type(v) is int for v in values):
+        return sum(values)
+    floats = [float(v) for v in values]
+    if any(v != v for v in floats) or (float("inf") in floats and float("-inf") in floats):
+        return float("nan")
+    for inf in (float("inf"), float("-inf")):
+        if inf in floats:
+            return inf
+    total = sum((Fraction(v) for v in floats), Fraction(0))
+    try:
+        return float(total)
+    except OverflowError:
+        return float("inf") if total > 0 else float("-inf")

@@ -151,8 +151,7 @@ _MIDNIGHT = _t(2015, 3, 2)
 def _rows(suffix: str, shape: Shape) -> type:
     @ts.model(table=_unique("rows", suffix), family="F", current=_unique("rows_cur", suffix),
               alternates=[ts.alternate(_unique("rows_alt", suffix), "site", "time", "host")],
-              snapshot=ts.snapshot(_unique("rows", suffix) + "_S_{period:%Y%m%d}"),
-              rollups=[ts.rollup(_unique("rows_1h", suffix), "1h")])
+              snapshot=ts.snapshot(_unique("rows", suffix) + "_S_{period:%Y%m%d}"))
     class Rows:
         site: str = ts.key()
         host: int = ts.key(width=3)
@@ -175,7 +174,6 @@ ROWS = Shape(
     current=True,
     alternates=((Seg("str", "site"), Seg("time", "time"), Seg("int", "host", width=3)),),
     snapshot=True,
-    rollups=(HOUR,),
 )
 
 
@@ -185,7 +183,8 @@ _LATE_US = _t(2262, 1, 1)  # late, yet inside the times a current row of µs can
 
 def _rows_us(suffix: str, shape: Shape) -> type:
     @ts.model(table=_unique("rows_us", suffix), family="F",
-              current=_unique("rows_us_cur", suffix))
+              current=_unique("rows_us_cur", suffix),
+              rollups=[ts.rollup(_unique("rows_us_1s", suffix), "1s")])
     class RowsUs:
         dev: str = ts.key(width=4)
         time: datetime = ts.timestamp(unit="us")
@@ -210,6 +209,7 @@ ROWS_US = Shape(
     entities=({"dev": "d1"}, {"dev": "d10"}, {"dev": "e"}),
     times=_us_times(),
     current=True,
+    rollups=(SECOND,),
 )
 
 
