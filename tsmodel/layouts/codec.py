@@ -285,6 +285,22 @@ class TableCodec:
                 lacks a required value; the error names the model, the table,
                 the row key and the column.
         """
+        return [cls(**values) for values in self.records(row, only, history, True)]
+
+    def records(self, row: Row, only: tuple[str, ...] | None = None, history: bool = False,
+                datetimes: bool = False) -> list[dict[str, Any]]:
+        """The events of one row as ``{field: value}`` records, oldest first.
+
+        The one decoding of a row: :meth:`decode` builds instances of these
+        records, the columnar exports (:mod:`tsmodel.io`) columns. A record
+        holds the key fields, the time, the version time (a model with a
+        version field) and the value fields read; a defaulted value without a
+        cell is left out (the model's default applies). Times are µs since
+        the epoch, or UTC datetimes with ``datetimes``.
+
+        Raises:
+            KeyDecodingError, CellDecodingError: as :meth:`decode`.
+        """
         try:
             keys = self.decode_key(row.key)
             if not self._joins_plainly:
@@ -297,7 +313,7 @@ class TableCodec:
                 (self._history or self._read)(row.cells, key_time)
             if self._key_columns:
                 self._check_key_columns(row.cells, keys, key_time, events)
-            return self._instances(cls, events, keys, key_time, only)
+            return self._records(events, keys, key_time, only, datetimes)
         except errors.CellDecodingError as exc:
             exc.locate(model=self.model, table=self.table, row_key=row.key)
             raise
@@ -307,8 +323,8 @@ class TableCodec:
                 "last time a datetime holds (9999-12-31)", model=self.model, table=self.table,
                 row_key=row.key) from None
 
-    def _instances(self, cls: Callable[..., M], events: list[Event], keys: dict[str, Any],
-                   key_time: int | None, only: tuple[str, ...] | None) -> list[M]:
+    def _records(self, events: list[Event], keys: dict[str, Any], key_time: int | None,
+                 only: tuple[str, ...] | None, datetimes: bool) -> list[dict[str, Any]]:
         per_event = not self.layout.bucketed
         name = self.time_field
         version = self._version_field
@@ -330,10 +346,15 @@ class TableCodec:
             # Promoted values are in the key (and, serialized, in the blob too): the key wins.
             values.update(keys)
             us = key_time if per_event and key_time is not None else ts
-            values[name] = EPOCH + timedelta(microseconds=us)
-            if version is not None:  # the cells' time is the version's
-                values[version] = EPOCH + timedelta(microseconds=ts)
-            out.append(cls(**values))
+            if datetimes:
+                values[name] = EPOCH + timedelta(microseconds=us)
+                if version is not None:  # the cells' time is the version's
+                    values[version] = EPOCH + timedelta(microseconds=ts)
+            else:
+                values[name] = us
+                if version is not None:
+                    values[version] = ts
+            out.append(values)
         return out
 
     def _check_columns(self, cells: tuple[Cell, ...]) -> None:
