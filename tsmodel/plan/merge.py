@@ -22,7 +22,7 @@ from __future__ import annotations
 import collections
 import itertools
 from collections.abc import Callable, Sequence
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, Generic, TypeVar
 
 from tsmodel import errors
@@ -56,11 +56,15 @@ class ReadMerge(Generic[M]):
     Args:
         plan: the read plan.
         model: the model class whose instances are built.
+        records: give each event as its ``{field: value}`` record, times in
+            µs (:meth:`~tsmodel.layouts.TableCodec.records`), not as an
+            instance: the columnar exports' sink (:mod:`tsmodel.io`).
     """
 
-    def __init__(self, plan: ReadPlan, model: type[M]) -> None:
+    def __init__(self, plan: ReadPlan, model: type[M], *, records: bool = False) -> None:
         self.plan = plan
         self.model = model
+        self.records = records
         #: Every read of the plan: its guards, then its requests.
         self.streams: tuple[ReadRequest, ...] = (*plan.guards, *plan.requests)
         self._first = len(plan.guards)
@@ -84,7 +88,9 @@ class ReadMerge(Generic[M]):
         self._ended = [False] * n
         self._open_streams = n  # requests not ended
         self._next = 0  # concatenated or sorted streams: the request read now
-        self._key: Callable[[Any], Any] = attrgetter(spec_of(model).timestamp_field)
+        time_field = spec_of(model).timestamp_field
+        self._key: Callable[[Any], Any] = (itemgetter if records else attrgetter)(time_field)
+        self._accept = plan.accept_record if records else plan.accept
         self._reversed: collections.deque[M] | None = (
             collections.deque(maxlen=plan.limit or None) if plan.reverse_after else None)
         self._remaining = plan.limit
@@ -157,8 +163,14 @@ class ReadMerge(Generic[M]):
     def _decode(self, request: ReadRequest, rows: Sequence[Row]) -> list[M]:
         plan, model = self.plan, self.model
         assert plan.codec is not None
-        decode, only, history = plan.codec.decode, plan.only, plan.history
-        if request.reverse:  # bucket rows read backwards: their events too
+        only, history = plan.only, plan.history
+        if self.records:  # M is the record type then
+            records: Any = plan.codec.records
+            if request.reverse:  # bucket rows read backwards: their events too
+                return [e for row in rows for e in reversed(records(row, only, history))]
+            return [e for row in rows for e in records(row, only, history)]
+        decode = plan.codec.decode
+        if request.reverse:
             return [e for row in rows for e in reversed(decode(model, row, only, history))]
         return [e for row in rows for e in decode(model, row, only, history)]
 
@@ -211,7 +223,7 @@ class ReadMerge(Generic[M]):
         """The client-side check, the reversal and the limit, on events in order."""
         plan = self.plan
         if out and plan.client_filters:  # without any, accept() says yes to all
-            accept = plan.accept
+            accept = self._accept
             out = [item for item in out if accept(item)]
         finished = not self._open_streams
         if self._reversed is not None:

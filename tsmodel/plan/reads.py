@@ -64,6 +64,8 @@ class ReadPlan:
         reason: why the plan has this shape, in words.
         codec: the codec that decodes the table's rows.
         accept: the client-side check of a decoded instance (``client_filters``).
+        accept_record: the same check of a decoded record (times in µs), for
+            the columnar exports.
         only: the value fields to decode (``None``: all).
         limit: the most instances to yield.
         descending: whether the merged stream comes newest first.
@@ -85,6 +87,8 @@ class ReadPlan:
     reason: str = ""
     codec: TableCodec | None = attrs.field(default=None, eq=False, repr=False)
     accept: Callable[[Any], bool] = attrs.field(default=_accept_all, eq=False, repr=False)
+    accept_record: Callable[[Any], bool] = attrs.field(default=_accept_all, eq=False,
+                                                       repr=False)
     only: tuple[str, ...] | None = None
     limit: int | None = None
     descending: bool = False
@@ -314,7 +318,7 @@ class _Compiler:
             reached_time or current or (self.spec.time_unit >= _MS
                                         and self.spec.event_time_cells)),
                                   key_selects_time=key_selects_time and not leftover)
-        checks, accept = self._client_checks(leftover)
+        checks, accept, accept_record = self._client_checks(leftover)
         # Per-salt reads are in time order only when the time range is in the key.
         merge = "time" if len(requests) > 1 and reached_time and not current else "concat"
         if merge == "concat" and any(req.reverse for req in requests):
@@ -324,7 +328,8 @@ class _Compiler:
         descending = natural_desc != any(req.reverse for req in requests)
         return ReadPlan(self.spec.name, codec.table, requests, merge, checks, scan,
                         self._reason(key, used, reached_time, leftover, current),
-                        codec=codec, accept=accept, only=s.only, limit=s.limit,
+                        codec=codec, accept=accept, accept_record=accept_record,
+                        only=s.only, limit=s.limit,
                         descending=descending, reverse_after=s.newest_first and not descending,
                         guards=self._salt_guards(key, self._encode_given(key)),
                         history=s.history)
@@ -554,8 +559,10 @@ class _Compiler:
         assert self.spec.retention is not None
         return ceil_to(self.now_us - self.spec.retention // timedelta(microseconds=1), _MS)
 
-    def _client_checks(self,
-                       leftover: list[str]) -> tuple[tuple[str, ...], Callable[[Any], bool]]:
+    def _client_checks(self, leftover: list[str]) -> tuple[
+            tuple[str, ...], Callable[[Any], bool], Callable[[Any], bool]]:
+        """The checks left to the client, in words, and their tests of an instance and
+        of a record."""
         s = self.state
         wanted = {name: value for name, value in s.fields if name in leftover}
         checks = [f"{name} == {value!r}" for name, value in wanted.items()]
@@ -567,15 +574,10 @@ class _Compiler:
         if need_time:
             checks.append(f"{s.start_us} <= {ts_name} (us) < {s.end_us}")
         if not checks:
-            return (), _accept_all
-        lo, hi = s.start_us or 0, s.end_us or 0
-
-        def accept(item: Any) -> bool:
-            if any(getattr(item, k) != v for k, v in wanted.items()):
-                return False
-            return not need_time or lo <= to_micros(getattr(item, ts_name)) < hi
-
-        return tuple(checks), accept
+            return (), _accept_all, _accept_all
+        span = (s.start_us or 0, s.end_us or 0) if need_time else None
+        return (tuple(checks), _acceptor(wanted, ts_name, span, records=False),
+                _acceptor(wanted, ts_name, span, records=True))
 
     def _scan_message(self, layout: KeyLayout, leftover: list[str]) -> str:
         order = layout.describe_order()
@@ -617,6 +619,24 @@ class _Compiler:
         if self.sort and not reached_time:
             parts.append("bucket labels do not sort: events sorted by time")
         return "; ".join(parts)
+
+
+def _acceptor(wanted: dict[str, Any], time_field: str, span: tuple[int, int] | None, *,
+              records: bool) -> Callable[[Any], bool]:
+    """The client-side test of a decoded event: key fields equal to ``wanted``, its
+    time within ``span`` (µs); of an instance, or of a record (a dict, time in µs)."""
+    get: Callable[[Any, str], Any] = dict.__getitem__ if records else getattr
+    lo, hi = span if span is not None else (0, 0)
+
+    def accept(item: Any) -> bool:
+        if any(get(item, k) != v for k, v in wanted.items()):
+            return False
+        if span is None:
+            return True
+        us = get(item, time_field)
+        return lo <= (us if records else to_micros(us)) < hi
+
+    return accept
 
 
 def _event_columns(spec: ModelSpec, layout: Layout) -> tuple[tuple[str, bytes], ...] | None:

@@ -54,9 +54,11 @@ PULL_ROWS = 256
 # -- sync ---------------------------------------------------------------------------
 
 
-def stream(plan: ReadPlan, conn: Connection, model: type[M]) -> Generator[M, None, None]:
-    """The instances of ``plan``, read on ``conn`` and merged as the plan says."""
-    merge = ReadMerge(plan, model)
+def stream(plan: ReadPlan, conn: Connection, model: type[M], *,
+           records: bool = False) -> Generator[M, None, None]:
+    """The instances of ``plan`` (their records with ``records``: see
+    :class:`~tsmodel.plan.merge.ReadMerge`), read on ``conn`` and merged as the plan says."""
+    merge = ReadMerge(plan, model, records=records)
     sources: list[_Pulled] = []
     try:
         while (i := merge.want()) is not None:
@@ -101,10 +103,10 @@ class _Pulled:
 # -- asyncio ------------------------------------------------------------------------
 
 
-async def astream(plan: ReadPlan, conn: AsyncConnection,
-                  model: type[M]) -> AsyncGenerator[M, None]:
+async def astream(plan: ReadPlan, conn: AsyncConnection, model: type[M], *,
+                  records: bool = False) -> AsyncGenerator[M, None]:
     """`stream()` on an event loop: a task per stream read at once."""
-    merge = ReadMerge(plan, model)
+    merge = ReadMerge(plan, model, records=records)
     concurrent = merge.concurrent and conn.features.concurrent_calls
     sources: list[_APulled | _Tasked] = []
     try:
