@@ -41,6 +41,7 @@ from tsmodel.errors import (
     DeclarationError,
     DoesNotExist,
     EmulatorNotFoundError,
+    ExtraNotInstalledError,
     FieldTypeError,
     KeyDecodingError,
     KeyDecodingTypeError,
@@ -109,5 +110,5 @@ __all__ = [
     "ScanRefusedError",
     "DoesNotExist", "BackendError", "TableNotFoundError", "BackendUnreachableError",
     "SaveError",
-    "ConfigurationError", "EmulatorNotFoundError",
+    "ConfigurationError", "EmulatorNotFoundError", "ExtraNotInstalledError",
 ]

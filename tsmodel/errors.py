@@ -31,6 +31,7 @@ __all__ = [
     "SaveError",
     "ConfigurationError",
     "EmulatorNotFoundError",
+    "ExtraNotInstalledError",
 ]
 
 
@@ -234,3 +235,11 @@ class ConfigurationError(TsModelError, ValueError):
 
 class EmulatorNotFoundError(TsModelError, FileNotFoundError):
     """The Cloud Bigtable emulator (``cbtemulator``) is not installed."""
+
+
+class ExtraNotInstalledError(TsModelError, ImportError):
+    """A feature needs an optional dependency that is not installed.
+
+    The message names the package and the extra that installs it
+    (``pip install 'tsmodel[arrow]'``).
+    """
