@@ -30,6 +30,9 @@ from tsmodel.backends.base import Features
 from tsmodel.declare.model import provide_query_methods
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.encoding.timestamps import to_micros
+from tsmodel.io import pandas as _pandas
+from tsmodel.io import polars as _polars
+from tsmodel.io.arrow import DEFAULT_BATCH_ROWS, ArrowColumns
 from tsmodel.plan.reads import (
     LatestResult,
     QueryState,
@@ -312,6 +315,71 @@ class QuerySet(Generic[M]):
     def exists(self) -> bool:
         """Whether any event matches (reads at most one)."""
         return self.first() is not None
+
+    # -- columnar results -----------------------------------------------------------
+
+    def to_arrow_batches(self, rows: int = DEFAULT_BATCH_ROWS) -> Iterator[Any]:
+        """Stream the matching events as ``pyarrow.RecordBatch`` es of ``rows`` events.
+
+        Memory stays bounded by one batch (and the reads' buffers), as with
+        :meth:`iterator`: rows are decoded straight into columns, no model
+        instance is built. The schema comes from the model (see
+        :mod:`tsmodel.io.arrow`); :meth:`only` leaves out the other value
+        columns. Stopping early (``break``) cancels the reads still streaming.
+
+        Args:
+            rows: the most events per batch (the last batch may hold fewer).
+
+        Raises:
+            ExtraNotInstalledError: pyarrow is not installed
+                (``pip install 'tsmodel[arrow]'``).
+            ValueError: ``rows`` is not an int >= 1.
+        """
+        columns = ArrowColumns(self.model, self._state.only, "to_arrow_batches()")
+        return columns.batches(self._records(), rows)
+
+    def to_arrow(self) -> Any:
+        """The matching events as one ``pyarrow.Table`` (the model's schema when none).
+
+        Raises:
+            ExtraNotInstalledError: pyarrow is not installed
+                (``pip install 'tsmodel[arrow]'``).
+        """
+        return self._arrow_table("to_arrow()")
+
+    def to_pandas(self) -> Any:
+        """The matching events as a ``pandas.DataFrame``, a column per field.
+
+        Nullable dtypes (``Int64``, ``boolean``, ``string``), ``category``
+        for string key fields, ``datetime64[<unit>, UTC]`` times; see
+        :mod:`tsmodel.io.pandas`.
+
+        Raises:
+            ExtraNotInstalledError: pandas or pyarrow is not installed
+                (``pip install 'tsmodel[pandas]'``).
+        """
+        _pandas.require_all("to_pandas()")
+        return _pandas.frame_of(self._arrow_table("to_pandas()"))
+
+    def to_polars(self) -> Any:
+        """The matching events as a ``polars.DataFrame``; see :mod:`tsmodel.io.polars`.
+
+        Raises:
+            ExtraNotInstalledError: polars or pyarrow is not installed
+                (``pip install 'tsmodel[polars]'``).
+        """
+        _polars.require_all("to_polars()")
+        return _polars.frame_of(self._arrow_table("to_polars()"))
+
+    def _arrow_table(self, what: str) -> Any:
+        columns = ArrowColumns(self.model, self._state.only, what)
+        return columns.table(columns.batches(self._records(), DEFAULT_BATCH_ROWS))
+
+    def _records(self) -> Generator[dict[str, Any], None, None]:
+        """The matching events as records (times in µs), for the columnar results."""
+        conn = self._conn()
+        plan = compile_query(self._spec, self._state, conn.features)
+        return stream(plan, conn, self.model, records=True)  # type: ignore[arg-type]
 
     def first(self) -> M | None:
         """The first matching instance, or ``None``."""
@@ -609,6 +677,37 @@ class AsyncQuerySet(QuerySet[M]):
     async def exists(self) -> bool:  # type: ignore[override]
         """Whether any event matches (reads at most one)."""
         return (await self.first()) is not None
+
+    def to_arrow_batches(self,  # type: ignore[override]
+                         rows: int = DEFAULT_BATCH_ROWS) -> AsyncIterator[Any]:
+        """The matching events as record batches, with ``async for``; see
+        :meth:`QuerySet.to_arrow_batches`."""
+        columns = ArrowColumns(self.model, self._state.only, "to_arrow_batches()")
+        return columns.abatches(self._arecords(), rows)
+
+    async def to_arrow(self) -> Any:
+        """The matching events as a ``pyarrow.Table``; see :meth:`QuerySet.to_arrow`."""
+        return await self._aarrow_table("to_arrow()")
+
+    async def to_pandas(self) -> Any:
+        """The matching events as a ``pandas.DataFrame``; see :meth:`QuerySet.to_pandas`."""
+        _pandas.require_all("to_pandas()")
+        return _pandas.frame_of(await self._aarrow_table("to_pandas()"))
+
+    async def to_polars(self) -> Any:
+        """The matching events as a ``polars.DataFrame``; see :meth:`QuerySet.to_polars`."""
+        _polars.require_all("to_polars()")
+        return _polars.frame_of(await self._aarrow_table("to_polars()"))
+
+    async def _aarrow_table(self, what: str) -> Any:
+        columns = ArrowColumns(self.model, self._state.only, what)
+        return columns.table([b async for b in columns.abatches(self._arecords(),
+                                                                DEFAULT_BATCH_ROWS)])
+
+    def _arecords(self) -> AsyncGenerator[dict[str, Any], None]:
+        conn = self._aconn()
+        plan = compile_query(self._spec, self._state, conn.features)
+        return astream(plan, conn, self.model, records=True)  # type: ignore[arg-type]
 
     async def first(self) -> M | None:  # type: ignore[override]
         """The first matching instance, or ``None``."""

@@ -1,0 +1,40 @@
+"""Columnar results: Arrow record batches, pandas and polars data frames.
+
+Each of these is an optional extra: ``pip install 'tsmodel[arrow]'``
+(pyarrow), ``'tsmodel[pandas]'`` (pyarrow and pandas) or
+``'tsmodel[polars]'`` (pyarrow and polars). The core imports none of them;
+:meth:`tsmodel.QuerySet.to_arrow` and its siblings import them when called,
+and say which extra to install when one is missing.
+
+Rows become columns without model instances: the query's read plan streams
+the one decoding of rows (:meth:`tsmodel.layouts.TableCodec.records`) into
+:class:`~tsmodel.io.arrow.ArrowColumns`, a batch of records at a time.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from tsmodel.errors import ExtraNotInstalledError
+
+__all__ = ["require"]
+
+
+def require(module: str, extra: str, what: str) -> ModuleType:
+    """Import an optional dependency, or say which extra installs it.
+
+    Args:
+        module: the module to import (``"pyarrow"``).
+        extra: the tsmodel extra that installs it (``"arrow"``).
+        what: the feature that needs it, for the message (``"to_arrow()"``).
+
+    Raises:
+        ExtraNotInstalledError: the module is not installed.
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ExtraNotInstalledError(
+            f"{what} needs {module}, which is not installed: pip install "
+            f"'tsmodel[{extra}]'") from exc

@@ -1,0 +1,220 @@
+"""Query results as Arrow record batches, built straight from decoded records.
+
+:class:`ArrowColumns` knows a model's columns and their Arrow types, worked
+out once per query from the model's declaration (not from the data, so an
+empty result has the same schema as a full one):
+
+* key fields: ``dictionary<int32, string>`` for strings (categories in pandas
+  and polars), ``int64`` for integers;
+* the timestamp: ``timestamp[unit, tz=UTC]`` in the model's precision
+  (``s``, ``ms`` or ``us``); the version time of a model with a version field
+  likewise, in ``ms`` (a cell timestamp);
+* value fields by codec: ``int64``, ``float64``, ``string``, ``bool``,
+  ``binary``; ``Text`` codecs by the kind they decode to (``decimal128`` for
+  ``Decimal`` with ``places``); any other codec's values as pyarrow infers
+  them (``null`` when there are none).
+
+Every column is nullable: an optional value without a cell is null.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from decimal import Decimal
+from itertools import islice
+from typing import Any
+
+import attrs
+
+from tsmodel.declare.spec import ModelSpec, spec_of
+from tsmodel.encoding.codecs import Bool, Float64, Int64, Raw, Text, Utf8
+from tsmodel.encoding.keys import IntSegment, StrSegment
+from tsmodel.io import require
+
+__all__ = ["ArrowColumns", "DEFAULT_BATCH_ROWS"]
+
+#: Events per record batch unless asked otherwise: enough that the per-batch
+#: cost vanishes, few enough that a batch of a few columns stays a few MiB.
+DEFAULT_BATCH_ROWS = 65_536
+
+#: A column: (field name, its Arrow type or None (inferred), its kind).
+_Column = tuple[str, Any, str]
+
+
+def _arrow(what: str) -> Any:
+    return require("pyarrow", "arrow", what)
+
+
+def _unit(us: int) -> str:
+    """The Arrow time unit of a model whose times are multiples of ``us`` µs."""
+    if us % 1_000_000 == 0:
+        return "s"
+    return "ms" if us % 1_000 == 0 else "us"
+
+
+class ArrowColumns:
+    """The Arrow schema of a model's query results, and the builder of its batches.
+
+    Args:
+        model: the model class.
+        only: the value fields read (``None``: all); the others are no column.
+        what: the call that needs pyarrow, for the message when it is missing.
+
+    Raises:
+        ExtraNotInstalledError: pyarrow is not installed.
+    """
+
+    def __init__(self, model: type, only: tuple[str, ...] | None = None,
+                 what: str = "to_arrow()") -> None:
+        pa = self._pa = _arrow(what)
+        spec = spec_of(model)
+        self.spec = spec
+        kinds = self._kinds(spec, only)
+        order = [a.name for a in attrs.fields(model)]
+        self.columns: list[_Column] = [
+            (name, *kinds[name]) for name in sorted(kinds, key=order.index)]
+        self.schema = pa.schema([pa.field(name, t if t is not None else pa.null())
+                                 for name, t, _ in self.columns])
+        self._defaults = _defaults(model, spec)
+
+    def _kinds(self, spec: ModelSpec, only: tuple[str, ...] | None) -> dict[str, tuple[Any, str]]:
+        pa = self._pa
+        kinds: dict[str, tuple[Any, str]] = {}
+        for seg in spec.key.segments:
+            if isinstance(seg, StrSegment) and seg.field is not None:
+                kinds[seg.field] = (pa.dictionary(pa.int32(), pa.string()), "category")
+            elif isinstance(seg, IntSegment) and seg.field is not None:
+                kinds[seg.field] = (pa.int64(), "plain")
+        kinds[spec.timestamp_field] = (pa.timestamp(_unit(spec.time_unit), tz="UTC"), "time")
+        if spec.version_field is not None:
+            kinds[spec.version_field] = (pa.timestamp("ms", tz="UTC"), "time")
+        for v in spec.values:
+            if v.name not in kinds and (only is None or v.name in only):
+                kinds[v.name] = (_value_type(pa, v.codec), "plain")
+        return kinds
+
+    # -- building ---------------------------------------------------------------------
+
+    def batch(self, records: list[dict[str, Any]]) -> Any:
+        """One ``pyarrow.RecordBatch`` of ``records`` (:meth:`TableCodec.records`)."""
+        pa = self._pa
+        arrays = []
+        for name, arrow_type, kind in self.columns:
+            default = self._defaults.get(name)
+            if default is None:
+                values = [r[name] for r in records]
+            else:
+                values = [r[name] if name in r else default() for r in records]
+            if kind == "time":  # µs since the epoch, whole units of the column's
+                array = pa.array(values, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+                arrays.append(array.cast(arrow_type))
+            elif kind == "category":
+                arrays.append(pa.array(values, pa.string()).dictionary_encode())
+            elif arrow_type is None:  # a codec of the application's: as pyarrow sees it
+                arrays.append(pa.array(values))
+            else:
+                arrays.append(pa.array(values, arrow_type))
+        schema = self.schema
+        if any(t is None for _, t, _ in self.columns):
+            schema = pa.schema([pa.field(f.name, a.type) for f, a in
+                                zip(self.schema, arrays, strict=True)])
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    def batches(self, records: Iterable[dict[str, Any]], rows: int) -> Iterator[Any]:
+        """Record batches of at most ``rows`` events each, as ``records`` come.
+
+        Raises:
+            ValueError: ``rows`` is not an int >= 1 (raised by this call).
+        """
+        _check_rows(rows)
+        return self._batches(iter(records), rows)
+
+    def _batches(self, it: Iterator[dict[str, Any]], rows: int) -> Iterator[Any]:
+        try:
+            while chunk := list(islice(it, rows)):
+                yield self.batch(chunk)
+        finally:
+            close = getattr(it, "close", None)
+            if close is not None:
+                close()  # the reads still streaming end now
+
+    def abatches(self, records: AsyncIterator[dict[str, Any]],
+                 rows: int) -> AsyncIterator[Any]:
+        """:meth:`batches` of an asynchronous stream of records."""
+        _check_rows(rows)
+        return self._abatches(records, rows)
+
+    async def _abatches(self, records: AsyncIterator[dict[str, Any]],
+                        rows: int) -> AsyncIterator[Any]:
+        try:
+            chunk: list[dict[str, Any]] = []
+            async for record in records:
+                chunk.append(record)
+                if len(chunk) >= rows:
+                    yield self.batch(chunk)
+                    chunk = []
+            if chunk:
+                yield self.batch(chunk)
+        finally:
+            aclose = getattr(records, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    def table(self, batches: Iterable[Any]) -> Any:
+        """One ``pyarrow.Table`` of ``batches`` (the schema's, when there are none)."""
+        pa = self._pa
+        batches = list(batches)
+        if not batches:
+            return self.schema.empty_table()
+        return pa.Table.from_batches(batches)
+
+
+def _check_rows(rows: int) -> None:
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+        raise ValueError(f"rows per batch must be an int >= 1, got {rows!r}")
+
+
+def _value_type(pa: Any, codec: Any) -> Any:
+    """The Arrow type of a value codec's values, or ``None`` to let pyarrow infer it."""
+    if isinstance(codec, Int64):
+        return pa.int64()
+    if isinstance(codec, Float64):
+        return pa.float64()
+    if isinstance(codec, Utf8):
+        return pa.string()
+    if isinstance(codec, Bool):
+        return pa.bool_()
+    if isinstance(codec, Raw):
+        return pa.binary()
+    if isinstance(codec, Text):
+        if codec.kind is Decimal:
+            return pa.decimal128(38, codec.places) if codec.places is not None else None
+        return {int: pa.int64(), float: pa.float64(), str: pa.string()}[codec.kind]
+    python_type = getattr(codec, "python_type", None)
+    simple = {int: pa.int64(), float: pa.float64(), (float, int): pa.float64(),
+              str: pa.string(), bool: pa.bool_(), bytes: pa.binary()}
+    try:
+        return simple.get(python_type)
+    except TypeError:  # an unhashable python_type
+        return None
+
+
+def _defaults(model: type, spec: ModelSpec) -> dict[str, Callable[[], Any]]:
+    """The default of each value field that has one: what a record without it holds."""
+    out: dict[str, Callable[[], Any]] = {}
+    by_name = attrs.fields_dict(model)
+    for v in spec.values:
+        if v.has_default:
+            out[v.name] = _default_of(by_name[v.name].default)
+    return out
+
+
+def _default_of(default: Any) -> Callable[[], Any]:
+    """A function giving the declared default (a value, or a factory's new value)."""
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        factory = typing.cast(Callable[..., Any], default.factory)
+        if default.takes_self:
+            return lambda: factory(None)
+        return factory
+    return lambda: default
