@@ -1,0 +1,281 @@
+"""Columnar results (to_arrow, to_pandas, to_polars) on both backends.
+
+Every shape of the oracle harness (tests/oracle/shapes.py) saves drawn
+batches and runs drawn range and current() queries as Arrow tables; each
+answer is compared with the reference model (tests/oracle/reference.py: what
+the saved events say the query returns) and with the instances the same
+query builds. The dtypes are checked against the model's declaration.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pd = pytest.importorskip("pandas")
+pl = pytest.importorskip("polars")
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import tsmodel as ts  # noqa: E402
+from tests import strategies as tst  # noqa: E402
+from tests.backends import conftest as _backends  # noqa: E402
+from tests.backends.conftest import asynchronous  # noqa: E402
+from tests.oracle.ops import RangeQuery, Refine, aware  # noqa: E402
+from tests.oracle.reference import Answer, Ev, Reference, Refused  # noqa: E402
+from tests.oracle.shapes import CELLS, ROWS, ROWS_US, SHAPES, Shape, us_of  # noqa: E402
+from tsmodel.backends.base import Backend  # noqa: E402
+
+UTC = timezone.utc
+#: The conformance suite's fixtures: the embedded store and the emulator.
+backend, emulator = _backends.backend, _backends.emulator
+#: Examples per shape and backend.
+EXAMPLES = {"embedded": 8, "emulator": 3}
+
+
+def _events_of_table(shape: Shape, table: Any) -> list[Ev]:
+    """An Arrow table of results as events; a value column left out by only() is None."""
+    out = []
+    for row in table.to_pylist():
+        when = row["time"]
+        assert isinstance(when, datetime) and when.utcoffset() == timedelta(0), when
+        out.append(Ev(tuple((n, row[n]) for n in shape.key_fields), us_of(when),
+                      tuple((v.name, row.get(v.name)) for v in shape.values)))
+    return out
+
+
+def _events_of_instances(shape: Shape, items: list[Any]) -> list[Ev]:
+    return [Ev(tuple((n, getattr(i, n)) for n in shape.key_fields), us_of(i.time),
+               tuple((v.name, getattr(i, v.name)) for v in shape.values)) for i in items]
+
+
+def _refined(qs: Any, refine: Refine) -> Any:
+    if refine.newest_first:
+        qs = qs.newest_first()
+    if refine.only is not None:
+        qs = qs.only(*refine.only)
+    if refine.limit is not None:
+        qs = qs.limit(refine.limit)
+    return qs
+
+
+def _check(shape: Shape, want: Answer | Refused, refine: Refine, run: Any, what: str) -> None:
+    """The query as Arrow against the reference and against its instances."""
+    if isinstance(want, Refused):
+        with pytest.raises((ts.QueryError, ts.DoesNotExist)) as raised:
+            run().to_arrow()
+        assert type(raised.value).__name__ == want.kind or want.kind in [
+            c.__name__ for c in type(raised.value).__mro__], what
+        return
+    qs = run()
+    table = qs.to_arrow()
+    got = _events_of_table(shape, table)
+    if refine.only is not None:
+        assert set(table.column_names) == {*shape.key_fields, "time", *refine.only}, what
+        want = Answer(tuple(replace(e, values=tuple(
+            (k, v if k in refine.only else None) for k, v in e.values)) for e in want.events))
+    assert want.problem(got, refine.limit) is None, (
+        f"{what}\n  expected: {want.events[:refine.limit]!r}\n  got:      {got!r}")
+    instances = _events_of_instances(shape, list(qs))
+    assert [e.strict() for e in got] == [e.strict() for e in instances], what
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
+def test_arrow_answers_as_the_reference(backend: Backend, shape: Shape,
+                                        request: pytest.FixtureRequest) -> None:
+    kind = request.node.callspec.params["backend"]
+
+    @settings(max_examples=EXAMPLES[kind], deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                     HealthCheck.filter_too_much])
+    @given(data=st.data())
+    def run(data: st.DataObject) -> None:
+        model = shape.make_model(uuid.uuid4().hex[:10].upper())
+        conn = ts.Connection(backend)
+        conn.create_tables(model)
+        try:
+            ref = Reference(shape)
+            for batch in data.draw(st.lists(tst.oracle_batches(shape), min_size=1,
+                                            max_size=3), label="batches"):
+                result = conn.save_all([model(**{**e.fields(), "time": aware(e.t, e.zone)})
+                                        for e in batch])
+                assert result.ok, result.summary()
+                ref.save(batch)
+            everything = RangeQuery(min(shape.times), max(shape.times) + 1, (), True,
+                                    data.draw(tst.oracle_refinements(shape), label="refine"))
+            for q in [everything, *data.draw(st.lists(tst.oracle_range_queries(shape),
+                                                      max_size=2), label="range queries")]:
+                try:
+                    want: Answer | Refused = ref.range(
+                        q.start, q.end, dict(q.fields), allow_scan=q.allow_scan,
+                        newest_first=q.refine.newest_first)
+                except Refused as refused:
+                    want = refused
+                _check(shape, want, q.refine, lambda q=q: _refined(model.range(
+                    aware(q.start, q.zone), aware(q.end, -q.zone), allow_scan=q.allow_scan,
+                    **dict(q.fields)).using(conn), q.refine), repr(q))
+            if shape.current:
+                q = data.draw(tst.oracle_current_queries(shape), label="current query")
+                try:
+                    want = ref.current(dict(q.fields), allow_scan=q.allow_scan)
+                except Refused as refused:
+                    want = refused
+                _check(shape, want, q.refine, lambda: _refined(model.current(
+                    allow_scan=q.allow_scan, **dict(q.fields)).using(conn), q.refine), repr(q))
+        finally:
+            conn.drop_tables(model)
+
+    run()
+
+
+@pytest.fixture
+def rows_model(backend: Backend) -> Any:
+    """The ROWS shape's model with a few events: (model, connection, events saved)."""
+    model = ROWS.make_model(uuid.uuid4().hex[:10].upper())
+    conn = ts.Connection(backend)
+    conn.create_tables(model)
+    t0 = datetime(2015, 3, 2, tzinfo=UTC)
+    events = [model(site=site, host=host, time=t0 + timedelta(seconds=i), x=i * host,
+                    note=None if i % 3 else f"n{i}")
+              for site in ("a", "b") for host in (1, 2) for i in range(7)]
+    assert conn.save_all(events).ok
+    yield model, conn, events
+    conn.drop_tables(model)
+
+
+def test_dtypes_follow_the_declaration(rows_model: Any) -> None:
+    model, conn, events = rows_model
+    qs = model.range(datetime(2015, 3, 1, tzinfo=UTC), datetime(2015, 3, 3, tzinfo=UTC),
+                     site="a").using(conn)
+    table = qs.to_arrow()
+    assert table.schema == pa.schema([
+        ("site", pa.dictionary(pa.int32(), pa.string())), ("host", pa.int64()),
+        ("time", pa.timestamp("ms", tz="UTC")), ("x", pa.int64()), ("note", pa.string())])
+    assert table.num_rows == 14
+    frame = qs.to_pandas()
+    assert {c: str(t) for c, t in frame.dtypes.items()} == {
+        "site": "category", "host": "Int64", "time": "datetime64[ms, UTC]", "x": "Int64",
+        "note": "string"}
+    assert frame["note"].isna().sum() == sum(1 for e in events if e.site == "a"
+                                             and e.note is None)
+    polars = qs.to_polars()
+    assert polars.schema == pl.Schema({
+        "site": pl.Categorical(), "host": pl.Int64(), "time": pl.Datetime("ms", "UTC"),
+        "x": pl.Int64(), "note": pl.String()})
+    expected = sorted((e.site, e.host, e.time, e.x, e.note) for e in events if e.site == "a")
+    assert sorted(polars.rows()) == expected
+    assert sorted(tuple(None if pd.isna(v) else v for v in row)
+                  for row in frame.itertuples(index=False, name=None)) == expected
+
+
+def test_microsecond_times_and_nullable_bools(backend: Backend) -> None:
+    model = ROWS_US.make_model(uuid.uuid4().hex[:10].upper())
+    conn = ts.Connection(backend)
+    conn.create_tables(model)
+    try:
+        t0 = datetime(2015, 3, 16, 19, 53, 32, 1, tzinfo=UTC)
+        events = [model(dev="d1", time=t0 + timedelta(microseconds=7 * i), v=i / 4,
+                        ok=(None, True, False)[i % 3]) for i in range(5)]
+        assert conn.save_all(events).ok
+        frame = model.range(t0, t0 + timedelta(seconds=1), dev="d1").using(conn).to_pandas()
+        assert {c: str(t) for c, t in frame.dtypes.items()} == {
+            "dev": "category", "time": "datetime64[us, UTC]", "v": "float64", "ok": "boolean"}
+        assert list(frame["time"]) == [e.time for e in events]
+        assert [None if pd.isna(b) else bool(b) for b in frame["ok"]] == [e.ok for e in events]
+    finally:
+        conn.drop_tables(model)
+
+
+def test_an_empty_result_has_the_schema(rows_model: Any) -> None:
+    model, conn, _ = rows_model
+    qs = model.range(datetime(2000, 1, 1, tzinfo=UTC), datetime(2000, 1, 2, tzinfo=UTC),
+                     site="a").using(conn)
+    full = model.range(datetime(2015, 3, 1, tzinfo=UTC), datetime(2015, 3, 3, tzinfo=UTC),
+                       site="a").using(conn)
+    table = qs.to_arrow()
+    assert table.num_rows == 0 and table.schema == full.to_arrow().schema
+    assert list(qs.to_pandas().columns) == ["site", "host", "time", "x", "note"]
+    assert qs.to_polars().schema == full.to_polars().schema
+    assert list(qs.to_arrow_batches()) == []
+
+
+def test_batches_stream_and_stop(rows_model: Any) -> None:
+    model, conn, events = rows_model
+    qs = model.range(datetime(2015, 3, 1, tzinfo=UTC), datetime(2015, 3, 3, tzinfo=UTC),
+                     allow_scan=True).using(conn)
+    batches = list(qs.to_arrow_batches(rows=5))
+    assert [b.num_rows for b in batches] == [5] * 5 + [3]
+    assert pa.Table.from_batches(batches).to_pylist() == qs.to_arrow().to_pylist()
+    assert len(qs.to_arrow()) == len(events)
+    stream = qs.to_arrow_batches(rows=2)
+    assert next(stream).num_rows == 2
+    stream.close()  # the reads still streaming end
+    with pytest.raises(ValueError, match="rows per batch"):
+        qs.to_arrow_batches(rows=0)
+
+
+def test_history_gives_the_version_column(backend: Backend) -> None:
+    @ts.model(table="HIST_" + uuid.uuid4().hex[:8], family="F", max_versions=None)
+    class Reading:
+        meter: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        kwh: float = ts.value("KWH")
+        entered: datetime = ts.version()
+
+    conn = ts.Connection(backend)
+    conn.create_tables(Reading)
+    try:
+        t0 = datetime(2020, 1, 1, tzinfo=UTC)
+        first = [Reading(meter="m", time=t0, kwh=1.0, entered=t0 + timedelta(hours=1))]
+        second = [Reading(meter="m", time=t0, kwh=1.5, entered=t0 + timedelta(hours=2))]
+        assert conn.save_all(first).ok and conn.save_all(second).ok
+        qs = Reading.range(t0, t0 + timedelta(days=1), meter="m").using(conn)
+        rows = qs.history().to_arrow().to_pylist()
+        assert rows == [{"meter": "m", "time": t0, "kwh": k, "entered": e}
+                        for k, e in ((1.0, t0 + timedelta(hours=1)),
+                                     (1.5, t0 + timedelta(hours=2)))]
+        assert qs.to_arrow().to_pylist() == rows[1:]
+    finally:
+        conn.drop_tables(Reading)
+
+
+def test_bucket_rows_newest_first_and_limit(backend: Backend) -> None:
+    model = CELLS.make_model(uuid.uuid4().hex[:10].upper())
+    conn = ts.Connection(backend)
+    conn.create_tables(model)
+    try:
+        ref = Reference(CELLS)
+        events = [Ev(tuple(ent.items()), t, tuple((v.name, v.choices[(i + j) % len(v.choices)])
+                                                  for v in CELLS.values))
+                  for i, t in enumerate(CELLS.times) for j, ent in enumerate(CELLS.entities)]
+        assert conn.save_all([model(**{**e.fields(), "time": aware(e.t, 0)})
+                              for e in events]).ok
+        ref.save(events)
+        lo, hi = min(CELLS.times), max(CELLS.times) + 1
+        fields = dict(CELLS.entities[0])
+        want = ref.range(lo, hi, fields, newest_first=True)
+        got = model.range(aware(lo, 0), aware(hi, 0), **fields).using(conn) \
+            .newest_first().limit(3).to_arrow()
+        assert want.problem(_events_of_table(CELLS, got), 3) is None
+    finally:
+        conn.drop_tables(model)
+
+
+async def test_async_results_are_the_sync_ones(rows_model: Any, backend: Backend) -> None:
+    model, conn, _ = rows_model
+    start, end = datetime(2015, 3, 1, tzinfo=UTC), datetime(2015, 3, 3, tzinfo=UTC)
+    sync = model.range(start, end, allow_scan=True).using(conn)
+    async with asynchronous(backend) as ab:
+        adb = ts.AsyncConnection(ab)
+        qs = model.using(adb).range(start, end, allow_scan=True)
+        assert (await qs.to_arrow()).to_pylist() == sync.to_arrow().to_pylist()
+        assert (await qs.to_pandas()).equals(sync.to_pandas())
+        assert (await qs.to_polars()).equals(sync.to_polars())
+        sizes = [b.num_rows async for b in qs.to_arrow_batches(rows=10)]
+        assert sizes == [10, 10, 8]
