@@ -267,7 +267,7 @@ def row_filter(read_filter: ReadFilter) -> Any:
 
     The steps follow `ReadFilter`'s order:
     versions kept, families, columns, qualifier range, timestamps, versions
-    per column, value stripping.
+    per column, cells per row, value stripping.
     """
     steps = [_family_filter(read_filter.families), _column_filter(read_filter.columns),
              _qualifier_range_filter(read_filter),
@@ -279,6 +279,8 @@ def row_filter(read_filter: ReadFilter) -> Any:
         chain.insert(0, _RowFilter(cells_per_column_limit_filter=read_filter.versions_kept))
     if read_filter.cells_per_column is not None:
         chain.append(_RowFilter(cells_per_column_limit_filter=read_filter.cells_per_column))
+    if read_filter.cells_per_row is not None:
+        chain.append(_RowFilter(cells_per_row_limit_filter=read_filter.cells_per_row))
     if read_filter.strip_values:
         chain.append(_RowFilter(strip_value_transformer=True))
     if not chain:

@@ -139,6 +139,7 @@ class Plan:
         self.table, self.reverse, self.limit = table, request.reverse, request.limit or None
         self.ts_start, self.ts_end = clamp(flt.timestamp_start), clamp(flt.timestamp_end)
         self.cells_per_column = flt.cells_per_column
+        self.cells_per_row = flt.cells_per_row
         #: family -> the versions of each column kept (``versions_kept``)
         self.kept: dict[str, int] = {}
         where: list[str] = []
@@ -233,7 +234,17 @@ def next_chunk_size(chunk: list[Raw], size: int) -> int:
 
 
 def rows_of_chunk(plan: Plan, chunk: list[Raw]) -> list[Row]:
-    """The rows of a chunk of cells (whole rows, in scan order)."""
+    """The rows of a chunk of cells (whole rows, in scan order), filtered whole."""
+    rows = cell_rows(plan, chunk)
+    n = plan.cells_per_row
+    if n is not None:  # the row's first cells, in Bigtable's order
+        new = tuple.__new__
+        rows = [new(Row, (row.key, row.cells[:n])) for row in rows]
+    return rows
+
+
+def cell_rows(plan: Plan, chunk: list[Raw]) -> list[Row]:
+    """The rows of a chunk of cells, with the cell filters applied."""
     family, reverse = plan.family, plan.reverse
     if not plan.processed:
         rows = build_rows(chunk, reverse) if family is None \

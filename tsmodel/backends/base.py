@@ -112,6 +112,8 @@ class ReadFilter:
         timestamp_end: keep cells with timestamp ``<`` this, in microseconds.
         cells_per_column: after the filters above, keep the newest N cells of
             each column (``None``: all versions).
+        cells_per_row: after the filters above, keep the first N cells of each
+            row, in the row's cell order (``None``: all).
         strip_values: return cells with empty values (keys and qualifiers only).
 
     A row none of whose cells pass is not returned at all.
@@ -130,6 +132,9 @@ class ReadFilter:
         default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
     )
     strip_values: bool = False
+    cells_per_row: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.ge(1)),
+        kw_only=True)
 
 
 @attrs.frozen
