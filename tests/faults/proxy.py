@@ -142,6 +142,10 @@ class FaultProxy:
         self.applied: dict[tuple[str, bytes], set[int]] = defaultdict(set)
         #: Entries refused without forwarding: (table, row key) -> cell timestamps.
         self.refused: dict[tuple[str, bytes], set[int]] = defaultdict(set)
+        #: ReadRows as answered to the client: ``responses`` and ``bytes`` (the
+        #: serialized messages), ``values`` (bytes of cell values in their chunks),
+        #: ``rows`` (rows committed).
+        self.read: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._upstream = grpc.insecure_channel(target, options=_UNLIMITED)
         self._server: grpc.Server | None = None
@@ -343,9 +347,23 @@ class FaultProxy:
                 plan = self._scanned_plan(responses)
             else:
                 plan = self._read_plan(kind, responses)
+        self._count_read(plan.messages)
         yield from plan.messages
         if plan.code is not None:
             raise _Abort(plan.code, plan.details)
+
+    def _count_read(self, messages: list[bytes]) -> None:
+        values = rows = 0
+        for raw in messages:
+            try:
+                chunks = ReadRowsResponse.FromString(raw).chunks
+            except Exception:  # noqa: BLE001 - injected garbage: no chunk
+                continue
+            values += sum(len(chunk.value) for chunk in chunks)
+            rows += sum(1 for chunk in chunks if chunk.commit_row)
+        with self._lock:
+            self.read.update(responses=len(messages), values=values, rows=rows,
+                             bytes=sum(map(len, messages)))
 
     def _read_fault(self) -> str:
         f = self.faults
