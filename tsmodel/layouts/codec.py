@@ -270,6 +270,18 @@ class TableCodec:
             raise errors.KeyDecodingError(
                 f"{self.model}: row key {key!r} of table {self.table!r}: {exc}") from None
 
+    def check_key(self, key: bytes) -> bytes:
+        """``key``, checked as :meth:`records` checks a row's key (a count reads no cells).
+
+        Raises:
+            KeyDecodingError: the key does not match this table's key layout,
+                or (salted) is not under the salt value its fields give.
+        """
+        keys = self.decode_key(key)
+        if not self._joins_plainly:
+            self._check_salt(key, keys)
+        return key
+
     def decode(self, cls: Callable[..., M], row: Row,
                only: tuple[str, ...] | None = None, history: bool = False) -> list[M]:
         """The events of one row as instances, oldest first.

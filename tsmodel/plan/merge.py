@@ -32,6 +32,8 @@ from tsmodel.plan.reads import ReadPlan
 
 __all__ = ["ReadMerge", "READ_AHEAD", "check_guard"]
 
+_SINKS = ("instances", "records", "keys")
+
 M = TypeVar("M")
 
 #: The most requests of a plan read at once when they are read one after the
@@ -56,15 +58,21 @@ class ReadMerge(Generic[M]):
     Args:
         plan: the read plan.
         model: the model class whose instances are built.
-        records: give each event as its ``{field: value}`` record, times in
-            µs (:meth:`~tsmodel.layouts.TableCodec.records`), not as an
-            instance: the columnar exports' sink (:mod:`tsmodel.io`).
+        sink: what each row becomes: ``"instances"`` (of ``model``),
+            ``"records"`` (each event's ``{field: value}`` record, times in
+            µs: :meth:`~tsmodel.layouts.TableCodec.records`, for the columnar
+            results of :mod:`tsmodel.io`), or ``"keys"`` (the row key,
+            checked, one per row: for a count plan whose rows are events,
+            read without their values).
     """
 
-    def __init__(self, plan: ReadPlan, model: type[M], *, records: bool = False) -> None:
+    def __init__(self, plan: ReadPlan, model: type[M], *, sink: str = "instances") -> None:
+        if sink not in _SINKS:
+            raise ValueError(f"sink must be one of {', '.join(_SINKS)}, got {sink!r}")
         self.plan = plan
         self.model = model
-        self.records = records
+        self.sink = sink
+        records = sink == "records"
         #: Every read of the plan: its guards, then its requests.
         self.streams: tuple[ReadRequest, ...] = (*plan.guards, *plan.requests)
         self._first = len(plan.guards)
@@ -164,7 +172,10 @@ class ReadMerge(Generic[M]):
         plan, model = self.plan, self.model
         assert plan.codec is not None
         only, history = plan.only, plan.history
-        if self.records:  # M is the record type then
+        if self.sink == "keys":  # M is bytes then
+            check: Any = plan.codec.check_key
+            return [check(row.key) for row in rows]
+        if self.sink == "records":  # M is the record type then
             records: Any = plan.codec.records
             if request.reverse:  # bucket rows read backwards: their events too
                 return [e for row in rows for e in reversed(records(row, only, history))]

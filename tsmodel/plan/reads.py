@@ -32,7 +32,7 @@ from tsmodel.encoding.keys import (
 from tsmodel.encoding.timestamps import ceil_to, to_micros
 from tsmodel.layouts import Layout, TableCodec
 
-__all__ = ["ReadPlan", "QueryState", "compile_query", "queryable_fields", "time_span",
+__all__ = ["ReadPlan", "QueryState", "compile_query", "count_plan", "queryable_fields", "time_span",
            "LatestManyPlan", "LatestResult", "compile_latest_many", "latest_state"]
 
 M = TypeVar("M")
@@ -134,6 +134,8 @@ def _describe_request(req: ReadRequest) -> list[str]:
         parts.append(f"cell timestamps [{f.timestamp_start}, {f.timestamp_end}) us")
     if f.cells_per_column:
         parts.append(f"cells per column={f.cells_per_column}")
+    if f.cells_per_row:
+        parts.append(f"cells per row={f.cells_per_row}")
     if f.strip_values:
         parts.append("strip values")
     out.append("    filters: " + ("; ".join(parts) or "none"))
@@ -219,6 +221,28 @@ def compile_query(spec: ModelSpec, state: QueryState, features: Features | None 
     if state.mode != "range" or not spec.alternates or main_table:
         return _Compiler(spec, state, reverse_scan, now_us).plan()
     return _best_table(spec, state, reverse_scan, now_us)
+
+
+def count_plan(plan: ReadPlan) -> ReadPlan | None:
+    """The plan that counts ``plan``'s events without reading a value, or ``None``.
+
+    Where each row holds one event (a row per event, not its history) and
+    no check is left to the client, the count is the number of rows: each
+    request keeps one cell per row with its value stripped, so no value
+    byte is read. Row keys are still checked as a read checks them; a row
+    lacking a required value's cell (a damaged row, which a read refuses)
+    is counted. Elsewhere (bucket rows, client-side checks, ``history()``)
+    counting decodes the events: ``None``.
+    """
+    codec = plan.codec
+    if codec is None or codec.layout.bucketed or plan.client_filters or plan.history:
+        return None
+    requests = tuple(attrs.evolve(r, filter=attrs.evolve(r.filter, strip_values=True,
+                                                         cells_per_row=1))
+                     for r in plan.requests)
+    return attrs.evolve(plan, requests=requests, merge="concat", reverse_after=False,
+                        reason=plan.reason + "; count: a row per event, one cell per row, "
+                        "values stripped")
 
 
 def _best_table(spec: ModelSpec, state: QueryState, reverse_scan: bool,

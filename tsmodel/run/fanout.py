@@ -55,10 +55,10 @@ PULL_ROWS = 256
 
 
 def stream(plan: ReadPlan, conn: Connection, model: type[M], *,
-           records: bool = False) -> Generator[M, None, None]:
-    """The instances of ``plan`` (their records with ``records``: see
+           sink: str = "instances") -> Generator[M, None, None]:
+    """The instances of ``plan`` (or what else ``sink`` says: see
     :class:`~tsmodel.plan.merge.ReadMerge`), read on ``conn`` and merged as the plan says."""
-    merge = ReadMerge(plan, model, records=records)
+    merge = ReadMerge(plan, model, sink=sink)
     sources: list[_Pulled] = []
     try:
         while (i := merge.want()) is not None:
@@ -104,9 +104,9 @@ class _Pulled:
 
 
 async def astream(plan: ReadPlan, conn: AsyncConnection, model: type[M], *,
-                  records: bool = False) -> AsyncGenerator[M, None]:
+                  sink: str = "instances") -> AsyncGenerator[M, None]:
     """`stream()` on an event loop: a task per stream read at once."""
-    merge = ReadMerge(plan, model, records=records)
+    merge = ReadMerge(plan, model, sink=sink)
     concurrent = merge.concurrent and conn.features.concurrent_calls
     sources: list[_APulled | _Tasked] = []
     try:

@@ -39,6 +39,7 @@ from tsmodel.plan.reads import (
     ReadPlan,
     compile_latest_many,
     compile_query,
+    count_plan,
     latest_state,
     queryable_fields,
 )
@@ -272,17 +273,20 @@ class QuerySet(Generic[M]):
 
     # -- running ------------------------------------------------------------------
 
-    def explain(self, features: Features | None = None) -> ReadPlan:
+    def explain(self, features: Features | None = None, *, count: bool = False) -> ReadPlan:
         """The read plan of this query, without reading anything.
 
         Args:
             features: the capabilities of the backend to plan for; by default
                 those of the connection given with `using()`, else those
                 of a backend without reverse scans. No connection is opened.
+            count: the plan :meth:`count` runs instead (no value read where
+                each row is one event).
         """
         if features is None and self._connection is not None:
             features = self._connection.features
-        return compile_query(self._spec, self._state, features)
+        plan = compile_query(self._spec, self._state, features)
+        return (count_plan(plan) or plan) if count else plan
 
     def __iter__(self) -> Iterator[M]:
         return self.iterator()
@@ -309,8 +313,19 @@ class QuerySet(Generic[M]):
         return stream(compile_query(self._spec, self._state, conn.features), conn, self.model)
 
     def count(self) -> int:
-        """How many events match (reads and decodes them; nothing is cached)."""
-        return sum(1 for _ in self.iterator())
+        """How many events match; nothing is cached.
+
+        Where each row holds one event and no check is left to the client,
+        the rows are counted without their values (one cell per row, its
+        value stripped: no value byte is read; ``explain(count=True)`` shows
+        the plan); otherwise the events are read and decoded.
+        """
+        conn = self._conn()
+        plan = compile_query(self._spec, self._state, conn.features)
+        counting = count_plan(plan)
+        if counting is None:
+            return sum(1 for _ in stream(plan, conn, self.model))
+        return sum(1 for _ in stream(counting, conn, self.model, sink="keys"))
 
     def exists(self) -> bool:
         """Whether any event matches (reads at most one)."""
@@ -379,7 +394,7 @@ class QuerySet(Generic[M]):
         """The matching events as records (times in µs), for the columnar results."""
         conn = self._conn()
         plan = compile_query(self._spec, self._state, conn.features)
-        return stream(plan, conn, self.model, records=True)  # type: ignore[arg-type]
+        return stream(plan, conn, self.model, sink="records")  # type: ignore[arg-type]
 
     def first(self) -> M | None:
         """The first matching instance, or ``None``."""
@@ -668,9 +683,13 @@ class AsyncQuerySet(QuerySet[M]):
         raise TypeError(f"{self!r} runs on an AsyncConnection: use `await qs.exists()`")
 
     async def count(self) -> int:  # type: ignore[override]
-        """How many events match (reads and decodes them)."""
+        """How many events match; see :meth:`QuerySet.count`."""
+        conn = self._aconn()
+        plan = compile_query(self._spec, self._state, conn.features)
+        counting = count_plan(plan)
         n = 0
-        async for _ in self.aiterator():
+        async for _ in (astream(plan, conn, self.model) if counting is None
+                        else astream(counting, conn, self.model, sink="keys")):
             n += 1
         return n
 
@@ -707,7 +726,7 @@ class AsyncQuerySet(QuerySet[M]):
     def _arecords(self) -> AsyncGenerator[dict[str, Any], None]:
         conn = self._aconn()
         plan = compile_query(self._spec, self._state, conn.features)
-        return astream(plan, conn, self.model, records=True)  # type: ignore[arg-type]
+        return astream(plan, conn, self.model, sink="records")  # type: ignore[arg-type]
 
     async def first(self) -> M | None:  # type: ignore[override]
         """The first matching instance, or ``None``."""
