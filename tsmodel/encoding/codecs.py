@@ -15,6 +15,13 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from tsmodel import errors
+from tsmodel.encoding.ordering import (
+    ByteRange,
+    Interval,
+    float64_ranges,
+    int64_ranges,
+    plain_ranges,
+)
 
 __all__ = ["Codec", "Int64", "Float64", "Utf8", "Bool", "Raw", "Text", "codec_for"]
 
@@ -107,6 +114,10 @@ class Int64:
             raise _wrong_size(self.name, data) from None
         return value
 
+    def byte_ranges(self, interval: Interval) -> list[ByteRange]:
+        """The cell values of the ints in ``interval``: a server-side filter's ranges."""
+        return int64_ranges(interval)
+
 
 class Float64:
     """An IEEE 754 double, 8 bytes big-endian."""
@@ -140,6 +151,10 @@ class Float64:
             raise _wrong_size(self.name, data) from None
         return value
 
+    def byte_ranges(self, interval: Interval) -> list[ByteRange]:
+        """The cell values of the floats in ``interval``: a server-side filter's ranges."""
+        return float64_ranges(interval)
+
 
 class Utf8:
     """A string, UTF-8 encoded."""
@@ -157,6 +172,10 @@ class Utf8:
             CellDecodingError: ``data`` is not valid UTF-8.
         """
         return _utf8(self.name, data)
+
+    def byte_ranges(self, interval: Interval) -> list[ByteRange]:
+        """The cell values of the strings in ``interval`` (UTF-8 sorts by code point)."""
+        return plain_ranges(interval, self.encode)
 
 
 class Bool:
@@ -186,6 +205,11 @@ class Bool:
         size = f"holds {len(data)} bytes" if len(data) != 1 else "holds another byte"
         raise _refuse(self.name, data, f"holds one byte, 0x00 or 0x01; this one {size}")
 
+    def byte_ranges(self, interval: Interval) -> list[ByteRange]:
+        """The cell values of the booleans in ``interval`` (``False < True``)."""
+        return [(self.encode(b), True, self.encode(b), True) for b in (False, True)
+                if interval.contains(b)]
+
 
 class Raw:
     """Bytes stored as they are."""
@@ -198,6 +222,10 @@ class Raw:
 
     def decode(self, data: bytes) -> bytes:
         return data
+
+    def byte_ranges(self, interval: Interval) -> list[ByteRange]:
+        """The cell values in ``interval``: the bytes themselves."""
+        return plain_ranges(interval, self.encode)
 
 
 class Text:
