@@ -28,6 +28,7 @@ from tsmodel.backends.base import (
     ReadRequest,
     RowMutation,
     SetCell,
+    ValueCondition,
 )
 
 __all__ = [
@@ -279,13 +280,53 @@ def row_filter(read_filter: ReadFilter) -> Any:
         chain.insert(0, _RowFilter(cells_per_column_limit_filter=read_filter.versions_kept))
     if read_filter.cells_per_column is not None:
         chain.append(_RowFilter(cells_per_column_limit_filter=read_filter.cells_per_column))
+    cells = list(chain)  # what a condition sees: the cells these filters leave
     if read_filter.cells_per_row is not None:
         chain.append(_RowFilter(cells_per_row_limit_filter=read_filter.cells_per_row))
     if read_filter.strip_values:
         chain.append(_RowFilter(strip_value_transformer=True))
-    if not chain:
-        return None
-    return _combined(chain, "chain")
+    out = _combined(chain, "chain") if chain else None
+    for condition in reversed(read_filter.conditions):
+        predicate = _condition_predicate(cells, condition)
+        if predicate is False:
+            return False
+        outer = _RowFilter()
+        outer.condition.predicate_filter.CopyFrom(predicate)
+        if out is None:
+            outer.condition.true_filter.pass_all_filter = True
+        else:
+            outer.condition.true_filter.CopyFrom(out)
+        out = outer  # no false_filter: a row without a matching cell gives nothing
+    return out
+
+
+def _condition_predicate(cells: list[Any], condition: ValueCondition) -> Any:
+    """The predicate of a :class:`ValueCondition`: the read's cell filters, its column,
+    its value ranges; ``False`` when no value can match."""
+    column = _RowFilter()
+    column.column_range_filter.family_name = condition.family
+    if condition.qualifier is not None:
+        column.column_range_filter.start_qualifier_closed = condition.qualifier
+        column.column_range_filter.end_qualifier_closed = condition.qualifier
+    ranges = []
+    for start, start_closed, end, end_closed in condition.ranges:
+        flt = _RowFilter()
+        value_range = flt.value_range_filter
+        if start is not None:
+            if start_closed:
+                value_range.start_value_closed = start
+            else:
+                value_range.start_value_open = start
+        if end is not None:
+            if end_closed:
+                value_range.end_value_closed = end
+            else:
+                value_range.end_value_open = end
+        ranges.append(flt)
+    values = _any_of(ranges)
+    if values is False:
+        return False
+    return _combined([*cells, column, values], "chain")
 
 
 def _any_of(filters: list[Any]) -> Any:

@@ -140,6 +140,9 @@ class Plan:
         self.ts_start, self.ts_end = clamp(flt.timestamp_start), clamp(flt.timestamp_end)
         self.cells_per_column = flt.cells_per_column
         self.cells_per_row = flt.cells_per_row
+        self.conditions = flt.conditions
+        #: Values stripped after the conditions saw them (``strip_values`` with conditions).
+        self.strip_after = flt.strip_values and bool(flt.conditions)
         #: family -> the versions of each column kept (``versions_kept``)
         self.kept: dict[str, int] = {}
         where: list[str] = []
@@ -151,7 +154,8 @@ class Plan:
         self.params = tuple(params)
         #: The family of every cell when the table has only one: not fetched then.
         self.family = next(iter(table.families)) if len(table.families) == 1 else None
-        self.select = (SELECT if self.family is None else SELECT_ONE)[flt.strip_values]
+        self.select = (SELECT if self.family is None else SELECT_ONE)[
+            flt.strip_values and not self.strip_after]
         self.processed = bool(self.kept) or flt.cells_per_column is not None
         #: The timestamp range left to apply in Python (see _add_time_filter).
         self.deferred_time = (self.ts_start, self.ts_end) if self.kept and (
@@ -236,10 +240,15 @@ def next_chunk_size(chunk: list[Raw], size: int) -> int:
 def rows_of_chunk(plan: Plan, chunk: list[Raw]) -> list[Row]:
     """The rows of a chunk of cells (whole rows, in scan order), filtered whole."""
     rows = cell_rows(plan, chunk)
+    new = tuple.__new__
+    if plan.conditions:
+        rows = [row for row in rows if all(c.matches(row.cells) for c in plan.conditions)]
     n = plan.cells_per_row
     if n is not None:  # the row's first cells, in Bigtable's order
-        new = tuple.__new__
         rows = [new(Row, (row.key, row.cells[:n])) for row in rows]
+    if plan.strip_after:
+        rows = [new(Row, (row.key, tuple(c._replace(value=b"") for c in row.cells)))
+                for row in rows]
     return rows
 
 

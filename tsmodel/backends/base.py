@@ -26,6 +26,7 @@ __all__ = [
     "RowRange",
     "RowSet",
     "ReadFilter",
+    "ValueCondition",
     "ReadRequest",
     "Cell",
     "Row",
@@ -97,6 +98,40 @@ class RowSet:
 
 
 @attrs.frozen
+class ValueCondition:
+    """A row-level test: keep a row only when one of its cells in a column holds a
+    value in one of ``ranges`` (compared as bytes, as Bigtable compares them).
+
+    Attributes:
+        family: the column family.
+        qualifier: the column's qualifier; ``None``: any column of the family.
+        ranges: ``(start, start_closed, end, end_closed)`` byte ranges; a
+            ``None`` bound leaves that side open-ended. No range: no row passes.
+        label: the condition in the query's words, for ``explain()``.
+    """
+
+    family: str
+    qualifier: bytes | None
+    ranges: tuple[tuple[bytes | None, bool, bytes | None, bool], ...]
+    label: str = attrs.field(default="", eq=False)
+
+    def matches(self, cells: Sequence[Cell]) -> bool:
+        """Whether one of ``cells`` (a row's, filtered) passes."""
+        for c in cells:
+            if c.family != self.family or (self.qualifier is not None
+                                           and c.qualifier != self.qualifier):
+                continue
+            v = c.value
+            for start, start_closed, end, end_closed in self.ranges:
+                if start is not None and not (start <= v if start_closed else start < v):
+                    continue
+                if end is not None and not (v <= end if end_closed else v < end):
+                    continue
+                return True
+        return False
+
+
+@attrs.frozen
 class ReadFilter:
     """Server-side cell filters, applied in this order.
 
@@ -115,6 +150,10 @@ class ReadFilter:
         cells_per_row: after the filters above, keep the first N cells of each
             row, in the row's cell order (``None``: all).
         strip_values: return cells with empty values (keys and qualifiers only).
+        conditions: row-level tests on the cells the filters above leave
+            (before ``cells_per_row`` and ``strip_values``): a row is returned
+            only when every condition finds a cell; its cells are then those
+            the other filters leave.
 
     A row none of whose cells pass is not returned at all.
     """
@@ -135,6 +174,7 @@ class ReadFilter:
     cells_per_row: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.ge(1)),
         kw_only=True)
+    conditions: tuple[ValueCondition, ...] = attrs.field(default=(), kw_only=True)
 
 
 @attrs.frozen
