@@ -189,6 +189,17 @@ class Layout(abc.ABC):
         owned = value_columns(shape) | {(shape.family, MARKER)}
         return lambda family, qualifier: (family, qualifier) in owned
 
+    def value_column(self, shape: TableShape, name: str) -> tuple[str, bytes | None] | None:
+        """The column whose cells hold value field ``name`` as its codec encodes it, so
+        that a server-side value filter on them finds the rows of events with a
+        matching value: ``(family, qualifier)``, the qualifier ``None`` for any
+        column of the family; ``None`` where the values are elsewhere (a
+        serialized blob, a qualifier). By default a column per value field."""
+        if shape.serialization is not None:
+            return None
+        v = next(v for v in shape.values if v.name == name)
+        return v.family, v.qualifier
+
     def qualifier_range(self, shape: TableShape, start_us: int,
                         end_us: int) -> tuple[bytes, bytes] | None:
         """A qualifier range selecting exactly ``[start, end)`` in one row, if one exists."""

@@ -66,6 +66,9 @@ class Columns(Layout):
 
         return read
 
+    def value_column(self, shape: TableShape, name: str) -> tuple[str, bytes | None] | None:
+        return None  # the value is the qualifier; the cell is empty
+
     def owns_column(self, shape: TableShape) -> Callable[[str, bytes], bool]:
         family = shape.values[0].family
         return lambda f, qualifier: f == family  # every qualifier of it is a value

@@ -107,6 +107,11 @@ class Offsets(Layout):
 
         return check
 
+    def value_column(self, shape: TableShape, name: str) -> tuple[str, bytes | None] | None:
+        if shape.serialization is not None:
+            return None
+        return shape.values[0].family, None  # every offset column holds the one value
+
     def writer(self, shape: TableShape) -> Writer:
         bucket = shape.bucket
         assert bucket is not None
