@@ -19,7 +19,15 @@ from typing import Any, Generic, TypeVar
 import attrs
 
 from tsmodel import errors
-from tsmodel.backends.base import Features, ReadFilter, ReadRequest, Row, RowRange, RowSet
+from tsmodel.backends.base import (
+    Features,
+    ReadFilter,
+    ReadRequest,
+    Row,
+    RowRange,
+    RowSet,
+    ValueCondition,
+)
 from tsmodel.declare.spec import ModelSpec
 from tsmodel.encoding.buckets import Bucket
 from tsmodel.encoding.keys import (
@@ -29,6 +37,7 @@ from tsmodel.encoding.keys import (
     SegmentValueError,
     TimestampSegment,
 )
+from tsmodel.encoding.ordering import Interval
 from tsmodel.encoding.timestamps import ceil_to, to_micros
 from tsmodel.layouts import Layout, TableCodec
 
@@ -136,6 +145,7 @@ def _describe_request(req: ReadRequest) -> list[str]:
         parts.append(f"cells per column={f.cells_per_column}")
     if f.cells_per_row:
         parts.append(f"cells per row={f.cells_per_row}")
+    parts.extend(f"rows with a cell where {c.label or c.family}" for c in f.conditions)
     if f.strip_values:
         parts.append("strip values")
     out.append("    filters: " + ("; ".join(parts) or "none"))
@@ -162,6 +172,9 @@ class QueryState:
         only: value fields to read.
         snapshot_us: an instant of the snapshot period read, if any.
         history: every version of each event (a model with a version field).
+        where: value conditions (``where()``): each value field's interval.
+        allow_client: value conditions the server cannot apply may be checked
+            on the client (after reading every event of the range).
     """
 
     mode: str | None = None
@@ -174,6 +187,8 @@ class QueryState:
     only: tuple[str, ...] | None = None
     snapshot_us: int | None = None
     history: bool = False
+    where: tuple[tuple[str, Interval], ...] = ()
+    allow_client: bool = False
 
 
 def queryable_fields(spec: ModelSpec) -> tuple[str, ...]:
@@ -319,6 +334,8 @@ class _Compiler:
         self.sort = False
         #: How the plan reads bucket labels that do not sort, in words.
         self.label_reads = ""
+        #: The value conditions the server applies, those the client checks, and why.
+        self.conditions, self.value_checks, self.value_reason = self._value_conditions()
 
     def plan(self) -> ReadPlan:
         s = self.state
@@ -343,6 +360,9 @@ class _Compiler:
                                         and self.spec.event_time_cells)),
                                   key_selects_time=key_selects_time and not leftover)
         checks, accept, accept_record = self._client_checks(leftover)
+        only = s.only
+        if only is not None:  # values checked client-side are decoded, chosen or not
+            only = (*only, *(n for n, _ in self.value_checks if n not in only))
         # Per-salt reads are in time order only when the time range is in the key.
         merge = "time" if len(requests) > 1 and reached_time and not current else "concat"
         if merge == "concat" and any(req.reverse for req in requests):
@@ -353,7 +373,7 @@ class _Compiler:
         return ReadPlan(self.spec.name, codec.table, requests, merge, checks, scan,
                         self._reason(key, used, reached_time, leftover, current),
                         codec=codec, accept=accept, accept_record=accept_record,
-                        only=s.only, limit=s.limit,
+                        only=only, limit=s.limit,
                         descending=descending, reverse_after=s.newest_first and not descending,
                         guards=self._salt_guards(key, self._encode_given(key)),
                         history=s.history)
@@ -542,6 +562,10 @@ class _Compiler:
             columns = _only_columns(self.codec, s.only)
         if columns is None and spec.unknown_columns == "ignore":
             columns = _event_columns(spec, layout)
+        if columns is not None:  # a condition sees the cells of its column, read or not
+            columns = (*columns, *((c.family, c.qualifier) for c in self.conditions
+                                   if c.qualifier is not None
+                                   and (c.family, c.qualifier) not in columns))
         ts_start = ts_end = None
         qualifiers = None
         if not main and spec.retention is not None:
@@ -569,7 +593,7 @@ class _Compiler:
             columns=columns,
             qualifier_start=qualifiers[0] if qualifiers else None,
             qualifier_end=qualifiers[1] if qualifiers else None,
-            timestamp_start=ts_start, timestamp_end=ts_end)
+            timestamp_start=ts_start, timestamp_end=ts_end, conditions=self.conditions)
         if s.history:  # every version it keeps (the amendments): all, or as many as GC keeps
             return ReadFilter(families=spec.families, cells_per_column=spec.max_versions,
                               **filters)
@@ -597,11 +621,70 @@ class _Compiler:
                                            or not self.spec.event_time_cells)
         if need_time:
             checks.append(f"{s.start_us} <= {ts_name} (us) < {s.end_us}")
+        values = self.value_checks
+        checks.extend(interval.describe(name) for name, interval in values)
         if not checks:
             return (), _accept_all, _accept_all
         span = (s.start_us or 0, s.end_us or 0) if need_time else None
-        return (tuple(checks), _acceptor(wanted, ts_name, span, records=False),
-                _acceptor(wanted, ts_name, span, records=True))
+        return (tuple(checks), _acceptor(wanted, ts_name, span, values, records=False),
+                _acceptor(wanted, ts_name, span, values, records=True))
+
+    def _value_conditions(self) -> tuple[tuple[ValueCondition, ...],
+                                         tuple[tuple[str, Interval], ...], str]:
+        """The server's value conditions, the client's value checks, and why, in words.
+
+        A condition is applied on the server where the value has a column of
+        its own whose codec's bytes sort like its values. A row per event
+        then gives exactly the events asked for; a bucket row comes whole
+        when one of its events matches, and its events are checked on the
+        client. Elsewhere the client checks every event of the range, when
+        the query allows it.
+
+        Raises:
+            QueryError: a condition the server cannot apply, without ``allow_client``.
+        """
+        s = self.state
+        if not s.where:
+            return (), (), ""
+        codec = self.codec
+        layout, shape = codec.layout, codec.shape
+        exact = not layout.bucketed and not s.history
+        server: list[ValueCondition] = []
+        client: list[tuple[str, Interval]] = []
+        refused: list[str] = []
+        for name, interval in s.where:
+            v = next((v for v in shape.values if v.name == name), None)
+            if v is None:  # promoted into this table's row key: decoded with it
+                client.append((name, interval))
+                continue
+            column = layout.value_column(shape, name)
+            ranges = getattr(v.codec, "byte_ranges", None)
+            why = ("the value is not in a column of its own (serialized, or in the "
+                   f"qualifier: layout {layout.name})" if column is None else
+                   f"its codec {v.codec.name}'s bytes do not sort like its values"
+                   if ranges is None else "")
+            if why:
+                refused.append(f"{interval.describe(name)}: {why}")
+                client.append((name, interval))
+                continue
+            assert column is not None and ranges is not None
+            server.append(ValueCondition(column[0], column[1], tuple(ranges(interval)),
+                                         label=interval.describe(name)))
+            if not exact:
+                client.append((name, interval))
+        if refused and not s.allow_client:
+            raise errors.QueryError(
+                f"{self.spec.name}: where({'; '.join(refused)}): the server cannot apply "
+                "this filter, so every event of the range would be read and checked here. "
+                "Pass where(..., allow_client=True) to do that")
+        notes = []
+        if server:
+            notes.append("value filter on the server, " + (
+                "exact (a row per event)" if exact else
+                "rows with a matching cell (events checked client-side)"))
+        if refused:
+            notes.append("value filter client-side: " + "; ".join(refused))
+        return tuple(server), tuple(client), ", ".join(notes)
 
     def _scan_message(self, layout: KeyLayout, leftover: list[str]) -> str:
         order = layout.describe_order()
@@ -640,20 +723,27 @@ class _Compiler:
             parts.append("cell timestamps are not event times: times checked client-side")
         if leftover:
             parts.append(f"scan filtering {', '.join(leftover)} client-side")
+        if self.value_reason:
+            parts.append(self.value_reason)
         if self.sort and not reached_time:
             parts.append("bucket labels do not sort: events sorted by time")
         return "; ".join(parts)
 
 
-def _acceptor(wanted: dict[str, Any], time_field: str, span: tuple[int, int] | None, *,
+def _acceptor(wanted: dict[str, Any], time_field: str, span: tuple[int, int] | None,
+              values: tuple[tuple[str, Interval], ...], *,
               records: bool) -> Callable[[Any], bool]:
-    """The client-side test of a decoded event: key fields equal to ``wanted``, its
-    time within ``span`` (µs); of an instance, or of a record (a dict, time in µs)."""
-    get: Callable[[Any, str], Any] = dict.__getitem__ if records else getattr
+    """The client-side test of a decoded event: key fields equal to ``wanted``, value
+    fields in their intervals, its time within ``span`` (µs); of an instance, or of a
+    record (a dict, time in µs)."""
+    # A record leaves out a defaulted value without a cell: it matches no condition.
+    get: Callable[[Any, str], Any] = dict.get if records else getattr
     lo, hi = span if span is not None else (0, 0)
 
     def accept(item: Any) -> bool:
         if any(get(item, k) != v for k, v in wanted.items()):
+            return False
+        if any(not interval.contains(get(item, k)) for k, interval in values):
             return False
         if span is None:
             return True

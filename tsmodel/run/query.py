@@ -29,6 +29,7 @@ from tsmodel import errors
 from tsmodel.backends.base import Features
 from tsmodel.declare.model import provide_query_methods
 from tsmodel.declare.spec import ModelSpec, spec_of
+from tsmodel.encoding.ordering import Interval
 from tsmodel.encoding.timestamps import to_micros
 from tsmodel.io import pandas as _pandas
 from tsmodel.io import polars as _polars
@@ -173,6 +174,86 @@ class QuerySet(Generic[M]):
                 f"(value fields: {', '.join(sorted(known))})"
             )
         return self._clone(only=tuple(fields))
+
+    def where(self, *, allow_client: bool = False, **conditions: Any) -> Self:
+        """Only the events whose value fields meet ``conditions``, filtered on the server.
+
+        Each condition is ``field=value`` or ``field__op=value`` with ``op``
+        one of ``gt``, ``gte``, ``lt``, ``lte``, or ``field__range=(low,
+        high)`` (both included); conditions on one field (here and in earlier
+        ``where()`` calls) narrow each other, conditions on several fields all
+        hold. A value without a cell (``None``) matches no condition.
+
+        Bigtable applies a condition when the field has a column of its own and
+        its codec's bytes sort like its values (``Int64``, ``Float64``,
+        ``Utf8``, ``Bool``, ``Raw``): only the rows with a matching value are
+        sent. A row per event gives exactly the events asked for; a bucket row
+        comes whole when one of its events matches, and its other events are
+        left out here. Elsewhere (a serialized event, a ``Text`` codec, the
+        value in the qualifier) the condition is refused, unless
+        ``allow_client`` lets it be checked here on every event of the range.
+        Conditions never lift the scan refusal: the key fields given still
+        bound the rows read. ``explain()`` shows the filters.
+
+        Args:
+            allow_client: check on the client the conditions the server cannot apply.
+            **conditions: ``field`` or ``field__op`` to a value of the field's type.
+
+        Raises:
+            QueryError: an unknown field or operator, a key field or the time
+                (those are selected with ``range(...)``), or a condition the
+                server cannot apply without ``allow_client``.
+            FieldTypeError: a value of the wrong type for its field.
+            ValidationError: a NaN bound.
+        """
+        where = dict(self._state.where)
+        for name_op, value in conditions.items():
+            name, _, op = name_op.partition("__")
+            interval = self._interval(name, op or "eq", value)
+            where[name] = where[name].narrowed(interval) if name in where else interval
+        return self._chosen(where=tuple(where.items()),
+                            allow_client=allow_client or self._state.allow_client)
+
+    def _interval(self, name: str, op: str, value: Any) -> Interval:
+        spec = self._spec
+        known = {v.name: v for v in spec.values}
+        if name not in known:
+            what = ("a key field: give it to range(...) or current(...)"
+                    if name in spec.key_fields else
+                    "the time: give the range to range(start, end)"
+                    if name == spec.timestamp_field else "not a field")
+            raise errors.QueryError(
+                f"{spec.name}.where({name}...): {name!r} is {what} (value fields: "
+                f"{', '.join(known) or 'none'})")
+        bounds = {"eq": (value, True, value, True), "gt": (value, False, None, True),
+                  "gte": (value, True, None, True), "lt": (None, True, value, False),
+                  "lte": (None, True, value, True)}
+        if op == "range":
+            if not isinstance(value, (tuple, list)) or len(value) != 2:
+                raise errors.QueryError(f"{spec.name}.where({name}__range=...): give "
+                                        f"(low, high), got {value!r}")
+            bounds["range"] = (value[0], True, value[1], True)
+        if op not in bounds:
+            raise errors.QueryError(
+                f"{spec.name}.where({name}__{op}=...): unknown operator {op!r} (operators: "
+                "gt, gte, lt, lte, range; none for equality)")
+        low, low_closed, high, high_closed = bounds[op]
+        for bound in (low, high):
+            if bound is not None:
+                self._check_bound(known[name], bound)
+        return Interval(low, low_closed, high, high_closed)
+
+    def _check_bound(self, v: Any, bound: Any) -> None:
+        expected = v.accepted_types
+        if not isinstance(bound, expected) or (isinstance(bound, bool)
+                                               and bool not in expected):
+            raise errors.FieldTypeError(
+                f"where(): expected {'/'.join(t.__name__ for t in expected)}, got "
+                f"{type(bound).__name__} {bound!r}", model=self._spec.name, field=v.name,
+                value=bound)
+        if bound != bound:
+            raise errors.ValidationError("where(): NaN is no bound (it matches nothing)",
+                                         model=self._spec.name, field=v.name, value=bound)
 
     def history(self) -> Self:
         """Every version of each event: its amendments, oldest first, then the next event.
