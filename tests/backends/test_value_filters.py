@@ -233,3 +233,65 @@ def test_refusals_name_the_field_and_the_fix() -> None:
     with pytest.raises(ts.ScanRefusedError):  # a value filter does not narrow the rows read
         model.range(datetime(2015, 3, 2, tzinfo=UTC),
                     datetime(2015, 3, 3, tzinfo=UTC)).where(x=1)
+
+
+# -- key fields beyond the key prefix: a row key regex -------------------------------
+
+
+def test_key_fields_after_a_gap_are_selected_by_a_row_key_regex(backend: Backend) -> None:
+    suffix = uuid.uuid4().hex[:8].upper()
+
+    @ts.model(table=f"REGEX_{suffix}", family="F")
+    class Probe:
+        region: str = ts.key()
+        name: str = ts.key()
+        rack: int = ts.key(width=3)
+        time: datetime = ts.timestamp(unit="ms")
+        v: int = ts.value("V")
+
+    counter = _Values(backend)
+    conn = ts.Connection(counter)
+    conn.create_tables(Probe)
+    try:
+        t0 = datetime(2020, 1, 1, tzinfo=UTC)
+        # Names a regex would misread if not escaped: "." "+" "*" "(" "[" "\\" "é" "|".
+        names = ["a.b", "axb", "a+b", "aab", "a*", "(x)", "[y]", "\\d", "é", "x|y", "é|"]
+        events = [Probe(region=r, name=n, rack=k, time=t0 + timedelta(minutes=i), v=i)
+                  for r in ("eu", "us") for n in names for k in (1, 12) for i in range(3)]
+        assert conn.save_all(events).ok
+        for name in names:
+            for rack in (None, 12):
+                fields: dict[str, Any] = {"name": name}
+                if rack is not None:
+                    fields["rack"] = rack
+                qs = Probe.range(t0, t0 + timedelta(hours=1), allow_scan=True,
+                                 **fields).using(conn)
+                plan = qs.explain()
+                assert plan.requests[0].filter.row_key_regex is not None
+                assert "by row key regex on the server" in plan.reason
+                assert not plan.client_filters
+                want = sorted((e.region, e.name, e.rack, e.time) for e in events
+                              if e.name == name and rack in (None, e.rack))
+                got = [(e.region, e.name, e.rack, e.time) for e in qs]
+                assert sorted(got) == want, (name, rack)
+                counter.values = 0
+                assert qs.count() == len(want) and counter.values == 0
+        # Only the time and a field after it: no regex needed up to the gap, rack matched.
+        qs = Probe.range(t0, t0 + timedelta(hours=1), allow_scan=True, rack=1).using(conn)
+        assert sorted(e.rack for e in qs) == [1] * (len(events) // 2)
+    finally:
+        conn.drop_tables(Probe)
+
+
+def test_a_fixed_width_string_before_the_field_keeps_the_client_check() -> None:
+    @ts.model(table="REGEX_FIXED", family="F")
+    class Fixed:
+        site: str = ts.key(width=4)
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        v: int = ts.value("V")
+
+    plan = Fixed.range(datetime(2020, 1, 1, tzinfo=UTC), datetime(2020, 1, 2, tzinfo=UTC),
+                       allow_scan=True, host="h").explain()
+    assert plan.requests[0].filter.row_key_regex is None
+    assert plan.client_filters == ("host == 'h'",)

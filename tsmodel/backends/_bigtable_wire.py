@@ -278,6 +278,8 @@ def row_filter(read_filter: ReadFilter) -> Any:
     chain = [step for step in steps if step is not None]
     if read_filter.versions_kept is not None:  # first: counts every version of a column
         chain.insert(0, _RowFilter(cells_per_column_limit_filter=read_filter.versions_kept))
+    if read_filter.row_key_regex is not None:
+        chain.insert(0, _RowFilter(row_key_regex_filter=read_filter.row_key_regex))
     if read_filter.cells_per_column is not None:
         chain.append(_RowFilter(cells_per_column_limit_filter=read_filter.cells_per_column))
     cells = list(chain)  # what a condition sees: the cells these filters leave

@@ -9,6 +9,7 @@ rest), pages through the primary key in chunks whose bounds come from
 
 from __future__ import annotations
 
+import re
 import time
 from itertools import islice
 from operator import eq, itemgetter
@@ -141,6 +142,9 @@ class Plan:
         self.cells_per_column = flt.cells_per_column
         self.cells_per_row = flt.cells_per_row
         self.conditions = flt.conditions
+        #: The row key test (a whole-key match, as Bigtable's and the emulator's).
+        self.key_match = None if flt.row_key_regex is None else \
+            re.compile(flt.row_key_regex).fullmatch
         #: Values stripped after the conditions saw them (``strip_values`` with conditions).
         self.strip_after = flt.strip_values and bool(flt.conditions)
         #: family -> the versions of each column kept (``versions_kept``)
@@ -241,6 +245,9 @@ def rows_of_chunk(plan: Plan, chunk: list[Raw]) -> list[Row]:
     """The rows of a chunk of cells (whole rows, in scan order), filtered whole."""
     rows = cell_rows(plan, chunk)
     new = tuple.__new__
+    if plan.key_match is not None:
+        match = plan.key_match
+        rows = [row for row in rows if match(row.key)]
     if plan.conditions:
         rows = [row for row in rows if all(c.matches(row.cells) for c in plan.conditions)]
     n = plan.cells_per_row

@@ -150,6 +150,9 @@ class ReadFilter:
         cells_per_row: after the filters above, keep the first N cells of each
             row, in the row's cell order (``None``: all).
         strip_values: return cells with empty values (keys and qualifiers only).
+        row_key_regex: keep only rows whose whole key matches this RE2 regex
+            (tsmodel writes a subset Python's ``re`` reads alike: literals, ``.``,
+            ``[^...]``, ``{n}``, ``*``, ``^``, ``(?s)``).
         conditions: row-level tests on the cells the filters above leave
             (before ``cells_per_row`` and ``strip_values``): a row is returned
             only when every condition finds a cell; its cells are then those
@@ -175,6 +178,7 @@ class ReadFilter:
         default=None, validator=attrs.validators.optional(attrs.validators.ge(1)),
         kw_only=True)
     conditions: tuple[ValueCondition, ...] = attrs.field(default=(), kw_only=True)
+    row_key_regex: bytes | None = attrs.field(default=None, kw_only=True)
 
 
 @attrs.frozen

@@ -35,6 +35,7 @@ from tsmodel.encoding.keys import (
     KeyLayout,
     SaltSegment,
     SegmentValueError,
+    StrSegment,
     TimestampSegment,
 )
 from tsmodel.encoding.ordering import Interval
@@ -334,6 +335,8 @@ class _Compiler:
         self.sort = False
         #: How the plan reads bucket labels that do not sort, in words.
         self.label_reads = ""
+        #: The regex of the key fields given beyond the key prefix (see plan()).
+        self.key_regex: bytes | None = None
         #: The value conditions the server applies, those the client checks, and why.
         self.conditions, self.value_checks, self.value_reason = self._value_conditions()
 
@@ -350,6 +353,12 @@ class _Compiler:
         if scan and not s.allow_scan:
             raise errors.ScanRefusedError(self._scan_message(key, leftover))
         ranges = self._ranges(prefixes, reached_time, complete)
+        #: The regex of the key fields given beyond the prefix: the server selects them.
+        self.key_regex = self._key_regex(key, leftover) if leftover else None
+        if self.key_regex is not None:
+            leftover_checked = []
+        else:
+            leftover_checked = leftover
         # A row per event under an exact key range: the key selects the times, and
         # no cell timestamp filter is sent, so a row whose cells do not carry its
         # event time (another program's write time) is read and refused, not
@@ -359,7 +368,7 @@ class _Compiler:
             reached_time or current or (self.spec.time_unit >= _MS
                                         and self.spec.event_time_cells)),
                                   key_selects_time=key_selects_time and not leftover)
-        checks, accept, accept_record = self._client_checks(leftover)
+        checks, accept, accept_record = self._client_checks(leftover_checked)
         only = s.only
         if only is not None:  # values checked client-side are decoded, chosen or not
             only = (*only, *(n for n, _ in self.value_checks if n not in only))
@@ -593,7 +602,8 @@ class _Compiler:
             columns=columns,
             qualifier_start=qualifiers[0] if qualifiers else None,
             qualifier_end=qualifiers[1] if qualifiers else None,
-            timestamp_start=ts_start, timestamp_end=ts_end, conditions=self.conditions)
+            timestamp_start=ts_start, timestamp_end=ts_end, conditions=self.conditions,
+            row_key_regex=self.key_regex)
         if s.history:  # every version it keeps (the amendments): all, or as many as GC keeps
             return ReadFilter(families=spec.families, cells_per_column=spec.max_versions,
                               **filters)
@@ -628,6 +638,37 @@ class _Compiler:
         span = (s.start_us or 0, s.end_us or 0) if need_time else None
         return (tuple(checks), _acceptor(wanted, ts_name, span, values, records=False),
                 _acceptor(wanted, ts_name, span, values, records=True))
+
+    def _key_regex(self, key: KeyLayout, leftover: list[str]) -> bytes | None:
+        """A regex of the row keys holding the key fields given (those after a gap
+        in the prefix too), or ``None`` where a segment before the last of them
+        cannot be matched the same way by RE2 on Bigtable (UTF-8 characters) and
+        by the emulator (bytes): a fixed-width string, a multi-byte separator.
+
+        Each field's encoded segment is matched literally, so the regex is exact
+        (segments round-trip): the client need not check these fields again.
+        """
+        given = self._encode_given(key)
+        sep = key.separator
+        if len(sep) != 1:
+            return None
+        parts = [b"(?s)^"]
+        last = max(i for i, seg in enumerate(key.segments) if seg.field in leftover)
+        for i, seg in enumerate(key.segments[:last + 1]):
+            if i:
+                parts.append(_literal(sep))
+            if isinstance(seg, ConstantSegment):
+                parts.append(_literal(seg.encode(None)))
+            elif seg.field in given:
+                parts.append(_literal(given[seg.field]))
+            elif seg.width is None:
+                parts.append(b"[^" + _literal(sep) + b"]*")
+            elif isinstance(seg, StrSegment):
+                return None  # a width in bytes: RE2 on Bigtable counts characters
+            else:
+                parts.append(b".{%d}" % seg.width)  # digits: one byte a character
+        parts.append(b"(" + _literal(sep) + b".*)?" if last + 1 < len(key.segments) else b"")
+        return b"".join(parts)
 
     def _value_conditions(self) -> tuple[tuple[ValueCondition, ...],
                                          tuple[tuple[str, Interval], ...], str]:
@@ -722,12 +763,28 @@ class _Compiler:
         if not current and not self.spec.event_time_cells:
             parts.append("cell timestamps are not event times: times checked client-side")
         if leftover:
-            parts.append(f"scan filtering {', '.join(leftover)} client-side")
+            where = "by row key regex on the server" if self.key_regex is not None else \
+                "client-side"
+            parts.append(f"scan filtering {', '.join(leftover)} {where}")
         if self.value_reason:
             parts.append(self.value_reason)
         if self.sort and not reached_time:
             parts.append("bucket labels do not sort: events sorted by time")
         return "; ".join(parts)
+
+
+def _literal(data: bytes) -> bytes:
+    """``data`` matched literally by RE2 (UTF-8) and Python's ``re`` alike: ASCII
+    punctuation escaped, control bytes as ``\\xHH``, other bytes (UTF-8 text) as they are."""
+    out = bytearray()
+    for b in data:
+        if b < 0x20 or b == 0x7F:
+            out += b"\\x%02x" % b
+        elif b < 0x80 and not chr(b).isalnum():
+            out += b"\\" + bytes([b])
+        else:
+            out.append(b)
+    return bytes(out)
 
 
 def _acceptor(wanted: dict[str, Any], time_field: str, span: tuple[int, int] | None,
