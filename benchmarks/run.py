@@ -8,7 +8,8 @@
 (a) saving events, (b) range reads into model instances, (c) latest
 lookups, (f) ``save()`` of one event at a time, (g) the asyncio API
 against the official async client and (h) a salted range read against an
-unsalted one run on a Cloud Bigtable emulator that this script starts (or
+unsalted one and (i) columnar results (Arrow and pandas exports, count()
+without values; needs ``tsmodel[pandas]``) run on a Cloud Bigtable emulator that this script starts (or
 the one given with ``--emulator``); (d) the embedded store and (e) memory of
 a streaming read need no server. With ``--rtt``, (a), (b), (f), (g) and (h)
 run once per round-trip time given, tsmodel and its baseline
@@ -39,10 +40,10 @@ sys.path.insert(0, str(HERE.parent))
 from _common import Result, environment, median, table  # noqa: E402
 
 #: Every figure: a writes, b range reads, c latest lookups, d embedded store,
-#: e memory, f save() of one event, g asyncio API, h salted range reads.
-ALL = "abcdefgh"
+#: e memory, f save() of one event, g asyncio API, h salted range reads, i columnar.
+ALL = "abcdefghi"
 #: The figures measured on the emulator, and those of them --rtt runs through the proxy.
-ON_EMULATOR, PROXIED = "abcfgh", "abfgh"
+ON_EMULATOR, PROXIED = "abcfghi", "abfgh"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,6 +196,15 @@ def _measure(args: argparse.Namespace, host_port: str, only: set[str],
                 results.append(salted.run())
             finally:
                 salted.close()
+        if "i" in only:
+            from _columnar import ColumnarSuite
+
+            log(f"(i) columnar results{at}")
+            columnar = ColumnarSuite(host_port, args.events, args.runs, log)
+            try:
+                results += columnar.run()
+            finally:
+                columnar.close()
     finally:
         suite.close()
     for result in results:

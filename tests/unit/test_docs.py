@@ -13,6 +13,9 @@ Fence info strings:
   ``CI=true``, where a missing emulator fails (as in the backend suite).
 * ``python no-run`` -- shown, never run: it needs Cloud Bigtable itself.
   Keep these few and short.
+* ``python pandas`` (or ``arrow``, ``polars``) -- runs only when that
+  optional extra is installed (its blocks are skipped in the core suite,
+  except under ``TSMODEL_REQUIRE_EXTRAS=1``, where a missing extra fails).
 * ``text output`` right after a ``python`` block -- what that block prints,
   compared exactly (trailing whitespace aside).
 """
@@ -107,6 +110,10 @@ def test_python_blocks_run(page: Path) -> None:
                 skipped.append(line)
                 printed = _NOT_RUN
                 continue
+            if not all(_extra_available(w) for w in words[1:] if w in _EXTRAS):
+                skipped.append(line)
+                printed = _NOT_RUN
+                continue
             # Pad with newlines so that tracebacks show the Markdown line numbers.
             source = "\n" * (line - 1) + code
             out = io.StringIO()
@@ -118,7 +125,21 @@ def test_python_blocks_run(page: Path) -> None:
         conn.close()
         sys.modules.pop(name, None)
     if skipped:
-        pytest.skip(f"emulator not installed: skipped the blocks at lines {skipped}")
+        pytest.skip(f"emulator or extra not installed: skipped the blocks at lines {skipped}")
+
+
+#: Fence words naming an optional extra, and the module it installs.
+_EXTRAS = {"arrow": "pyarrow", "pandas": "pandas", "polars": "polars"}
+
+
+def _extra_available(word: str) -> bool:
+    import importlib.util
+
+    if importlib.util.find_spec(_EXTRAS[word]) is not None:
+        return True
+    if os.environ.get("TSMODEL_REQUIRE_EXTRAS") == "1":
+        pytest.fail(f"TSMODEL_REQUIRE_EXTRAS=1 and {_EXTRAS[word]} is missing", pytrace=False)
+    return False
 
 
 def _lines(text: str) -> list[str]:
