@@ -5,19 +5,19 @@
     python benchmarks/run.py --markdown # the results table in Markdown
     python benchmarks/run.py --rtt 0,10 # (a), (b), (f), (g), (h) through a delay proxy
 
-(a) saving events, (b) range reads into model instances, (c) latest
-lookups, (f) ``save()`` of one event at a time, (g) the asyncio API
-against the official async client and (h) a salted range read against an
-unsalted one and (i) columnar results (Arrow and pandas exports, count()
-without values; needs ``tsmodel[pandas]``) run on a Cloud Bigtable emulator that this script starts (or
-the one given with ``--emulator``); (d) the embedded store and (e) memory of
-a streaming read need no server. With ``--rtt``, (a), (b), (f), (g) and (h)
-run once per round-trip time given, tsmodel and its baseline
-both connected to the emulator through a loopback proxy that delays each
-chunk by half of it and counts the gRPC calls (``_delay.py``), and the
-table has a group of columns per round-trip time. Every figure is the
-median of ``--runs`` runs (at least 3), each run timing tsmodel and its
-baseline back to back; the ratio is the median of the per-run ratios.
+(a) saving events, (b) range reads into model instances, (c) latest lookups,
+(f) ``save()`` of one event at a time, (g) the asyncio API against the
+official async client and (h) a salted range read against an unsalted one
+and (i) columnar results (Arrow and pandas exports, count() without values;
+needs ``tsmodel[pandas]``) run on a Cloud Bigtable emulator that this script
+starts (or the one given with ``--emulator``); (d) the embedded store and
+(e) memory of a streaming read need no server. With ``--rtt``, (a), (b),
+(f), (g) and (h) run once per round-trip time given, tsmodel and its
+baseline both connected to the emulator through a loopback proxy that delays
+each chunk by half of it and counts the gRPC calls (``_delay.py``), and the
+table has a group of columns per round-trip time. Every figure is the median
+of ``--runs`` runs (at least 3), each run timing tsmodel and its baseline
+back to back; the ratio is the median of the per-run ratios.
 Nothing here runs in the test suite.
 """
 
