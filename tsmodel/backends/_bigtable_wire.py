@@ -303,7 +303,7 @@ def row_filter(read_filter: ReadFilter) -> Any:
 
 
 def _condition_predicate(cells: list[Any], condition: ValueCondition) -> Any:
-    """The predicate of a :class:`ValueCondition`: the read's cell filters, its column,
+    """The predicate of a `ValueCondition`: the read's cell filters, its column,
     its value ranges; ``False`` when no value can match."""
     column = _RowFilter()
     column.column_range_filter.family_name = condition.family

@@ -5,7 +5,7 @@ only where the codec's bytes sort as its values do, piecewise: int64 (two's
 complement: the negatives sort after the positives, each half in order),
 float64 (IEEE 754: the positives in order, the negatives in reverse order
 after them, NaN beyond the infinities), UTF-8 (code point order, Python's
-``str`` order), booleans and raw bytes. :class:`Interval` is what a query
+``str`` order), booleans and raw bytes. `Interval` is what a query
 asks; each codec's ``byte_ranges`` turns it into the byte ranges whose union
 holds exactly the encodings of the values in it (never a NaN).
 """

@@ -3,12 +3,12 @@
 Each of these is an optional extra: ``pip install 'tsmodel[arrow]'``
 (pyarrow), ``'tsmodel[pandas]'`` (pyarrow and pandas) or
 ``'tsmodel[polars]'`` (pyarrow and polars). The core imports none of them;
-:meth:`tsmodel.QuerySet.to_arrow` and its siblings import them when called,
+`tsmodel.QuerySet.to_arrow()` and its siblings import them when called,
 and say which extra to install when one is missing.
 
 Rows become columns without model instances: the query's read plan streams
-the one decoding of rows (:meth:`tsmodel.layouts.TableCodec.records`) into
-:class:`~tsmodel.io.arrow.ArrowColumns`, a batch of records at a time.
+the one decoding of rows (`tsmodel.layouts.TableCodec.records()`) into
+`ArrowColumns`, a batch of records at a time.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Query results as Arrow record batches, built straight from decoded records.
 
-:class:`ArrowColumns` knows a model's columns and their Arrow types, worked
+`ArrowColumns` knows a model's columns and their Arrow types, worked
 out once per query from the model's declaration (not from the data, so an
 empty result has the same schema as a full one):
 
@@ -97,7 +97,7 @@ class ArrowColumns:
     # -- building ---------------------------------------------------------------------
 
     def batch(self, records: list[dict[str, Any]]) -> Any:
-        """One ``pyarrow.RecordBatch`` of ``records`` (:meth:`TableCodec.records`)."""
+        """One ``pyarrow.RecordBatch`` of ``records`` (`TableCodec.records()`)."""
         pa = self._pa
         arrays = []
         for name, arrow_type, kind in self.columns:
@@ -141,7 +141,7 @@ class ArrowColumns:
 
     def abatches(self, records: AsyncIterator[dict[str, Any]],
                  rows: int) -> AsyncIterator[Any]:
-        """:meth:`batches` of an asynchronous stream of records."""
+        """`batches()` of an asynchronous stream of records."""
         _check_rows(rows)
         return self._abatches(records, rows)
 

@@ -1,6 +1,6 @@
 """Query results as pandas data frames (``pip install 'tsmodel[pandas]'``).
 
-The frame is the Arrow table of :mod:`tsmodel.io.arrow`, converted with
+The frame is the Arrow table of `tsmodel.io.arrow`, converted with
 nullable pandas dtypes: ``Int64`` for integers, ``boolean`` for booleans,
 ``string`` for text, ``category`` for string key fields,
 ``datetime64[<unit>, UTC]`` for times; floats stay ``float64`` (a missing

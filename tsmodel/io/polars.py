@@ -1,6 +1,6 @@
 """Query results as polars data frames (``pip install 'tsmodel[polars]'``).
 
-The frame is the Arrow table of :mod:`tsmodel.io.arrow`, handed to polars
+The frame is the Arrow table of `tsmodel.io.arrow`, handed to polars
 (no copy for most columns): string key fields become ``Categorical``, times
 ``Datetime(<unit>, "UTC")``, the other columns their Arrow types' polars twins.
 """

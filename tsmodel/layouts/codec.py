@@ -271,7 +271,7 @@ class TableCodec:
                 f"{self.model}: row key {key!r} of table {self.table!r}: {exc}") from None
 
     def check_key(self, key: bytes) -> bytes:
-        """``key``, checked as :meth:`records` checks a row's key (a count reads no cells).
+        """``key``, checked as `records()` checks a row's key (a count reads no cells).
 
         Raises:
             KeyDecodingError: the key does not match this table's key layout,
@@ -303,15 +303,15 @@ class TableCodec:
                 datetimes: bool = False) -> list[dict[str, Any]]:
         """The events of one row as ``{field: value}`` records, oldest first.
 
-        The one decoding of a row: :meth:`decode` builds instances of these
-        records, the columnar exports (:mod:`tsmodel.io`) columns. A record
+        The one decoding of a row: `decode()` builds instances of these
+        records, the columnar exports (`tsmodel.io`) columns. A record
         holds the key fields, the time, the version time (a model with a
         version field) and the value fields read; a defaulted value without a
         cell is left out (the model's default applies). Times are µs since
         the epoch, or UTC datetimes with ``datetimes``.
 
         Raises:
-            KeyDecodingError, CellDecodingError: as :meth:`decode`.
+            KeyDecodingError, CellDecodingError: as `decode()`.
         """
         try:
             keys = self.decode_key(row.key)

@@ -60,8 +60,8 @@ class ReadMerge(Generic[M]):
         model: the model class whose instances are built.
         sink: what each row becomes: ``"instances"`` (of ``model``),
             ``"records"`` (each event's ``{field: value}`` record, times in
-            µs: :meth:`~tsmodel.layouts.TableCodec.records`, for the columnar
-            results of :mod:`tsmodel.io`), or ``"keys"`` (the row key,
+            µs: `records()`, for the columnar
+            results of `tsmodel.io`), or ``"keys"`` (the row key,
             checked, one per row: for a count plan whose rows are events,
             read without their values).
     """

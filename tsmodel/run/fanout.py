@@ -57,7 +57,7 @@ PULL_ROWS = 256
 def stream(plan: ReadPlan, conn: Connection, model: type[M], *,
            sink: str = "instances") -> Generator[M, None, None]:
     """The instances of ``plan`` (or what else ``sink`` says: see
-    :class:`~tsmodel.plan.merge.ReadMerge`), read on ``conn`` and merged as the plan says."""
+    `ReadMerge`), read on ``conn`` and merged as the plan says."""
     merge = ReadMerge(plan, model, sink=sink)
     sources: list[_Pulled] = []
     try:

@@ -361,7 +361,7 @@ class QuerySet(Generic[M]):
             features: the capabilities of the backend to plan for; by default
                 those of the connection given with `using()`, else those
                 of a backend without reverse scans. No connection is opened.
-            count: the plan :meth:`count` runs instead (no value read where
+            count: the plan `count()` runs instead (no value read where
                 each row is one event).
         """
         if features is None and self._connection is not None:
@@ -418,9 +418,9 @@ class QuerySet(Generic[M]):
         """Stream the matching events as ``pyarrow.RecordBatch`` es of ``rows`` events.
 
         Memory stays bounded by one batch (and the reads' buffers), as with
-        :meth:`iterator`: rows are decoded straight into columns, no model
+        `iterator()`: rows are decoded straight into columns, no model
         instance is built. The schema comes from the model (see
-        :mod:`tsmodel.io.arrow`); :meth:`only` leaves out the other value
+        `tsmodel.io.arrow`); `only()` leaves out the other value
         columns. Stopping early (``break``) cancels the reads still streaming.
 
         Args:
@@ -448,7 +448,7 @@ class QuerySet(Generic[M]):
 
         Nullable dtypes (``Int64``, ``boolean``, ``string``), ``category``
         for string key fields, ``datetime64[<unit>, UTC]`` times; see
-        :mod:`tsmodel.io.pandas`.
+        `tsmodel.io.pandas`.
 
         Raises:
             ExtraNotInstalledError: pandas or pyarrow is not installed
@@ -458,7 +458,7 @@ class QuerySet(Generic[M]):
         return _pandas.frame_of(self._arrow_table("to_pandas()"))
 
     def to_polars(self) -> Any:
-        """The matching events as a ``polars.DataFrame``; see :mod:`tsmodel.io.polars`.
+        """The matching events as a ``polars.DataFrame``; see `tsmodel.io.polars`.
 
         Raises:
             ExtraNotInstalledError: polars or pyarrow is not installed
@@ -764,7 +764,7 @@ class AsyncQuerySet(QuerySet[M]):
         raise TypeError(f"{self!r} runs on an AsyncConnection: use `await qs.exists()`")
 
     async def count(self) -> int:  # type: ignore[override]
-        """How many events match; see :meth:`QuerySet.count`."""
+        """How many events match; see `QuerySet.count()`."""
         conn = self._aconn()
         plan = compile_query(self._spec, self._state, conn.features)
         counting = count_plan(plan)
@@ -781,21 +781,21 @@ class AsyncQuerySet(QuerySet[M]):
     def to_arrow_batches(self,  # type: ignore[override]
                          rows: int = DEFAULT_BATCH_ROWS) -> AsyncIterator[Any]:
         """The matching events as record batches, with ``async for``; see
-        :meth:`QuerySet.to_arrow_batches`."""
+        `QuerySet.to_arrow_batches()`."""
         columns = ArrowColumns(self.model, self._state.only, "to_arrow_batches()")
         return columns.abatches(self._arecords(), rows)
 
     async def to_arrow(self) -> Any:
-        """The matching events as a ``pyarrow.Table``; see :meth:`QuerySet.to_arrow`."""
+        """The matching events as a ``pyarrow.Table``; see `QuerySet.to_arrow()`."""
         return await self._aarrow_table("to_arrow()")
 
     async def to_pandas(self) -> Any:
-        """The matching events as a ``pandas.DataFrame``; see :meth:`QuerySet.to_pandas`."""
+        """The matching events as a ``pandas.DataFrame``; see `QuerySet.to_pandas()`."""
         _pandas.require_all("to_pandas()")
         return _pandas.frame_of(await self._aarrow_table("to_pandas()"))
 
     async def to_polars(self) -> Any:
-        """The matching events as a ``polars.DataFrame``; see :meth:`QuerySet.to_polars`."""
+        """The matching events as a ``polars.DataFrame``; see `QuerySet.to_polars()`."""
         _polars.require_all("to_polars()")
         return _polars.frame_of(await self._aarrow_table("to_polars()"))
 
