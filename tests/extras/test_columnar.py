@@ -279,3 +279,17 @@ async def test_async_results_are_the_sync_ones(rows_model: Any, backend: Backend
         assert (await qs.to_polars()).equals(sync.to_polars())
         sizes = [b.num_rows async for b in qs.to_arrow_batches(rows=10)]
         assert sizes == [10, 10, 8]
+
+
+def test_a_snapshot_reads_into_columns(rows_model: Any, backend: Backend) -> None:
+    model, conn, events = rows_model
+    day = datetime(2015, 3, 2, tzinfo=UTC)
+    ts.build_snapshot(model, day, connection=conn, progress=False)
+    try:
+        table = model.snapshot(day, site="b").using(conn).to_arrow()
+        assert sorted((r["site"], r["host"], r["time"], r["x"], r["note"])
+                      for r in table.to_pylist()) == sorted(
+            (e.site, e.host, e.time, e.x, e.note) for e in events if e.site == "b")
+    finally:
+        backend.delete_table(ts.spec_of(model).snapshot.table_for(
+            int(day.timestamp()) * 1_000_000))
