@@ -67,7 +67,8 @@ def test_repair_command(store: tuple[Path, str]) -> None:
                    "--field", "meter=3", "--url", url, "--json", cwd=cwd)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"events": 192, "alternate_events_deleted": 0,
-                                       "current_rows_fixed": 0, "failed": 0}
+                                       "current_rows_fixed": 0, "failed": 0,
+                                       "rollup_rows_written": 0}
 
 
 def test_snapshot_of_a_model_without_one_is_a_one_line_error(store: tuple[Path, str]) -> None:
