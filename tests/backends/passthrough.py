@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from tsmodel.backends.base import (
     AsyncBackend,
     Backend,
+    KeySample,
     MutationOutcome,
     ReadRequest,
     Row,
@@ -42,6 +43,9 @@ class PassThrough:
 
     def describe_table(self, name: str) -> TableSpec:
         return self.inner.describe_table(name)
+
+    def sample_row_keys(self, table: str) -> list[KeySample]:
+        return self.inner.sample_row_keys(table)
 
     def close(self) -> None:
         pass

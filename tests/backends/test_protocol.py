@@ -382,6 +382,34 @@ def test_missing_table_errors(backend: Backend, table_name: str) -> None:
         list(backend.read_rows(ReadRequest(table_name, RowSet(keys=(b"r",)))))
 
 
+def test_sample_row_keys_cut_the_table_in_key_order(
+        backend: Backend, table: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tsmodel.backends import embedded
+
+    monkeypatch.setattr(embedded, "SAMPLE_BYTES", 2_000)  # a few samples on the embedded store
+    assert backend.sample_row_keys(table) in ([], [(b"", 0)])  # empty: nothing to cut
+    keys = [b"row%05d" % i for i in range(0, 3000, 3)]
+    write(backend, table, {k: [cell("cf", b"q", 1, b"v" * 100)] for k in keys})
+    samples = backend.sample_row_keys(table)
+    sampled = [s.key for s in samples if s.key]
+    # Strictly ascending keys, mostly the table's own (the emulator also samples
+    # the empty row its family check leaves, which reads never return); only the
+    # last may be b"" (the end), and the offsets never decrease.
+    assert set(sampled) & set(keys)
+    assert all(k in keys or k > keys[-1] for k in sampled)
+    assert sampled == sorted(set(sampled))
+    assert all(s.key for s in samples[:-1])
+    assert [s.offset for s in samples] == sorted(s.offset for s in samples)
+    assert samples[-1].offset > 0
+    if isinstance(backend, embedded.EmbeddedBackend):  # ~2,000 bytes apart: about 16 rows
+        assert sampled[0] == keys[0] and len(samples) > 20
+
+
+def test_sample_row_keys_of_a_missing_table(backend: Backend, table_name: str) -> None:
+    with pytest.raises(TableNotFoundError):
+        backend.sample_row_keys(table_name)
+
+
 # --------------------------------------------------------------------------
 # Mutations
 # --------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The Bigtable backend's two data RPCs, sent as raw protobuf on the data client's channel.
 
-``MutateRows`` and ``ReadRows`` go straight to the gRPC channel that
+``MutateRows``, ``ReadRows`` and ``SampleRowKeys`` go straight to the gRPC channel that
 google-cloud-bigtable's data client built (so its credentials, endpoint,
 channel refresh and warm-up all apply), with the metadata Cloud Bigtable
 needs: the ``x-goog-request-params`` routing header (table name, app
@@ -17,6 +17,8 @@ those calls is done here too:
   the last row returned (or reported scanned), with the row limit reduced by
   the rows already returned; rows are never returned twice. The deadline
   counts time without progress, so a long read is never cut short.
+* SampleRowKeys: a call that fails with a retryable error is made again
+  whole (it changes nothing), with back-off, until the operation deadline.
 
 The timeouts, deadlines and back-off come from the connection's
 `Settings`, as one `RetryPolicy` per kind
@@ -48,6 +50,7 @@ __all__ = ["DataRpc", "AsyncDataRpc", "RetryPolicy", "Policies", "is_retryable",
 
 _MUTATE_ROWS = "/google.bigtable.v2.Bigtable/MutateRows"
 _READ_ROWS = "/google.bigtable.v2.Bigtable/ReadRows"
+_SAMPLE_ROW_KEYS = "/google.bigtable.v2.Bigtable/SampleRowKeys"
 
 MUTATE_RETRYABLE: tuple[type[Exception], ...] = (
     core_exceptions.DeadlineExceeded, core_exceptions.ServiceUnavailable)
@@ -365,6 +368,40 @@ class DataRpc(_Rpc):
             delay = operation.delay(attempt)
             if delay is None:
                 return operation.result()
+            self.sleep(delay)
+
+    def sample_row_keys(self, request: Any,
+                        metadata: Sequence[tuple[str, str]]) -> list[tuple[bytes, int]]:
+        """Send a ``SampleRowKeysRequest``; its ``(row_key, offset_bytes)`` pairs, in order.
+
+        A retryable failure makes the call again whole, with back-off, under
+        the read policy (its attempt timeout, deadline and most attempts).
+
+        Raises:
+            GoogleAPICallError: a non-retryable error, or a retryable one
+                once the policy gives up.
+        """
+        policy, headers = self.policies.read, (*self.metadata, *metadata)
+        deadline, delays, attempt = time.monotonic() + policy.operation_timeout, policy.delays(), 0
+        while True:
+            attempt += 1
+            sample = self._call(_SAMPLE_ROW_KEYS, wire.SampleRowKeysResponse)
+            timeout = min(policy.attempt_timeout, max(deadline - time.monotonic(), 0.001))
+            try:
+                return [(response.row_key, response.offset_bytes)
+                        for response in sample(request, timeout=timeout, metadata=headers)]
+            except grpc.RpcError as rpc_error:
+                error = _from_grpc_error(rpc_error)
+                if not is_retryable(error, READ_RETRYABLE):
+                    raise error from rpc_error
+                delay: float = next(delays)
+                if time.monotonic() + delay >= deadline or (
+                        policy.attempts is not None and attempt >= policy.attempts):
+                    _gave_up("SampleRowKeys", request.table_name, attempt, error,
+                             "the samples are not known")
+                    raise error from rpc_error
+            _retrying(None, "SampleRowKeys", request.table_name, attempt, error, delay,
+                      "the whole call")
             self.sleep(delay)
 
     def read_rows(self, request: Any, metadata: Sequence[tuple[str, str]]) -> Iterator[Row]:

@@ -33,6 +33,7 @@ from tsmodel.backends.base import (
 
 __all__ = [
     "MutateRowsRequest", "MutateRowsResponse", "ReadRowsRequest", "ReadRowsResponse",
+    "SampleRowKeysRequest", "SampleRowKeysResponse", "sample_request",
     "FEATURES_METADATA", "routing_metadata", "entry_requests", "does_something",
     "family_check_request", "read_request", "table_check_request", "row_filter",
     "resume_request",
@@ -47,6 +48,8 @@ MutateRowsRequest: Any = bigtable_types.MutateRowsRequest.pb()
 MutateRowsResponse: Any = bigtable_types.MutateRowsResponse.pb()
 ReadRowsRequest: Any = bigtable_types.ReadRowsRequest.pb()
 ReadRowsResponse: Any = bigtable_types.ReadRowsResponse.pb()
+SampleRowKeysRequest: Any = bigtable_types.SampleRowKeysRequest.pb()
+SampleRowKeysResponse: Any = bigtable_types.SampleRowKeysResponse.pb()
 _RowFilter: Any = data_types.RowFilter.pb()
 _RowSet: Any = data_types.RowSet.pb()
 _to_grpc_metadata: Any = routing_header.to_grpc_metadata
@@ -248,6 +251,11 @@ def read_request(table_name: str, app_profile_id: str | None,
     if flt is not None:
         pb.filter.CopyFrom(flt)
     return pb
+
+
+def sample_request(table_name: str, app_profile_id: str | None) -> Any:
+    """The ``SampleRowKeysRequest`` of a whole table."""
+    return SampleRowKeysRequest(table_name=table_name, app_profile_id=app_profile_id or "")
 
 
 def table_check_request(table_name: str, app_profile_id: str | None) -> Any:

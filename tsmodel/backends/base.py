@@ -30,6 +30,7 @@ __all__ = [
     "ReadRequest",
     "Cell",
     "Row",
+    "KeySample",
     "SetCell",
     "DeleteCells",
     "DeleteFamily",
@@ -221,6 +222,22 @@ class Row(NamedTuple):
 
     key: bytes
     cells: tuple[Cell, ...]
+
+
+class KeySample(NamedTuple):
+    """One sampled row key of a table (Cloud Bigtable's ``SampleRowKeys``).
+
+    Sampled keys cut a table into runs of about equal size, for reads split
+    among workers.
+
+    Attributes:
+        key: a row key; ``b""`` stands for the end of the table (the last
+            sample, when present).
+        offset: about how many bytes of the table sort before ``key``.
+    """
+
+    key: bytes
+    offset: int
 
 
 class SetCell(NamedTuple):
@@ -417,6 +434,20 @@ class Backend(Protocol):
         network should send the request before returning: a query starts
         every read it merges, then takes their rows in turn, so that reads
         started together stream side by side (Cloud Bigtable's do).
+
+        Raises:
+            TableNotFoundError: the table does not exist.
+        """
+        ...
+
+    def sample_row_keys(self, table: str) -> list[KeySample]:
+        """Row keys that cut the table into runs of about equal size, in key order.
+
+        Each sample's ``offset`` is about the bytes of the table before its
+        key; ``b""`` (last, when present) stands for the end of the table.
+        The samples are a hint for splitting a scan among workers: they may
+        change from call to call, and a table may hold rows before the first
+        key. An empty table may give no sample.
 
         Raises:
             TableNotFoundError: the table does not exist.

@@ -45,6 +45,7 @@ from tsmodel.backends._bigtable_admin import wrap as _wrap
 from tsmodel.backends._bigtable_rpc import DataRpc, Policies
 from tsmodel.backends.base import (
     Features,
+    KeySample,
     MutationOutcome,
     MutationStatus,
     ReadRequest,
@@ -388,6 +389,26 @@ class BigtableBackend(_BigtableBase):
                         return
         except core_exceptions.GoogleAPIError as exc:
             raise _wrap(exc, f"read table {request.table!r}", table=request.table) from exc
+
+    def sample_row_keys(self, table: str) -> list[KeySample]:
+        """Cloud Bigtable's ``SampleRowKeys``: keys that cut the table into runs of about
+        equal size, each with the bytes before it (``b""``: the end of the table).
+
+        Sent as a raw data call (:meth:`._bigtable_rpc.DataRpc.sample_row_keys`),
+        retried whole on transient errors. The emulator samples about one
+        row in a hundred, at random, and the last row.
+
+        Raises:
+            TableNotFoundError: the table does not exist.
+            BackendError: the call failed.
+        """
+        target = self._target(table)
+        request = wire.sample_request(target.name, self.app_profile_id)
+        try:
+            found = self._rpc.sample_row_keys(request, target.metadata)
+        except core_exceptions.GoogleAPIError as exc:
+            raise _wrap(exc, f"sample the row keys of table {table!r}", table=table) from exc
+        return [KeySample(bytes(key), int(offset)) for key, offset in found]
 
     # -- readiness ---------------------------------------------------------
 

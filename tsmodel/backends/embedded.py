@@ -35,6 +35,7 @@ from tsmodel.backends.base import (
     DeleteRow,
     Features,
     GcRule,
+    KeySample,
     MutationOutcome,
     MutationStatus,
     ReadRequest,
@@ -49,6 +50,11 @@ __all__ = ["EmbeddedBackend"]
 
 _MAX_ROW_KEY = 4096
 _GC_MIN_WRITES = 100_000  # cells written to a table with GC rules between collections
+#: About how many bytes of cells lie between two keys ``sample_row_keys`` returns.
+SAMPLE_BYTES = 4 * 1024 * 1024
+#: The size of a cell besides its qualifier and value, as ``sample_row_keys`` counts it
+#: (family, timestamp), and of a row besides its key and cells.
+_CELL_OVERHEAD = 12
 _APPLIED = MutationOutcome(MutationStatus.APPLIED)
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS tsm_tables (id INTEGER PRIMARY KEY AUTOINCREMENT,"
@@ -417,6 +423,38 @@ class EmbeddedBackend:
                 if "no such table" in str(exc):
                     raise TableNotFoundError(f"table {plan.table.name!r} was deleted") from exc
                 raise
+
+    def sample_row_keys(self, table: str) -> list[KeySample]:
+        """Row keys about :data:`SAMPLE_BYTES` of cells apart, then ``b""`` (the end).
+
+        The first row's key comes first (offset 0); each next sample is the
+        first row that starts past another ``SAMPLE_BYTES`` of cells
+        (counting row keys, qualifiers, values and a few bytes per cell), as
+        Cloud Bigtable's ``SampleRowKeys`` cuts a table into runs of about
+        equal size. One pass over the table's primary key, in SQLite.
+
+        Raises:
+            TableNotFoundError: the table does not exist.
+            BackendError: SQLite failed.
+        """
+        step = max(1, int(SAMPLE_BYTES))
+        with self._lock, _wrapped(f"sample the row keys of table {table!r}"):
+            meta = self._table(table)
+            sized = (f"SELECT row_key, sum(length(row_key) + length(qualifier) + length(value)"
+                     f" + {_CELL_OVERHEAD}) AS size FROM {meta.sql_name} GROUP BY row_key")
+            before = ("SELECT row_key, sum(size) OVER (ORDER BY row_key) - size AS offset,"
+                      f" sum(size) OVER () AS total FROM ({sized})")
+            runs = ("SELECT row_key, offset, total, offset / ? AS run,"
+                    " lag(offset / ?, 1, -1) OVER (ORDER BY row_key) AS previous"
+                    f" FROM ({before})")
+            found = self._db().execute(
+                f"SELECT row_key, offset, total FROM ({runs}) WHERE run != previous"
+                " ORDER BY row_key", (step, step)).fetchall()
+        if not found:
+            return []
+        samples = [KeySample(bytes(key), int(offset)) for key, offset, _ in found]
+        samples.append(KeySample(b"", int(found[0][2])))
+        return samples
 
     def check_reachable(self, timeout: float) -> None:
         """Return at once: the store lives in this process.

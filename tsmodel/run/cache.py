@@ -27,6 +27,7 @@ from cachetools import TTLCache
 
 from tsmodel.backends.base import (
     Backend,
+    KeySample,
     MutationOutcome,
     Reachable,
     ReadFilter,
@@ -243,6 +244,10 @@ class CachingBackend:
         finally:
             if self.caches(table):
                 self.invalidate(table, [entry.key for entry in entries])
+
+    def sample_row_keys(self, table: str) -> list[KeySample]:
+        """The wrapped backend's samples (never cached)."""
+        return self.backend.sample_row_keys(table)
 
     def read_rows(self, request: ReadRequest) -> Iterator[Row]:
         """Read through the cache when ``request`` names exactly one row of a cached table."""
