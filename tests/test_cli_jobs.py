@@ -79,3 +79,37 @@ def test_snapshot_of_a_model_without_one_is_a_one_line_error(store: tuple[Path, 
     assert bad.returncode == 1
     assert bad.stderr.strip() == ("tsmodel: error: Meter declares no snapshot "
                                   "(snapshot=ts.snapshot(...))")
+
+
+def test_progress_bars_show_totals_counted_first(
+        store: tuple[Path, str], capsys: pytest.CaptureFixture[str]) -> None:
+    cwd, url = store
+    sys.path.insert(0, str(cwd))
+    try:
+        import meters
+
+        with ts.connect(url, default=False) as conn:
+            ts.build_snapshot(meters.Meter, DAY, connection=conn, progress=True)
+            snapshot_bar = capsys.readouterr().err
+            ts.repair(meters.Meter, DAY, DAY + timedelta(days=2), connection=conn,
+                      progress=True, meter=3)
+            repair_bars = capsys.readouterr().err
+            ts.repair(meters.Meter, DAY, DAY + timedelta(days=2), connection=conn,
+                      progress=False)
+            assert capsys.readouterr().err == ""
+    finally:
+        sys.path.remove(str(cwd))
+        sys.modules.pop("meters", None)
+    # 20 meters, one day bucket row each in the period; meter 3 has 2 rows in 2 days,
+    # and the current-value table a row per meter.
+    assert "SENSOR_20170726: 100%" in snapshot_bar and "20/20" in snapshot_bar
+    assert "SENSOR (replay): 100%" in repair_bars and " 2/2 " in repair_bars
+    assert "CURRENT_SENSOR (check): 100%" in repair_bars and "20/20" in repair_bars
+
+
+def test_repair_command_without_progress(store: tuple[Path, str]) -> None:
+    cwd, url = store
+    done = tsmodel("repair", "meters.py:Meter", "--start", "2017-07-26", "--end", "2017-07-28",
+                   "--url", url, "--no-progress", "--batch-size", "100", cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    assert "replayed 3840 events" in done.stdout and done.stderr == ""

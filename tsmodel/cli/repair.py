@@ -11,6 +11,7 @@ from typing import Any
 
 from tsmodel import repair, spec_of
 from tsmodel.cli._common import (
+    CliError,
     add_json,
     add_target,
     add_url,
@@ -39,17 +40,25 @@ def add_command(commands: Any) -> None:
     sub.add_argument("--field", action="append", default=[], metavar="NAME=VALUE",
                      help="limit the repair to a key prefix (repeat for several)")
     add_url(sub)
+    sub.add_argument("--batch-size", type=int, default=1000, metavar="N",
+                     help="events per write batch (default: 1000)")
+    sub.add_argument("--no-progress", action="store_true",
+                     help="no progress bars (and no counting pass for their totals)")
     add_json(sub)
 
 
 def _run(args: argparse.Namespace) -> int:
     model = one_model(args.target)
+    if args.batch_size < 1:
+        raise CliError(f"--batch-size must be at least 1, got {args.batch_size}")
     spec = spec_of(model)
     fields = typed(spec, spec.key, pairs(args.field, "--field"), list(spec.key_fields))
     began = time.monotonic()
     with connect(args.url) as conn:
         report = repair(model, parse_time(args.start, "--start"),
-                        parse_time(args.end, "--end"), connection=conn, **fields)
+                        parse_time(args.end, "--end"), connection=conn,
+                        batch_size=args.batch_size,
+                        progress=False if args.no_progress else None, **fields)
     if args.json:
         print_json(report)
     else:

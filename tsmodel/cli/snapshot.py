@@ -41,7 +41,8 @@ def add_command(commands: Any) -> None:
                      help="events per write batch (default: 1000)")
     sub.add_argument("--restart", action="store_true",
                      help="copy the whole period again, ignoring recorded progress")
-    sub.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sub.add_argument("--no-progress", action="store_true",
+                     help="no progress bar (and no counting pass for its total)")
     add_json(sub)
 
 

@@ -25,11 +25,20 @@ with blocking calls, `repair_async()` on an event loop. The main table is
 read request by request (one per salt value), a chunk of rows at a time: a
 repair needs every event of the range, not their order, so the streams are
 not merged by time as a query merges them.
+
+Memory stays bounded by a chunk, whatever the range holds, but for one
+entry per current-value row (the entity's newest event of the range, which
+only the whole range decides): whether the main table holds a companion's
+event is asked of the main table itself, a chunk of companion rows at a time
+(one read of the main rows they point to), not kept in a set of every event.
+The phases (`replay_main()`, `prune_alternate()`,
+`fix_current()`) each take the read they work through, so the Beam job
+(`tsmodel.jobs.beam`) runs the same steps over parts of the tables.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -52,6 +61,7 @@ from tsmodel.backends.base import (
 )
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.encoding.timestamps import EPOCH, to_micros
+from tsmodel.jobs.progress import Progress, advance, close
 from tsmodel.jobs.steps import First, JobSteps, Read, Rows, Save, Scan, Send, run_job, run_job_async
 from tsmodel.plan.merge import check_guard
 from tsmodel.plan.reads import QueryState, ReadPlan, compile_query
@@ -68,7 +78,12 @@ from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection, get_default_connection
 from tsmodel.run.query import QuerySet
 
-__all__ = ["RepairReport", "repair", "repair_async", "repair_steps"]
+__all__ = ["RepairReport", "RepairScope", "repair", "repair_async", "repair_steps",
+           "replay_main", "replay_companions", "replay_current", "prune_alternate",
+           "fix_current", "alternate_request", "current_request"]
+
+#: (table, row key, event time) of an event in one table.
+Identity = tuple[str, bytes, int]
 
 _MS = 1_000
 
@@ -99,7 +114,7 @@ class RepairReport:
 
 def repair(model: type, start: datetime, end: datetime, *,
            connection: Connection | None = None, batch_size: int = 1000,
-           **key_prefix: Any) -> RepairReport:
+           progress: bool | None = None, **key_prefix: Any) -> RepairReport:
     """Rewrite the companion tables of ``model`` from its main table over [start, end).
 
     Args:
@@ -108,6 +123,8 @@ def repair(model: type, start: datetime, end: datetime, *,
         end: exclusive, timezone-aware.
         connection: the connection (default: the default connection).
         batch_size: events per write batch.
+        progress: show progress bars on stderr, each with the rows of its
+            table counted first (default: when stderr is a terminal).
         **key_prefix: limit the repair to the entities of a key prefix.
 
     Returns:
@@ -119,12 +136,13 @@ def repair(model: type, start: datetime, end: datetime, *,
     """
     conn = connection or get_default_connection()
     return run_job(repair_steps(model, start, end, features=conn.features,
-                                batch_size=batch_size, key_prefix=key_prefix), conn)
+                                batch_size=batch_size, key_prefix=key_prefix,
+                                progress=progress), conn)
 
 
 async def repair_async(model: type, start: datetime, end: datetime, *,
                        connection: AsyncConnection, batch_size: int = 1000,
-                       **key_prefix: Any) -> RepairReport:
+                       progress: bool | None = None, **key_prefix: Any) -> RepairReport:
     """`repair()` on an `AsyncConnection`:
     ``await ts.repair_async(Model, start, end, connection=db)``.
 
@@ -135,13 +153,14 @@ async def repair_async(model: type, start: datetime, end: datetime, *,
         BackendError: a read failed (writes that fail are counted in ``failed``).
     """
     return await run_job_async(repair_steps(model, start, end, features=connection.features,
-                                            batch_size=batch_size, key_prefix=key_prefix),
+                                            batch_size=batch_size, key_prefix=key_prefix,
+                                            progress=progress),
                                connection)
 
 
 def repair_steps(model: type, start: datetime, end: datetime, *, features: Features,
-                 batch_size: int = 1000,
-                 key_prefix: Mapping[str, Any] | None = None) -> JobSteps[RepairReport]:
+                 batch_size: int = 1000, key_prefix: Mapping[str, Any] | None = None,
+                 progress: bool | None = False) -> JobSteps[RepairReport]:
     """The repair as steps (`tsmodel.jobs.steps`), for any executor.
 
     Args:
@@ -150,64 +169,47 @@ def repair_steps(model: type, start: datetime, end: datetime, *, features: Featu
             (a mapping here, so that no key field name is taken).
         The others: as for `repair()`.
     """
-    key_prefix = dict(key_prefix or {})
-    spec = spec_of(model)
-    plan = _main_read(spec, model, start, end, features, key_prefix)
+    scope = RepairScope.of(model, start, end, features, key_prefix)
+    spec, plan, bars = scope.spec, scope.plan, Progress(progress)
     for guard in plan.guards:
         found: list[Row] = yield Read(guard)
         check_guard(plan, found)
-    #: (table, row key, event time) of every main-table event, in the main table
-    #: and in each alternate-key table.
-    held: set[tuple[str, bytes, int]] = set()
     #: The newest event of the range per current-value row.
     newest: dict[bytes, EncodedEvent] = {}
-    events = failed = 0
-    batch: list[EncodedEvent] = []
     refresh = RollupRefresh(features)
+    events = failed = 0
+    bar = yield from bars.counted(f"{spec.table} (replay)", plan.requests)
+
+    def batch_done(replayed: int, bad: int) -> None:
+        _progress(spec, events + replayed, failed + bad)
+
     for request in plan.requests:
-        scan = Scan(request)
-        while rows := (yield Rows(scan, batch_size)):
-            for entity in _accepted(plan, model, rows):
-                if spec.rollups:
-                    refresh.add(spec, entity)
-                event = encode_event(spec, entity)
-                # Where every table must hold it (a corrected promoted value moves it).
-                held.update((row.table, row.key, event.timestamp)
-                            for row in (event.main, *event.alternates))
-                if event.current_key is not None:
-                    best = newest.get(event.current_key)
-                    if best is None or event.timestamp >= best.timestamp:
-                        newest[event.current_key] = event
-                    event = event._replace(current_table=None, current_key=None,
-                                           current_mutations=())
-                batch.append(event)
-                if len(batch) >= batch_size:
-                    failed += yield from _replay(batch)
-                    events += len(batch)
-                    batch = []
-                    _progress(spec, events, failed)
-    failed += yield from _replay(batch)
-    events += len(batch)
+        replayed, bad = yield from replay_main(scope, request, batch_size, newest, bar,
+                                               batch_done, refresh)
+        events += replayed
+        failed += bad
+    close(bar)
     _progress(spec, events, failed)
-    failed += yield from _replay_current(spec, list(newest.values()), batch_size)
-    span = (to_micros(start), to_micros(end))
-
-    def in_scope(entity: Any) -> bool:
-        return all(getattr(entity, name) == value for name, value in key_prefix.items())
-
+    failed += (yield from replay_current(spec, list(newest.values()), batch_size))[0]
     deleted = 0
     for alt in spec.alternates:
-        doomed, bad = yield from _prune_alternate(alt, model, span, held, in_scope, batch_size)
+        request = alternate_request(scope, alt)
+        bar = yield from bars.counted(f"{alt.table} (prune)", [request])
+        doomed, bad = yield from prune_alternate(scope, alt, request, batch_size, bar)
+        close(bar)
         deleted += doomed
         failed += bad
     fixed = 0
     if spec.current_codec is not None:
-        fixed, bad = yield from _fix_current(spec, model, span, held, in_scope, batch_size)
+        request = current_request(scope)
+        bar = yield from bars.counted(f"{spec.current_codec.table} (check)", [request])
+        fixed, bad = yield from fix_current(scope, request, batch_size, bar)
+        close(bar)
         failed += bad
     rolled = 0
     if spec.rollups:
-        rolled, bad = yield from _fix_rollups(spec, model, span, refresh, in_scope, batch_size,
-                                              features)
+        rolled, bad = yield from _fix_rollups(spec, model, scope.span, refresh, scope.in_scope,
+                                              batch_size, features)
         failed += bad
     report = RepairReport(events, deleted, fixed, failed, rolled)
     JOB_LOG.info("repair of %s: done: %s", spec.name, report,
@@ -219,6 +221,322 @@ def _progress(spec: ModelSpec, events: int, failed: int) -> None:
     JOB_LOG.info("repair of %s: %d events replayed to the companion tables (%d writes "
                  "failed)", spec.name, events, failed,
                  extra={"job": "repair", "model": spec.name, "events": events})
+
+
+@attrs.frozen(eq=False)
+class RepairScope:
+    """What a repair covers: a model, a time range and a key prefix, and the
+    plan of its main-table read.
+
+    Build it with `of()`; every phase of the repair takes it.
+    """
+
+    model: type
+    spec: ModelSpec
+    plan: ReadPlan
+    span: tuple[int, int]
+    key_prefix: tuple[tuple[str, Any], ...]
+
+    @classmethod
+    def of(cls, model: type, start: datetime, end: datetime, features: Features,
+           key_prefix: Mapping[str, Any] | None = None) -> RepairScope:
+        """The scope of a repair of ``model`` over [start, end) (``features``: the backend's)."""
+        prefix = dict(key_prefix or {})
+        spec = spec_of(model)
+        return cls(model, spec, _main_read(spec, model, start, end, features, prefix),
+                   (to_micros(start), to_micros(end)), tuple(prefix.items()))
+
+    def in_scope(self, entity: Any) -> bool:
+        """Whether ``entity`` has the key prefix."""
+        return all(getattr(entity, name) == value for name, value in self.key_prefix)
+
+    def main_identity(self, entity: Any) -> Identity:
+        """Where ``entity`` lies in the main table."""
+        row = self.spec.codec.encode(entity)
+        return row.table, row.key, row.timestamp
+
+    def holds(self, entities: Iterable[Any]) -> JobSteps[set[Identity]]:
+        """The identities, in the main table and each alternate-key table, of the
+        range's events in the main rows where ``entities`` would lie.
+
+        One read of those rows, with the filter of the repair's main read and
+        its client-side checks: exactly what a set of every event of the range
+        would hold, for these rows (a corrected promoted value moves an event's
+        alternate-key row: the identity comes from the main table's event).
+        """
+        keys = sorted({self.spec.codec.encode(e).key for e in entities})
+        if not keys or not self.plan.requests:
+            return set()
+        request = ReadRequest(self.plan.table, RowSet(keys=tuple(keys)),
+                              self.plan.requests[0].filter)
+        rows: list[Row] = yield Read(request)
+        held: set[Identity] = set()
+        for entity in _accepted(self.plan, self.model, rows):
+            event = encode_event(self.spec, entity)
+            held.update((row.table, row.key, event.timestamp)
+                        for row in (event.main, *event.alternates))
+        return held
+
+    def held(self, entity: Any, held: set[Identity]) -> bool:
+        """Whether a current value may stay: outside the span, or an event the main
+        table holds (``held``: from `holds()`)."""
+        identity = self.main_identity(entity)
+        return not self.span[0] <= identity[2] < self.span[1] or identity in held
+
+
+def _main_read(spec: ModelSpec, model: type, start: datetime, end: datetime,
+               features: Features, key_prefix: dict[str, Any]) -> ReadPlan:
+    """The plan of the read of the range's events from the main table.
+
+    Never an alternate-key table, even where its key serves the prefix better:
+    the repair must see what the main table holds, not a companion's copy.
+    """
+    QuerySet(model).range(start, end, allow_scan=True, **key_prefix)  # its argument checks
+    state = QueryState(mode="range", start_us=to_micros(start), end_us=to_micros(end),
+                       fields=tuple(key_prefix.items()), allow_scan=True)
+    return compile_query(spec, state, features, main_table=True)
+
+
+def _accepted(plan: ReadPlan, model: type, rows: list[Row]) -> Iterable[Any]:
+    """The instances of ``rows`` that the plan's client-side checks accept."""
+    codec = plan.codec
+    assert codec is not None
+    for row in rows:
+        for entity in codec.decode(model, row, plan.only, plan.history):
+            if plan.accept(entity):
+                yield entity
+
+
+def replay_main(scope: RepairScope, request: ReadRequest, batch_size: int,
+                newest: dict[bytes, EncodedEvent], bar: Any = None,
+                batch_done: Callable[[int, int], None] | None = None,
+                refresh: RollupRefresh | None = None) -> JobSteps[tuple[int, int]]:
+    """Replay the events ``request`` reads (one of the plan's, or a part of one) into
+    the alternate-key tables; keep each current-value row's newest in ``newest``.
+
+    ``batch_done(events, failed)`` is told the running totals of this read
+    after each full batch; ``refresh`` (if given) collects the rollup buckets
+    of the events.
+
+    Returns:
+        The events replayed, and the companion writes that failed.
+    """
+    spec, events, failed = scope.spec, 0, 0
+    batch: list[EncodedEvent] = []
+    scan = Scan(request)
+    while rows := (yield Rows(scan, batch_size)):
+        for entity in _accepted(scope.plan, scope.model, rows):
+            if refresh is not None and spec.rollups:
+                refresh.add(spec, entity)
+            event = encode_event(spec, entity)
+            if event.current_key is not None:
+                best = newest.get(event.current_key)
+                if best is None or event.timestamp >= best.timestamp:
+                    newest[event.current_key] = event
+                event = event._replace(current_table=None, current_key=None,
+                                       current_mutations=())
+            batch.append(event)
+            if len(batch) >= batch_size:
+                failed += (yield from replay_companions(batch))[0]
+                events += len(batch)
+                batch = []
+                if batch_done is not None:
+                    batch_done(events, failed)
+        advance(bar, len(rows))
+    failed += (yield from replay_companions(batch))[0]
+    return events + len(batch), failed
+
+
+def replay_companions(batch: Sequence[EncodedEvent]) -> JobSteps[tuple[int, set[int]]]:
+    """Write the batch's companions (the main rows are there).
+
+    Returns:
+        The row writes that were not APPLIED, and the indexes (in ``batch``) of
+        the events one of them was for.
+    """
+    if not batch:
+        return 0, set()
+    plan = WritePlan(batch)
+    writes = plan.companion_writes(range(len(batch)))
+    bad: set[int] = set()
+    if writes:
+        outcomes = yield Send(tuple(writes))
+        for write, outcome in zip(writes, outcomes, strict=True):
+            plan.record(write, outcome)
+            for members, out in zip(write.members, outcome, strict=True):
+                if not out.ok:
+                    bad.update(members if isinstance(members, tuple) else (members,))
+    return plan.failures(), bad
+
+
+def replay_current(spec: ModelSpec, newest: Sequence[EncodedEvent],
+                   batch_size: int) -> JobSteps[tuple[int, set[int]]]:
+    """Write each row's newest event of the range into the current-value table,
+    unless the row holds a newer event (one after the range): an older event
+    never replaces it, nor leaves cells beside it.
+
+    Returns:
+        As `replay_companions()`: the failures, and the indexes (in
+        ``newest``) of the events they were for.
+    """
+    codec = spec.current_codec
+    if codec is None or not newest:
+        return 0, set()
+    failed, bad = 0, set[int]()
+    for i in range(0, len(newest), batch_size):
+        chunk = newest[i:i + batch_size]
+        request = ReadRequest(codec.table, RowSet(keys=tuple(ev.current_key for ev in chunk
+                                                             if ev.current_key is not None)),
+                              ReadFilter(families=spec.families, cells_per_column=1,
+                                         strip_values=True))
+        rows: list[Row] = yield Read(request)
+        held = {row.key: max(c.timestamp for c in row.cells) for row in rows}
+        cell_time = codec.layout.cell_timestamp
+        due = [j for j, ev in enumerate(chunk)
+               if held.get(ev.current_key, -1) <= cell_time(ev.timestamp)]  # type: ignore[arg-type]
+        count, failures = yield from replay_companions(
+            [chunk[j]._replace(alternates=()) for j in due])
+        failed += count
+        bad.update(i + due[j] for j in failures)
+    return failed, bad
+
+
+def alternate_request(scope: RepairScope, alt: ModelSpec) -> ReadRequest:
+    """The read of an alternate-key table's events in the repair's span."""
+    return ReadRequest(alt.table, RowSet(), alt.events_filter(
+        timestamp_start=scope.span[0], timestamp_end=scope.span[1]))
+
+
+def current_request(scope: RepairScope) -> ReadRequest:
+    """The read of the current-value table (its newest cells)."""
+    codec = scope.spec.current_codec
+    assert codec is not None
+    return ReadRequest(codec.table, RowSet(), ReadFilter(families=scope.spec.families,
+                                                         cells_per_column=1))
+
+
+def prune_alternate(scope: RepairScope, alt: ModelSpec, request: ReadRequest,
+                    batch_size: int, bar: Any = None) -> JobSteps[tuple[int, int]]:
+    """Delete the alternate table's events that ``request`` reads (`alternate_request()`,
+    or a part of it) and the main table lacks, a chunk of rows at a time.
+
+    Returns:
+        The events deleted, and the deletes that were not APPLIED.
+    """
+    scan = Scan(request)
+    deleted = failed = 0
+    while rows := (yield Rows(scan, batch_size)):
+        found: list[tuple[bytes, Any]] = []
+        for row in rows:
+            entity: Any
+            for entity in alt.codec.decode(scope.model, row):
+                if scope.in_scope(entity):
+                    found.append((row.key, entity))
+        held = yield from scope.holds(e for _, e in found)
+        doomed = [_erase(key, alt.codec.encode(e).mutations) for key, e in found
+                  if (alt.table, key, alt.codec.time_of(e)) not in held]
+        deleted += len(doomed)
+        failed += yield from _apply(alt.table, doomed)
+        advance(bar, len(rows))
+    return deleted, failed
+
+
+def _erase(key: bytes, written: Iterable[Mutation]) -> RowMutation:
+    """Mutations deleting exactly the cells an event wrote."""
+    deletes = tuple(DeleteCells(m.family, m.qualifier, m.timestamp, m.timestamp + _MS)
+                    for m in written if isinstance(m, SetCell))
+    return RowMutation(key, deletes)
+
+
+def _apply(table: str, rows: list[RowMutation]) -> JobSteps[int]:
+    """Send ``rows``; the number whose outcome is not APPLIED."""
+    if not rows:
+        return 0
+    (outcomes,) = yield Send((TableWrite(table, tuple(rows), (), grouped=True),))
+    return sum(1 for o in outcomes if o.status is not MutationStatus.APPLIED)
+
+
+def fix_current(scope: RepairScope, request: ReadRequest, batch_size: int,
+                bar: Any = None) -> JobSteps[tuple[int, int]]:
+    """Replace current-value events in the span that the main table lacks, in the
+    rows ``request`` reads (`current_request()`, or a part of it).
+
+    Every such event is deleted, newest first, until the row shows one the
+    main table holds (or none): several unknown main writes that did not
+    happen may each have left one. Then the entity's newest event is
+    written again.
+
+    Returns:
+        The rows fixed, and the writes that were not APPLIED.
+    """
+    spec, model = scope.spec, scope.model
+    codec = spec.current_codec
+    assert codec is not None
+    fixed = failed = 0
+    scan = Scan(request)
+    while rows := (yield Rows(scan, batch_size)):
+        shown: list[tuple[Row, list[Any]]] = []
+        for row in rows:
+            found: list[Any] = codec.decode(model, row)
+            if found and scope.in_scope(found[0]):
+                shown.append((row, found))
+        held = yield from scope.holds(found[0] for _, found in shown)
+        for row, found in shown:
+            if scope.held(found[0], held):
+                continue
+            fixed_row, bad = yield from _fix_row(scope, row, found)
+            fixed += fixed_row
+            failed += bad
+        advance(bar, len(rows))
+    return fixed, failed
+
+
+def _fix_row(scope: RepairScope, row: Row, found: list[Any]) -> JobSteps[tuple[int, int]]:
+    """Fix one current-value row whose newest event the main table lacks."""
+    spec, model = scope.spec, scope.model
+    codec = spec.current_codec
+    assert codec is not None
+    row_filter = ReadFilter(families=spec.families, cells_per_column=1)
+    entity, failed = found[0], 0
+    # Delete the event the main table lacks; an older one may show next.
+    while found and not scope.held(found[0], (yield from scope.holds(found[:1]))):
+        newest_ts = max(c.timestamp for c in row.cells)  # the cells of the event read
+        bad = yield from _apply(codec.table, [RowMutation(row.key, tuple(
+            DeleteCells(c.family, c.qualifier, newest_ts, newest_ts + _MS)
+            for c in row.cells if c.timestamp == newest_ts))])
+        failed += bad
+        again: list[Row] = [] if bad else (yield Read(ReadRequest(
+            codec.table, RowSet(keys=(row.key,)), row_filter)))
+        if not again:
+            break
+        row = again[0]
+        try:
+            found = codec.decode(model, row)
+        except errors.CellDecodingError:
+            # What is left is no event: older cells of which GC
+            # (max_versions) took some columns, kept under the deleted
+            # one. The entity's newest event is written anew below.
+            failed += yield from _apply(codec.table, [RowMutation(row.key, (DeleteRow(),))])
+            break
+    failed += yield from _rewrite_newest(spec, model, entity)
+    return 1, failed
+
+
+def _rewrite_newest(spec: ModelSpec, model: type, entity: Any) -> JobSteps[int]:
+    """Save the entity's newest main-table event again: it becomes current.
+
+    Returns:
+        The writes that were not APPLIED.
+    """
+    assert spec.current_key is not None
+    keys = {name: getattr(entity, name) for name in spec.current_key.fields}
+    everything: QuerySet[Any] = QuerySet(model).range(
+        EPOCH, datetime(9999, 12, 31, tzinfo=timezone.utc), allow_scan=True, **keys)
+    newest = yield First(everything.newest_first())
+    if newest is None:
+        return 0
+    result = yield Save((newest,))
+    return 0 if result.ok else 1
 
 
 def _fix_rollups(spec: ModelSpec, model: type, span: tuple[int, int], refresh: RollupRefresh,
@@ -263,177 +581,3 @@ def _fix_rollups(spec: ModelSpec, model: type, span: tuple[int, int], refresh: R
             else:
                 answer = yield Send(step.writes)
     return len(refresh), len(bad)
-
-
-def _main_read(spec: ModelSpec, model: type, start: datetime, end: datetime,
-               features: Features, key_prefix: dict[str, Any]) -> ReadPlan:
-    """The plan of the read of the range's events from the main table.
-
-    Never an alternate-key table, even where its key serves the prefix better:
-    the repair must see what the main table holds, not a companion's copy.
-    """
-    QuerySet(model).range(start, end, allow_scan=True, **key_prefix)  # its argument checks
-    state = QueryState(mode="range", start_us=to_micros(start), end_us=to_micros(end),
-                       fields=tuple(key_prefix.items()), allow_scan=True)
-    return compile_query(spec, state, features, main_table=True)
-
-
-def _accepted(plan: ReadPlan, model: type, rows: list[Row]) -> Iterable[Any]:
-    """The instances of ``rows`` that the plan's client-side checks accept."""
-    codec = plan.codec
-    assert codec is not None
-    for row in rows:
-        for entity in codec.decode(model, row, plan.only, plan.history):
-            if plan.accept(entity):
-                yield entity
-
-
-def _replay(batch: list[EncodedEvent]) -> JobSteps[int]:
-    """Write the batch's companions (the main rows are there); count the failures."""
-    if not batch:
-        return 0
-    plan = WritePlan(batch)
-    writes = plan.companion_writes(range(len(batch)))
-    if writes:
-        outcomes = yield Send(tuple(writes))
-        for write, outcome in zip(writes, outcomes, strict=True):
-            plan.record(write, outcome)
-    return plan.failures()
-
-
-def _replay_current(spec: ModelSpec, newest: list[EncodedEvent],
-                    batch_size: int) -> JobSteps[int]:
-    """Write each row's newest event of the range into the current-value table,
-    unless the row holds a newer event (one after the range): an older event
-    never replaces it, nor leaves cells beside it. Returns the failures."""
-    codec = spec.current_codec
-    if codec is None or not newest:
-        return 0
-    failed = 0
-    for i in range(0, len(newest), batch_size):
-        chunk = newest[i:i + batch_size]
-        request = ReadRequest(codec.table, RowSet(keys=tuple(ev.current_key for ev in chunk
-                                                             if ev.current_key is not None)),
-                              ReadFilter(families=spec.families, cells_per_column=1,
-                                         strip_values=True))
-        rows: list[Row] = yield Read(request)
-        held = {row.key: max(c.timestamp for c in row.cells) for row in rows}
-        cell_time = codec.layout.cell_timestamp
-        due = [ev._replace(alternates=()) for ev in chunk
-               if held.get(ev.current_key, -1) <= cell_time(ev.timestamp)]  # type: ignore[arg-type]
-        failed += yield from _replay(due)
-    return failed
-
-
-def _main_identity(spec: ModelSpec, entity: Any) -> tuple[str, bytes, int]:
-    row = spec.codec.encode(entity)
-    return row.table, row.key, row.timestamp
-
-
-def _prune_alternate(alt: ModelSpec, model: type, span: tuple[int, int],
-                     held: set[tuple[str, bytes, int]], in_scope: Callable[[Any], bool],
-                     batch_size: int) -> JobSteps[tuple[int, int]]:
-    """Delete the alternate table's events in the span that the main table lacks.
-
-    Returns:
-        The events deleted, and the deletes that were not APPLIED.
-    """
-    scan = Scan(ReadRequest(alt.table, RowSet(), alt.events_filter(
-        timestamp_start=span[0], timestamp_end=span[1])))
-    doomed: list[RowMutation] = []
-    while rows := (yield Rows(scan, batch_size)):
-        for row in rows:
-            entity: Any
-            for entity in alt.codec.decode(model, row):
-                if in_scope(entity) and (alt.table, row.key,
-                                         alt.codec.time_of(entity)) not in held:
-                    doomed.append(_erase(row.key, alt.codec.encode(entity).mutations))
-    return len(doomed), (yield from _apply(alt.table, doomed))
-
-
-def _erase(key: bytes, written: Iterable[Mutation]) -> RowMutation:
-    """Mutations deleting exactly the cells an event wrote."""
-    deletes = tuple(DeleteCells(m.family, m.qualifier, m.timestamp, m.timestamp + _MS)
-                    for m in written if isinstance(m, SetCell))
-    return RowMutation(key, deletes)
-
-
-def _apply(table: str, rows: list[RowMutation]) -> JobSteps[int]:
-    """Send ``rows``; the number whose outcome is not APPLIED."""
-    if not rows:
-        return 0
-    (outcomes,) = yield Send((TableWrite(table, tuple(rows), (), grouped=True),))
-    return sum(1 for o in outcomes if o.status is not MutationStatus.APPLIED)
-
-
-def _fix_current(spec: ModelSpec, model: type, span: tuple[int, int],
-                 held: set[tuple[str, bytes, int]], in_scope: Callable[[Any], bool],
-                 batch_size: int) -> JobSteps[tuple[int, int]]:
-    """Replace current-value events in the span that the main table lacks.
-
-    Every such event is deleted, newest first, until the row shows one the
-    main table holds (or none): several unknown main writes that did not
-    happen may each have left one. Then the entity's newest event is
-    written again.
-
-    Returns:
-        The rows fixed, and the writes that were not APPLIED.
-    """
-    codec = spec.current_codec
-    assert codec is not None
-    row_filter = ReadFilter(families=spec.families, cells_per_column=1)
-    fixed = failed = 0
-    scan = Scan(ReadRequest(codec.table, RowSet(), row_filter))
-    while rows := (yield Rows(scan, batch_size)):
-        for row in rows:
-            found: list[Any] = codec.decode(model, row)
-            if not found or not in_scope(found[0]) or _held(spec, found[0], span, held):
-                continue
-            entity = found[0]
-            # Delete the event the main table lacks; an older one may show next.
-            while found and not _held(spec, found[0], span, held):
-                newest_ts = max(c.timestamp for c in row.cells)  # the cells of the event read
-                bad = yield from _apply(codec.table, [RowMutation(row.key, tuple(
-                    DeleteCells(c.family, c.qualifier, newest_ts, newest_ts + _MS)
-                    for c in row.cells if c.timestamp == newest_ts))])
-                failed += bad
-                again: list[Row] = [] if bad else (yield Read(ReadRequest(
-                    codec.table, RowSet(keys=(row.key,)), row_filter)))
-                if not again:
-                    break
-                row = again[0]
-                try:
-                    found = codec.decode(model, row)
-                except errors.CellDecodingError:
-                    # What is left is no event: older cells of which GC
-                    # (max_versions) took some columns, kept under the deleted
-                    # one. The entity's newest event is written anew below.
-                    failed += yield from _apply(codec.table, [RowMutation(row.key, (DeleteRow(),))])
-                    break
-            failed += yield from _rewrite_newest(spec, model, entity)
-            fixed += 1
-    return fixed, failed
-
-
-def _held(spec: ModelSpec, entity: Any, span: tuple[int, int],
-          held: set[tuple[str, bytes, int]]) -> bool:
-    """Whether a current value may stay: outside the span, or an event the main table holds."""
-    identity = _main_identity(spec, entity)
-    return not span[0] <= identity[2] < span[1] or identity in held
-
-
-def _rewrite_newest(spec: ModelSpec, model: type, entity: Any) -> JobSteps[int]:
-    """Save the entity's newest main-table event again: it becomes current.
-
-    Returns:
-        The writes that were not APPLIED.
-    """
-    assert spec.current_key is not None
-    keys = {name: getattr(entity, name) for name in spec.current_key.fields}
-    everything: QuerySet[Any] = QuerySet(model).range(
-        EPOCH, datetime(9999, 12, 31, tzinfo=timezone.utc), allow_scan=True, **keys)
-    newest = yield First(everything.newest_first())
-    if newest is None:
-        return 0
-    result = yield Save((newest,))
-    return 0 if result.ok else 1

@@ -11,13 +11,16 @@ The job is one generator, `snapshot_steps()`, that yields the reads and
 writes it needs (`tsmodel.jobs.steps`); `build_snapshot()` carries
 them out with blocking calls, `build_snapshot_async()` on an event loop.
 The progress bar is the one thing a step does not carry: it writes to
-stderr from the job itself, the same under either executor.
+stderr from the job itself, the same under either executor; its total is
+counted first, by a keys-only pass over the period's rows
+(:mod:`tsmodel.jobs.progress`). The Beam job (:mod:`tsmodel.jobs.beam`)
+writes the same rows with :func:`period_events` and :func:`write_period`.
 """
 
 from __future__ import annotations
 
-import sys
 import time
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -40,13 +43,14 @@ from tsmodel.backends.base import (
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.declare.tables import table_specs
 from tsmodel.encoding.timestamps import from_micros, to_micros
+from tsmodel.jobs.progress import Progress, advance, close
 from tsmodel.jobs.steps import BackendCall, JobSteps, Read, Rows, Scan, Send, run_job, run_job_async
-from tsmodel.plan.writes import EncodedEvent, WritePlan, WriteStatus
+from tsmodel.plan.writes import EncodedEvent, WritePlan, WriteResult, WriteStatus
 from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection, get_default_connection
 
 __all__ = ["SnapshotReport", "SnapshotError", "build_snapshot", "build_snapshot_async",
-           "snapshot_steps", "JOBS_TABLE"]
+           "snapshot_steps", "JOBS_TABLE", "period_read", "period_events", "write_period"]
 
 #: The table where jobs record their progress.
 JOBS_TABLE = "TSMODEL_JOBS"
@@ -105,7 +109,9 @@ def build_snapshot(
         period: any instant of the period (timezone-aware).
         connection: the connection (default: the default connection).
         batch_size: events per write batch; progress is recorded after each.
-        progress: show a progress bar on stderr (default: when it is a terminal).
+        progress: show a progress bar on stderr, its total counted first by a
+            keys-only pass over the period's rows (default: when stderr is a
+            terminal).
         restart: ignore recorded progress and copy the whole period again.
 
     Returns:
@@ -165,8 +171,10 @@ def _build(spec: ModelSpec, model: type, period_us: int, batch_size: int,
     if job.done:
         return _report(target, start, end, 0, 0, 0, None, True, began)
     resumed = job.last_key
+    bar = yield from Progress(progress).counted(target.table,
+                                                [_scan(spec, (start, end), job.last_key)])
     rows, events, batches = yield from _copy(spec, target, job, (start, end), model,
-                                             batch_size, _progress_bar(progress, target.table))
+                                             batch_size, bar)
     yield from job.finish()
     return _report(target, start, end, rows, events, batches, resumed, False, began)
 
@@ -187,20 +195,47 @@ def _copy(spec: ModelSpec, target: ModelSpec, job: _Job, span: tuple[int, int], 
     while chunk := (yield Rows(scan, batch_size)):
         for row in chunk:
             rows += 1
-            event: Any
-            for event in spec.codec.decode(model, row):
-                pending.append(EncodedEvent.of(event, target.codec.encode(event)))
+            pending.extend(period_events(target, spec.codec.decode(model, row)))
             last_key = row.key
             if len(pending) >= batch_size:
-                events += yield from _write(target.table, pending, job, last_key, bar)
+                events += yield from _write(target.table, pending, job, last_key)
                 batches += 1
                 pending = []
+        advance(bar, len(chunk))
     if pending:
-        events += yield from _write(target.table, pending, job, last_key, bar)
+        events += yield from _write(target.table, pending, job, last_key)
         batches += 1
-    if bar is not None:
-        bar.close()
+    close(bar)
     return rows, events, batches
+
+
+def period_read(spec: ModelSpec, period_us: int) -> tuple[ModelSpec, ReadRequest]:
+    """The snapshot table of the period holding ``period_us``, and the read of the main
+    table's rows with cells in the period.
+
+    Raises:
+        QueryError: the model declares no snapshot.
+    """
+    if spec.snapshot is None:
+        raise errors.QueryError(f"{spec.name} declares no snapshot (snapshot=ts.snapshot(...))")
+    span = spec.snapshot.bounds(period_us)
+    return spec.snapshot.spec_for(span[0]), _scan(spec, span, None)
+
+
+def period_events(target: ModelSpec, entities: Iterable[Any]) -> list[EncodedEvent]:
+    """Main-table events encoded for the snapshot table ``target``."""
+    return [EncodedEvent.of(event, target.codec.encode(event)) for event in entities]
+
+
+def write_period(events: list[EncodedEvent]) -> JobSteps[WriteResult]:
+    """Write encoded events (:func:`period_events`) to the snapshot table; one
+    :class:`~tsmodel.plan.writes.EntityResult` per event."""
+    plan = WritePlan(events)
+    writes = plan.main_writes(range(len(events)))
+    outcomes = yield Send(tuple(writes))
+    for write, outcome in zip(writes, outcomes, strict=True):
+        plan.record(write, outcome)
+    return plan.result()
 
 
 def _scan(spec: ModelSpec, span: tuple[int, int], after: bytes | None) -> ReadRequest:
@@ -210,14 +245,9 @@ def _scan(spec: ModelSpec, span: tuple[int, int], after: bytes | None) -> ReadRe
         timestamp_start=span[0], timestamp_end=span[1]))
 
 
-def _write(table: str, rows: list[EncodedEvent], job: _Job, last_key: bytes,
-           bar: Any) -> JobSteps[int]:
-    plan = WritePlan(rows)
-    writes = plan.main_writes(range(len(rows)))
-    outcomes = yield Send(tuple(writes))
-    for write, outcome in zip(writes, outcomes, strict=True):
-        plan.record(write, outcome)
-    bad = [(row.key, r) for row, r in zip(rows, plan.result().results, strict=True)
+def _write(table: str, rows: list[EncodedEvent], job: _Job, last_key: bytes) -> JobSteps[int]:
+    result = yield from write_period(rows)
+    bad = [(row.key, r) for row, r in zip(rows, result.results, strict=True)
            if r.status is not WriteStatus.WRITTEN]
     if bad:
         key, first = bad[0]
@@ -230,19 +260,7 @@ def _write(table: str, rows: list[EncodedEvent], job: _Job, last_key: bytes,
     JOB_LOG.info("snapshot of %r: %d events written; progress recorded at row %r",
                  table, len(rows), last_key,
                  extra={"job": "snapshot", "table": table, "events": len(rows)})
-    if bar is not None:
-        bar.update(len(rows))
     return len(rows)
-
-
-def _progress_bar(progress: bool | None, table: str) -> Any:
-    if progress is None:
-        progress = sys.stderr.isatty()
-    if not progress:
-        return None
-    from tqdm import tqdm  # type: ignore[import-untyped]
-
-    return tqdm(desc=table, unit=" events", file=sys.stderr)
 
 
 class _Job:
