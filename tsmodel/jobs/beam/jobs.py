@@ -1,0 +1,591 @@
+"""Jobs on Apache Beam: snapshots, repair, companion backfills and key-layout migrations.
+
+Each job is a function that opens a connection to create the tables it
+writes, builds a pipeline of :mod:`tsmodel.jobs.beam.io` transforms, runs it
+(the DirectRunner by default; any runner through the pipeline options) and
+reports Beam's counters. They are idempotent: every cell carries its event
+time, so a rerun, a retried bundle or a job resumed after an interruption
+writes the same cells and ends with the same tables as one clean run.
+
+Rollups: rebuilding a rollup table from its main table belongs here as
+one more job (read with :class:`~tsmodel.jobs.beam.io.ReadEvents`, combine
+per rollup row, write with the rollup planner); see the TODO at
+:func:`rebuild_rollups`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeAlias
+
+import apache_beam as beam
+import attrs
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from tsmodel import errors
+from tsmodel.backends.base import Features, TableSpec
+from tsmodel.declare.spec import ModelSpec, spec_of
+from tsmodel.declare.tables import table_specs
+from tsmodel.encoding.timestamps import from_micros, to_micros
+from tsmodel.jobs.beam.io import (
+    DEAD_LETTERS,
+    NAMESPACE,
+    Companions,
+    DeadLetter,
+    Entities,
+    ModelRead,
+    ReadEvents,
+    ReadParts,
+    SnapshotRows,
+    TableRead,
+    WorkerDoFn,
+    WriteModel,
+    worker_url,
+)
+from tsmodel.jobs.repair import (
+    RepairScope,
+    alternate_request,
+    current_request,
+    fix_current,
+    prune_alternate,
+    replay_main,
+)
+from tsmodel.jobs.snapshots import period_read
+from tsmodel.jobs.splits import DEFAULT_MOST
+from tsmodel.jobs.steps import run_job
+from tsmodel.plan.reads import time_span
+from tsmodel.plan.writes import EncodedEvent, encode_event
+from tsmodel.run.connection import connect
+from tsmodel.run.query import QuerySet
+
+__all__ = ["BeamReport", "Verification", "SameFields", "snapshot", "repair", "backfill", "migrate",
+           "rebuild_rollups", "pipeline_options"]
+
+log = logging.getLogger("tsmodel.jobs.beam")
+
+#: Pipeline options: a ``PipelineOptions``, a list of its arguments, or ``None``.
+Options: TypeAlias = Any
+
+
+@attrs.frozen
+class Verification:
+    """The verification pass of a migration.
+
+    Attributes:
+        source_events: events read from the source.
+        target_events: events read from the target, over the same span.
+        checked: source events looked up in the target.
+        mismatches: looked-up events the target lacks or holds otherwise.
+    """
+
+    source_events: int
+    target_events: int
+    checked: int
+    mismatches: int
+
+    @property
+    def ok(self) -> bool:
+        return self.source_events == self.target_events and self.mismatches == 0
+
+
+@attrs.frozen
+class BeamReport:
+    """What a Beam job did: Beam's counters of tsmodel's namespace.
+
+    Attributes:
+        job: the job's name.
+        counters: ``events_read``, ``events_written``, ``dead_letters`` and
+            the job's own (repair: ``events_replayed``,
+            ``alternate_events_deleted``, ``current_rows_fixed``,
+            ``failed``).
+        seconds: wall time, pipelines included.
+        verification: a migration's verification pass, if run.
+    """
+
+    job: str
+    counters: Mapping[str, int]
+    seconds: float
+    verification: Verification | None = None
+
+    @property
+    def dead_letters(self) -> int:
+        return self.counters.get("dead_letters", 0)
+
+    @property
+    def ok(self) -> bool:
+        """No dead letter, no failed write, and a verification that passed (if any)."""
+        return (self.dead_letters == 0 and self.counters.get("failed", 0) == 0
+                and (self.verification is None or self.verification.ok))
+
+    def __str__(self) -> str:
+        shown = ", ".join(f"{name} {count}" for name, count in sorted(self.counters.items()))
+        out = f"{self.job}: {shown or 'nothing done'} ({self.seconds:.1f} s)"
+        if self.verification is not None:
+            v = self.verification
+            out += (f"; verified: {v.source_events} source events, {v.target_events} target "
+                    f"events, {v.checked} spot-checked, {v.mismatches} mismatches")
+        return out
+
+
+def pipeline_options(options: Options = None) -> PipelineOptions:
+    """Pipeline options from a list of arguments (``["--runner=DataflowRunner", ...]``);
+    the DirectRunner unless a runner is given."""
+    if isinstance(options, PipelineOptions):
+        return options
+    args: list[str] = list(options or ())
+    if not any(a == "--runner" or a.startswith("--runner=") for a in args):
+        args.append("--runner=DirectRunner")
+    return PipelineOptions(args)
+
+
+def _run(job: str, build: Callable[[beam.Pipeline], None], options: Options,
+         counters: dict[str, int]) -> None:
+    """Build a pipeline, run it to its end, and add its tsmodel counters to ``counters``."""
+    pipeline = beam.Pipeline(options=pipeline_options(options))
+    build(pipeline)
+    result = pipeline.run()
+    result.wait_until_finish()
+    found = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))
+    for counter in found["counters"]:
+        value = counter.committed if counter.committed is not None else counter.attempted
+        counters[counter.key.metric.name] = counters.get(counter.key.metric.name, 0) + value
+    log.info("%s: pipeline done: %s", job, counters)
+
+
+def _dead_letters(written: Any, path: str | None, label: str = "Dead letters") -> None:
+    """Keep the dead letters of a sink: as JSON lines under ``path``, else in the log."""
+    dead = written[DEAD_LETTERS]
+    if path:
+        _ = (dead | f"{label}: as JSON" >> beam.Map(_dead_json)
+             | f"{label}: keep" >> beam.io.WriteToText(path, file_name_suffix=".jsonl"))
+    else:
+        _ = dead | f"{label}: log" >> beam.Map(_log_dead)
+
+
+def _dead_json(letter: DeadLetter) -> str:
+    entity = letter.entity
+    fields = ({a.name: _jsonable(getattr(entity, a.name)) for a in attrs.fields(type(entity))}
+              if attrs.has(type(entity)) else repr(entity))
+    return json.dumps({"model": type(entity).__name__, "entity": fields, "status": letter.status,
+                       "error": letter.error, "attempts": letter.attempts})
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return repr(value)
+
+
+def _log_dead(letter: DeadLetter) -> None:
+    log.error("dead letter: %s: %s (after %d attempts): %r", letter.status, letter.error,
+              letter.attempts, letter.entity)
+
+
+# -- snapshot ----------------------------------------------------------------------------
+
+
+def snapshot(url: str, model: type, period: datetime, *, options: Options = None,
+             batch_size: int = 500, max_parts: int = DEFAULT_MOST,
+             dead_letters: str | None = None) -> BeamReport:
+    """Build the snapshot table of the period holding ``period`` on Beam.
+
+    The same table, cell for cell, as :func:`tsmodel.build_snapshot`: the
+    period's events are read with the read compiler's plan of the main
+    table (split among workers at sampled row keys) and written to the
+    snapshot table through the same write plan. No progress record: a
+    rerun writes the same cells again.
+
+    Args:
+        url: the store (every worker opens it).
+        model: a model declared with ``snapshot=ts.snapshot(...)``.
+        period: any instant of the period (timezone-aware).
+        options: pipeline options (or their arguments); the DirectRunner by default.
+        batch_size: events per write batch.
+        max_parts: the most key ranges the read is cut into.
+        dead_letters: a path prefix for the entities that could not be
+            written (JSON lines); ``None`` logs them.
+
+    Raises:
+        QueryError: the model declares no snapshot.
+        ConfigurationError: the URL is in memory.
+    """
+    began, url = time.monotonic(), worker_url(url)
+    spec, period_us = spec_of(model), to_micros(period)
+    target, _ = period_read(spec, period_us)
+    assert spec.snapshot is not None
+    start, end = spec.snapshot.bounds(period_us)
+    with connect(url, default=False) as conn:
+        conn.backend.create_table(TableSpec(target.table, table_specs(target)[0].families))
+    counters: dict[str, int] = {}
+
+    def build(p: beam.Pipeline) -> None:
+        events = p | "Read period" >> ReadEvents(
+            url, ModelRead(model, start, end, main_table=True), max_parts)
+        written = events | "Write snapshot" >> WriteModel(
+            url, to=SnapshotRows(model, period_us), batch_size=batch_size)
+        _dead_letters(written, dead_letters)
+
+    _run(f"snapshot {target.table}", build, options, counters)
+    return BeamReport(f"snapshot {target.table}", counters, time.monotonic() - began)
+
+
+# -- backfill ----------------------------------------------------------------------------
+
+
+class _CurrentKey:
+    """An entity keyed by its current-value row."""
+
+    def __init__(self, model: type) -> None:
+        self.model = model
+
+    def __call__(self, entity: Any) -> tuple[bytes, Any]:
+        event = encode_event(spec_of(self.model), entity)
+        assert event.current_key is not None
+        return event.current_key, entity
+
+
+class _Newest:
+    """The newest of an entity's events (the last of the newest, as the repair keeps)."""
+
+    def __init__(self, model: type) -> None:
+        self.model = model
+
+    def __call__(self, entities: Any) -> Any:
+        time_of = spec_of(self.model).codec.time_of
+        best = None
+        for entity in entities:
+            if best is None or time_of(entity) >= time_of(best):
+                best = entity
+        return best
+
+
+def _span(spec: ModelSpec, start: datetime | None, end: datetime | None) -> tuple[int, int]:
+    first, last = time_span(spec)
+    return (first if start is None else to_micros(start),
+            last if end is None else to_micros(end))
+
+
+def _newest_into_current(url: str, model: type, events: Any, batch_size: int,
+                         dead_letters: str | None, label: str) -> None:
+    """Write each entity's newest event of ``events`` to the current-value table: a
+    shuffle by current-value row key, then the repair's replay of the current value."""
+    newest = (events
+              | f"{label}: key by current row" >> beam.Map(_CurrentKey(model))
+              | f"{label}: newest per row" >> beam.CombinePerKey(_Newest(model))
+              | f"{label}: newest" >> beam.Values())
+    written = newest | f"{label}: write" >> WriteModel(
+        url, to=Companions(model, alternates=(), current=True), batch_size=batch_size)
+    _dead_letters(written, dead_letters and dead_letters + "-current", f"{label}: dead letters")
+
+
+def backfill(url: str, model: type, *, tables: Sequence[str] | None = None,
+             start: datetime | None = None, end: datetime | None = None,
+             options: Options = None, batch_size: int = 500, max_parts: int = DEFAULT_MOST,
+             dead_letters: str | None = None) -> BeamReport:
+    """Fill newly declared companion tables from the main table on Beam.
+
+    Creates the model's tables (a new alternate-key or current-value table
+    among them), then writes every main-table event of [start, end) (all
+    time by default) into the alternate-key tables, and each entity's newest
+    into the current-value table (unless it holds a newer one): what
+    :func:`tsmodel.repair` replays. Nothing is deleted.
+
+    Args:
+        tables: the companion tables to fill, by name (default: all).
+        The others: as for :func:`snapshot`.
+
+    Raises:
+        ConfigurationError: a table is not a companion of the model.
+    """
+    began, url, spec = time.monotonic(), worker_url(url), spec_of(model)
+    known = [alt.table for alt in spec.alternates] + (
+        [spec.current_table] if spec.current_table else [])
+    chosen = list(known if tables is None else tables)
+    unknown = [t for t in chosen if t not in known]
+    if unknown or not chosen:
+        raise errors.ConfigurationError(
+            f"{spec.name}: {', '.join(map(repr, unknown)) or 'no table'} is not a companion "
+            f"table to backfill (its companions: {', '.join(known) or 'none'})")
+    with connect(url, default=False) as conn:
+        conn.create_tables(model)
+    span = _span(spec, start, end)
+    counters: dict[str, int] = {}
+    alternates = [t for t in chosen if t != spec.current_table]
+
+    def build(p: beam.Pipeline) -> None:
+        events = p | "Read main" >> ReadEvents(
+            url, ModelRead(model, *span, main_table=True), max_parts)
+        if alternates:
+            written = events | "Alternates" >> WriteModel(
+                url, to=Companions(model, alternates=alternates), batch_size=batch_size)
+            _dead_letters(written, dead_letters)
+        if spec.current_table in chosen:
+            _newest_into_current(url, model, events, batch_size, dead_letters, "Current")
+
+    _run(f"backfill {spec.name}", build, options, counters)
+    return BeamReport(f"backfill {', '.join(chosen)}", counters, time.monotonic() - began)
+
+
+# -- repair ------------------------------------------------------------------------------
+
+
+class _RepairDoFn(WorkerDoFn):
+    """A DoFn running one phase of :mod:`tsmodel.jobs.repair` over the parts it gets."""
+
+    def __init__(self, url: str, model: type, span: tuple[int, int],
+                 key_prefix: tuple[tuple[str, Any], ...], batch_size: int) -> None:
+        super().__init__(url)
+        self.model, self.span, self.key_prefix = model, span, key_prefix
+        self.batch_size = batch_size
+        self.scope: RepairScope | None = None
+
+    def setup(self) -> None:
+        super().setup()
+        self.scope = RepairScope.of(self.model, from_micros(self.span[0]),
+                                    from_micros(self.span[1]), self.db().features,
+                                    dict(self.key_prefix))
+
+    def count(self, name: str, n: int) -> None:
+        beam.metrics.Metrics.counter(NAMESPACE, name).inc(n)
+
+
+class _ReplayPart(_RepairDoFn):
+    """Replay a part of the main read into the alternate-key tables; emit each
+    current-value row's newest event of the part."""
+
+    def process(self, part: Any) -> Iterator[tuple[bytes, Any]]:
+        assert self.scope is not None
+        newest: dict[bytes, EncodedEvent] = {}
+        events, failed = run_job(replay_main(self.scope, part, self.batch_size, newest),
+                                 self.db())
+        self.count("events_replayed", events)
+        self.count("failed", failed)
+        for key, event in newest.items():
+            yield key, event.entity
+
+
+class _PrunePart(_RepairDoFn):
+    def __init__(self, *args: Any, table: str) -> None:
+        super().__init__(*args)
+        self.table = table
+
+    def process(self, part: Any) -> Iterator[None]:
+        assert self.scope is not None
+        alt = next(a for a in self.scope.spec.alternates if a.table == self.table)
+        deleted, failed = run_job(prune_alternate(self.scope, alt, part, self.batch_size),
+                                  self.db())
+        self.count("alternate_events_deleted", deleted)
+        self.count("failed", failed)
+        return iter(())
+
+
+class _FixPart(_RepairDoFn):
+    def process(self, part: Any) -> Iterator[None]:
+        assert self.scope is not None
+        fixed, failed = run_job(fix_current(self.scope, part, self.batch_size), self.db())
+        self.count("current_rows_fixed", fixed)
+        self.count("failed", failed)
+        return iter(())
+
+
+def repair(url: str, model: type, start: datetime, end: datetime, *,
+           options: Options = None, batch_size: int = 500, max_parts: int = DEFAULT_MOST,
+           dead_letters: str | None = None, **key_prefix: Any) -> BeamReport:
+    """:func:`tsmodel.repair` on Beam: the same phases, over parts of the tables.
+
+    Two pipelines, one after the other. The first replays the main table's
+    events of [start, end) into the alternate-key tables, part by part, and
+    shuffles each part's newest event per current-value row by that row's
+    key, so that each row gets the range's newest (in bounded memory,
+    however many entities). The second works through parts of each
+    alternate-key table, deleting the events the main table lacks, and of
+    the current-value table, replacing the values the main table lacks:
+    each asks the main table about a chunk of rows at a time.
+
+    Args:
+        **key_prefix: limit the repair to the entities of a key prefix.
+        The others: as for :func:`snapshot`.
+
+    Returns:
+        A :class:`BeamReport`; its ``failed`` counter counts the writes and
+        deletes not applied (run the repair again), as ``RepairReport.failed``.
+    """
+    began, url, spec = time.monotonic(), worker_url(url), spec_of(model)
+    QuerySet(model).range(start, end, allow_scan=True, **key_prefix)  # its argument checks
+    span, prefix = (to_micros(start), to_micros(end)), tuple(key_prefix.items())
+    scope = RepairScope.of(model, start, end, Features(), key_prefix)
+    counters: dict[str, int] = {}
+    args = (url, model, span, prefix, batch_size)
+
+    def replay(p: beam.Pipeline) -> None:
+        parts = p | "Main parts" >> ReadParts(
+            url, ModelRead(model, *span, prefix, main_table=True), max_parts)
+        newest = parts | "Replay" >> beam.ParDo(_ReplayPart(*args))
+        if spec.current_codec is not None:
+            latest = (newest | "Newest per row" >> beam.CombinePerKey(_Newest(model))
+                      | "Newest" >> beam.Values())
+            written = latest | "Current" >> WriteModel(
+                url, to=Companions(model, alternates=(), current=True), batch_size=batch_size)
+            _dead_letters(written, dead_letters)
+
+    def prune(p: beam.Pipeline) -> None:
+        for alt in spec.alternates:
+            _ = (p | f"Parts of {alt.table}" >> ReadParts(
+                    url, TableRead(alternate_request(scope, alt)), max_parts)
+                 | f"Prune {alt.table}" >> beam.ParDo(_PrunePart(*args, table=alt.table)))
+        if spec.current_codec is not None:
+            _ = (p | "Current parts" >> ReadParts(url, TableRead(current_request(scope)),
+                                                  max_parts)
+                 | "Fix current" >> beam.ParDo(_FixPart(*args)))
+
+    _run(f"repair {spec.name}", replay, options, counters)
+    if spec.alternates or spec.current_codec is not None:
+        _run(f"repair {spec.name}", prune, options, counters)
+    counters["failed"] = counters.get("failed", 0) + counters.pop("dead_letters", 0)
+    return BeamReport(f"repair {spec.name}", counters, time.monotonic() - began)
+
+
+# -- migration ---------------------------------------------------------------------------
+
+
+class SameFields:
+    """The default conversion of a migration: the target model built from the
+    source's fields of the same names."""
+
+    def __init__(self, target: type) -> None:
+        self.target = target
+
+    def __call__(self, entity: Any) -> Any:
+        names = [a.name for a in attrs.fields(self.target)]
+        return self.target(**{n: getattr(entity, n) for n in names if hasattr(entity, n)})
+
+
+class _Count(beam.DoFn):
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+    def process(self, _: Any) -> Iterator[None]:
+        beam.metrics.Metrics.counter(NAMESPACE, self.name).inc()
+        return iter(())
+
+
+class _SpotCheck(WorkerDoFn):
+    """Look source events up in the target: each must be there, field for field."""
+
+    def __init__(self, url: str, target: type, convert: Callable[[Any], Any]) -> None:
+        super().__init__(url)
+        self.target, self.convert = target, convert
+
+    def process(self, entity: Any) -> Iterator[None]:
+        spec = spec_of(self.target)
+        wanted = self.convert(entity)
+        when = getattr(wanted, spec.timestamp_field)
+        keys = {name: getattr(wanted, name) for name in spec.key_fields
+                if name != spec.timestamp_field}
+        found: list[Any] = list(QuerySet(self.target).using(self.db()).range(
+            when, when + timedelta(microseconds=spec.time_unit), allow_scan=True, **keys))
+        beam.metrics.Metrics.counter(NAMESPACE, "checked").inc()
+        if wanted not in found:
+            beam.metrics.Metrics.counter(NAMESPACE, "mismatches").inc()
+            log.error("migration check: %r is not in the target (found %r)", wanted, found)
+        return iter(())
+
+
+def migrate(url: str, source: type, target: type, *, to_url: str | None = None,
+            convert: Callable[[Any], Any] | None = None, start: datetime | None = None,
+            end: datetime | None = None, copy: bool = True, verify: bool = True,
+            spot_checks: int = 100,
+            options: Options = None, batch_size: int = 500, max_parts: int = DEFAULT_MOST,
+            dead_letters: str | None = None) -> BeamReport:
+    """Copy a model's events into a model of another key layout, then verify the copy.
+
+    Declare the new layout as a second model (a new salt count, bucket, key
+    order, table name...); the migration reads every event of ``source``
+    in [start, end) (all time by default), converts it (``convert``; by
+    default the ``target`` built from the fields of the same names) and
+    saves it as ``target`` (its main table and companions). The
+    verification pass, a second pipeline, counts the events of both over
+    the span and looks ``spot_checks`` source events up in the target.
+
+    Args:
+        url: the source's store.
+        source: the model read.
+        target: the model written.
+        to_url: the target's store (default: ``url``).
+        convert: source instance -> target instance.
+        copy: copy the events (``False``: verify an earlier copy only).
+        verify: run the verification pass.
+        spot_checks: source events looked up in the target.
+        The others: as for :func:`snapshot`.
+    """
+    began = time.monotonic()
+    url = worker_url(url)
+    to_url = worker_url(to_url or url)
+    convert = convert or SameFields(target)
+    span = _span(spec_of(source), start, end)
+    with connect(to_url, default=False) as conn:
+        conn.create_tables(target)
+    counters: dict[str, int] = {}
+
+    def copy_events(p: beam.Pipeline) -> None:
+        written = (p | "Read source" >> ReadEvents(
+                       url, ModelRead(source, *span, main_table=True), max_parts)
+                   | "Convert" >> beam.Map(convert)
+                   | "Write target" >> WriteModel(to_url, to=Entities(), batch_size=batch_size))
+        _dead_letters(written, dead_letters)
+
+    def check(p: beam.Pipeline) -> None:
+        events = p | "Read source" >> ReadEvents(
+            url, ModelRead(source, *span, main_table=True), max_parts)
+        _ = events | "Count source" >> beam.ParDo(_Count("source_events"))
+        _ = (p | "Read target" >> ReadEvents(
+                to_url, ModelRead(target, *span, main_table=True), max_parts)
+             | "Count target" >> beam.ParDo(_Count("target_events")))
+        if spot_checks > 0:
+            _ = (events | "Sample" >> beam.combiners.Sample.FixedSizeGlobally(spot_checks)
+                 | "Each" >> beam.FlatMap(lambda sample: sample)
+                 | "Look up" >> beam.ParDo(_SpotCheck(to_url, target, convert)))
+
+    name = f"migrate {spec_of(source).table} -> {spec_of(target).table}"
+    if copy:
+        _run(name, copy_events, options, counters)
+    verification = None
+    if verify:
+        checks: dict[str, int] = {}
+        _run(name + " (verify)", check, options, checks)
+        verification = Verification(checks.get("source_events", 0),
+                                    checks.get("target_events", 0),
+                                    checks.get("checked", 0), checks.get("mismatches", 0))
+    return BeamReport(name, counters, time.monotonic() - began, verification)
+
+
+# -- rollups -----------------------------------------------------------------------------
+
+
+def rebuild_rollups(url: str, model: type, **kwargs: Any) -> BeamReport:
+    """Rebuild a model's rollup tables from its main table (not yet available).
+
+    TODO(rollups): rollups are being added to the declarations and the write
+    planner in parallel (issue 12). Once they land, this job is: read the
+    main table with :class:`~tsmodel.jobs.beam.io.ReadEvents` (main_table=True),
+    key each event by its rollup row (the planner's key), combine per key
+    with the rollup's aggregation (a ``CombinePerKey`` with a ``CombineFn``:
+    bounded memory), and write the rows with a sink target that goes
+    through the rollup write planner, as :class:`Companions` goes through
+    the repair's. A rebuild into a fresh table is idempotent; into a live
+    one, only for aggregates that replace (not ``AddToCell`` sums).
+
+    Raises:
+        ConfigurationError: always, for now.
+    """
+    raise errors.ConfigurationError(
+        f"{spec_of(model).name}: rebuilding rollups on Beam is not available yet "
+        "(rollups are being added; see tsmodel.jobs.beam.jobs.rebuild_rollups)")
