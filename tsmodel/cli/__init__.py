@@ -45,7 +45,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             not parse (status 2), as argparse does.
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # What follows ``--`` passes through (``tsmodel job ... -- --project=P``):
+    # argparse's subparsers do not take it as positional arguments.
+    passed = argv[argv.index("--") + 1:] if "--" in argv else None
+    args = parser.parse_args(argv if passed is None else argv[:argv.index("--")])
+    if passed is not None:
+        if not hasattr(args, "pipeline_args"):
+            parser.error("arguments after -- are only for 'tsmodel job'")
+        args.pipeline_args = passed
     run: Run | None = getattr(args, "run", None)
     if run is None:
         parser.print_help(sys.stderr)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
-from tsmodel.cli import advise, emulator, explain, keys, layout, repair, schema, snapshot
+from tsmodel.cli import advise, emulator, explain, job, keys, layout, repair, schema, snapshot
 from tsmodel.cli._common import print_error, wrap
 
 __all__ = ["build_parser"]
 
 #: The command modules, in the order ``tsmodel --help`` lists them.
-COMMANDS = (schema, explain, keys, layout, advise, emulator, snapshot, repair)
+COMMANDS = (schema, explain, keys, layout, advise, emulator, snapshot, repair, job)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,0 +1,161 @@
+"""``tsmodel job``: the jobs on Apache Beam (the ``tsmodel[beam]`` extra).
+
+``tsmodel job snapshot|repair|backfill|migrate TARGET ... [--runner R] [-- PIPELINE OPTIONS]``:
+thin wrappers of :mod:`tsmodel.jobs.beam`. Arguments after ``--`` go to
+Beam as pipeline options (``--project=... --region=... --temp_location=gs://...``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from tsmodel import spec_of
+from tsmodel.cli._common import (
+    CliError,
+    add_json,
+    add_target,
+    command,
+    group,
+    pairs,
+    parse_time,
+    print_json,
+    typed,
+)
+from tsmodel.cli._targets import one_model
+
+__all__ = ["add_command"]
+
+_EPILOG = ("Arguments after -- go to Apache Beam as pipeline options, e.g. -- "
+           "--project=P --region=europe-west1 --temp_location=gs://B/tmp "
+           "--service_account_email=SA. Needs the beam extra: pip install 'tsmodel[beam]'.")
+
+
+def add_command(commands: Any) -> None:
+    """Add ``job`` and its actions to the command's subparsers."""
+    actions = group(commands, "job", "run a job on Apache Beam (DirectRunner, Dataflow)",
+                    "Run a job over whole tables on Apache Beam: locally on the "
+                    "DirectRunner, at scale on Dataflow. " + _EPILOG)
+    sub = _action(actions, "snapshot", "build one period's snapshot table",
+                  "Build the snapshot table of the period holding --period, as "
+                  "'tsmodel snapshot' does, on Beam.", _snapshot)
+    sub.add_argument("--period", required=True, help="any instant of the period, ISO 8601")
+    sub = _action(actions, "repair", "rewrite companion tables from the main table",
+                  "Rewrite the current-value and alternate-key tables from the main "
+                  "table over [--start, --end), as 'tsmodel repair' does, on Beam.", _repair)
+    sub.add_argument("--start", required=True, help="inclusive start, ISO 8601")
+    sub.add_argument("--end", required=True, help="exclusive end, ISO 8601")
+    sub.add_argument("--field", action="append", default=[], metavar="NAME=VALUE",
+                     help="limit the repair to a key prefix (repeat for several)")
+    sub = _action(actions, "backfill", "fill newly declared companion tables",
+                  "Write every main-table event into companion tables declared after "
+                  "the data was written (alternate-key and current-value tables).", _backfill)
+    sub.add_argument("--table", action="append", default=None, metavar="TABLE",
+                     help="a companion table to fill (repeat; default: all)")
+    _span(sub)
+    sub = _action(actions, "migrate", "copy a table into a new key layout, then verify",
+                  "Copy every event of TARGET into the model NEW (a new salt count, "
+                  "bucket, key order or table), then count both sides and look some "
+                  "events up in the new table.", _migrate)
+    sub.add_argument("new", metavar="NEW", help="module:Model of the new layout")
+    sub.add_argument("--to-url", default=None, help="the new table's store (default: --url)")
+    sub.add_argument("--no-verify", action="store_true", help="skip the verification pass")
+    sub.add_argument("--verify-only", action="store_true",
+                     help="only verify an earlier copy (count and spot-check both sides)")
+    sub.add_argument("--spot-checks", type=int, default=100, metavar="N",
+                     help="events looked up in the new table (default: 100)")
+    _span(sub)
+
+
+def _action(actions: Any, name: str, summary: str, description: str,
+            run: Any) -> argparse.ArgumentParser:
+    sub = command(actions, name, summary, description + "\n\n" + _EPILOG, run)
+    add_target(sub)
+    sub.add_argument("--url", required=True,
+                     help="the store every worker opens: bigtable://PROJECT/INSTANCE"
+                          "[?app_profile=ID], an emulator, or sqlite:////absolute/file.db")
+    sub.add_argument("--runner", default="DirectRunner",
+                     help="Beam runner: DirectRunner (default), DataflowRunner, ...")
+    sub.add_argument("--batch-size", type=int, default=500, metavar="N",
+                     help="entities per write batch (default: 500)")
+    sub.add_argument("--max-parts", type=int, default=512, metavar="N",
+                     help="the most key ranges a read is cut into (default: 512)")
+    sub.add_argument("--dead-letters", default=None, metavar="PATH",
+                     help="where entities that could not be written go, as JSON lines "
+                          "(a gs:// prefix on Dataflow; default: the log)")
+    add_json(sub)
+    sub.set_defaults(pipeline_args=[])  # what follows -- (see tsmodel.cli.main)
+    return sub
+
+
+def _span(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--start", default=None, help="inclusive start, ISO 8601 (default: all)")
+    sub.add_argument("--end", default=None, help="exclusive end, ISO 8601 (default: all)")
+
+
+def _beam() -> Any:
+    try:
+        from tsmodel.jobs import beam
+    except ImportError as exc:  # the ConfigurationError of a missing extra is a TsModelError
+        raise CliError(f"tsmodel job needs Apache Beam: pip install 'tsmodel[beam]' ({exc})") \
+            from exc
+    return beam
+
+
+def _common(args: argparse.Namespace) -> dict[str, Any]:
+    if args.batch_size < 1:
+        raise CliError(f"--batch-size must be at least 1, got {args.batch_size}")
+    if args.max_parts < 1:
+        raise CliError(f"--max-parts must be at least 1, got {args.max_parts}")
+    return {"options": [f"--runner={args.runner}", *args.pipeline_args],
+            "batch_size": args.batch_size, "max_parts": args.max_parts,
+            "dead_letters": args.dead_letters}
+
+
+def _time(text: str | None, what: str) -> Any:
+    return None if text is None else parse_time(text, what)
+
+
+def _done(report: Any, args: argparse.Namespace) -> int:
+    if args.json:
+        print_json({"job": report.job, "ok": report.ok, "seconds": report.seconds,
+                    "counters": dict(report.counters), "verification": report.verification})
+    else:
+        print(report)
+    return 0 if report.ok else 1
+
+
+def _snapshot(args: argparse.Namespace) -> int:
+    beam, model = _beam(), one_model(args.target)
+    report = beam.snapshot(args.url, model, parse_time(args.period, "--period"),
+                           **_common(args))
+    return _done(report, args)
+
+
+def _repair(args: argparse.Namespace) -> int:
+    beam, model = _beam(), one_model(args.target)
+    spec = spec_of(model)
+    fields = typed(spec, spec.key, pairs(args.field, "--field"), list(spec.key_fields))
+    report = beam.repair(args.url, model, parse_time(args.start, "--start"),
+                         parse_time(args.end, "--end"), **_common(args), **fields)
+    return _done(report, args)
+
+
+def _backfill(args: argparse.Namespace) -> int:
+    beam, model = _beam(), one_model(args.target)
+    report = beam.backfill(args.url, model, tables=args.table,
+                           start=_time(args.start, "--start"), end=_time(args.end, "--end"),
+                           **_common(args))
+    return _done(report, args)
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    beam, model, new = _beam(), one_model(args.target), one_model(args.new)
+    if args.verify_only and args.no_verify:
+        raise CliError("--verify-only and --no-verify leave nothing to do")
+    report = beam.migrate(args.url, model, new, to_url=args.to_url,
+                          start=_time(args.start, "--start"), end=_time(args.end, "--end"),
+                          copy=not args.verify_only, verify=not args.no_verify,
+                          spot_checks=args.spot_checks,
+                          **_common(args))
+    return _done(report, args)
