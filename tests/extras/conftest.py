@@ -7,10 +7,13 @@ for a missing extra fails the run instead.
 from __future__ import annotations
 
 import os
+from collections.abc import Generator
 
 import pytest
 
 
-def pytest_collectreport(report: pytest.CollectReport) -> None:
+@pytest.hookimpl(wrapper=True)  # before every other hook sees the report
+def pytest_collectreport(report: pytest.CollectReport) -> Generator[None, None, None]:
     if os.environ.get("TSMODEL_REQUIRE_EXTRAS") == "1" and report.skipped:
         report.outcome = "failed"
+    return (yield)

@@ -1,0 +1,245 @@
+"""The Beam jobs on the DirectRunner, against the embedded store (a file) and the emulator.
+
+Each job runs on one store and its single-process counterpart (the oracle:
+``ts.build_snapshot``, ``ts.repair``, a plain ``save_all``) on a second store
+seeded the same; the tables they write are compared cell for cell, raw rows
+read straight from the backends. The embedded store samples a key every
+couple of kilobytes here, so that reads are cut into many parts.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+beam = pytest.importorskip("apache_beam")
+
+from apache_beam.testing.util import assert_that, equal_to  # noqa: E402
+
+import tsmodel as ts  # noqa: E402
+from tests.backends.conftest import emulator  # noqa: E402, F401
+from tsmodel.backends import embedded  # noqa: E402
+from tsmodel.backends.base import DeleteRow, ReadRequest, RowMutation  # noqa: E402
+from tsmodel.jobs import beam as tsbeam  # noqa: E402
+from tsmodel.jobs.beam import io as beam_io  # noqa: E402
+from tsmodel.plan.writes import encode_event  # noqa: E402
+
+UTC = timezone.utc
+DAY = datetime(2017, 7, 26, tzinfo=UTC)
+OPTIONS = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
+
+
+@ts.model(table="B_READING", family="R", current="B_CURRENT_READING",
+          snapshot=ts.snapshot("B_READING_{period:%Y%m%d}"),
+          alternates=[ts.alternate("B_READING_BY_SITE", "site", "time", "meter")])
+class Reading:
+    salt = ts.salt(4, on="meter")
+    meter: str = ts.key()
+    site: str = ts.key()
+    time: datetime = ts.timestamp(unit="ms")
+    kwh: float = ts.value("KWH")
+
+
+@ts.model(table="B_READING_V2", family="R", layout=ts.offsets(timedelta(minutes=20)))
+class ReadingV2:
+    """Reading in a new key layout: 8 salts, the site first, an hour's events per row."""
+
+    salt = ts.salt(8, on="site")
+    site: str = ts.key()
+    meter: str = ts.key()
+    time: datetime = ts.timestamp(bucket="hour")
+    kwh: float = ts.value("KWH")
+
+
+def readings() -> list[Reading]:
+    """3 days of 12 meters on 3 sites, every 40 minutes: 1,296 events."""
+    return [Reading(meter=f"m{m:02d}", site=f"s{m % 3}", time=DAY - timedelta(days=1)
+                    + timedelta(minutes=40 * i), kwh=m + i / 8)
+            for m in range(12) for i in range(108)]
+
+
+@pytest.fixture(params=["embedded", "emulator"])
+def stores(request: pytest.FixtureRequest, tmp_path: Path,
+           monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, str]]:
+    """Two empty stores of one kind: the Beam job's and the single-process oracle's."""
+    monkeypatch.setattr(embedded, "SAMPLE_BYTES", 2_000)
+    if request.param == "embedded":
+        yield f"sqlite:///{tmp_path / 'beam.db'}", f"sqlite:///{tmp_path / 'oracle.db'}"
+        return
+    emu = request.getfixturevalue("emulator")
+    run = uuid.uuid4().hex[:8]
+    yield (f"bigtable-emulator://{emu.host_port}/tsmodel-test/beam-{run}",
+           f"bigtable-emulator://{emu.host_port}/tsmodel-test/oracle-{run}")
+
+
+def seed(*urls: str) -> None:
+    for url in urls:
+        with ts.connect(url, default=False) as conn:
+            conn.create_tables(Reading)
+            conn.save_all(readings())
+
+
+def raw(url: str, table: str) -> list[tuple[bytes, list[tuple[Any, ...]]]]:
+    """Every row of a table as stored: its key and every cell."""
+    with ts.connect(url, default=False) as conn:
+        return [(row.key, sorted(row.cells)) for row in conn.backend.read_rows(ReadRequest(table))]
+
+
+def test_snapshot_interrupted_then_rerun_equals_the_single_process_job(
+        stores: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    job, oracle = stores
+    seed(job, oracle)
+    calls = 0
+    write = beam_io.SnapshotRows.write
+
+    def interrupted(self: Any, conn: Any, entities: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise RuntimeError("worker lost")
+        return write(self, conn, entities)
+
+    monkeypatch.setattr(beam_io.SnapshotRows, "write", interrupted)
+    with pytest.raises(Exception, match="worker lost"):
+        tsbeam.snapshot(job, Reading, DAY, options=OPTIONS, batch_size=50)
+    monkeypatch.setattr(beam_io.SnapshotRows, "write", write)
+    half = raw(job, "B_READING_20170726")
+    report = tsbeam.snapshot(job, Reading, DAY, options=OPTIONS, batch_size=50)
+
+    with ts.connect(oracle, default=False) as conn:
+        single = ts.build_snapshot(Reading, DAY, connection=conn, progress=False)
+    expected = raw(oracle, "B_READING_20170726")
+    in_day = [r for r in readings() if DAY <= r.time < DAY + timedelta(days=1)]
+    assert single.events_written == len(in_day) == 12 * 36
+    assert 0 < len(half) < len(expected)  # the first run stopped part way
+    assert raw(job, "B_READING_20170726") == expected
+    assert report.ok and report.counters["events_read"] == len(in_day)
+    assert report.counters["events_written"] == len(in_day)
+    if job.startswith("sqlite"):
+        assert report.counters["parts"] > 8  # 4 salt ranges, cut at many sampled keys
+
+
+def damage(url: str) -> None:
+    """The same damage in a store: lost alternate-key rows, an alternate-key event and a
+    current value the main table lacks."""
+    spec = Reading.__tsmodel__
+    ghost = encode_event(spec, Reading(meter="m01", site="s1", time=DAY + timedelta(days=9),
+                                       kwh=-1.0))
+    stray = encode_event(spec, Reading(meter="m02", site="s2",
+                                       time=DAY + timedelta(minutes=7), kwh=-2.0))
+    lost = [encode_event(spec, r).alternates[0] for r in readings()[::17]]
+    with ts.connect(url, default=False) as conn:
+        b = conn.backend
+        assert all(o.ok for o in b.mutate_rows(
+            "B_READING_BY_SITE", [RowMutation(row.key, (DeleteRow(),))
+                                  for row in lost]))
+        assert all(o.ok for o in b.mutate_rows("B_READING_BY_SITE", [
+            RowMutation(stray.alternates[0].key, stray.alternates[0].mutations)]))
+        assert all(o.ok for o in b.mutate_rows("B_CURRENT_READING", [
+            RowMutation(ghost.current_key, ghost.current_mutations)]))  # type: ignore[arg-type]
+
+
+def test_repair_equals_the_single_process_repair(stores: tuple[str, str]) -> None:
+    job, oracle = stores
+    seed(job, oracle)
+    damage(job)
+    damage(oracle)
+    start, end = DAY - timedelta(days=2), DAY + timedelta(days=30)
+    report = tsbeam.repair(job, Reading, start, end, options=OPTIONS, batch_size=64)
+    with ts.connect(oracle, default=False) as conn:
+        single = ts.repair(Reading, start, end, connection=conn, progress=False)
+    for table in ("B_READING_BY_SITE", "B_CURRENT_READING", "B_READING"):
+        assert raw(job, table) == raw(oracle, table), table
+    assert single.ok and single.alternate_events_deleted == 1 and single.current_rows_fixed == 1
+    assert report.ok
+    assert report.counters["events_replayed"] == single.events == len(readings())
+    assert report.counters["alternate_events_deleted"] == 1
+    assert report.counters["current_rows_fixed"] == 1
+
+
+def test_backfill_of_new_companions_equals_a_repair(stores: tuple[str, str]) -> None:
+    job, oracle = stores
+    seed(job, oracle)
+    for url in (job, oracle):  # companions declared after the data was written
+        with ts.connect(url, default=False) as conn:
+            conn.backend.delete_table("B_READING_BY_SITE")
+            conn.backend.delete_table("B_CURRENT_READING")
+    report = tsbeam.backfill(job, Reading, options=OPTIONS, batch_size=100)
+    with ts.connect(oracle, default=False) as conn:
+        conn.create_tables(Reading)
+        ts.repair(Reading, DAY - timedelta(days=30), DAY + timedelta(days=30),
+                  connection=conn, progress=False)
+    for table in ("B_READING_BY_SITE", "B_CURRENT_READING"):
+        assert raw(job, table) == raw(oracle, table), table
+    assert len(raw(job, "B_CURRENT_READING")) == 12
+    assert report.ok and report.counters["events_read"] == len(readings())
+
+
+def test_migration_to_a_new_key_layout_is_verified(stores: tuple[str, str]) -> None:
+    job, oracle = stores
+    seed(job)
+    report = tsbeam.migrate(job, Reading, ReadingV2, options=OPTIONS, spot_checks=25)
+    with ts.connect(oracle, default=False) as conn:
+        conn.create_tables(ReadingV2)
+        conn.save_all(ReadingV2(meter=r.meter, site=r.site, time=r.time, kwh=r.kwh)
+                      for r in readings())
+    assert raw(job, "B_READING_V2") == raw(oracle, "B_READING_V2")
+    assert report.ok
+    assert report.verification == tsbeam.Verification(len(readings()), len(readings()), 25, 0)
+    # A target that lost an event fails the verification; copying again mends it.
+    hour = {"start": DAY, "end": DAY + timedelta(hours=1)}  # 24 events: all spot-checked
+    with ts.connect(job, default=False) as conn:
+        conn.delete(ReadingV2(meter="m03", site="s0", time=DAY, kwh=0.0))
+    lost = tsbeam.migrate(job, Reading, ReadingV2, options=OPTIONS, copy=False, **hour)
+    assert not lost.ok and lost.verification == tsbeam.Verification(24, 23, 24, 1)
+    again = tsbeam.migrate(job, Reading, ReadingV2, options=OPTIONS, **hour)
+    assert again.ok and again.verification == tsbeam.Verification(24, 24, 24, 0)
+    assert raw(job, "B_READING_V2") == raw(oracle, "B_READING_V2")
+
+
+def test_sink_sends_what_cannot_be_written_to_dead_letters(tmp_path: Path) -> None:
+    url, empty = f"sqlite:///{tmp_path / 'sink.db'}", f"sqlite:///{tmp_path / 'empty.db'}"
+    with ts.connect(url, default=False) as conn:
+        conn.create_tables(Reading)
+    good = readings()[:30]
+    bad = Reading(meter="m#1", site="s0", time=DAY, kwh=1.0)  # '#' is the key separator
+    with beam.Pipeline(options=tsbeam.pipeline_options(OPTIONS)) as p:
+        entities = p | beam.Create([*good[:10], bad, *good[10:]])
+        out = entities | "Sink" >> tsbeam.WriteModel(url, batch_size=8, retries=1, backoff=0.0)
+        letters = out.dead_letters | "Invalid" >> beam.Map(
+            lambda d: (d.entity, d.status, d.attempts))
+        assert_that(letters, equal_to([(bad, "invalid", 0)]), label="invalid")
+        # No table there: every write fails, is retried, then comes out.
+        nowhere = entities | "No tables" >> tsbeam.WriteModel(empty, batch_size=8, retries=2,
+                                                              backoff=0.0)
+        failed = nowhere.dead_letters | "Failed" >> beam.Map(lambda d: (d.status, d.attempts))
+        assert_that(failed, equal_to([("failed", 3)] * 30 + [("invalid", 0)]), label="failed")
+    with ts.connect(url, default=False) as conn:
+        stored = list(Reading.range(DAY - timedelta(days=2), DAY + timedelta(days=2),
+                                    allow_scan=True).using(conn))
+    assert sorted(stored, key=lambda r: (r.meter, r.time)) == sorted(
+        good, key=lambda r: (r.meter, r.time))
+
+
+def test_a_job_refuses_an_in_memory_store() -> None:
+    with pytest.raises(ts.ConfigurationError, match="every worker can open"):
+        tsbeam.snapshot("memory://", Reading, DAY)
+
+
+def test_job_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tsmodel.cli import main
+
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    seed(url)
+    status = main(["job", "snapshot", "tests/extras/test_beam.py:Reading", "--period",
+                   "2017-07-26T12:00", "--url", url, "--json", "--",
+                   *OPTIONS])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert '"events_written": 432' in out
+    assert len(raw(url, "B_READING_20170726")) == 12 * 36
