@@ -51,6 +51,7 @@ from tsmodel.backends.base import (
     DeleteRow,
     Features,
     Mutation,
+    MutationOutcome,
     MutationStatus,
     ReadFilter,
     ReadRequest,
@@ -347,30 +348,32 @@ def replay_main(scope: RepairScope, request: ReadRequest, batch_size: int,
     return events + len(batch), failed
 
 
-def replay_companions(batch: Sequence[EncodedEvent]) -> JobSteps[tuple[int, set[int]]]:
+def replay_companions(
+        batch: Sequence[EncodedEvent]) -> JobSteps[tuple[int, dict[int, MutationOutcome]]]:
     """Write the batch's companions (the main rows are there).
 
     Returns:
-        The row writes that were not APPLIED, and the indexes (in ``batch``) of
-        the events one of them was for.
+        The row writes that were not APPLIED, and for each event (by its
+        index in ``batch``) one of them was for, its outcome.
     """
     if not batch:
-        return 0, set()
+        return 0, {}
     plan = WritePlan(batch)
     writes = plan.companion_writes(range(len(batch)))
-    bad: set[int] = set()
+    bad: dict[int, MutationOutcome] = {}
     if writes:
         outcomes = yield Send(tuple(writes))
         for write, outcome in zip(writes, outcomes, strict=True):
             plan.record(write, outcome)
             for members, out in zip(write.members, outcome, strict=True):
                 if not out.ok:
-                    bad.update(members if isinstance(members, tuple) else (members,))
+                    bad.update(dict.fromkeys(
+                        members if isinstance(members, tuple) else (members,), out))
     return plan.failures(), bad
 
 
 def replay_current(spec: ModelSpec, newest: Sequence[EncodedEvent],
-                   batch_size: int) -> JobSteps[tuple[int, set[int]]]:
+                   batch_size: int) -> JobSteps[tuple[int, dict[int, MutationOutcome]]]:
     """Write each row's newest event of the range into the current-value table,
     unless the row holds a newer event (one after the range): an older event
     never replaces it, nor leaves cells beside it.
@@ -381,8 +384,8 @@ def replay_current(spec: ModelSpec, newest: Sequence[EncodedEvent],
     """
     codec = spec.current_codec
     if codec is None or not newest:
-        return 0, set()
-    failed, bad = 0, set[int]()
+        return 0, {}
+    failed, bad = 0, dict[int, MutationOutcome]()
     for i in range(0, len(newest), batch_size):
         chunk = newest[i:i + batch_size]
         request = ReadRequest(codec.table, RowSet(keys=tuple(ev.current_key for ev in chunk
@@ -397,7 +400,7 @@ def replay_current(spec: ModelSpec, newest: Sequence[EncodedEvent],
         count, failures = yield from replay_companions(
             [chunk[j]._replace(alternates=()) for j in due])
         failed += count
-        bad.update(i + due[j] for j in failures)
+        bad.update((i + due[j], out) for j, out in failures.items())
     return failed, bad
 
 
