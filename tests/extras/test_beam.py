@@ -243,3 +243,10 @@ def test_job_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert status == 0, out
     assert '"events_written": 432' in out
     assert len(raw(url, "B_READING_20170726")) == 12 * 36
+
+
+def test_the_jobs_page_examples_run() -> None:
+    """docs/jobs.md's ``python beam`` blocks (the core's docs test skips them without Beam)."""
+    from tests.unit.test_docs import ROOT, test_python_blocks_run
+
+    test_python_blocks_run(ROOT / "docs" / "jobs.md")

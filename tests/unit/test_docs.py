@@ -13,7 +13,7 @@ Fence info strings:
   ``CI=true``, where a missing emulator fails (as in the backend suite).
 * ``python no-run`` -- shown, never run: it needs Cloud Bigtable itself.
   Keep these few and short.
-* ``python pandas`` (or ``arrow``, ``polars``) -- runs only when that
+* ``python pandas`` (or ``arrow``, ``polars``, ``beam``) -- runs only when that
   optional extra is installed (its blocks are skipped in the core suite,
   except under ``TSMODEL_REQUIRE_EXTRAS=1``, where a missing extra fails).
 * ``text output`` right after a ``python`` block -- what that block prints,
@@ -23,6 +23,7 @@ Fence info strings:
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import os
 import re
@@ -129,7 +130,7 @@ def test_python_blocks_run(page: Path) -> None:
 
 
 #: Fence words naming an optional extra, and the module it installs.
-_EXTRAS = {"arrow": "pyarrow", "pandas": "pandas", "polars": "polars"}
+_EXTRAS = {"arrow": "pyarrow", "pandas": "pandas", "polars": "polars", "beam": "apache_beam"}
 
 
 def _extra_available(word: str) -> bool:
