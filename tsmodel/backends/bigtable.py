@@ -394,7 +394,7 @@ class BigtableBackend(_BigtableBase):
         """Cloud Bigtable's ``SampleRowKeys``: keys that cut the table into runs of about
         equal size, each with the bytes before it (``b""``: the end of the table).
 
-        Sent as a raw data call (:meth:`._bigtable_rpc.DataRpc.sample_row_keys`),
+        Sent as a raw data call (`._bigtable_rpc.DataRpc.sample_row_keys()`),
         retried whole on transient errors. The emulator samples about one
         row in a hundred, at random, and the last row.
 

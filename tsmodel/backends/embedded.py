@@ -425,7 +425,7 @@ class EmbeddedBackend:
                 raise
 
     def sample_row_keys(self, table: str) -> list[KeySample]:
-        """Row keys about :data:`SAMPLE_BYTES` of cells apart, then ``b""`` (the end).
+        """Row keys about `SAMPLE_BYTES` of cells apart, then ``b""`` (the end).
 
         The first row's key comes first (offset 0); each next sample is the
         first row that starts past another ``SAMPLE_BYTES`` of cells

@@ -1,7 +1,7 @@
 """``tsmodel job``: the jobs on Apache Beam (the ``tsmodel[beam]`` extra).
 
 ``tsmodel job snapshot|repair|backfill|migrate TARGET ... [--runner R] [-- PIPELINE OPTIONS]``:
-thin wrappers of :mod:`tsmodel.jobs.beam`. Arguments after ``--`` go to
+thin wrappers of `tsmodel.jobs.beam`. Arguments after ``--`` go to
 Beam as pipeline options (``--project=... --region=... --temp_location=gs://...``).
 """
 

@@ -1,8 +1,8 @@
 """Progress bars of the single-process jobs: totals counted first, then rows as they are read.
 
-A bar is :mod:`tqdm`'s, on standard error, shown by default when that is a
+A bar is `tqdm`'s, on standard error, shown by default when that is a
 terminal. Its total comes from a keys-only pass over the rows the job is
-about to read (:func:`count_rows`: values stripped server-side, one cell
+about to read (`count_rows()`: values stripped server-side, one cell
 per row kept), so the bar shows a percentage and an ETA; the count is a
 step like the job's others, so it runs on either executor.
 """

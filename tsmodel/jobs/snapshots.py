@@ -13,8 +13,8 @@ them out with blocking calls, `build_snapshot_async()` on an event loop.
 The progress bar is the one thing a step does not carry: it writes to
 stderr from the job itself, the same under either executor; its total is
 counted first, by a keys-only pass over the period's rows
-(:mod:`tsmodel.jobs.progress`). The Beam job (:mod:`tsmodel.jobs.beam`)
-writes the same rows with :func:`period_events` and :func:`write_period`.
+(`tsmodel.jobs.progress`). The Beam job (`tsmodel.jobs.beam`)
+writes the same rows with `period_events()` and `write_period()`.
 """
 
 from __future__ import annotations
@@ -228,8 +228,8 @@ def period_events(target: ModelSpec, entities: Iterable[Any]) -> list[EncodedEve
 
 
 def write_period(events: list[EncodedEvent]) -> JobSteps[WriteResult]:
-    """Write encoded events (:func:`period_events`) to the snapshot table; one
-    :class:`~tsmodel.plan.writes.EntityResult` per event."""
+    """Write encoded events (`period_events()`) to the snapshot table; one
+    `EntityResult` per event."""
     plan = WritePlan(events)
     writes = plan.main_writes(range(len(events)))
     outcomes = yield Send(tuple(writes))

@@ -1,9 +1,9 @@
 """Cut a read into disjoint parts at sampled row keys, for workers to read side by side. Pure.
 
-A read plan (:class:`~tsmodel.plan.reads.ReadPlan`) is one request per salt
+A read plan (`ReadPlan`) is one request per salt
 value (or one); a table's sampled row keys
-(:meth:`~tsmodel.backends.base.Backend.sample_row_keys`) cut its key space
-into runs of about equal size. :func:`split_requests` intersects the two:
+(`sample_row_keys()`) cut its key space
+into runs of about equal size. `split_requests()` intersects the two:
 each part is one of the plan's requests limited to one run, with the same
 filter. The parts are disjoint and together select exactly the rows the
 requests select: no row is read twice, none is left out, nothing beyond the
@@ -20,7 +20,7 @@ from tsmodel.backends.base import KeySample, ReadRequest, RowRange, RowSet
 
 __all__ = ["split_requests", "cut_points"]
 
-#: The most parts :func:`cut_points` keeps by default.
+#: The most parts `cut_points()` keeps by default.
 DEFAULT_MOST = 512
 
 

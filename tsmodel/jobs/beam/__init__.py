@@ -2,13 +2,13 @@
 
 ``pip install 'tsmodel[beam]'``. The core of tsmodel never imports this
 package; importing it without Apache Beam installed raises
-:class:`~tsmodel.ConfigurationError` saying what to install.
+`ConfigurationError` saying what to install.
 
-* :class:`ReadModel` / :class:`ReadEvents`: a model's events, read with the
+* `ReadModel` / `ReadEvents`: a model's events, read with the
   read compiler's plan, split at sampled row keys among workers.
-* :class:`WriteModel`: entities written through tsmodel's write planner, with
+* `WriteModel`: entities written through tsmodel's write planner, with
   retries and a dead-letter output.
-* :func:`snapshot`, :func:`repair`, :func:`backfill`, :func:`migrate`: jobs
+* `snapshot()`, `repair()`, `backfill()`, `migrate()`: jobs
   on them, also ``tsmodel job ...`` on the command line.
 
 See docs/jobs.md.

@@ -1,12 +1,12 @@
 """The model source and the model sink: Python-native Beam transforms over tsmodel's planners.
 
-* :class:`ReadModel` plans a read with the read compiler (the plan
+* `ReadModel` plans a read with the read compiler (the plan
   ``explain()`` shows: salts, key prefixes, time window), cuts it at the
-  table's sampled row keys (:func:`tsmodel.jobs.splits.split_requests`) and
+  table's sampled row keys (`tsmodel.jobs.splits.split_requests()`) and
   hands the parts to workers, which read disjoint key ranges side by side.
   The parts together read exactly the plan's rows: nothing twice, nothing
   beyond the plan. Events come in no particular order.
-* :class:`WriteModel` writes entities in batches through tsmodel's write
+* `WriteModel` writes entities in batches through tsmodel's write
   planner (``Connection.save_all`` by default), retries the entities whose
   outcome is not WRITTEN, and sends those that still fail, or cannot be
   stored at all, to a dead-letter output: never dropped.
@@ -45,7 +45,7 @@ __all__ = ["ReadModel", "ReadEvents", "ReadParts", "ModelRead", "TableRead", "Wr
            "DeadLetter", "Entities", "SnapshotRows", "Companions", "DEAD_LETTERS", "NAMESPACE",
            "worker_url", "WorkerDoFn"]
 
-#: The tag of :class:`WriteModel`'s dead-letter output.
+#: The tag of `WriteModel`'s dead-letter output.
 DEAD_LETTERS = "dead_letters"
 #: The namespace of tsmodel's Beam metrics (counters).
 NAMESPACE = "tsmodel"
@@ -165,15 +165,15 @@ class _PlanParts(WorkerDoFn):
 
 class ReadParts(beam.PTransform):
     """The disjoint parts of a read, spread over workers: a PCollection of
-    :class:`~tsmodel.backends.base.ReadRequest`.
+    `ReadRequest`.
 
     The plan is made, and the table sampled, on a worker when the pipeline
     runs (an ``Impulse``), then the parts are reshuffled so that each worker
     takes some.
 
     Args:
-        url: the store (see :func:`worker_url`).
-        read: a :class:`ModelRead` or a :class:`TableRead`.
+        url: the store (see `worker_url()`).
+        read: a `ModelRead` or a `TableRead`.
         max_parts: the most key ranges the table is cut into (every request
             of the plan is cut at the same points).
     """
@@ -218,7 +218,7 @@ class _ReadPart(WorkerDoFn):
 
 
 class ReadEvents(beam.PTransform):
-    """Read the events of a :class:`ModelRead` (times in µs): :class:`ReadModel` made by hand."""
+    """Read the events of a `ModelRead` (times in µs): `ReadModel` made by hand."""
 
     def __init__(self, url: str, read: ModelRead, max_parts: int = DEFAULT_MOST) -> None:
         super().__init__()
@@ -239,7 +239,7 @@ class ReadModel(ReadEvents):
     come in no particular order.
 
     Args:
-        url: the store, one every worker can open (:func:`worker_url`).
+        url: the store, one every worker can open (`worker_url()`).
         model: the model class.
         start: inclusive, timezone-aware.
         end: exclusive, timezone-aware.
@@ -271,7 +271,7 @@ class DeadLetter:
     Attributes:
         entity: the instance.
         status: ``"invalid"`` (it cannot be stored: nothing was written),
-            or the last :class:`~tsmodel.WriteStatus` value (``"failed"``,
+            or the last `WriteStatus` value (``"failed"``,
             ``"unknown"``, ``"partial"``).
         error: the last error, as text.
         attempts: how many times it was sent.
@@ -401,17 +401,17 @@ class WriteModel(beam.PTransform):
     time, so a batch Beam runs again (a retried bundle, a rerun job) writes
     the same cells. Entities not WRITTEN are sent again, up to ``retries``
     times with exponential back-off; those that still fail, and those that
-    cannot be stored at all (``"invalid"``), come out as :class:`DeadLetter`.
+    cannot be stored at all (``"invalid"``), come out as `DeadLetter`.
 
     Returns:
         ``result.written`` (the size of each batch handled, a PCollection of
-        ints) and ``result.dead_letters`` (:class:`DeadLetter`):
+        ints) and ``result.dead_letters`` (`DeadLetter`):
         ``pcoll | WriteModel(url)`` gives a ``DoOutputsTuple``.
 
     Args:
-        url: the store (:func:`worker_url`).
-        to: what to write: :class:`Entities` (the default: ``save_all``),
-            :class:`SnapshotRows` or :class:`Companions`.
+        url: the store (`worker_url()`).
+        to: what to write: `Entities` (the default: ``save_all``),
+            `SnapshotRows` or `Companions`.
         batch_size: entities per batch.
         retries: further attempts for entities not WRITTEN.
         backoff: seconds before the first retry (doubled each time).

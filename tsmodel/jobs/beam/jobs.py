@@ -1,16 +1,16 @@
 """Jobs on Apache Beam: snapshots, repair, companion backfills and key-layout migrations.
 
 Each job is a function that opens a connection to create the tables it
-writes, builds a pipeline of :mod:`tsmodel.jobs.beam.io` transforms, runs it
+writes, builds a pipeline of `tsmodel.jobs.beam.io` transforms, runs it
 (the DirectRunner by default; any runner through the pipeline options) and
 reports Beam's counters. They are idempotent: every cell carries its event
 time, so a rerun, a retried bundle or a job resumed after an interruption
 writes the same cells and ends with the same tables as one clean run.
 
 Rollups: rebuilding a rollup table from its main table belongs here as
-one more job (read with :class:`~tsmodel.jobs.beam.io.ReadEvents`, combine
+one more job (read with `ReadEvents`, combine
 per rollup row, write with the rollup planner); see the TODO at
-:func:`rebuild_rollups`.
+`rebuild_rollups()`.
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def snapshot(url: str, model: type, period: datetime, *, options: Options = None
              dead_letters: str | None = None) -> BeamReport:
     """Build the snapshot table of the period holding ``period`` on Beam.
 
-    The same table, cell for cell, as :func:`tsmodel.build_snapshot`: the
+    The same table, cell for cell, as `tsmodel.build_snapshot()`: the
     period's events are read with the read compiler's plan of the main
     table (split among workers at sampled row keys) and written to the
     snapshot table through the same write plan. No progress record: a
@@ -295,11 +295,11 @@ def backfill(url: str, model: type, *, tables: Sequence[str] | None = None,
     among them), then writes every main-table event of [start, end) (all
     time by default) into the alternate-key tables, and each entity's newest
     into the current-value table (unless it holds a newer one): what
-    :func:`tsmodel.repair` replays. Nothing is deleted.
+    `tsmodel.repair()` replays. Nothing is deleted.
 
     Args:
         tables: the companion tables to fill, by name (default: all).
-        The others: as for :func:`snapshot`.
+        The others: as for `snapshot()`.
 
     Raises:
         ConfigurationError: a table is not a companion of the model.
@@ -337,7 +337,7 @@ def backfill(url: str, model: type, *, tables: Sequence[str] | None = None,
 
 
 class _RepairDoFn(WorkerDoFn):
-    """A DoFn running one phase of :mod:`tsmodel.jobs.repair` over the parts it gets."""
+    """A DoFn running one phase of `tsmodel.jobs.repair` over the parts it gets."""
 
     def __init__(self, url: str, model: type, span: tuple[int, int],
                  key_prefix: tuple[tuple[str, Any], ...], batch_size: int) -> None:
@@ -398,7 +398,7 @@ class _FixPart(_RepairDoFn):
 def repair(url: str, model: type, start: datetime, end: datetime, *,
            options: Options = None, batch_size: int = 500, max_parts: int = DEFAULT_MOST,
            dead_letters: str | None = None, **key_prefix: Any) -> BeamReport:
-    """:func:`tsmodel.repair` on Beam: the same phases, over parts of the tables.
+    """`tsmodel.repair()` on Beam: the same phases, over parts of the tables.
 
     Two pipelines, one after the other. The first replays the main table's
     events of [start, end) into the alternate-key tables, part by part, and
@@ -411,10 +411,10 @@ def repair(url: str, model: type, start: datetime, end: datetime, *,
 
     Args:
         **key_prefix: limit the repair to the entities of a key prefix.
-        The others: as for :func:`snapshot`.
+        The others: as for `snapshot()`.
 
     Returns:
-        A :class:`BeamReport`; its ``failed`` counter counts the writes and
+        A `BeamReport`; its ``failed`` counter counts the writes and
         deletes not applied (run the repair again), as ``RepairReport.failed``.
     """
     began, url, spec = time.monotonic(), worker_url(url), spec_of(model)
@@ -524,7 +524,7 @@ def migrate(url: str, source: type, target: type, *, to_url: str | None = None,
         copy: copy the events (``False``: verify an earlier copy only).
         verify: run the verification pass.
         spot_checks: source events looked up in the target.
-        The others: as for :func:`snapshot`.
+        The others: as for `snapshot()`.
     """
     began = time.monotonic()
     url = worker_url(url)
@@ -575,11 +575,11 @@ def rebuild_rollups(url: str, model: type, **kwargs: Any) -> BeamReport:
 
     TODO(rollups): rollups are being added to the declarations and the write
     planner in parallel (issue 12). Once they land, this job is: read the
-    main table with :class:`~tsmodel.jobs.beam.io.ReadEvents` (main_table=True),
+    main table with `ReadEvents` (main_table=True),
     key each event by its rollup row (the planner's key), combine per key
     with the rollup's aggregation (a ``CombinePerKey`` with a ``CombineFn``:
     bounded memory), and write the rows with a sink target that goes
-    through the rollup write planner, as :class:`Companions` goes through
+    through the rollup write planner, as `Companions` goes through
     the repair's. A rebuild into a fresh table is idempotent; into a live
     one, only for aggregates that replace (not ``AddToCell`` sums).
 
