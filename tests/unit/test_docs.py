@@ -134,8 +134,6 @@ _EXTRAS = {"arrow": "pyarrow", "pandas": "pandas", "polars": "polars", "beam": "
 
 
 def _extra_available(word: str) -> bool:
-    import importlib.util
-
     if importlib.util.find_spec(_EXTRAS[word]) is not None:
         return True
     if os.environ.get("TSMODEL_REQUIRE_EXTRAS") == "1":
