@@ -24,10 +24,12 @@ __all__ = [
     "RetentionError",
     "QueryError",
     "ScanRefusedError",
+    "InvalidCursorError",
     "DoesNotExist",
     "BackendError",
     "TableNotFoundError",
     "BackendUnreachableError",
+    "ReadInterruptedError",
     "SaveError",
     "ConfigurationError",
     "EmulatorNotFoundError",
@@ -184,6 +186,15 @@ class ScanRefusedError(QueryError):
         logging.getLogger("tsmodel.queries").debug("scan refused: %s", message)
 
 
+class InvalidCursorError(QueryError):
+    """A cursor (a page token) cannot re-open this query.
+
+    It is malformed, damaged, truncated or altered, signed with another
+    secret (or not signed where a ``cursor_secret`` is set), or made by
+    another query. The message says which.
+    """
+
+
 class DoesNotExist(TsModelError, LookupError):
     """No row matches a lookup. Each model class has its own subclass."""
 
@@ -213,6 +224,25 @@ class BackendUnreachableError(BackendError, ConnectionError):
         self.address = address
         self.listening = listening
         self.timeout = timeout
+
+
+class ReadInterruptedError(BackendError):
+    """A read broke off with an error that may pass, the backend's own retries spent.
+
+    Backends raise it for transient failures (a stream cut with UNAVAILABLE,
+    DEADLINE_EXCEEDED or ABORTED, a reset connection, a locked database);
+    a QuerySet's iterator then re-opens the read after the last instance it
+    handed out. When its attempts run out it raises this error again, with
+    ``cursor`` set.
+
+    Attributes:
+        cursor: raised by a QuerySet's iterator: the token that re-opens the
+            query after the last instance handed out
+            (``qs.after(exc.cursor)``), or ``None`` (raised by a backend, or
+            the query hands out no cursors).
+    """
+
+    cursor: str | None = None
 
 
 class SaveError(TsModelError, RuntimeError):
