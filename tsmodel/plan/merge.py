@@ -1,6 +1,6 @@
 """The merge of a read plan's streams, without I/O.
 
-A `ReadPlan` reads one or more requests (one per
+A A `ReadPlan` reads one or more requests (one per
 salt value, per key range or per bucket label) and may first read guards.
 `ReadMerge` is everything that happens to their rows: the guards'
 check, decoding, the merge of the streams (concatenated, merged by event
@@ -15,6 +15,11 @@ drive this one merge.
 The answer is the one a lazy fold of the streams gives (``heapq.merge`` by
 event time, ties to the earlier stream), whatever the batches: a batch only
 makes more of the answer certain.
+
+The merge also knows where the answer stands (`ReadMerge.position()`, a
+`Position`), and starts from one: the requests are narrowed to the marks'
+rows (`resume_request()`) and what came up to each mark is left out. A page token and the iterator's
+resume after a broken stream both start a merge this way.
 """
 
 from __future__ import annotations
@@ -28,11 +33,11 @@ from typing import Any, Generic, TypeVar
 from tsmodel import errors
 from tsmodel.backends.base import ReadRequest, Row
 from tsmodel.declare.spec import spec_of
+from tsmodel.encoding.timestamps import to_micros
+from tsmodel.plan.cursors import Mark, Position, resume_request
 from tsmodel.plan.reads import ReadPlan
 
 __all__ = ["ReadMerge", "READ_AHEAD", "check_guard"]
-
-_SINKS = ("instances", "records", "keys")
 
 M = TypeVar("M")
 
@@ -41,6 +46,15 @@ M = TypeVar("M")
 #: streaming when the consumer reaches them. Streams merged by time are all
 #: read at once: each one's first rows are needed before any event is certain.
 READ_AHEAD = 8
+_SINKS = ("instances", "records", "keys")
+
+
+#: The row an instance came from: its stream, its key, and every instance of it (in
+#: the stream's order), from which a :class:`Mark` is made. A tuple: one is built
+#: per row read, and a class's instance costs several times as much.
+_RowRef = tuple[int, bytes, list[Any]]
+#: An instance on its way through the merge, with the row it came from.
+_Item = tuple[Any, _RowRef]
 
 
 class ReadMerge(Generic[M]):
@@ -55,9 +69,14 @@ class ReadMerge(Generic[M]):
             out = merge.give(i, next_rows_of(i))   # a list of rows, or None: the end
             yield from out
 
+    A stream numbered here as ``None`` has nothing left to read (a resumed
+    read): the executor gives ``None`` for it at once.
+
     Args:
         plan: the read plan.
         model: the model class whose instances are built.
+        start: where to start: after what an earlier read handed out
+            (``None``: from the beginning).
         sink: what each row becomes: ``"instances"`` (of ``model``),
             ``"records"`` (each event's ``{field: value}`` record, times in
             µs: `records()`, for the columnar
@@ -66,22 +85,29 @@ class ReadMerge(Generic[M]):
             read without their values).
     """
 
-    def __init__(self, plan: ReadPlan, model: type[M], *, sink: str = "instances") -> None:
+    def __init__(self, plan: ReadPlan, model: type[M], start: Position | None = None, *,
+                 sink: str = "instances") -> None:
         if sink not in _SINKS:
             raise ValueError(f"sink must be one of {', '.join(_SINKS)}, got {sink!r}")
         self.plan = plan
         self.model = model
         self.sink = sink
         records = sink == "records"
-        #: Every read of the plan: its guards, then its requests.
-        self.streams: tuple[ReadRequest, ...] = (*plan.guards, *plan.requests)
+        start = start or Position()
+        #: Where the merge started (what an earlier read handed out).
+        self.start = start
+        remaining = None if plan.limit is None else max(plan.limit - start.emitted, 0)
+        #: Every read of the plan: its guards, then its requests (``None``: nothing left).
+        self.streams: tuple[ReadRequest | None, ...] = (*plan.guards, *(
+            None if j < start.done else resume_request(req, start.mark(j), remaining)
+            for j, req in enumerate(plan.requests)))
         self._first = len(plan.guards)
         self._checked = 0  # guards found empty
         n = len(plan.requests)
         self._by_time = plan.merge == "time" and n > 1
         self._sort = plan.merge == "sort"
         reads_all = plan.limit is None or plan.reverse_after or self._sort
-        if plan.limit == 0:
+        if remaining == 0:
             width = 0  # nothing to read but the guards
         elif self._by_time:
             width = n
@@ -91,19 +117,37 @@ class ReadMerge(Generic[M]):
         #: Whether several streams are read at once (then an executor reads
         #: each opened stream ahead of the merge, within bounds).
         self.concurrent = self._first + width > 1
-        self._buffers: list[list[M]] = [[] for _ in range(n)]
+        self._buffers: list[list[_Item]] = [[] for _ in range(n)]
         self._last: list[Any] = [None] * n  # the event time of each stream's last event
         self._ended = [False] * n
         self._open_streams = n  # requests not ended
         self._next = 0  # concatenated or sorted streams: the request read now
         time_field = spec_of(model).timestamp_field
-        self._key: Callable[[Any], Any] = (itemgetter if records else attrgetter)(time_field)
+        time_of = (itemgetter if records else attrgetter)(time_field)
+        self._key: Callable[[_Item], Any] = lambda item: time_of(item[0])
+        #: An item's time in µs, for positions (a row key of the "keys" sink has none).
+        self._time: Callable[[Any], int] = (
+            time_of if records else (lambda e: 0) if sink == "keys"
+            else (lambda e: to_micros(time_of(e))))
         self._accept = plan.accept_record if records else plan.accept
-        self._reversed: collections.deque[M] | None = (
+        self._reversed: collections.deque[_Item] | None = (
             collections.deque(maxlen=plan.limit or None) if plan.reverse_after else None)
-        self._remaining = plan.limit
+        self._remaining = remaining
         #: No stream is needed any more: the limit is reached or every stream ended.
         self.done = width == 0
+        # Where the answer stands: instances handed out, each stream's last one.
+        self._emitted = start.emitted
+        self._marks: dict[int, _Item] = {}
+        self._last_stream: int | None = None
+        self._pending: list[_Item] = []  # the last batch given, handed out in part
+        # What a resumed read leaves out: up to each mark in its row, and (merged
+        # by time) what came before the last event handed out.
+        self._skip_row = {j: m for j, m in start.marks if j >= start.done}
+        self._time_floor: dict[int, tuple[int, bool]] = {}
+        if self._by_time and start.last is not None:
+            last = start.mark(start.last)
+            if last is not None:  # drop t before T; at T, the streams up to the last one
+                self._time_floor = {j: (last.time_us, j < start.last) for j in range(n)}
 
     # -- the executor's side --------------------------------------------------------
 
@@ -132,6 +176,9 @@ class ReadMerge(Generic[M]):
     def give(self, stream: int, rows: Sequence[Row] | None) -> list[M]:
         """Hand over the next rows of ``stream`` (``None``: it ended).
 
+        The instances of the call before count as handed out now (see
+        :meth:`position`).
+
         Returns:
             The instances certain now, in the answer's order.
 
@@ -140,6 +187,7 @@ class ReadMerge(Generic[M]):
                 row's key does not match the table's key layout.
             CellDecodingError: a cell is not what its field declares.
         """
+        self._commit(len(self._pending))
         if stream < self._first:
             self._check_guard(rows)
             return []
@@ -149,18 +197,62 @@ class ReadMerge(Generic[M]):
             self._open_streams -= 1
             if not self._by_time:
                 self._next += 1
-            events: list[M] = []
+            events: list[_Item] = []
         else:
-            events = self._decode(self.plan.requests[j], rows)
+            events = self._decode(j, rows)
         if self._by_time:
-            return self._finish(self._merged(j, events))
-        if self._sort:
+            out = self._finish(self._merged(j, events))
+        elif self._sort:
             self._buffers[0].extend(events)
             if self._open_streams:
                 return []
             everything, self._buffers[0] = self._buffers[0], []
-            return self._finish(sorted(everything, key=self._key, reverse=self.plan.descending))
-        return self._finish(events)
+            out = self._finish(sorted(everything, key=self._key, reverse=self.plan.descending))
+        else:
+            out = self._finish(events)
+        self._pending = out
+        return [item[0] for item in out]
+
+    # -- where the answer stands ------------------------------------------------------
+
+    def position(self, handed: int) -> Position | None:
+        """Where the answer stands once ``handed`` instances of the last :meth:`give`
+        (and all of the ones before) are handed out.
+
+        Returns:
+            The position, or ``None`` when no position in the table stands for
+            it (a plan sorted or reversed in memory, after its first instance).
+        """
+        self._commit(handed)
+        emitted = self._emitted
+        if self._sort or self.plan.reverse_after:
+            return Position() if emitted == self.start.emitted == 0 else None
+        marks = {j: m for j, m in self.start.marks}
+        marks.update((j, _mark(item, self._time)) for j, item in self._marks.items())
+        if self._by_time:
+            last = self._last_stream if self._last_stream is not None else self.start.last
+            return Position(emitted, 0, last, tuple(sorted(marks.items())))
+        done = max(self._next, self.start.done)
+        return Position(emitted, done, None,
+                        tuple((j, m) for j, m in sorted(marks.items()) if j >= done))
+
+    def _commit(self, handed: int) -> None:
+        """Count the first ``handed`` instances of the last batch as handed out."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        handed_out = pending[:handed]
+        if not handed_out:
+            return
+        self._emitted += len(handed_out)
+        marks = self._marks
+        if self._by_time:
+            marks.update({item[1][0]: item for item in handed_out})
+        else:
+            last = handed_out[-1]
+            marks[last[1][0]] = last
+        self._last_stream = handed_out[-1][1][0]
 
     # -- the fold ---------------------------------------------------------------------
 
@@ -168,22 +260,47 @@ class ReadMerge(Generic[M]):
         check_guard(self.plan, rows or ())
         self._checked += 1
 
-    def _decode(self, request: ReadRequest, rows: Sequence[Row]) -> list[M]:
+    def _decode(self, j: int, rows: Sequence[Row]) -> list[_Item]:
         plan, model = self.plan, self.model
         assert plan.codec is not None
         only, history = plan.only, plan.history
-        if self.sink == "keys":  # M is bytes then
+        decode: Any = plan.codec.decode
+        if self.sink == "keys":  # M is bytes then: the row key, checked, one per row
             check: Any = plan.codec.check_key
-            return [check(row.key) for row in rows]
-        if self.sink == "records":  # M is the record type then
+            decode = lambda model, row, only, history: [check(row.key)]  # noqa: E731
+        elif self.sink == "records":  # M is the record type then
             records: Any = plan.codec.records
-            if request.reverse:  # bucket rows read backwards: their events too
-                return [e for row in rows for e in reversed(records(row, only, history))]
-            return [e for row in rows for e in records(row, only, history)]
-        decode = plan.codec.decode
-        if request.reverse:
-            return [e for row in rows for e in reversed(decode(model, row, only, history))]
-        return [e for row in rows for e in decode(model, row, only, history)]
+            decode = lambda model, row, only, history: records(row, only, history)  # noqa: E731
+        reverse = plan.requests[j].reverse  # bucket rows read backwards: their events too
+        resuming = bool(self._skip_row or self._time_floor)
+        out: list[_Item] = []
+        append = out.append
+        for row in rows:
+            events = decode(model, row, only, history)
+            if reverse:
+                events.reverse()
+            ref = (j, row.key, events)
+            for e in (self._resumed(j, row.key, events) if resuming else events):
+                append((e, ref))
+        return out
+
+    def _resumed(self, j: int, key: bytes, events: list[Any]) -> list[Any]:
+        """What of a resumed stream's row comes after where the read stood."""
+        mark = self._skip_row.pop(j, None)
+        if mark is not None and key == mark.row_key:
+            events = _after_mark(events, mark, self._time, self.plan.requests[j].reverse)
+        floor = self._time_floor.get(j)
+        if floor is None:
+            return events
+        time_us, at_too = floor
+        desc = self.plan.descending
+        for k, e in enumerate(events):
+            t = self._time(e)
+            if (t > time_us if desc else t < time_us) or (t == time_us and at_too):
+                continue
+            del self._time_floor[j]  # a stream in time order: the rest comes after
+            return events[k:]
+        return []
 
     def _lagging(self) -> int:
         """The open stream behind the others in time: its next events may come first."""
@@ -198,7 +315,7 @@ class ReadMerge(Generic[M]):
                 best = j
         return best
 
-    def _merged(self, j: int, events: list[M]) -> list[M]:
+    def _merged(self, j: int, events: list[_Item]) -> list[_Item]:
         """The events of every stream certain to come before any event still unread.
 
         Each stream is in time order: none of its future events comes before
@@ -230,12 +347,12 @@ class ReadMerge(Generic[M]):
         # Stable: equal times keep the order of the streams, as heapq.merge does.
         return sorted(itertools.chain.from_iterable(parts), key=key, reverse=descending)
 
-    def _finish(self, out: list[M]) -> list[M]:
+    def _finish(self, out: list[_Item]) -> list[_Item]:
         """The client-side check, the reversal and the limit, on events in order."""
         plan = self.plan
         if out and plan.client_filters:  # without any, accept() says yes to all
             accept = self._accept
-            out = [item for item in out if accept(item)]
+            out = [item for item in out if accept(item[0])]
         finished = not self._open_streams
         if self._reversed is not None:
             self._reversed.extend(out)
@@ -246,6 +363,36 @@ class ReadMerge(Generic[M]):
             self._remaining -= len(out)
         self.done = self.done or finished
         return out
+
+
+def _mark(item: _Item, time_of: Callable[[Any], Any]) -> Mark:
+    """The mark just after ``item`` in its row."""
+    inst, ref = item
+    t = time_of(inst)
+    seen = 0
+    for e in ref[2]:
+        if time_of(e) == t:
+            seen += 1
+        if e is inst:
+            break
+    return Mark(ref[1], t, seen)
+
+
+def _after_mark(events: list[Any], mark: Mark, time_of: Callable[[Any], Any],
+                reverse: bool) -> list[Any]:
+    """The events of the mark's row after it (in the row's order: oldest first,
+    newest first when ``reverse``). Events gone since are not looked for: the
+    cut falls before the first event past the mark's time."""
+    seen = 0
+    for k, e in enumerate(events):
+        t = time_of(e)
+        if (t > mark.time_us) if not reverse else (t < mark.time_us):
+            return events[k:]
+        if t == mark.time_us:
+            seen += 1
+            if seen == mark.seen:
+                return events[k + 1:]
+    return []
 
 
 def check_guard(plan: ReadPlan, found: Sequence[Row]) -> None:
