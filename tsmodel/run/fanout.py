@@ -18,7 +18,14 @@ this module feeds it, sync and async:
   otherwise it takes the rows in the consuming task, as the sync way does.
 
 The merge's answer does not depend on how its rows come batched, so every
-way gives the same answer in the same order. Instances come out as soon as
+way gives the same answer in the same order.
+
+Both ways resume by themselves: when a stream breaks with
+`ReadInterruptedError` (the backend's own retries spent), the read is
+re-opened at the merge's position after the last instance handed out
+(`ReadMerge.position()`, the position a page token holds), at most
+`RESUME_ATTEMPTS` times in a row without a new instance, waiting a little
+longer each time. Instances come out as soon as
 they are certain (the first ones before the last stream ends), and when the
 consumer stops early (``first()``, a ``break``, a dropped iterator) or a
 stream fails, every other stream is closed (a Bigtable stream is
@@ -29,10 +36,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from tsmodel import errors
 from tsmodel.backends.base import ReadRequest, Row
+from tsmodel.plan.cursors import CursorCodec, Position
 from tsmodel.plan.merge import ReadMerge
 from tsmodel.plan.reads import ReadPlan
 
@@ -40,7 +50,8 @@ if TYPE_CHECKING:
     from tsmodel.run.async_connection import AsyncConnection
     from tsmodel.run.connection import Connection
 
-__all__ = ["stream", "astream", "CHANNEL_ROWS", "PULL_ROWS"]
+__all__ = ["stream", "astream", "Streamed", "AStreamed", "CHANNEL_ROWS", "PULL_ROWS",
+           "RESUME_ATTEMPTS", "RESUME_DELAY"]
 
 M = TypeVar("M")
 
@@ -49,27 +60,162 @@ CHANNEL_ROWS = 256
 #: Rows a stream taken by the consumer gives per batch: one at first
 #: (``first()`` reads one row), doubling up to this many.
 PULL_ROWS = 256
+#: Re-openings of a broken read in a row without a new instance handed out.
+RESUME_ATTEMPTS = 3
+#: Seconds before the first re-opening; doubled each time after that.
+RESUME_DELAY = 0.05
+
+
+class _Resuming(Generic[M]):
+    """What both drivers share: the merge as it stands, its position, its token.
+
+    The generator that reads refers to this state, never to the iterator that
+    holds both: dropping the iterator drops the generator at once (CPython's
+    reference count), which closes its reads; a cycle would leave them to the
+    garbage collector.
+    """
+
+    def __init__(self, plan: ReadPlan, model: type[M], codec: CursorCodec | None,
+                 start: Position | None, sink: str) -> None:
+        self._plan, self._model, self._codec, self._sink = plan, model, codec, sink
+        self._merge = ReadMerge(plan, model, start, sink=sink)
+        self._handed = 0  # instances of the merge's last batch handed out
+        self._failures = 0
+
+    def position(self) -> Position | None:
+        """Where the read stands: after the last instance handed out (``None``:
+        a plan sorted or reversed in memory, once it handed one out)."""
+        return self._merge.position(self._handed)
+
+    @property
+    def cursor(self) -> str:
+        """The token that re-opens the query after the last instance handed out.
+
+        Pass it to ``qs.after(token)`` (or ``qs.page(size, after=token)``) of
+        the same query, in this process or another.
+
+        Raises:
+            QueryError: the query hands out no cursors (say why).
+        """
+        codec = self._codec
+        if codec is None:
+            raise TypeError("this read was not started by a QuerySet: it has no cursor")
+        codec.check()
+        position = self.position()
+        assert position is not None
+        return codec.encode(position)
+
+    def _resume(self, exc: errors.ReadInterruptedError) -> float:
+        """Re-open the merge after a broken stream; the seconds to wait first.
+
+        Raises:
+            ReadInterruptedError: the attempts are spent (or the plan cannot
+                resume), with ``cursor`` set where the query hands out cursors.
+        """
+        position = self.position()
+        before = self._merge.start.emitted
+        self._failures = 1 if position is not None and position.emitted > before \
+            else self._failures + 1
+        if position is None or self._failures > RESUME_ATTEMPTS:
+            raise self._gave_up(exc, position) from exc
+        self._merge = ReadMerge(self._plan, self._model, position, sink=self._sink)
+        self._handed = 0
+        return float(RESUME_DELAY * 2 ** (self._failures - 1))
+
+    def _gave_up(self, exc: errors.ReadInterruptedError,
+                 position: Position | None) -> errors.ReadInterruptedError:
+        plan = self._plan
+        why = (f"re-opened {RESUME_ATTEMPTS} times without a new instance"
+               if position is not None else "a read sorted or reversed in memory cannot resume")
+        error = errors.ReadInterruptedError(
+            f"{plan.model}: the read of table {plan.table!r} broke off ({why}): {exc}")
+        codec = self._codec
+        if codec is not None and position is not None and codec.problem is None:
+            error.cursor = codec.encode(position)
+        return error
 
 
 # -- sync ---------------------------------------------------------------------------
 
 
-def stream(plan: ReadPlan, conn: Connection, model: type[M], *,
-           sink: str = "instances") -> Generator[M, None, None]:
+def stream(plan: ReadPlan, conn: Connection, model: type[M], codec: CursorCodec | None = None,
+           start: Position | None = None, *, sink: str = "instances") -> Streamed[M]:
     """The instances of ``plan`` (or what else ``sink`` says: see
     `ReadMerge`), read on ``conn`` and merged as the plan says."""
-    merge = ReadMerge(plan, model, sink=sink)
-    sources: list[_Pulled] = []
-    try:
-        while (i := merge.want()) is not None:
-            while len(sources) < merge.opened:  # started before any is taken from
-                sources.append(_Pulled(conn.read(merge.streams[len(sources)])))
-            out = merge.give(i, sources[i].take(merge.remaining))
-            if merge.done:
-                _close(sources)
-            yield from out
-    finally:
-        _close(sources)
+    return Streamed(plan, conn, model, codec, start, sink=sink)
+
+
+class Streamed(Iterator[M]):
+    """The iterator of a query's instances (``QuerySet.iterator()``).
+
+    It streams without caching, resumes a broken read by itself (see the
+    module's docstring), and holds the :attr:`cursor` after the last
+    instance it handed out. :meth:`close` (or ``break``, or dropping it)
+    cancels the reads still streaming.
+    """
+
+    def __init__(self, plan: ReadPlan, conn: Connection, model: type[M],
+                 codec: CursorCodec | None = None, start: Position | None = None, *,
+                 sink: str = "instances") -> None:
+        self._run = _SyncRun(plan, model, codec, start, sink, conn)
+        self._items = self._run.items()
+
+    def __iter__(self) -> Streamed[M]:
+        return self
+
+    def __next__(self) -> M:
+        return next(self._items)
+
+    @property
+    def cursor(self) -> str:
+        """The token that re-opens the query after the last instance handed out.
+
+        Pass it to ``qs.after(token)`` (or ``qs.page(size, after=token)``) of
+        the same query, in this process or another.
+
+        Raises:
+            QueryError: the query hands out no cursors (say why).
+        """
+        return self._run.cursor
+
+    def close(self) -> None:
+        """Stop: the reads still streaming are cancelled now."""
+        self._items.close()
+
+
+class _SyncRun(_Resuming[M]):
+    """The state of a :class:`Streamed` and the generator that reads."""
+
+    def __init__(self, plan: ReadPlan, model: type[M], codec: CursorCodec | None,
+                 start: Position | None, sink: str, conn: Connection) -> None:
+        super().__init__(plan, model, codec, start, sink)
+        self._conn = conn
+
+    def items(self) -> Generator[M, None, None]:
+        while True:
+            try:
+                yield from self._read(self._merge)
+                return
+            except errors.ReadInterruptedError as exc:
+                time.sleep(self._resume(exc))
+
+    def _read(self, merge: ReadMerge[M]) -> Generator[M, None, None]:
+        conn = self._conn
+        sources: list[_Pulled] = []
+        try:
+            while (i := merge.want()) is not None:
+                while len(sources) < merge.opened:  # started before any is taken from
+                    request = merge.streams[len(sources)]
+                    sources.append(_Pulled(() if request is None else conn.read(request)))
+                out = merge.give(i, sources[i].take(merge.remaining))
+                self._handed = 0
+                if merge.done:
+                    _close(sources)
+                for item in out:
+                    self._handed += 1
+                    yield item
+        finally:
+            _close(sources)
 
 
 def _close(sources: list[_Pulled]) -> None:
@@ -82,7 +228,7 @@ class _Pulled:
 
     __slots__ = ("_rows", "_size")
 
-    def __init__(self, rows: Iterator[Row]) -> None:
+    def __init__(self, rows: Iterable[Row]) -> None:
         self._rows: Iterator[Row] | None = iter(rows)
         self._size = 1
 
@@ -103,25 +249,82 @@ class _Pulled:
 # -- asyncio ------------------------------------------------------------------------
 
 
-async def astream(plan: ReadPlan, conn: AsyncConnection, model: type[M], *,
-                  sink: str = "instances") -> AsyncGenerator[M, None]:
+def astream(plan: ReadPlan, conn: AsyncConnection, model: type[M],
+            codec: CursorCodec | None = None, start: Position | None = None, *,
+            sink: str = "instances") -> AStreamed[M]:
     """`stream()` on an event loop: a task per stream read at once."""
-    merge = ReadMerge(plan, model, sink=sink)
-    concurrent = merge.concurrent and conn.features.concurrent_calls
-    sources: list[_APulled | _Tasked] = []
-    try:
-        while (i := merge.want()) is not None:
-            while len(sources) < merge.opened:
-                request = merge.streams[len(sources)]
-                sources.append(_Tasked(conn, request) if concurrent
-                               else _APulled(conn, request))
-            out = merge.give(i, await sources[i].take(merge.remaining))
-            if merge.done:
-                await _aclose(sources)
-            for item in out:
-                yield item
-    finally:
-        await _aclose(sources)
+    return AStreamed(plan, conn, model, codec, start, sink=sink)
+
+
+class AStreamed(AsyncIterator[M]):
+    """:class:`Streamed` on an event loop (``AsyncQuerySet.aiterator()``).
+
+    Stop it early with :meth:`aclose` (``contextlib.aclosing``) to cancel the
+    reads still streaming at once; else they end when it is collected.
+    """
+
+    def __init__(self, plan: ReadPlan, conn: AsyncConnection, model: type[M],
+                 codec: CursorCodec | None = None, start: Position | None = None, *,
+                 sink: str = "instances") -> None:
+        self._run = _AsyncRun(plan, model, codec, start, sink, conn)
+        self._items = self._run.items()
+
+    def __aiter__(self) -> AStreamed[M]:
+        return self
+
+    async def __anext__(self) -> M:
+        return await self._items.__anext__()
+
+    @property
+    def cursor(self) -> str:
+        """The token after the last instance handed out; see :attr:`Streamed.cursor`."""
+        return self._run.cursor
+
+    async def aclose(self) -> None:
+        """Stop: the reads still streaming are cancelled, and have ended on return."""
+        await self._items.aclose()
+
+
+class _AsyncRun(_Resuming[M]):
+    """The state of an :class:`AStreamed` and the generator that reads."""
+
+    def __init__(self, plan: ReadPlan, model: type[M], codec: CursorCodec | None,
+                 start: Position | None, sink: str, conn: AsyncConnection) -> None:
+        super().__init__(plan, model, codec, start, sink)
+        self._conn = conn
+
+    async def items(self) -> AsyncGenerator[M, None]:
+        while True:
+            reads = self._read(self._merge)
+            try:
+                async for item in reads:
+                    yield item
+                return
+            except errors.ReadInterruptedError as exc:
+                delay = self._resume(exc)
+            finally:
+                await reads.aclose()  # not by itself when this generator is closed
+            await asyncio.sleep(delay)
+
+    async def _read(self, merge: ReadMerge[M]) -> AsyncGenerator[M, None]:
+        conn = self._conn
+        concurrent = merge.concurrent and conn.features.concurrent_calls
+        sources: list[_APulled | _Tasked] = []
+        try:
+            while (i := merge.want()) is not None:
+                while len(sources) < merge.opened:
+                    request = merge.streams[len(sources)]
+                    sources.append(_Tasked(conn, request) if concurrent
+                                   else _APulled(conn, request))
+                out = merge.give(i, await sources[i].take(merge.remaining))
+                self._handed = 0
+                if merge.done:
+                    await _aclose(sources)
+                for item in out:
+                    self._handed += 1
+                    yield item
+        finally:
+            await _aclose(sources)
 
 
 async def _aclose(sources: list[_APulled | _Tasked]) -> None:
@@ -136,13 +339,15 @@ class _APulled:
 
     __slots__ = ("_conn", "_request", "_rows", "_size")
 
-    def __init__(self, conn: AsyncConnection, request: ReadRequest) -> None:
+    def __init__(self, conn: AsyncConnection, request: ReadRequest | None) -> None:
         self._conn, self._request = conn, request
         self._rows: AsyncIterator[Row] | None = None
         self._size = 1
 
     async def take(self, most: int | None) -> list[Row] | None:
         if self._rows is None:
+            if self._request is None:  # nothing left to read (a resumed read)
+                return None
             self._rows = aiter(self._conn.read(self._request))
         size = self._size if most is None else max(1, min(self._size, most))
         self._size = min(2 * self._size, PULL_ROWS)
@@ -168,16 +373,21 @@ class _Tasked:
 
     __slots__ = ("_rows", "_ended", "_error", "_ready", "_room", "_task")
 
-    def __init__(self, conn: AsyncConnection, request: ReadRequest) -> None:
+    def __init__(self, conn: AsyncConnection, request: ReadRequest | None) -> None:
         self._rows: list[Row] = []
         self._ended = False
         self._error: BaseException | None = None
         self._ready: asyncio.Future[None] | None = None  # the consumer waits for rows
         self._room: asyncio.Future[None] | None = None  # the producer waits for room
         self._task = asyncio.get_running_loop().create_task(
-            self._produce(conn, request), name=f"tsmodel-read {request.table}")
+            self._produce(conn, request),
+            name=f"tsmodel-read {request.table if request is not None else '(none)'}")
 
-    async def _produce(self, conn: AsyncConnection, request: ReadRequest) -> None:
+    async def _produce(self, conn: AsyncConnection, request: ReadRequest | None) -> None:
+        if request is None:  # nothing left to read (a resumed read)
+            self._ended = True
+            _wake(self._ready)
+            return
         try:
             rows = conn.read(request)
             try:
