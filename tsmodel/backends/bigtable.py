@@ -42,7 +42,7 @@ from tsmodel.backends import _client_private as private
 from tsmodel.backends._bigtable_admin import TableAdmin, gc_rule_from_proto, gc_rule_to_proto
 from tsmodel.backends._bigtable_admin import call as _call
 from tsmodel.backends._bigtable_admin import wrap as _wrap
-from tsmodel.backends._bigtable_rpc import DataRpc, Policies
+from tsmodel.backends._bigtable_rpc import READ_RETRYABLE, DataRpc, Policies, is_retryable
 from tsmodel.backends.base import (
     Features,
     KeySample,
@@ -54,7 +54,12 @@ from tsmodel.backends.base import (
     SetCell,
     TableSpec,
 )
-from tsmodel.errors import BackendError, BackendUnreachableError, TableNotFoundError
+from tsmodel.errors import (
+    BackendError,
+    BackendUnreachableError,
+    ReadInterruptedError,
+    TableNotFoundError,
+)
 from tsmodel.settings import DEFAULT_SETTINGS, Settings
 
 __all__ = ["BigtableBackend", "gc_rule_from_proto", "gc_rule_to_proto"]
@@ -374,7 +379,7 @@ class BigtableBackend(_BigtableBase):
         try:
             rows = self._rpc.read_rows(pb, target.read_metadata)  # sent now: see DataRpc
         except core_exceptions.GoogleAPIError as exc:
-            raise _wrap(exc, f"read table {request.table!r}", table=request.table) from exc
+            raise read_error(exc, request) from exc
         return self._stream_rows(rows, clip, request)
 
     def _stream_rows(self, rows: Iterator[Row], clip: _QualifierClip | None,
@@ -388,7 +393,7 @@ class BigtableBackend(_BigtableBase):
                     if clip.done:
                         return
         except core_exceptions.GoogleAPIError as exc:
-            raise _wrap(exc, f"read table {request.table!r}", table=request.table) from exc
+            raise read_error(exc, request) from exc
 
     def sample_row_keys(self, table: str) -> list[KeySample]:
         """Cloud Bigtable's ``SampleRowKeys``: keys that cut the table into runs of about
@@ -578,6 +583,16 @@ def _absent_families(backend: Any, target: _Target, table: str,
         absent[family].__cause__ = error
     backend._families[table] = known.union(unchecked).difference(absent)
     return absent
+
+
+def read_error(exc: core_exceptions.GoogleAPIError, request: ReadRequest) -> BackendError:
+    """The tsmodel error of a failed read: :class:`ReadInterruptedError` when the
+    stream broke with a retryable status whose resumes ran out (reading again
+    from where it stopped may succeed), else the plain wrapped error."""
+    if is_retryable(exc, READ_RETRYABLE):
+        return ReadInterruptedError(
+            f"read of table {request.table!r} broke off, its resumes spent: {exc}")
+    return _wrap(exc, f"read table {request.table!r}", table=request.table)
 
 
 def classify(error: BaseException) -> MutationStatus:

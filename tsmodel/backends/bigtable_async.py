@@ -27,7 +27,6 @@ import grpc.aio
 from google.api_core import exceptions as core_exceptions
 from google.cloud.bigtable.data import BigtableDataClientAsync
 
-from tsmodel.backends._bigtable_admin import wrap as _wrap
 from tsmodel.backends._bigtable_rpc import AsyncDataRpc
 from tsmodel.backends.base import (
     MutationOutcome,
@@ -40,6 +39,7 @@ from tsmodel.backends.bigtable import (
     _BigtableBase,
     _check_listening,
     mutate_steps,
+    read_error,
     read_steps,
 )
 
@@ -141,7 +141,7 @@ class AsyncBigtableBackend(_BigtableBase):
                     if clip.done:
                         return
         except core_exceptions.GoogleAPIError as exc:
-            raise _wrap(exc, f"read table {request.table!r}", table=request.table) from exc
+            raise read_error(exc, request) from exc
 
     # -- readiness and lifecycle -----------------------------------------------------
 

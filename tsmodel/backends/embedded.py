@@ -44,7 +44,7 @@ from tsmodel.backends.base import (
     SetCell,
     TableSpec,
 )
-from tsmodel.errors import BackendError, TableNotFoundError
+from tsmodel.errors import BackendError, ReadInterruptedError, TableNotFoundError
 
 __all__ = ["EmbeddedBackend"]
 
@@ -55,6 +55,8 @@ SAMPLE_BYTES = 4 * 1024 * 1024
 #: The size of a cell besides its qualifier and value, as ``sample_row_keys`` counts it
 #: (family, timestamp), and of a row besides its key and cells.
 _CELL_OVERHEAD = 12
+#: SQLite errors of a read that may pass (another process holds the database).
+_TRANSIENT = ("database is locked", "database table is locked", "database is busy")
 _APPLIED = MutationOutcome(MutationStatus.APPLIED)
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS tsm_tables (id INTEGER PRIMARY KEY AUTOINCREMENT,"
@@ -422,6 +424,9 @@ class EmbeddedBackend:
             except sqlite3.OperationalError as exc:
                 if "no such table" in str(exc):
                     raise TableNotFoundError(f"table {plan.table.name!r} was deleted") from exc
+                if any(word in str(exc) for word in _TRANSIENT):  # another process writes
+                    raise ReadInterruptedError(
+                        f"read table {plan.table.name!r} broke off: {exc}") from exc
                 raise
 
     def sample_row_keys(self, table: str) -> list[KeySample]:
