@@ -43,11 +43,13 @@ from tsmodel.errors import (
     EmulatorNotFoundError,
     ExtraNotInstalledError,
     FieldTypeError,
+    InvalidCursorError,
     KeyDecodingError,
     KeyDecodingTypeError,
     KeyEncodingError,
     KeyTypeError,
     QueryError,
+    ReadInterruptedError,
     RetentionError,
     SaveError,
     ScanRefusedError,
@@ -63,6 +65,7 @@ from tsmodel.jobs.snapshots import (
     build_snapshot_async,
 )
 from tsmodel.layouts import Layout, cells, columns, offsets, rows
+from tsmodel.plan.cursors import Page
 from tsmodel.plan.reads import LatestManyPlan, LatestResult
 from tsmodel.plan.rollups import ResamplePlan, Stats, Window
 from tsmodel.plan.rowkeys import current_row_key, decode_row_key, encode_row_key, row_key
@@ -101,14 +104,15 @@ __all__ = [
     "build_snapshot_async",
     # queries
     "QuerySet", "ReadPlan", "LatestResult", "LatestManyPlan", "Window", "Stats", "ResamplePlan",
+    "Page",
     # backends
     "Backend", "Reachable", "Features", "GcRule", "TableSpec",
     # errors
     "TsModelError", "DeclarationError", "ValidationError", "FieldTypeError",
     "KeyEncodingError", "KeyTypeError", "KeyDecodingError", "KeyDecodingTypeError",
     "CellDecodingError", "RetentionError", "QueryError",
-    "ScanRefusedError",
+    "ScanRefusedError", "InvalidCursorError",
     "DoesNotExist", "BackendError", "TableNotFoundError", "BackendUnreachableError",
-    "SaveError",
+    "ReadInterruptedError", "SaveError",
     "ConfigurationError", "EmulatorNotFoundError", "ExtraNotInstalledError",
 ]

@@ -176,6 +176,8 @@ class QueryState:
         where: value conditions (``where()``): each value field's interval.
         allow_client: value conditions the server cannot apply may be checked
             on the client (after reading every event of the range).
+        after: a cursor (page token) to resume after, checked when the query
+            runs (`tsmodel.plan.cursors`); it changes no plan.
     """
 
     mode: str | None = None
@@ -190,6 +192,7 @@ class QueryState:
     history: bool = False
     where: tuple[tuple[str, Interval], ...] = ()
     allow_client: bool = False
+    after: str | None = None
 
 
 def queryable_fields(spec: ModelSpec) -> tuple[str, ...]:

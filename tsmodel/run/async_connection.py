@@ -38,6 +38,7 @@ from tsmodel.backends.base import (
 from tsmodel.declare.spec import spec_of
 from tsmodel.declare.tables import table_specs
 from tsmodel.plan import schema
+from tsmodel.plan.cursors import secret_bytes
 from tsmodel.plan.deletes import DeletePlan, StepSchedule, delete_steps
 from tsmodel.plan.writes import (
     DEFAULT_FLOW,
@@ -70,16 +71,23 @@ class AsyncConnection:
         flow: what a save keeps on the way at once (as for
             `tsmodel.Connection`).
         settings: as for `tsmodel.Connection`.
+        cursor_secret: the key that signs page tokens (as for
+            `tsmodel.Connection`): tokens of a sync and an async
+            connection with the same secret are interchangeable.
 
     Raises:
-        ConfigurationError: telemetry is on but OpenTelemetry is not installed.
+        ConfigurationError: telemetry is on but OpenTelemetry is not installed,
+            or ``cursor_secret`` is too short.
     """
 
     def __init__(self, backend: AsyncBackend, *,
                  batch_size: int = DEFAULT_BATCH_SIZE, flow: WriteFlow = DEFAULT_FLOW,
-                 settings: Settings = DEFAULT_SETTINGS) -> None:
+                 settings: Settings = DEFAULT_SETTINGS,
+                 cursor_secret: str | bytes | None = None) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        #: The key that signs page tokens, or ``None``.
+        self.cursor_secret = secret_bytes(cursor_secret)
         self.settings = settings
         #: The one instrumentation point (see `tsmodel.Connection`).
         self._observer = Observer(settings)
@@ -351,11 +359,12 @@ class _Connecting:
     """What `connect_async()` returns: awaitable, or an ``async with`` context."""
 
     def __init__(self, url: str | None, batch_size: int, flow: WriteFlow,
-                 settings: dict[str, Any]) -> None:
+                 settings: dict[str, Any], cursor_secret: bytes | None = None) -> None:
         self._url = url
         self._batch_size = batch_size
         self._flow = flow
         self._settings = settings
+        self._secret = cursor_secret
         self._conn: AsyncConnection | None = None
 
     async def _open(self) -> AsyncConnection:
@@ -363,7 +372,7 @@ class _Connecting:
         backend = async_backend_for(self._url, settings)
         try:
             return AsyncConnection(backend, batch_size=self._batch_size, flow=self._flow,
-                                   settings=settings)
+                                   settings=settings, cursor_secret=self._secret)
         except BaseException:
             await backend.close()
             raise
@@ -382,7 +391,8 @@ class _Connecting:
 
 def connect_async(url: str | None = None, *,
                   batch_size: int = DEFAULT_BATCH_SIZE,
-                  flow: WriteFlow = DEFAULT_FLOW, **settings: Any) -> _Connecting:
+                  flow: WriteFlow = DEFAULT_FLOW, cursor_secret: str | bytes | None = None,
+                  **settings: Any) -> _Connecting:
     """Open an `AsyncConnection`: ``db = await connect_async(url)``.
 
     Or ``async with connect_async(url) as db:``, which closes it at the end.
@@ -395,9 +405,11 @@ def connect_async(url: str | None = None, *,
             asyncio channel of google-cloud-bigtable's async data client.
         batch_size: entities per bulk write call.
         flow: what a save keeps on the way at once (`WriteFlow`).
+        cursor_secret: the key that signs page tokens (see `tsmodel.Connection`).
         **settings: as for `tsmodel.connect()`.
 
     Raises:
-        ConfigurationError: the URL or a setting is not understood (when awaited).
+        ConfigurationError: the URL or a setting is not understood (when awaited),
+            or ``cursor_secret`` is too short (at once).
     """
-    return _Connecting(url, batch_size, flow, settings)
+    return _Connecting(url, batch_size, flow, settings, secret_bytes(cursor_secret))

@@ -30,6 +30,7 @@ from tsmodel.backends.base import (
 from tsmodel.declare.spec import spec_of
 from tsmodel.declare.tables import table_specs
 from tsmodel.plan import schema
+from tsmodel.plan.cursors import secret_bytes
 from tsmodel.plan.deletes import DeletePlan, StepSchedule, delete_steps
 from tsmodel.plan.writes import (
     DEFAULT_FLOW,
@@ -71,15 +72,23 @@ class Connection:
         settings: the connection's `Settings`
             (those of the backend's calls are given to the backend when
             it opens; here, the slow-call threshold and telemetry).
+        cursor_secret: the key that signs page tokens (HMAC-SHA256), at least
+            16 bytes (a str is UTF-8 encoded): then only tokens signed with it
+            are accepted. Without one, tokens carry a checksum only
+            (``docs/paging.md`` says what each guarantees).
 
     Raises:
-        ConfigurationError: telemetry is on but OpenTelemetry is not installed.
+        ConfigurationError: telemetry is on but OpenTelemetry is not installed,
+            or ``cursor_secret`` is too short.
     """
 
     def __init__(self, backend: Backend, *, batch_size: int = DEFAULT_BATCH_SIZE,
-                 flow: WriteFlow = DEFAULT_FLOW, settings: Settings = DEFAULT_SETTINGS) -> None:
+                 flow: WriteFlow = DEFAULT_FLOW, settings: Settings = DEFAULT_SETTINGS,
+                 cursor_secret: str | bytes | None = None) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        #: The key that signs page tokens, or ``None``.
+        self.cursor_secret = secret_bytes(cursor_secret)
         self.settings = settings
         #: The one instrumentation point: logs and telemetry of every operation.
         self._observer = Observer(settings)
@@ -416,7 +425,8 @@ _default_lock = threading.Lock()
 def connect(url: str | None = None, *, default: bool = True,
             batch_size: int = DEFAULT_BATCH_SIZE, flow: WriteFlow = DEFAULT_FLOW,
             cache: bool = False,
-            cache_size: int = 10_000, cache_ttl: float = 30.0, **settings: Any) -> Connection:
+            cache_size: int = 10_000, cache_ttl: float = 30.0,
+            cursor_secret: str | bytes | None = None, **settings: Any) -> Connection:
     """Open a connection and (by default) make it the default one.
 
     Args:
@@ -437,6 +447,7 @@ def connect(url: str | None = None, *, default: bool = True,
             ``cache_ttl`` seconds.
         cache_size: the most cached lookups.
         cache_ttl: seconds a cached lookup lives.
+        cursor_secret: the key that signs page tokens (see `Connection`).
         **settings: connection settings, over the URL's query options:
             timeouts, retries, credentials, client options, app profile,
             slow-call threshold, telemetry (`Settings`;
@@ -448,14 +459,17 @@ def connect(url: str | None = None, *, default: bool = True,
     Raises:
         ConfigurationError: the URL is not understood; a setting or URL
             option is unknown (the message names the closest valid one) or
-            out of range; telemetry is on without OpenTelemetry installed.
+            out of range; telemetry is on without OpenTelemetry installed;
+            ``cursor_secret`` is too short.
     """
+    secret = secret_bytes(cursor_secret)  # before opening anything
     resolved = url_settings(url, settings)
     backend = backend_for(url, resolved)
     if cache:
         backend = CachingBackend(backend, maxsize=cache_size, ttl=cache_ttl)
     try:
-        conn = Connection(backend, batch_size=batch_size, flow=flow, settings=resolved)
+        conn = Connection(backend, batch_size=batch_size, flow=flow, settings=resolved,
+                          cursor_secret=secret)
     except BaseException:
         backend.close()
         raise

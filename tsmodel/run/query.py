@@ -11,15 +11,14 @@ where the backend gains from it) into the one merge of
 from __future__ import annotations
 
 from collections.abc import (
-    AsyncGenerator,
     AsyncIterator,
-    Generator,
     Iterable,
     Iterator,
     Mapping,
     Sequence,
 )
 from datetime import datetime, timedelta
+from itertools import islice
 from typing import Any, ClassVar, Generic, TypeVar, overload
 
 import attrs
@@ -34,6 +33,7 @@ from tsmodel.encoding.timestamps import to_micros
 from tsmodel.io import pandas as _pandas
 from tsmodel.io import polars as _polars
 from tsmodel.io.arrow import DEFAULT_BATCH_ROWS, ArrowColumns
+from tsmodel.plan.cursors import CursorCodec, Page, Position, cursor_codec
 from tsmodel.plan.reads import (
     LatestResult,
     QueryState,
@@ -47,11 +47,11 @@ from tsmodel.plan.reads import (
 from tsmodel.plan.writes import WriteResult
 from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection, get_default_connection
-from tsmodel.run.fanout import astream, stream
+from tsmodel.run.fanout import AStreamed, Streamed, astream, stream
 from tsmodel.run.latest import arun_latest_many, run_latest_many
 from tsmodel.run.resample import Resample, every_of
 
-__all__ = ["QuerySet", "AsyncQuerySet", "ReadPlan", "Model"]
+__all__ = ["QuerySet", "AsyncQuerySet", "ReadPlan", "Model", "Page", "Streamed", "AStreamed"]
 
 M = TypeVar("M")
 
@@ -62,7 +62,8 @@ class QuerySet(Generic[M]):
     Build one with ``Model.range(start, end, **key_fields)`` or
     ``Model.current(**key_prefix)``; refine it with `limit()`,
     `newest_first()`, `only()` and `using()`; run it by iterating,
-    or with `count()` and `first()`.
+    or with `count()` and `first()`; page through it with `page()` and
+    re-open it after a cursor with `after()`.
     """
 
     def __init__(self, model: type[M], *,
@@ -318,6 +319,28 @@ class QuerySet(Generic[M]):
         """
         return Resample(self, every_of(self._spec.name, every), fields)
 
+    def after(self, cursor: str | None) -> Self:
+        """This query re-opened just after the instance a cursor was taken at.
+
+        The cursor is a token from `Page.next`, from an
+        iterator's ``cursor`` (`iterator()`), or from a
+        `ReadInterruptedError`; it is checked when the query
+        runs, against this query and the connection's ``cursor_secret``. A
+        cursor is a position, not a snapshot: what was written since after
+        the position comes, what was written before it does not. ``limit()``
+        counts from the query's start, the instances before the cursor
+        included.
+
+        Args:
+            cursor: the token, or ``None`` for the query's start.
+
+        Raises:
+            TypeError: ``cursor`` is not a str.
+        """
+        if cursor is not None and not isinstance(cursor, str):
+            raise TypeError(f"a cursor is a str (a page's .next), got {type(cursor).__name__}")
+        return self._clone(after=cursor)
+
     @overload
     def using(self, connection: AsyncConnection) -> AsyncQuerySet[M]: ...
 
@@ -347,7 +370,8 @@ class QuerySet(Generic[M]):
         if s.mode == "range":
             span = f" [{s.start_us}us, {s.end_us}us)"
         extra = (f" limit={s.limit}" if s.limit is not None else "") + (
-            " newest_first" if s.newest_first else "") + (" history" if s.history else "")
+            " newest_first" if s.newest_first else "") + (" history" if s.history else "") + (
+            " after=<cursor>" if s.after is not None else "")
         mode = (s.mode or "unbound") + span
         text = " ".join(p for p in (self._spec.name, mode, fields) if p)
         return f"<{type(self).__name__} {text}{extra}>"
@@ -380,18 +404,89 @@ class QuerySet(Generic[M]):
         """Whether any event matches (reads at most one)."""
         return self.exists()
 
-    def iterator(self) -> Iterator[M]:
+    def iterator(self) -> Streamed[M]:
         """Stream the matching instances; nothing is cached.
 
         Several requests (one per salt value or key range) are read at once
         and merged in order; stopping early (``break``, dropping the
-        iterator) cancels the reads still streaming.
+        iterator, ``close()``) cancels the reads still streaming.
+
+        The iterator's ``cursor`` is, at any time, the token that re-opens the
+        query just after the last instance it handed out (:meth:`after`).
+        A read that breaks off with a :class:`~tsmodel.ReadInterruptedError`
+        is re-opened there by itself, up to 3 times in a row without a new
+        instance; then the error is raised with its ``cursor`` set.
+
+        Raises:
+            InvalidCursorError: the query's cursor (:meth:`after`) does not fit.
         """
         return self._stream()
 
-    def _stream(self) -> Generator[M, None, None]:
+    def page(self, size: int, after: str | None = None) -> Page[M]:
+        """One page of the query: at most ``size`` instances, and the next page's token.
+
+        ``qs.page(100)`` is the first page, ``qs.page(100, after=page.next)``
+        the one after it, until ``page.next`` is ``None``. The token is
+        opaque, URL-safe and stable across processes; it fits only this
+        query (same model, table, time range, key fields, order, mode and
+        fields; page sizes may differ), and with a connection
+        ``cursor_secret`` only this application's tokens are accepted. A page
+        reads one instance past its end, to know whether another page follows.
+
+        Args:
+            size: the most instances of the page (at least 1).
+            after: the token of the page before (``page.next``), or ``None``.
+
+        Returns:
+            The :class:`~tsmodel.Page`: ``items`` and ``next``.
+
+        Raises:
+            InvalidCursorError: ``after`` is not a token of this query.
+            QueryError: the query hands out no cursors (its events are sorted
+                or reversed in memory).
+        """
         conn = self._conn()
-        return stream(compile_query(self._spec, self._state, conn.features), conn, self.model)
+        plan, codec, start = self._paged(size, after, conn.features, conn.cursor_secret)
+        items = stream(plan, conn, self.model, codec, start)
+        try:
+            found = list(islice(items, size))
+            token = items.cursor
+            more = next(items, None) is not None
+        finally:
+            items.close()
+        return Page(found, token if more else None)
+
+    def _paged(self, size: int, after: str | None, features: Features,
+               secret: bytes | None) -> tuple[ReadPlan, CursorCodec, Position | None]:
+        """What :meth:`page` reads: the plan of ``size`` instances and one more."""
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"a page size is an int of at least 1, got {size!r}")
+        qs = self if after is None else self.after(after)
+        plan, codec, start = qs._resumable(features, secret, size + 1)
+        codec.check()
+        return plan, codec, start
+
+    def _stream(self, more: int | None = None, sink: str = "instances") -> Streamed[M]:
+        conn = self._conn()
+        plan, codec, start = self._resumable(conn.features, conn.cursor_secret, more)
+        return stream(plan, conn, self.model, codec, start, sink=sink)
+
+    def _resumable(self, features: Features, secret: bytes | None, more: int | None = None,
+                   ) -> tuple[ReadPlan, CursorCodec, Position | None]:
+        """The plan, the cursor codec and the start of this query (after its cursor).
+
+        With ``more``: at most that many instances after the start (a page, ``first()``).
+        """
+        state = self._state
+        plan = compile_query(self._spec, state, features)
+        codec = cursor_codec(plan, state, secret)
+        start = codec.decode(state.after) if state.after is not None else None
+        if more is not None:
+            emitted = start.emitted if start is not None else 0
+            limit = emitted + more if state.limit is None else min(state.limit, emitted + more)
+            if limit != state.limit:
+                plan = compile_query(self._spec, attrs.evolve(state, limit=limit), features)
+        return plan, codec, start
 
     def count(self) -> int:
         """How many events match; nothing is cached.
@@ -404,8 +499,8 @@ class QuerySet(Generic[M]):
         conn = self._conn()
         plan = compile_query(self._spec, self._state, conn.features)
         counting = count_plan(plan)
-        if counting is None:
-            return sum(1 for _ in stream(plan, conn, self.model))
+        if counting is None or self._state.after is not None:  # the rest after a cursor
+            return sum(1 for _ in self._stream())
         return sum(1 for _ in stream(counting, conn, self.model, sink="keys"))
 
     def exists(self) -> bool:
@@ -471,15 +566,13 @@ class QuerySet(Generic[M]):
         columns = ArrowColumns(self.model, self._state.only, what)
         return columns.table(columns.batches(self._records(), DEFAULT_BATCH_ROWS))
 
-    def _records(self) -> Generator[dict[str, Any], None, None]:
+    def _records(self) -> Iterator[dict[str, Any]]:
         """The matching events as records (times in µs), for the columnar results."""
-        conn = self._conn()
-        plan = compile_query(self._spec, self._state, conn.features)
-        return stream(plan, conn, self.model, sink="records")  # type: ignore[arg-type]
+        return self._stream(sink="records")  # type: ignore[return-value]
 
     def first(self) -> M | None:
-        """The first matching instance, or ``None``."""
-        return _first(self[:1]._stream())
+        """The first matching instance (after the cursor, if any), or ``None``."""
+        return _first(self._stream(1))
 
     def latest(self, **key_fields: Any) -> M:
         """The newest event of one entity.
@@ -743,21 +836,43 @@ class AsyncQuerySet(QuerySet[M]):
     def __aiter__(self) -> AsyncIterator[M]:
         return self.aiterator()
 
-    def aiterator(self) -> AsyncGenerator[M, None]:
+    def aiterator(self) -> AStreamed[M]:
         """The matching instances, with ``async for``; nothing is cached.
 
         Stopping early cancels the reads still streaming: at once with
         ``aclose()`` (``contextlib.aclosing``), else when the iterator is
-        collected.
+        collected. Its ``cursor`` and its resume after a broken read are
+        those of :meth:`QuerySet.iterator`.
         """
-        conn = self._connection
-        assert isinstance(conn, AsyncConnection)
-        return astream(compile_query(self._spec, self._state, conn.features), conn, self.model)
+        return self._astream()
+
+    def _astream(self, more: int | None = None, sink: str = "instances") -> AStreamed[M]:
+        conn = self._aconn()
+        plan, codec, start = self._resumable(conn.features, conn.cursor_secret, more)
+        return astream(plan, conn, self.model, codec, start, sink=sink)
+
+    async def page(self, size: int,  # type: ignore[override]
+                   after: str | None = None) -> Page[M]:
+        """One page of the query and the next page's token; see :meth:`QuerySet.page`."""
+        conn = self._aconn()
+        plan, codec, start = self._paged(size, after, conn.features, conn.cursor_secret)
+        items = astream(plan, conn, self.model, codec, start)
+        try:
+            found = []
+            async for item in items:
+                found.append(item)
+                if len(found) == size:
+                    break
+            token = items.cursor
+            more = await _afirst(items) is not None
+        finally:
+            await items.aclose()
+        return Page(found, token if more else None)
 
     def __iter__(self) -> Iterator[M]:
         raise TypeError(f"{self!r} runs on an AsyncConnection: iterate it with `async for`")
 
-    def iterator(self) -> Iterator[M]:
+    def iterator(self) -> Streamed[M]:
         raise TypeError(f"{self!r} runs on an AsyncConnection: use `async for` or aiterator()")
 
     def __bool__(self) -> bool:
@@ -769,7 +884,7 @@ class AsyncQuerySet(QuerySet[M]):
         plan = compile_query(self._spec, self._state, conn.features)
         counting = count_plan(plan)
         n = 0
-        async for _ in (astream(plan, conn, self.model) if counting is None
+        async for _ in (self._astream() if counting is None or self._state.after is not None
                         else astream(counting, conn, self.model, sink="keys")):
             n += 1
         return n
@@ -804,14 +919,12 @@ class AsyncQuerySet(QuerySet[M]):
         return columns.table([b async for b in columns.abatches(self._arecords(),
                                                                 DEFAULT_BATCH_ROWS)])
 
-    def _arecords(self) -> AsyncGenerator[dict[str, Any], None]:
-        conn = self._aconn()
-        plan = compile_query(self._spec, self._state, conn.features)
-        return astream(plan, conn, self.model, sink="records")  # type: ignore[arg-type]
+    def _arecords(self) -> AsyncIterator[dict[str, Any]]:
+        return self._astream(sink="records")  # type: ignore[return-value]
 
     async def first(self) -> M | None:  # type: ignore[override]
-        """The first matching instance, or ``None``."""
-        return await _afirst(self[:1].aiterator())
+        """The first matching instance (after the cursor, if any), or ``None``."""
+        return await _afirst(self._astream(1))
 
     async def latest(self, **key_fields: Any) -> M:  # type: ignore[override]
         """The newest event of one entity; see `QuerySet.latest()`.
@@ -876,7 +989,7 @@ async def _afirst_of(plan: ReadPlan, conn: AsyncConnection, model: type[M]) -> M
     return await _afirst(astream(plan, conn, model))
 
 
-def _first(items: Generator[M, None, None]) -> M | None:
+def _first(items: Streamed[M]) -> M | None:
     """The first of ``items``, or ``None``; the reads end now, not when collected."""
     try:
         return next(items, None)
@@ -884,8 +997,8 @@ def _first(items: Generator[M, None, None]) -> M | None:
         items.close()
 
 
-async def _afirst(items: AsyncGenerator[M, None]) -> M | None:
-    """`_first()` of an asynchronous generator."""
+async def _afirst(items: AStreamed[M]) -> M | None:
+    """`_first()` of an asynchronous iterator."""
     try:
         async for item in items:
             return item
