@@ -625,7 +625,7 @@ def test_iterator_resumes_what_the_bigtable_backend_gives_up(
             proxied = ts.Connection(BigtableBackend("p", "i", emulator_host=proxy.host_port),
                                     cursor_secret=SECRET)
             monkeypatch.setattr(rpc._ReadOperation, "delay", give_up)
-            proxy.faults = Faults(read_cut=0.3, read_rst=0.2)
+            proxy.faults = Faults(read_cut=0.15, read_rst=0.1)
             for newest_first in (False, True):
                 for qs, saved in ((model.range(cursor_app.START, cursor_app.END), events),
                                   (bucketed.range(h0, h0 + timedelta(days=1), game="g"),
