@@ -586,7 +586,7 @@ def _absent_families(backend: Any, target: _Target, table: str,
 
 
 def read_error(exc: core_exceptions.GoogleAPIError, request: ReadRequest) -> BackendError:
-    """The tsmodel error of a failed read: :class:`ReadInterruptedError` when the
+    """The tsmodel error of a failed read: `ReadInterruptedError` when the
     stream broke with a retryable status whose resumes ran out (reading again
     from where it stopped may succeed), else the plain wrapped error."""
     if is_retryable(exc, READ_RETRYABLE):

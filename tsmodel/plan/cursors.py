@@ -1,17 +1,17 @@
 """Cursors: where a read stands, and the opaque token that carries it. Pure.
 
 A read plan's answer is a fold of its requests' streams
-(:class:`~tsmodel.plan.merge.ReadMerge`), and what of it has been handed
-out is, for each stream, a prefix of that stream. A :class:`Position` says
-where each prefix ends: after one event of one row (a :class:`Mark`: the
+(`ReadMerge`), and what of it has been handed
+out is, for each stream, a prefix of that stream. A `Position` says
+where each prefix ends: after one event of one row (a `Mark`: the
 row key, the event's time, and which event of that time in the row). A read
 resumes from a position by re-reading each stream from its mark's row
-(:func:`resume_request`) and leaving out what came up to the mark; the
+(`resume_request()`) and leaving out what came up to the mark; the
 merge of those suffixes is exactly the rest of the answer. The iterator's
 own resume after a broken stream and a web API's next page are the same
 thing: a position.
 
-A :class:`CursorCodec` turns a position into a token and back: URL-safe
+A `CursorCodec` turns a position into a token and back: URL-safe
 base64 of a versioned binary record, bound to the query it came from (a
 digest of the model, the table, the requests' row ranges, the time window,
 the order and the fields read), closed by an HMAC-SHA256 tag when the
@@ -196,11 +196,11 @@ def _hex(key: bytes | None) -> str | None:
 
 @attrs.frozen
 class CursorCodec:
-    """Tokens of one query: :meth:`encode` a position, :meth:`decode` a token.
+    """Tokens of one query: `encode()` a position, `decode()` a token.
 
     Attributes:
         model: the model name, for messages.
-        digest: the query's digest (see :func:`cursor_codec`).
+        digest: the query's digest (see `cursor_codec()`).
         requests: how many requests the query's plan reads.
         secret: the HMAC key, or ``None``: tokens carry a checksum only.
         problem: why the query hands out no cursors, or ``None``.
@@ -301,7 +301,7 @@ def secret_bytes(secret: str | bytes | None) -> bytes | None:
     """A ``cursor_secret`` as bytes (a str is UTF-8 encoded), checked.
 
     Raises:
-        ConfigurationError: it is shorter than :data:`MIN_SECRET` bytes, or
+        ConfigurationError: it is shorter than `MIN_SECRET` bytes, or
             neither str nor bytes.
     """
     if secret is None:

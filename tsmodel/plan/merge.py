@@ -50,7 +50,7 @@ _SINKS = ("instances", "records", "keys")
 
 
 #: The row an instance came from: its stream, its key, and every instance of it (in
-#: the stream's order), from which a :class:`Mark` is made. A tuple: one is built
+#: the stream's order), from which a `Mark` is made. A tuple: one is built
 #: per row read, and a class's instance costs several times as much.
 _RowRef = tuple[int, bytes, list[Any]]
 #: An instance on its way through the merge, with the row it came from.
@@ -177,7 +177,7 @@ class ReadMerge(Generic[M]):
         """Hand over the next rows of ``stream`` (``None``: it ended).
 
         The instances of the call before count as handed out now (see
-        :meth:`position`).
+        `position()`).
 
         Returns:
             The instances certain now, in the answer's order.
@@ -216,7 +216,7 @@ class ReadMerge(Generic[M]):
     # -- where the answer stands ------------------------------------------------------
 
     def position(self, handed: int) -> Position | None:
-        """Where the answer stands once ``handed`` instances of the last :meth:`give`
+        """Where the answer stands once ``handed`` instances of the last `give()`
         (and all of the ones before) are handed out.
 
         Returns:

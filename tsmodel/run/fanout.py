@@ -149,8 +149,8 @@ class Streamed(Iterator[M]):
     """The iterator of a query's instances (``QuerySet.iterator()``).
 
     It streams without caching, resumes a broken read by itself (see the
-    module's docstring), and holds the :attr:`cursor` after the last
-    instance it handed out. :meth:`close` (or ``break``, or dropping it)
+    module's docstring), and holds the `cursor` after the last
+    instance it handed out. `close()` (or ``break``, or dropping it)
     cancels the reads still streaming.
     """
 
@@ -184,7 +184,7 @@ class Streamed(Iterator[M]):
 
 
 class _SyncRun(_Resuming[M]):
-    """The state of a :class:`Streamed` and the generator that reads."""
+    """The state of a `Streamed` and the generator that reads."""
 
     def __init__(self, plan: ReadPlan, model: type[M], codec: CursorCodec | None,
                  start: Position | None, sink: str, conn: Connection) -> None:
@@ -257,9 +257,9 @@ def astream(plan: ReadPlan, conn: AsyncConnection, model: type[M],
 
 
 class AStreamed(AsyncIterator[M]):
-    """:class:`Streamed` on an event loop (``AsyncQuerySet.aiterator()``).
+    """`Streamed` on an event loop (``AsyncQuerySet.aiterator()``).
 
-    Stop it early with :meth:`aclose` (``contextlib.aclosing``) to cancel the
+    Stop it early with `aclose()` (``contextlib.aclosing``) to cancel the
     reads still streaming at once; else they end when it is collected.
     """
 
@@ -277,7 +277,7 @@ class AStreamed(AsyncIterator[M]):
 
     @property
     def cursor(self) -> str:
-        """The token after the last instance handed out; see :attr:`Streamed.cursor`."""
+        """The token after the last instance handed out; see `Streamed.cursor`."""
         return self._run.cursor
 
     async def aclose(self) -> None:
@@ -286,7 +286,7 @@ class AStreamed(AsyncIterator[M]):
 
 
 class _AsyncRun(_Resuming[M]):
-    """The state of an :class:`AStreamed` and the generator that reads."""
+    """The state of an `AStreamed` and the generator that reads."""
 
     def __init__(self, plan: ReadPlan, model: type[M], codec: CursorCodec | None,
                  start: Position | None, sink: str, conn: AsyncConnection) -> None:

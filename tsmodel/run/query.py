@@ -414,13 +414,13 @@ class QuerySet(Generic[M]):
         iterator, ``close()``) cancels the reads still streaming.
 
         The iterator's ``cursor`` is, at any time, the token that re-opens the
-        query just after the last instance it handed out (:meth:`after`).
-        A read that breaks off with a :class:`~tsmodel.ReadInterruptedError`
+        query just after the last instance it handed out (`after()`).
+        A read that breaks off with a `ReadInterruptedError`
         is re-opened there by itself, up to 3 times in a row without a new
         instance; then the error is raised with its ``cursor`` set.
 
         Raises:
-            InvalidCursorError: the query's cursor (:meth:`after`) does not fit.
+            InvalidCursorError: the query's cursor (`after()`) does not fit.
         """
         return self._stream()
 
@@ -440,7 +440,7 @@ class QuerySet(Generic[M]):
             after: the token of the page before (``page.next``), or ``None``.
 
         Returns:
-            The :class:`~tsmodel.Page`: ``items`` and ``next``.
+            The `Page`: ``items`` and ``next``.
 
         Raises:
             InvalidCursorError: ``after`` is not a token of this query.
@@ -460,7 +460,7 @@ class QuerySet(Generic[M]):
 
     def _paged(self, size: int, after: str | None, features: Features,
                secret: bytes | None) -> tuple[ReadPlan, CursorCodec, Position | None]:
-        """What :meth:`page` reads: the plan of ``size`` instances and one more."""
+        """What `page()` reads: the plan of ``size`` instances and one more."""
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"a page size is an int of at least 1, got {size!r}")
         qs = self if after is None else self.after(after)
@@ -844,7 +844,7 @@ class AsyncQuerySet(QuerySet[M]):
         Stopping early cancels the reads still streaming: at once with
         ``aclose()`` (``contextlib.aclosing``), else when the iterator is
         collected. Its ``cursor`` and its resume after a broken read are
-        those of :meth:`QuerySet.iterator`.
+        those of `QuerySet.iterator()`.
         """
         return self._astream()
 
@@ -855,7 +855,7 @@ class AsyncQuerySet(QuerySet[M]):
 
     async def page(self, size: int,  # type: ignore[override]
                    after: str | None = None) -> Page[M]:
-        """One page of the query and the next page's token; see :meth:`QuerySet.page`."""
+        """One page of the query and the next page's token; see `QuerySet.page()`."""
         conn = self._aconn()
         plan, codec, start = self._paged(size, after, conn.features, conn.cursor_secret)
         items = astream(plan, conn, self.model, codec, start)
