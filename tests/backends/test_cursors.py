@@ -609,14 +609,10 @@ def test_a_page_costs_the_reads_of_its_plan(backend: Backend, table_name: str) -
 @pytest.mark.usefixtures("no_wait")
 def test_iterator_resumes_what_the_bigtable_backend_gives_up(
         emulator: Any, table_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Streams cut by the proxy; the backend's own resume is made to give up at once
-    (as after its deadline), so that each cut reaches the QuerySet."""
+    """Streams cut by the proxy; the backend retries nothing (``retry_attempts=1``,
+    as when its deadline has passed), so that each cut reaches the QuerySet."""
     from tests.faults.proxy import FaultProxy, Faults
-    from tsmodel.backends import _bigtable_rpc as rpc
     from tsmodel.backends.bigtable import BigtableBackend
-
-    def give_up(self: Any, rpc_error: Any) -> float | None:
-        raise rpc._from_grpc_error(rpc_error)
 
     direct = ts.Connection(BigtableBackend("p", "i", emulator_host=emulator.host_port))
     model = cursor_app.declare(table_name)
@@ -629,14 +625,21 @@ def test_iterator_resumes_what_the_bigtable_backend_gives_up(
                  for i in range(120)]
         direct.save_all(games)
         with FaultProxy(emulator.host_port, seed=3) as proxy:
-            proxied = ts.Connection(BigtableBackend("p", "i", emulator_host=proxy.host_port),
-                                    cursor_secret=SECRET)
-            monkeypatch.setattr(rpc._ReadOperation, "delay", give_up)
+            proxied = ts.connect(f"bigtable-emulator://{proxy.host_port}/p/i", default=False,
+                                 retry_attempts=1, cursor_secret=SECRET)
             # Exactness is the point here (the bound has its own test): with four
             # faulted calls per opening, 3 openings in a row may well bring nothing.
             monkeypatch.setattr(fanout, "RESUME_ATTEMPTS", 50)
-            proxy.faults = Faults(read_cut=0.15, read_rst=0.1)
-            for newest_first in (False, True):
+            resumed: list[BaseException] = []
+            resume = fanout._Resuming._resume
+
+            def counted(self: Any, exc: ts.ReadInterruptedError) -> float:
+                resumed.append(exc)
+                return resume(self, exc)
+
+            monkeypatch.setattr(fanout._Resuming, "_resume", counted)
+            proxy.faults = Faults(read_cut=0.25, read_rst=0.15)
+            for newest_first in (False, True, False, True):
                 for qs, saved in ((model.range(cursor_app.START, cursor_app.END), events),
                                   (bucketed.range(h0, h0 + timedelta(days=1), game="g"),
                                    games)):
@@ -644,7 +647,8 @@ def test_iterator_resumes_what_the_bigtable_backend_gives_up(
                     want = sorted(saved, key=lambda e: e.time, reverse=newest_first)
                     assert list(q.using(proxied)) == want
             cuts = sum(n for kind, n in proxy.injected.items() if kind.startswith("read."))
-            assert cuts >= 5, proxy.injected
+            assert cuts >= 4, proxy.injected
+            assert len(resumed) >= 3, "the cuts reached the QuerySet, which resumed"
             proxied.close()
     finally:
         direct.drop_tables(model, bucketed)
