@@ -60,7 +60,7 @@ from tsmodel.backends.base import (
     RowSet,
     SetCell,
 )
-from tsmodel.declare.spec import ModelSpec, spec_of
+from tsmodel.declare.spec import ModelSpec, RollupSpec, spec_of
 from tsmodel.encoding.timestamps import EPOCH, to_micros
 from tsmodel.jobs.progress import Progress, advance, close
 from tsmodel.jobs.steps import First, JobSteps, Read, Rows, Save, Scan, Send, run_job, run_job_async
@@ -81,7 +81,8 @@ from tsmodel.run.query import QuerySet
 
 __all__ = ["RepairReport", "RepairScope", "repair", "repair_async", "repair_steps",
            "replay_main", "replay_companions", "replay_current", "prune_alternate",
-           "fix_current", "alternate_request", "current_request"]
+           "fix_current", "alternate_request", "current_request", "rollup_request",
+           "apply_rows"]
 
 #: (table, row key, event time) of an event in one table.
 Identity = tuple[str, bytes, int]
@@ -439,7 +440,7 @@ def prune_alternate(scope: RepairScope, alt: ModelSpec, request: ReadRequest,
         doomed = [_erase(key, alt.codec.encode(e).mutations) for key, e in found
                   if (alt.table, key, alt.codec.time_of(e)) not in held]
         deleted += len(doomed)
-        failed += yield from _apply(alt.table, doomed)
+        failed += yield from apply_rows(alt.table, doomed)
         advance(bar, len(rows))
     return deleted, failed
 
@@ -451,7 +452,7 @@ def _erase(key: bytes, written: Iterable[Mutation]) -> RowMutation:
     return RowMutation(key, deletes)
 
 
-def _apply(table: str, rows: list[RowMutation]) -> JobSteps[int]:
+def apply_rows(table: str, rows: list[RowMutation]) -> JobSteps[int]:
     """Send ``rows``; the number whose outcome is not APPLIED."""
     if not rows:
         return 0
@@ -504,7 +505,7 @@ def _fix_row(scope: RepairScope, row: Row, found: list[Any]) -> JobSteps[tuple[i
     # Delete the event the main table lacks; an older one may show next.
     while found and not scope.held(found[0], (yield from scope.holds(found[:1]))):
         newest_ts = max(c.timestamp for c in row.cells)  # the cells of the event read
-        bad = yield from _apply(codec.table, [RowMutation(row.key, tuple(
+        bad = yield from apply_rows(codec.table, [RowMutation(row.key, tuple(
             DeleteCells(c.family, c.qualifier, newest_ts, newest_ts + _MS)
             for c in row.cells if c.timestamp == newest_ts))])
         failed += bad
@@ -519,7 +520,7 @@ def _fix_row(scope: RepairScope, row: Row, found: list[Any]) -> JobSteps[tuple[i
             # What is left is no event: older cells of which GC
             # (max_versions) took some columns, kept under the deleted
             # one. The entity's newest event is written anew below.
-            failed += yield from _apply(codec.table, [RowMutation(row.key, (DeleteRow(),))])
+            failed += yield from apply_rows(codec.table, [RowMutation(row.key, (DeleteRow(),))])
             break
     failed += yield from _rewrite_newest(spec, model, entity)
     return 1, failed
@@ -542,6 +543,12 @@ def _rewrite_newest(spec: ModelSpec, model: type, entity: Any) -> JobSteps[int]:
     return 0 if result.ok else 1
 
 
+def rollup_request(rollup: RollupSpec, span: tuple[int, int]) -> ReadRequest:
+    """The read of a rollup table's rows of buckets overlapping ``span`` (µs)."""
+    return ReadRequest(rollup.table, RowSet(), rollup.spec.events_filter(
+        timestamp_start=rollup.start(span[0]), timestamp_end=span[1]))
+
+
 def _fix_rollups(spec: ModelSpec, model: type, span: tuple[int, int], refresh: RollupRefresh,
                  in_scope: Callable[[Any], bool], batch_size: int,
                  features: Features) -> JobSteps[tuple[int, int]]:
@@ -554,8 +561,7 @@ def _fix_rollups(spec: ModelSpec, model: type, span: tuple[int, int], refresh: R
     """
     for rollup in spec.rollups:
         row_spec = rollup.spec
-        scan = Scan(ReadRequest(rollup.table, RowSet(), row_spec.events_filter(
-            timestamp_start=rollup.start(span[0]), timestamp_end=span[1])))
+        scan = Scan(rollup_request(rollup, span))
         while rows := (yield Rows(scan, batch_size)):
             for row in rows:
                 for held in row_spec.codec.decode(rollup.model, row):

@@ -45,7 +45,7 @@ from tsmodel.encoding.timestamps import from_micros
 from tsmodel.plan.reads import QueryState, ReadPlan, compile_query
 
 __all__ = ["Stats", "Window", "Accumulator", "RollupRefresh", "ResamplePlan",
-           "compile_resample", "windows"]
+           "compile_resample", "windows", "rollup_row"]
 
 
 @attrs.frozen
@@ -323,11 +323,13 @@ class RollupRefresh:
                     MutationStatus.FAILED, failed[slot])))
                 continue
             by_table.setdefault(slot[0], []).append(
-                (tuple(members), _rollup_row(rollup, slot, events[slot])))
+                (tuple(members), rollup_row(rollup, slot, events[slot])))
         return by_table, refused
 
-def _rollup_row(rollup: RollupSpec, slot: _Slot, events: Mapping[int, Any]) -> RowMutation:
-    """The whole rollup row of a slot: its events' aggregates, or no row without events."""
+
+def rollup_row(rollup: RollupSpec, slot: _Slot, events: Mapping[int, Any]) -> RowMutation:
+    """The whole rollup row of a slot, (rollup table, entity key, bucket start): its
+    events' aggregates (``events``: by time in µs), or no row without events."""
     table, key, start = slot
     row_spec = rollup.spec
     instance = rollup.model(**dict(key), **{row_spec.timestamp_field: from_micros(start)},
