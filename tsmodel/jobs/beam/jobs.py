@@ -1,4 +1,4 @@
-"""Jobs on Apache Beam: snapshots, repair, companion backfills and key-layout migrations.
+"""Jobs on Apache Beam: snapshots, repair, backfills, key-layout migrations, rollups.
 
 Each job is a function that opens a connection to create the tables it
 writes, builds a pipeline of `tsmodel.jobs.beam.io` transforms, runs it
@@ -7,10 +7,8 @@ reports Beam's counters. They are idempotent: every cell carries its event
 time, so a rerun, a retried bundle or a job resumed after an interruption
 writes the same cells and ends with the same tables as one clean run.
 
-Rollups: rebuilding a rollup table from its main table belongs here as
-one more job (read with `ReadEvents`, combine
-per rollup row, write with the rollup planner); see the TODO at
-`rebuild_rollups()`.
+`rebuild_rollups()` recomputes rollup rows from the main table (as
+`tsmodel.repair()` does), grouping each bucket's events per entity.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeAlias
 
@@ -28,7 +26,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from tsmodel import errors
-from tsmodel.backends.base import Features, TableSpec
+from tsmodel.backends.base import DeleteRow, Features, TableSpec
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.declare.tables import table_specs
 from tsmodel.encoding.timestamps import from_micros, to_micros
@@ -50,15 +48,18 @@ from tsmodel.jobs.beam.io import (
 from tsmodel.jobs.repair import (
     RepairScope,
     alternate_request,
+    apply_rows,
     current_request,
     fix_current,
     prune_alternate,
     replay_main,
+    rollup_request,
 )
 from tsmodel.jobs.snapshots import period_read
 from tsmodel.jobs.splits import DEFAULT_MOST
 from tsmodel.jobs.steps import run_job
 from tsmodel.plan.reads import time_span
+from tsmodel.plan.rollups import rollup_row
 from tsmodel.plan.writes import EncodedEvent, encode_event
 from tsmodel.run.connection import connect
 from tsmodel.run.query import QuerySet
@@ -570,22 +571,147 @@ def migrate(url: str, source: type, target: type, *, to_url: str | None = None,
 # -- rollups -----------------------------------------------------------------------------
 
 
-def rebuild_rollups(url: str, model: type, **kwargs: Any) -> BeamReport:
-    """Rebuild a model's rollup tables from its main table (not yet available).
+#: A rollup slot: (rollup table, entity key, bucket start in µs).
+_Slot: TypeAlias = tuple[str, tuple[tuple[str, Any], ...], int]
 
-    TODO(rollups): rollups are being added to the declarations and the write
-    planner in parallel (issue 12). Once they land, this job is: read the
-    main table with `ReadEvents` (main_table=True),
-    key each event by its rollup row (the planner's key), combine per key
-    with the rollup's aggregation (a ``CombinePerKey`` with a ``CombineFn``:
-    bounded memory), and write the rows with a sink target that goes
-    through the rollup write planner, as `Companions` goes through
-    the repair's. A rebuild into a fresh table is idempotent; into a live
-    one, only for aggregates that replace (not ``AddToCell`` sums).
+
+class _EventSlots:
+    """Key an event by the slot of each rollup whose bucket overlaps the span:
+    ``(slot, (us, entity, in span))``."""
+
+    def __init__(self, model: type, span: tuple[int, int]) -> None:
+        self.model, self.span = model, span
+
+    def __call__(self, entity: Any) -> Iterator[tuple[_Slot, tuple[int, Any, bool]]]:
+        spec = spec_of(self.model)
+        us = spec.codec.time_of(entity)
+        key = tuple((name, getattr(entity, name)) for name in spec.key_fields)
+        inside = self.span[0] <= us < self.span[1]
+        for rollup in spec.rollups:
+            start = rollup.start(us)
+            if start < self.span[1] and start + rollup.every > self.span[0]:
+                yield (rollup.table, key, start), (us, entity, inside)
+
+
+class _HeldSlots(WorkerDoFn):
+    """The slots of the rollup rows a part of a rollup table holds (in the key prefix)."""
+
+    def __init__(self, url: str, model: type, table: str,
+                 key_prefix: tuple[tuple[str, Any], ...]) -> None:
+        super().__init__(url)
+        self.model, self.table, self.key_prefix = model, table, key_prefix
+
+    def process(self, part: Any) -> Iterator[tuple[_Slot, None]]:
+        spec = spec_of(self.model)
+        (rollup,) = [r for r in spec.rollups if r.table == self.table]
+        row_spec = rollup.spec
+        for row in self.db().read(part):
+            for held in row_spec.codec.decode(rollup.model, row):
+                if all(getattr(held, name) == value for name, value in self.key_prefix):
+                    key = tuple((name, getattr(held, name)) for name in spec.key_fields)
+                    yield (self.table, key, row_spec.codec.time_of(held)), None
+
+
+class _SlotRow:
+    """A slot's whole rollup row from its events (the refresh's `rollup_row()`), or
+    nothing for a slot with neither an event of the span nor a rollup row."""
+
+    def __init__(self, model: type) -> None:
+        self.model = model
+
+    def __call__(self, grouped: tuple[_Slot, Iterable[Any]]) -> Iterator[tuple[str, Any]]:
+        slot, found = grouped
+        events: dict[int, Any] = {}
+        wanted = False
+        for item in found:
+            if item is None:  # a rollup row held
+                wanted = True
+                continue
+            us, entity, inside = item
+            events[us] = entity
+            wanted = wanted or inside
+        if wanted:
+            (rollup,) = [r for r in spec_of(self.model).rollups if r.table == slot[0]]
+            yield slot[0], rollup_row(rollup, slot, events)
+
+
+class _WriteRows(WorkerDoFn):
+    """Write a batch of whole rollup rows, one atomic mutation each."""
+
+    def process(self, batch: list[tuple[str, Any]]) -> Iterator[int]:
+        by_table: dict[str, list[Any]] = {}
+        for table, row in batch:
+            by_table.setdefault(table, []).append(row)
+        failed = 0
+        for table, rows in by_table.items():
+            failed += run_job(apply_rows(table, rows), self.db())
+        deleted = sum(1 for _, row in batch if isinstance(row.mutations[-1], DeleteRow))
+        beam.metrics.Metrics.counter(NAMESPACE, "rollup_rows_written").inc(len(batch))
+        beam.metrics.Metrics.counter(NAMESPACE, "rollup_rows_deleted").inc(deleted)
+        beam.metrics.Metrics.counter(NAMESPACE, "failed").inc(failed)
+        yield len(batch)
+
+
+def rebuild_rollups(url: str, model: type, start: datetime, end: datetime, *,
+                    options: Options = None, batch_size: int = 500,
+                    max_parts: int = DEFAULT_MOST, **key_prefix: Any) -> BeamReport:
+    """Recompute a model's rollup rows over [start, end) from its main table on Beam.
+
+    The same rollup rows, cell for cell, as `tsmodel.repair()` writes: every
+    rollup row of a bucket that overlaps [start, end) and holds an event of
+    the range or a rollup row is written anew, whole (``DeleteRow`` then its
+    cells, the refresh's `tsmodel.plan.rollups.rollup_row()`), from all the
+    bucket's events in the main table; a row whose bucket has no event left
+    is deleted. The main table is read over the range widened to whole
+    buckets (split among workers), each event keyed by its slot (rollup
+    table, entity key, bucket start), and grouped per slot: a bucket's
+    events of one entity are held together in a worker's memory. A rerun
+    writes the same rows.
+
+    Args:
+        start: inclusive start, timezone-aware.
+        end: exclusive end, timezone-aware.
+        **key_prefix: limit the rebuild to the entities of a key prefix.
+        The others: as for `snapshot()`.
+
+    Returns:
+        A `BeamReport`: ``rollup_rows_written`` (rows recomputed, deletes
+        included, as ``RepairReport.rollup_rows_written``),
+        ``rollup_rows_deleted``, and ``failed`` (rows not written: run the
+        job again).
 
     Raises:
-        ConfigurationError: always, for now.
+        QueryError: the model declares no rollup, or a bad range or key prefix.
+        ConfigurationError: the URL is in memory, or ``batch_size`` < 1.
     """
-    raise errors.ConfigurationError(
-        f"{spec_of(model).name}: rebuilding rollups on Beam is not available yet "
-        "(rollups are being added; see tsmodel.jobs.beam.jobs.rebuild_rollups)")
+    began, url, spec = time.monotonic(), worker_url(url), spec_of(model)
+    if not spec.rollups:
+        raise errors.QueryError(f"{spec.name}: the model declares no rollup to rebuild")
+    if batch_size < 1:
+        raise errors.ConfigurationError(f"batch_size must be at least 1, got {batch_size}")
+    QuerySet(model).range(start, end, allow_scan=True, **key_prefix)  # its argument checks
+    span, prefix = (to_micros(start), to_micros(end)), tuple(key_prefix.items())
+    wide = (min(r.start(span[0]) for r in spec.rollups),
+            max(r.start(span[1] - 1) + r.every for r in spec.rollups))
+    with connect(url, default=False) as conn:
+        conn.create_tables(model)
+    counters: dict[str, int] = {}
+
+    def build(p: beam.Pipeline) -> None:
+        slots = [p | "Read main" >> ReadEvents(
+                    url, ModelRead(model, *wide, prefix, main_table=True), max_parts)
+                 | "Slots of events" >> beam.FlatMap(_EventSlots(model, span))]
+        for rollup in spec.rollups:
+            slots.append(p | f"Parts of {rollup.table}" >> ReadParts(
+                             url, TableRead(rollup_request(rollup, span)), max_parts)
+                         | f"Rows of {rollup.table}" >> beam.ParDo(
+                             _HeldSlots(url, model, rollup.table, prefix)))
+        _ = (slots | "All slots" >> beam.Flatten()
+             | "Per slot" >> beam.GroupByKey()
+             | "Rollup rows" >> beam.FlatMap(_SlotRow(model))
+             | "Batch" >> beam.BatchElements(min_batch_size=batch_size,
+                                             max_batch_size=batch_size)
+             | "Write" >> beam.ParDo(_WriteRows(url)))
+
+    _run(f"rollups {spec.name}", build, options, counters)
+    return BeamReport(f"rollups {spec.name}", counters, time.monotonic() - began)
