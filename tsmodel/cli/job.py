@@ -1,7 +1,7 @@
 """``tsmodel job``: the jobs on Apache Beam (the ``tsmodel[beam]`` extra).
 
-``tsmodel job snapshot|repair|backfill|migrate TARGET ... [--runner R] [-- PIPELINE OPTIONS]``:
-thin wrappers of `tsmodel.jobs.beam`. Arguments after ``--`` go to
+``tsmodel job snapshot|repair|backfill|migrate|rollups TARGET ... [--runner R]
+[-- PIPELINE OPTIONS]``: thin wrappers of `tsmodel.jobs.beam`. Arguments after ``--`` go to
 Beam as pipeline options (``--project=... --region=... --temp_location=gs://...``).
 """
 
@@ -65,6 +65,14 @@ def add_command(commands: Any) -> None:
     sub.add_argument("--spot-checks", type=int, default=100, metavar="N",
                      help="events looked up in the new table (default: 100)")
     _span(sub)
+    sub = _action(actions, "rollups", "recompute rollup rows from the main table",
+                  "Recompute every rollup row of a bucket overlapping [--start, --end) "
+                  "from the main table's events, as 'tsmodel repair' does for rollups "
+                  "(a row whose bucket has no event left is deleted), on Beam.", _rollups)
+    sub.add_argument("--start", required=True, help="inclusive start, ISO 8601")
+    sub.add_argument("--end", required=True, help="exclusive end, ISO 8601")
+    sub.add_argument("--field", action="append", default=[], metavar="NAME=VALUE",
+                     help="limit the rebuild to a key prefix (repeat for several)")
 
 
 def _action(actions: Any, name: str, summary: str, description: str,
@@ -158,4 +166,15 @@ def _migrate(args: argparse.Namespace) -> int:
                           copy=not args.verify_only, verify=not args.no_verify,
                           spot_checks=args.spot_checks,
                           **_common(args))
+    return _done(report, args)
+
+
+def _rollups(args: argparse.Namespace) -> int:
+    beam, model = _beam(), one_model(args.target)
+    spec = spec_of(model)
+    fields = typed(spec, spec.key, pairs(args.field, "--field"), list(spec.key_fields))
+    options = _common(args)
+    options.pop("dead_letters")  # rows not written are counted as failed
+    report = beam.rebuild_rollups(args.url, model, parse_time(args.start, "--start"),
+                                  parse_time(args.end, "--end"), **options, **fields)
     return _done(report, args)
