@@ -1,4 +1,9 @@
-"""Make the ``tests`` package importable however pytest starts; run ``async def`` tests."""
+"""Make the ``tests`` package importable however pytest starts; run ``async def`` tests.
+
+The suite uses tsmodel's own pytest plugin (tests/backends/conftest.py aliases
+its fixtures). An installed tsmodel loads it through its entry point, which
+bears the module's name, so naming it here too loads it once either way.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ import pytest
 _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
+
+pytest_plugins = ["tsmodel.testing.plugin", "pytester"]
 
 
 # -- async tests ---------------------------------------------------------------------

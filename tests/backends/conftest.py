@@ -1,62 +1,35 @@
 """Fixtures that run the conformance suite on every backend.
 
-The ``backend`` fixture is parametrized over the embedded store and the Cloud
-Bigtable emulator. The emulator is started once per test session on a free
-loopback port and stopped at the end. Without the emulator the emulator half
-is skipped, except under ``CI=true``, where a missing emulator fails the run.
+They are thin aliases of the tsmodel pytest plugin's (tsmodel/testing/plugin.py,
+loaded by tests/conftest.py), which users get too: ``backend`` is the plugin's
+``tsmodel_session_backend``, parametrized over the embedded store and the Cloud
+Bigtable emulator; ``emulator`` is ``tsmodel_emulator``, started once per test
+session on a free loopback port and stopped at the end. Without the emulator
+the emulator half is skipped, except under ``CI=true``, where a missing
+emulator fails the run.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
 from tsmodel.backends.base import AsyncBackend, Backend
-from tsmodel.errors import EmulatorNotFoundError
-
-BACKENDS = ["embedded", "emulator"]
+from tsmodel.backends.emulator import Emulator
 
 
 @pytest.fixture(scope="session")
-def emulator() -> Iterator[object]:
-    from tsmodel.backends.emulator import Emulator, find_emulator
-
-    try:
-        binary = find_emulator()
-    except EmulatorNotFoundError as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true and the Bigtable emulator is missing: {exc}", pytrace=False)
-        pytest.skip(f"Bigtable emulator not installed: {exc}")
-    emu = Emulator(binary)
-    emu.start()
-    try:
-        yield emu
-    finally:
-        emu.stop()
+def emulator(tsmodel_emulator: Emulator) -> Emulator:
+    return tsmodel_emulator
 
 
-@pytest.fixture(scope="session", params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+@pytest.fixture(scope="session")
+def backend(tsmodel_session_backend: Backend) -> Backend:
     """One backend per kind for the whole session; tests use unique table names."""
-    if request.param == "embedded":
-        from tsmodel.backends.embedded import EmbeddedBackend
-
-        b: Backend = EmbeddedBackend()
-    else:
-        from tsmodel.backends.bigtable import BigtableBackend
-
-        emu = request.getfixturevalue("emulator")
-        b = BigtableBackend(
-            project="tsmodel-test", instance="tsmodel-test", emulator_host=emu.host_port
-        )
-    try:
-        yield b
-    finally:
-        b.close()
+    return tsmodel_session_backend
 
 
 @pytest.fixture

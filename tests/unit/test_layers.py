@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "tsmodel"
 
 #: Lowest first. A module may import its own layer and the layers before it.
 LAYERS = ("errors", "_observe", "settings", "encoding", "backends", "layouts", "declare",
-          "plan", "io", "run", "jobs", "cli", "__init__", "__main__")
+          "plan", "io", "run", "jobs", "cli", "testing", "__init__", "__main__")
 
 
 def _module_name(path: Path) -> str:
