@@ -88,6 +88,17 @@ def test_a_users_tests_run_on_both_backends_with_the_default_connection(
     ])
 
 
+def test_the_documented_example_passes_on_both_backends(pytester: pytest.Pytester) -> None:
+    page = (ROOT / "docs" / "testing.md").read_text()
+    [example] = [block for block in page.split("```python\n")[1:]
+                 if block.startswith("# test_metrics.py\n")]
+    pytester.makepyfile(test_metrics=example.split("```")[0])
+    result = run(pytester)
+    result.assert_outcomes(passed=4)
+    shown = page.split("$ pytest -v test_metrics.py\n", 1)[1].split("```")[0].splitlines()
+    result.stdout.fnmatch_lines_random([line.replace("[", "[[]") + "*" for line in shown])
+
+
 def test_every_test_gets_a_store_of_its_own(project: pytest.Pytester) -> None:
     # Both tests write the same table and expect to find only their own rows;
     # each URL is a new, empty store that a second connection sees.
