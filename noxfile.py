@@ -1,0 +1,74 @@
+"""Test environments, one virtualenv each (``nox``; ``nox -s core`` for one of them).
+
+* ``core``: the package with its test dependencies only, no optional extra:
+  the whole suite under coverage, the figure printed at the end.
+* ``extras``: the package with every feature extra of pyproject.toml
+  (``[project.optional-dependencies]`` but test, docs, dev): tests/extras,
+  where a missing extra fails instead of skipping (``TSMODEL_REQUIRE_EXTRAS=1``),
+  and the unit tests again, on the extras' versions of shared dependencies.
+* ``package``: builds the sdist and the wheel and checks their metadata.
+* ``lint``: ruff and mypy.
+
+Arguments after ``--`` go to pytest: ``nox -s core -- tests/unit -x``.
+"""
+
+from __future__ import annotations
+
+import glob
+import shutil
+from pathlib import Path
+
+import nox
+
+nox.options.sessions = ["lint", "package", "core", "extras"]
+nox.options.reuse_venv = "yes"
+nox.options.error_on_missing_interpreters = True
+
+#: The package as the README installs it: editable, and visible to type checkers.
+EDITABLE = ("--config-settings", "editable_mode=strict", "-e")
+TOOL_EXTRAS = {"test", "docs", "dev"}
+
+
+def feature_extras() -> list[str]:
+    """The optional extras that add features (``arrow``, ``beam``...), sorted."""
+    declared = nox.project.load_toml("pyproject.toml")["project"]["optional-dependencies"]
+    return sorted(set(declared) - TOOL_EXTRAS)
+
+
+@nox.session
+def core(session: nox.Session) -> None:
+    """The whole suite without optional extras, under coverage."""
+    session.install(*EDITABLE, ".[test]")
+    session.install("coverage>=7.10")
+    session.run("coverage", "erase")
+    session.run("coverage", "run", "-m", "pytest", *session.posargs)
+    session.run("coverage", "combine", "--quiet")
+    session.run("coverage", "report")
+
+
+@nox.session
+def extras(session: nox.Session) -> None:
+    """tests/extras with every feature extra installed, and the unit tests."""
+    session.install(*EDITABLE, f".[{','.join(['test', *feature_extras()])}]")
+    session.run("python", "-m", "pytest", *(session.posargs or ["tests/extras", "tests/unit"]),
+                env={"TSMODEL_REQUIRE_EXTRAS": "1"})
+
+
+@nox.session
+def package(session: nox.Session) -> None:
+    """Build the sdist and the wheel; check their metadata as the package index would."""
+    session.install("build>=1.2", "twine>=6")
+    dist = Path(session.create_tmp()) / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    session.run("python", "-m", "build", "--outdir", str(dist), silent=True)
+    built = sorted(glob.glob(str(dist / "*")))
+    session.log("built: %s", ", ".join(Path(name).name for name in built))
+    session.run("twine", "check", "--strict", *built)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff on everything, mypy (strict) on tsmodel/."""
+    session.install(*EDITABLE, ".[dev]")
+    session.run("ruff", "check", ".")
+    session.run("mypy")
