@@ -1,9 +1,9 @@
 """Helpers for testing applications that use tsmodel.
 
-The pytest plugin (:mod:`tsmodel.testing.plugin`, loaded automatically once
+The pytest plugin (`tsmodel.testing.plugin`, loaded automatically once
 the package is installed) gives fixtures that run a test on the embedded store
 and on the Cloud Bigtable emulator; the functions here compare a table's raw
-rows with the expected ones and work with any test runner::
+rows with the expected ones and work with any test runner:
 
     from tsmodel.testing import assert_rows
 

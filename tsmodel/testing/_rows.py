@@ -18,7 +18,7 @@ Versions: TypeAlias = list[tuple[int, bytes]]
 #: What a column should hold: a value (``bytes``, or ``str`` for its UTF-8
 #: bytes) compared with the newest version only, or every version as
 #: ``(timestamp, value)`` pairs, newest first, the timestamp in microseconds
-#: since the epoch or an aware :class:`~datetime.datetime`.
+#: since the epoch or an aware `datetime`.
 ExpectedCell: TypeAlias = bytes | str | Sequence[tuple[int | datetime, bytes | str]]
 
 #: Row key (``bytes``, or ``str`` for its UTF-8 bytes) → ``"family:qualifier"`` → cell.
@@ -30,7 +30,7 @@ def table_rows(source: Connection | Backend, table: str, *,
     """A table's rows as stored: row key → ``"family:qualifier"`` → versions.
 
     Args:
-        source: a :class:`~tsmodel.Connection` or an open backend.
+        source: a `Connection` or an open backend.
         table: the table's name.
         prefix: read only the row keys that start with it.
 
@@ -59,7 +59,7 @@ def assert_rows(source: Connection | Backend, table: str, expected: ExpectedRows
     Every row and every column must be as expected, no more and no fewer (with
     ``prefix``: among the row keys that start with it). A column expected as a
     single value is compared with its newest version; a column expected as a
-    list of ``(timestamp, value)`` pairs, with all of its versions::
+    list of ``(timestamp, value)`` pairs, with all of its versions:
 
         assert_rows(conn, "METRIC", {
             "server1#1426535612045": {
@@ -69,10 +69,10 @@ def assert_rows(source: Connection | Backend, table: str, expected: ExpectedRows
         })
 
     Args:
-        source: a :class:`~tsmodel.Connection` or an open backend.
+        source: a `Connection` or an open backend.
         table: the table's name.
         expected: row key → ``"family:qualifier"`` → value or versions
-            (:data:`ExpectedRows`).
+            (`ExpectedRows`).
         prefix: compare only the row keys that start with it.
 
     Raises:

@@ -6,18 +6,18 @@ test asks for one. Every name starts with ``tsmodel_``.
 
 Fixtures:
 
-* ``tsmodel_connection``: a :class:`~tsmodel.Connection` on a fresh, empty
+* ``tsmodel_connection``: a `Connection` on a fresh, empty
   store, made the default connection for the test (``Model.range(...)``
   without ``.using()`` reads it), closed afterwards.
 * ``tsmodel_backend``: the fresh store itself (a
-  :class:`~tsmodel.backends.base.Backend`), closed afterwards.
+  `Backend`), closed afterwards.
 * ``tsmodel_url``: a URL of a fresh, empty store, for code that calls
   ``tsmodel.connect(url)`` itself.
 * ``tsmodel_backend_kind``: ``"embedded"`` or ``"emulator"``.
 * ``tsmodel_session_backend``: one store per kind shared by the whole session
   (faster; tests must then use table names of their own).
 * ``tsmodel_emulator``: the Cloud Bigtable emulator
-  (:class:`~tsmodel.backends.emulator.Emulator`), started once per session on
+  (`Emulator`), started once per session on
   a free loopback port and stopped at the end.
 
 A test that uses any of the first five runs once per backend kind: on the
@@ -115,7 +115,7 @@ def _configured_kinds(config: pytest.Config) -> tuple[str, ...]:
 
 
 def _kinds(values: object, where: str) -> tuple[str, ...]:
-    """Backend kinds from ``"a,b"`` / ``"a b"`` strings, in :data:`BACKEND_KINDS` order."""
+    """Backend kinds from ``"a,b"`` / ``"a b"`` strings, in `BACKEND_KINDS` order."""
     if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) for v in values):
         raise pytest.UsageError(f"{where}: give backend kinds as strings, got {values!r}")
     names = {name for value in values for name in re.split(r"[,\s]+", value) if name}
