@@ -160,7 +160,7 @@ class Settings:
             waiting longer than this many seconds is logged as a warning
             on ``tsmodel.calls``; ``None``: never.
         telemetry: emit OpenTelemetry spans and metrics through the global
-            tracer and meter providers (needs ``tsmodel[otel]``).
+            tracer and meter providers (needs ``tsmodel-bigtable[otel]``).
         tracer_provider: an OpenTelemetry tracer provider to use instead of
             the global one; giving one turns telemetry on. Keyword only.
         meter_provider: an OpenTelemetry meter provider to use instead of

@@ -1,4 +1,4 @@
-"""OpenTelemetry spans and metrics (the ``tsmodel[otel]`` extra), on both backends.
+"""OpenTelemetry spans and metrics (the ``tsmodel-bigtable[otel]`` extra), on both backends.
 
 Spans and metrics go to the SDK's in-memory exporter and reader. The figures
 they carry are checked against an independent count: the test's own events,

@@ -137,5 +137,5 @@ def test_telemetry_without_opentelemetry_is_a_clear_error(
 
     monkeypatch.delitem(sys.modules, "tsmodel.run._otel", raising=False)
     monkeypatch.setitem(sys.modules, "opentelemetry", None)  # as if not installed
-    with pytest.raises(ts.ConfigurationError, match=r"pip install 'tsmodel\[otel\]'"):
+    with pytest.raises(ts.ConfigurationError, match=r"pip install 'tsmodel-bigtable\[otel\]'"):
         ts.connect("memory://?telemetry=true", default=False)

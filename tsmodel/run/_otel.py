@@ -1,4 +1,4 @@
-"""OpenTelemetry spans and metrics of tsmodel's operations (the ``tsmodel[otel]`` extra).
+"""OpenTelemetry spans and metrics of tsmodel's operations (the ``tsmodel-bigtable[otel]`` extra).
 
 Imported only when a connection turns telemetry on
 (`telemetry`, or a provider given):

@@ -45,7 +45,7 @@ class Observer:
 
     Raises:
         ConfigurationError: telemetry is asked for, but OpenTelemetry is not
-            installed (the ``tsmodel[otel]`` extra).
+            installed (the ``tsmodel-bigtable[otel]`` extra).
     """
 
     def __init__(self, settings: Settings) -> None:
@@ -57,7 +57,7 @@ class Observer:
             except ImportError as exc:
                 raise ConfigurationError(
                     "telemetry needs OpenTelemetry, which is not installed: "
-                    "pip install 'tsmodel[otel]' (or opentelemetry-api), or leave "
+                    "pip install 'tsmodel-bigtable[otel]' (or opentelemetry-api), or leave "
                     f"telemetry off ({exc})") from exc
             self.telemetry = Telemetry(settings)
 
