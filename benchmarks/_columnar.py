@@ -12,7 +12,7 @@
   counted by a proxy that parses the ReadRows responses
   (tests/faults/proxy.py); the baseline column is what iterating receives.
 
-Needs pyarrow and pandas (``pip install 'tsmodel[pandas]'``).
+Needs pyarrow and pandas (``pip install 'tsmodel-bigtable[pandas]'``).
 """
 
 from __future__ import annotations

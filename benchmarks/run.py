@@ -9,7 +9,7 @@
 (f) ``save()`` of one event at a time, (g) the asyncio API against the
 official async client and (h) a salted range read against an unsalted one
 and (i) columnar results (Arrow and pandas exports, count() without values;
-needs ``tsmodel[pandas]``) run on a Cloud Bigtable emulator that this script
+needs ``tsmodel-bigtable[pandas]``) run on a Cloud Bigtable emulator that this script
 starts (or the one given with ``--emulator``); (d) the embedded store and
 (e) memory of a streaming read need no server. With ``--rtt``, (a), (b),
 (f), (g) and (h) run once per round-trip time given, tsmodel and its

@@ -271,5 +271,5 @@ class ExtraNotInstalledError(TsModelError, ImportError):
     """A feature needs an optional dependency that is not installed.
 
     The message names the package and the extra that installs it
-    (``pip install 'tsmodel[arrow]'``).
+    (``pip install 'tsmodel-bigtable[arrow]'``).
     """

@@ -46,7 +46,7 @@ def test_a_missing_extra_is_named(qs: ts.QuerySet[Metric], monkeypatch: pytest.M
         getattr(qs, call)()
     message = str(raised.value)
     assert f"{call}()" in message and hidden in message
-    assert f"pip install 'tsmodel[{extra}]'" in message
+    assert f"pip install 'tsmodel-bigtable[{extra}]'" in message
     assert isinstance(raised.value, ImportError)
 
 

@@ -1,8 +1,8 @@
 """Columnar results: Arrow record batches, pandas and polars data frames.
 
-Each of these is an optional extra: ``pip install 'tsmodel[arrow]'``
-(pyarrow), ``'tsmodel[pandas]'`` (pyarrow and pandas) or
-``'tsmodel[polars]'`` (pyarrow and polars). The core imports none of them;
+Each of these is an optional extra: ``pip install 'tsmodel-bigtable[arrow]'``
+(pyarrow), ``'tsmodel-bigtable[pandas]'`` (pyarrow and pandas) or
+``'tsmodel-bigtable[polars]'`` (pyarrow and polars). The core imports none of them;
 `tsmodel.QuerySet.to_arrow()` and its siblings import them when called,
 and say which extra to install when one is missing.
 
@@ -37,4 +37,4 @@ def require(module: str, extra: str, what: str) -> ModuleType:
     except ImportError as exc:
         raise ExtraNotInstalledError(
             f"{what} needs {module}, which is not installed: pip install "
-            f"'tsmodel[{extra}]'") from exc
+            f"'tsmodel-bigtable[{extra}]'") from exc

@@ -1,4 +1,4 @@
-"""Query results as pandas data frames (``pip install 'tsmodel[pandas]'``).
+"""Query results as pandas data frames (``pip install 'tsmodel-bigtable[pandas]'``).
 
 The frame is the Arrow table of `tsmodel.io.arrow`, converted with
 nullable pandas dtypes: ``Int64`` for integers, ``boolean`` for booleans,

@@ -1,4 +1,4 @@
-"""Query results as polars data frames (``pip install 'tsmodel[polars]'``).
+"""Query results as polars data frames (``pip install 'tsmodel-bigtable[polars]'``).
 
 The frame is the Arrow table of `tsmodel.io.arrow`, handed to polars
 (no copy for most columns): string key fields become ``Categorical``, times

@@ -525,7 +525,7 @@ class QuerySet(Generic[M]):
 
         Raises:
             ExtraNotInstalledError: pyarrow is not installed
-                (``pip install 'tsmodel[arrow]'``).
+                (``pip install 'tsmodel-bigtable[arrow]'``).
             ValueError: ``rows`` is not an int >= 1.
         """
         columns = ArrowColumns(self.model, self._state.only, "to_arrow_batches()")
@@ -536,7 +536,7 @@ class QuerySet(Generic[M]):
 
         Raises:
             ExtraNotInstalledError: pyarrow is not installed
-                (``pip install 'tsmodel[arrow]'``).
+                (``pip install 'tsmodel-bigtable[arrow]'``).
         """
         return self._arrow_table("to_arrow()")
 
@@ -549,7 +549,7 @@ class QuerySet(Generic[M]):
 
         Raises:
             ExtraNotInstalledError: pandas or pyarrow is not installed
-                (``pip install 'tsmodel[pandas]'``).
+                (``pip install 'tsmodel-bigtable[pandas]'``).
         """
         _pandas.require_all("to_pandas()")
         return _pandas.frame_of(self._arrow_table("to_pandas()"))
@@ -559,7 +559,7 @@ class QuerySet(Generic[M]):
 
         Raises:
             ExtraNotInstalledError: polars or pyarrow is not installed
-                (``pip install 'tsmodel[polars]'``).
+                (``pip install 'tsmodel-bigtable[polars]'``).
         """
         _polars.require_all("to_polars()")
         return _polars.frame_of(self._arrow_table("to_polars()"))
