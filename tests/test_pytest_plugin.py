@@ -166,6 +166,31 @@ def test_backends_chosen_for_the_run_and_for_one_test(project: pytest.Pytester) 
     assert "[embedded]" not in from_ini.stdout.str()
 
 
+def test_the_session_backend_is_one_per_kind(project: pytest.Pytester) -> None:
+    project.makepyfile(test_shared='''
+        import pytest
+
+        seen = {}
+
+        @pytest.mark.parametrize("n", [1, 2])
+        def test_shared(tsmodel_session_backend, tsmodel_backend_kind, n):
+            seen.setdefault(tsmodel_backend_kind, set()).add(id(tsmodel_session_backend))
+            assert len(seen[tsmodel_backend_kind]) == 1
+
+        def test_two_kinds_two_stores():
+            assert len({store for stores in seen.values() for store in stores}) == 2
+    ''')
+    run(project).assert_outcomes(passed=5)
+
+
+def test_open_backend_refuses_an_unknown_kind(request: pytest.FixtureRequest) -> None:
+    from tsmodel.testing.plugin import open_backend
+
+    with pytest.raises(ValueError, match="unknown backend kind 'embeded'; choose among "
+                                         "embedded, emulator"):
+        open_backend("embeded", request, instance="x")
+
+
 def test_an_unknown_backend_kind_is_a_usage_error(project: pytest.Pytester) -> None:
     project.makepyfile(test_x="def test_x(tsmodel_backend): pass")
     result = run(project, "--tsmodel-backends=embeded")

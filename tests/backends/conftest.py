@@ -1,24 +1,28 @@
 """Fixtures that run the conformance suite on every backend.
 
-They are thin aliases of the tsmodel pytest plugin's (tsmodel/testing/plugin.py,
-loaded by tests/conftest.py), which users get too: ``backend`` is the plugin's
-``tsmodel_session_backend``, parametrized over the embedded store and the Cloud
-Bigtable emulator; ``emulator`` is ``tsmodel_emulator``, started once per test
-session on a free loopback port and stopped at the end. Without the emulator
-the emulator half is skipped, except under ``CI=true``, where a missing
-emulator fails the run.
+They come from tsmodel's pytest plugin (tsmodel/testing/plugin.py, loaded by
+tests/conftest.py), which users get too: ``emulator`` is its
+``tsmodel_emulator``, started once per test session on a free loopback port
+and stopped at the end; ``backend`` gives what its ``tsmodel_session_backend``
+gives (one store per kind for the whole session, opened by the plugin's
+``open_backend``), parametrized under the name that the suite's test ids and
+``request.node.callspec.params["backend"]`` use. Without the emulator the
+emulator half is skipped, except under ``CI=true``, where a missing emulator
+fails the run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from tsmodel.backends.base import AsyncBackend, Backend
 from tsmodel.backends.emulator import Emulator
+from tsmodel.testing import BACKEND_KINDS
+from tsmodel.testing.plugin import SESSION_INSTANCE, open_backend
 
 
 @pytest.fixture(scope="session")
@@ -26,10 +30,14 @@ def emulator(tsmodel_emulator: Emulator) -> Emulator:
     return tsmodel_emulator
 
 
-@pytest.fixture(scope="session")
-def backend(tsmodel_session_backend: Backend) -> Backend:
+@pytest.fixture(scope="session", params=BACKEND_KINDS)
+def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     """One backend per kind for the whole session; tests use unique table names."""
-    return tsmodel_session_backend
+    b = open_backend(request.param, request, instance=SESSION_INSTANCE)
+    try:
+        yield b
+    finally:
+        b.close()
 
 
 @pytest.fixture

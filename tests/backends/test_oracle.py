@@ -39,10 +39,10 @@ STEPS = 30
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
-def test_oracle(backend: Backend, shape: Shape, tsmodel_backend_kind: str) -> None:
-    machine = machine_for(shape, [Side(tsmodel_backend_kind, backend)])
-    run_state_machine_as_test(machine, settings=oracle_settings(EXAMPLES[tsmodel_backend_kind],
-                                                                STEPS))
+def test_oracle(backend: Backend, shape: Shape, request: pytest.FixtureRequest) -> None:
+    kind = request.node.callspec.params["backend"]
+    machine = machine_for(shape, [Side(kind, backend)])
+    run_state_machine_as_test(machine, settings=oracle_settings(EXAMPLES[kind], STEPS))
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)

@@ -7,11 +7,16 @@ a feature that needs them is used.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from importlib import metadata
 
 import pytest
+
+if os.environ.get("TSMODEL_REQUIRE_EXTRAS") != "1":
+    pytest.skip("runs where every extra is installed: nox -s extras "
+                "(TSMODEL_REQUIRE_EXTRAS=1)", allow_module_level=True)
 
 requirements = pytest.importorskip("packaging.requirements")
 

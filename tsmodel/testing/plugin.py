@@ -56,6 +56,7 @@ __all__ = [
     "tsmodel_backend",
     "tsmodel_connection",
     "tsmodel_url",
+    "open_backend",
 ]
 
 _KIND = "tsmodel_backend_kind"
@@ -162,7 +163,7 @@ def tsmodel_backend_kind(request: pytest.FixtureRequest) -> str:
 def tsmodel_session_backend(tsmodel_backend_kind: str,
                             request: pytest.FixtureRequest) -> Iterator[Backend]:
     """One store per kind for the whole session: tests must use their own table names."""
-    backend = _open(tsmodel_backend_kind, request, SESSION_INSTANCE)
+    backend = open_backend(tsmodel_backend_kind, request, instance=SESSION_INSTANCE)
     try:
         yield backend
     finally:
@@ -173,7 +174,7 @@ def tsmodel_session_backend(tsmodel_backend_kind: str,
 def tsmodel_backend(tsmodel_backend_kind: str,
                     request: pytest.FixtureRequest) -> Iterator[Backend]:
     """A fresh, empty store for this test: in memory, or a new emulator instance."""
-    backend = _open(tsmodel_backend_kind, request, _fresh_instance())
+    backend = open_backend(tsmodel_backend_kind, request, instance=_fresh_instance())
     try:
         yield backend
     finally:
@@ -213,7 +214,7 @@ def tsmodel_url(tsmodel_backend_kind: str, request: pytest.FixtureRequest,
     emulator: Emulator = request.getfixturevalue("tsmodel_emulator")
     instance = _fresh_instance()
     yield f"bigtable-emulator://{emulator.host_port}/{PROJECT}/{instance}"
-    backend = _open("emulator", request, instance)
+    backend = open_backend("emulator", request, instance=instance)
     try:
         _drop_tables(backend)
     finally:
@@ -224,7 +225,23 @@ def _fresh_instance() -> str:
     return "tsmodel-" + uuid.uuid4().hex[:16]
 
 
-def _open(kind: str, request: pytest.FixtureRequest, instance: str) -> Backend:
+def open_backend(kind: str, request: pytest.FixtureRequest, *, instance: str) -> Backend:
+    """Open a store of ``kind`` for a fixture of your own; close it when done.
+
+    Args:
+        kind: ``"embedded"`` (a new in-memory store) or ``"emulator"``.
+        request: the fixture's request: the emulator kind starts the
+            session's emulator through `tsmodel_emulator` (skipped, or failed
+            under ``CI=true``, when it is not installed).
+        instance: the emulator instance (any name makes a separate namespace
+            of tables); ignored by the embedded kind.
+
+    Raises:
+        ValueError: ``kind`` is not one of `BACKEND_KINDS`.
+    """
+    if kind not in BACKEND_KINDS:
+        raise ValueError(f"unknown backend kind {kind!r}; choose among "
+                         f"{', '.join(BACKEND_KINDS)}")
     if kind == "embedded":
         from tsmodel.backends.embedded import EmbeddedBackend
 
