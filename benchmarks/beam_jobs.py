@@ -4,7 +4,7 @@
     python benchmarks/beam_jobs.py --events 100000    # a quicker run
     python benchmarks/beam_jobs.py --workers 2        # DirectRunner, 2 worker processes
 
-Needs the beam extra (``pip install 'tsmodel[beam]'``). Writes a SQLite file
+Needs the beam extra (``pip install 'tsmodel-bigtable[beam]'``). Writes a SQLite file
 of ``--events`` meter readings of one day (4 salts), then measures, each in
 a child process of its own (so that its peak resident memory, Linux
 ``VmHWM``, is its own):

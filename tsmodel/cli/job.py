@@ -1,4 +1,4 @@
-"""``tsmodel job``: the jobs on Apache Beam (the ``tsmodel[beam]`` extra).
+"""``tsmodel job``: the jobs on Apache Beam (the ``tsmodel-bigtable[beam]`` extra).
 
 ``tsmodel job snapshot|repair|backfill|migrate|rollups TARGET ... [--runner R]
 [-- PIPELINE OPTIONS]``: thin wrappers of `tsmodel.jobs.beam`. Arguments after ``--`` go to
@@ -28,7 +28,8 @@ __all__ = ["add_command"]
 
 _EPILOG = ("Arguments after -- go to Apache Beam as pipeline options, e.g. -- "
            "--project=P --region=europe-west1 --temp_location=gs://B/tmp "
-           "--service_account_email=SA. Needs the beam extra: pip install 'tsmodel[beam]'.")
+           "--service_account_email=SA. Needs the beam extra: "
+           "pip install 'tsmodel-bigtable[beam]'.")
 
 
 def add_command(commands: Any) -> None:
@@ -105,8 +106,8 @@ def _beam() -> Any:
     try:
         from tsmodel.jobs import beam
     except ImportError as exc:  # the ConfigurationError of a missing extra is a TsModelError
-        raise CliError(f"tsmodel job needs Apache Beam: pip install 'tsmodel[beam]' ({exc})") \
-            from exc
+        raise CliError("tsmodel job needs Apache Beam: "
+                       f"pip install 'tsmodel-bigtable[beam]' ({exc})") from exc
     return beam
 
 

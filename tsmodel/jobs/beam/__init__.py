@@ -1,6 +1,6 @@
-"""tsmodel on Apache Beam (the ``tsmodel[beam]`` extra): a model source, a model sink, and jobs.
+"""tsmodel on Apache Beam (the ``tsmodel-bigtable[beam]`` extra): a model source and sink, jobs.
 
-``pip install 'tsmodel[beam]'``. The core of tsmodel never imports this
+``pip install 'tsmodel-bigtable[beam]'``. The core of tsmodel never imports this
 package; importing it without Apache Beam installed raises
 `ConfigurationError` saying what to install.
 
@@ -22,7 +22,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     from tsmodel.errors import ConfigurationError
 
     raise ConfigurationError(
-        "tsmodel.jobs.beam needs Apache Beam: pip install 'tsmodel[beam]'") from exc
+        "tsmodel.jobs.beam needs Apache Beam: pip install 'tsmodel-bigtable[beam]'") from exc
 
 from tsmodel.jobs.beam.io import (
     DEAD_LETTERS,
