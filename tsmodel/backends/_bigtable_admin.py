@@ -35,6 +35,16 @@ _T = TypeVar("_T")
 
 #: The admin API's GC rule message (proto-plus constructors are untyped).
 _GcRuleProto: Any = admin_types.GcRule
+_Type: Any = admin_types.Type
+#: The value type of an aggregate family of int64 sums.
+_INT64_SUM = _Type(aggregate_type=_Type.Aggregate(
+    input_type=_Type(int64_type=_Type.Int64()), sum=_Type.Aggregate.Sum()))
+
+
+def _is_int64_sum(value_type: Any) -> bool:
+    """Whether a family's value type is an aggregate of int64 sums."""
+    return bool(_Type.pb(value_type).HasField("aggregate_type")) and \
+        value_type.aggregate_type == _INT64_SUM.aggregate_type
 
 
 class TableAdmin:
@@ -63,7 +73,9 @@ class TableAdmin:
 
     def create_table(self, spec: TableSpec) -> None:
         """Create the table with its families, or add missing ones and set GC rules."""
-        families = {name: admin_types.ColumnFamily(gc_rule=gc_rule_to_proto(rule))
+        families = {name: admin_types.ColumnFamily(
+                        gc_rule=gc_rule_to_proto(rule),
+                        value_type=_INT64_SUM if name in spec.aggregates else None)
                     for name, rule in spec.families}
         try:
             self.client.create_table(
@@ -130,7 +142,9 @@ class TableAdmin:
         families = self._get_table(name).column_families
         return TableSpec(name=name, families=tuple(
             (family, gc_rule_from_proto(families[family].gc_rule))
-            for family in sorted(families)))
+            for family in sorted(families)), aggregates=tuple(
+            family for family in sorted(families)
+            if _is_int64_sum(families[family].value_type)))
 
     def _get_table(self, name: str) -> Any:
         return call(lambda: self.client.get_table(request={

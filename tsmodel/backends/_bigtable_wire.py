@@ -20,6 +20,7 @@ from google.cloud.bigtable_v2.types import feature_flags
 
 from tsmodel.backends._chunks import ReadProgress
 from tsmodel.backends.base import (
+    AddToCell,
     DeleteCells,
     DeleteFamily,
     DeleteRow,
@@ -199,6 +200,14 @@ def _fill_entry(pb: Any, entry: RowMutation) -> int:
             cell.column_qualifier = mutation.qualifier
             cell.timestamp_micros = mutation.timestamp
             cell.value = mutation.value
+        elif type(mutation) is AddToCell:
+            if mutation.timestamp < 0:
+                raise ValueError(f"cell timestamp {mutation.timestamp} is negative")
+            added = add().add_to_cell
+            added.family_name = mutation.family
+            added.column_qualifier.raw_value = mutation.qualifier
+            added.timestamp.raw_timestamp_micros = mutation.timestamp
+            added.input.int_value = mutation.value
         elif type(mutation) is DeleteCells:
             span = _deletion_range(mutation)
             if span is None:

@@ -50,18 +50,26 @@ def clamp(ts: int | None) -> int | None:
 class Table:
     """An immutable snapshot of one table's metadata."""
 
-    __slots__ = ("id", "name", "families", "sql_name", "insert_sql")
+    __slots__ = ("id", "name", "families", "aggregates", "sql_name", "insert_sql", "add_sql")
 
-    def __init__(self, table_id: int, name: str, families: dict[str, GcRule]) -> None:
+    def __init__(self, table_id: int, name: str, families: dict[str, GcRule],
+                 aggregates: frozenset[str] = frozenset()) -> None:
         self.id, self.name, self.families = table_id, name, families
+        #: The int64 sum families (`TableSpec.aggregates`).
+        self.aggregates = aggregates
         self.sql_name = f"tsm_cells_{table_id}"
         self.insert_sql = f"INSERT OR REPLACE INTO {self.sql_name} VALUES (?, ?, ?, ?, ?)"
+        #: Adds an 8-byte int64 to a cell of an aggregate family (or creates it).
+        self.add_sql = (f"INSERT INTO {self.sql_name} VALUES (?, ?, ?, ?, ?) ON CONFLICT"
+                        " (row_key, family, qualifier, ts) DO UPDATE SET value ="
+                        " tsm_add_int64(value, excluded.value)")
 
     def has_gc(self) -> bool:
         return any(not rule.is_empty() for rule in self.families.values())
 
     def spec(self) -> TableSpec:
-        return TableSpec(self.name, tuple(sorted(self.families.items(), key=itemgetter(0))))
+        return TableSpec(self.name, tuple(sorted(self.families.items(), key=itemgetter(0))),
+                         tuple(sorted(self.aggregates)))
 
 
 # -- Read plans ---------------------------------------------------------------

@@ -32,6 +32,7 @@ __all__ = [
     "Row",
     "KeySample",
     "SetCell",
+    "AddToCell",
     "DeleteCells",
     "DeleteFamily",
     "DeleteRow",
@@ -254,6 +255,22 @@ class SetCell(NamedTuple):
     value: bytes
 
 
+class AddToCell(NamedTuple):
+    """Add ``value`` to one cell of an aggregate family (Bigtable's ``AddToCell``).
+
+    The family must be an int64 sum family (`TableSpec.aggregates`): the cell
+    at (family, qualifier, timestamp) then holds the sum of every value added
+    to it, as 8 bytes big-endian two's complement, wrapping around at 2**63
+    as the emulator does. Adding is not idempotent: a replayed mutation adds
+    again. ``timestamp`` is microseconds, a whole number of ms.
+    """
+
+    family: str
+    qualifier: bytes
+    timestamp: int
+    value: int
+
+
 @attrs.frozen
 class DeleteCells:
     """Delete the versions of one column with ``start <= timestamp < end``."""
@@ -276,7 +293,7 @@ class DeleteRow:
     """Delete the whole row."""
 
 
-Mutation = SetCell | DeleteCells | DeleteFamily | DeleteRow
+Mutation = SetCell | AddToCell | DeleteCells | DeleteFamily | DeleteRow
 
 
 @attrs.frozen
@@ -339,10 +356,19 @@ class GcRule:
 
 @attrs.frozen
 class TableSpec:
-    """A table and its column families with their GC rules."""
+    """A table and its column families with their GC rules.
+
+    Attributes:
+        name: the table.
+        families: each family and its GC rule.
+        aggregates: the families whose cells are int64 sums (aggregate
+            column families: written with `AddToCell`, read as 8 bytes
+            big-endian), sorted; the others hold plain values.
+    """
 
     name: str
     families: tuple[tuple[str, GcRule], ...]
+    aggregates: tuple[str, ...] = ()
 
     def family_names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.families)

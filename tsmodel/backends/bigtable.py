@@ -44,6 +44,7 @@ from tsmodel.backends._bigtable_admin import call as _call
 from tsmodel.backends._bigtable_admin import wrap as _wrap
 from tsmodel.backends._bigtable_rpc import READ_RETRYABLE, DataRpc, Policies, is_retryable
 from tsmodel.backends.base import (
+    AddToCell,
     Features,
     KeySample,
     MutationOutcome,
@@ -536,7 +537,7 @@ def _emulator_refusals(backend: Any, target: _Target, table: str,
     for index, entry in enumerate(entries):
         families = set()
         for mutation in entry.mutations:
-            if type(mutation) is SetCell and mutation.timestamp % 1000:
+            if type(mutation) in (SetCell, AddToCell) and mutation.timestamp % 1000:
                 refused[index] = BackendError(
                     f"timestamp {mutation.timestamp} is not a whole number of milliseconds")
             family = getattr(mutation, "family", None)  # DeleteRow has none

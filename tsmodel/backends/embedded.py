@@ -30,6 +30,7 @@ from typing import Any
 from tsmodel.backends import _embedded_read as _read
 from tsmodel.backends import gc
 from tsmodel.backends.base import (
+    AddToCell,
     DeleteCells,
     DeleteFamily,
     DeleteRow,
@@ -77,6 +78,11 @@ _Step = tuple[str, tuple[Any, ...]] | list[_read.Raw]
 
 
 # -- GC rules -------------------------------------------------------------------
+
+
+#: The key of a family's settings (stored beside its GC rule) that makes it an
+#: aggregate family: ``"sum"`` (int64 sums, the one aggregate the emulator has).
+_AGGREGATE = "aggregate"
 
 
 def _rule_to_json(rule: GcRule) -> dict[str, Any]:
@@ -147,10 +153,15 @@ class EmbeddedBackend:
         if version == self._meta_version:
             return
         families: dict[int, dict[str, GcRule]] = {}
+        aggregates: dict[int, set[str]] = {}
         for table_id, name, rule in con.execute("SELECT table_id, name, gc_rule FROM tsm_families"):
-            families.setdefault(table_id, {})[name] = _rule_from_json(json.loads(rule))
+            data = json.loads(rule)
+            families.setdefault(table_id, {})[name] = _rule_from_json(data)
+            if data.get(_AGGREGATE) == "sum":
+                aggregates.setdefault(table_id, set()).add(name)
         self._tables = {
-            name: _read.Table(table_id, name, families.get(table_id, {}))
+            name: _read.Table(table_id, name, families.get(table_id, {}),
+                              frozenset(aggregates.get(table_id, ())))
             for table_id, name in con.execute("SELECT id, name FROM tsm_tables")
         }
         self._meta_version = version
@@ -170,7 +181,9 @@ class EmbeddedBackend:
 
         Idempotent: an existing table keeps its data; the families of ``spec``
         get its GC rules (which apply to existing cells when garbage is next
-        collected); other families are left alone.
+        collected); other families are left alone. A family is created an
+        aggregate (int64 sum) family when ``spec.aggregates`` names it; an
+        existing family keeps its kind, as on Bigtable.
 
         Raises:
             BackendError: a table or family name is empty, or SQLite failed.
@@ -179,12 +192,21 @@ class EmbeddedBackend:
             raise BackendError(f"table and family names must not be empty: {spec!r}")
         with self._lock, _wrapped(f"create table {spec.name!r}"):
             con = self._db()
+            self._sync_meta()
+            known = self._tables.get(spec.name)
+            def settings(family: str, rule: GcRule) -> str:
+                data = _rule_to_json(rule)
+                if (family in known.aggregates if known is not None and family in known.families
+                        else family in spec.aggregates):
+                    data[_AGGREGATE] = "sum"
+                return json.dumps(data)
+
             with _transaction(con):
                 con.execute("INSERT OR IGNORE INTO tsm_tables (name) VALUES (?)", (spec.name,))
                 select = "SELECT id FROM tsm_tables WHERE name = ?"
                 (table_id,) = con.execute(select, (spec.name,)).fetchone()
                 con.execute(_CELLS_DDL.format(f"tsm_cells_{table_id}"))
-                rules = [(table_id, n, json.dumps(_rule_to_json(r))) for n, r in spec.families]
+                rules = [(table_id, n, settings(n, r)) for n, r in spec.families]
                 con.executemany(
                     "INSERT INTO tsm_families (table_id, name, gc_rule) VALUES (?, ?, ?)"
                     " ON CONFLICT (table_id, name) DO UPDATE SET gc_rule = excluded.gc_rule",
@@ -492,7 +514,17 @@ def _connect(path: str, persistent: bool) -> sqlite3.Connection:
         con.execute("PRAGMA synchronous=NORMAL")
     for ddl in _SCHEMA:
         con.execute(ddl)
+    con.create_function("tsm_add_int64", 2, _add_int64, deterministic=True)
     return con
+
+
+def _add_int64(old: bytes, added: bytes) -> bytes:
+    """The sum of two 8-byte big-endian int64 cells, wrapping around at 2**63."""
+    total = int.from_bytes(old, "big", signed=True) + int.from_bytes(added, "big", signed=True)
+    return (total & _INT64_MASK).to_bytes(8, "big")
+
+
+_INT64_MASK = (1 << 64) - 1
 
 
 def _bump_meta_version(con: sqlite3.Connection) -> None:
@@ -562,7 +594,21 @@ def _append_mutations(
                 or not isinstance(qualifier, bytes) or not isinstance(value, bytes)
             ):
                 _reject(meta, key, mutation)
-            run.append((key, family, qualifier, ts, value))
+            if family not in meta.aggregates:
+                run.append((key, family, qualifier, ts, value))
+                continue
+            # As the emulator does: an 8-byte value set into a sum family is added.
+            if len(value) != 8:
+                raise BackendError(
+                    f"table {meta.name!r}, row {key!r:.80}: family {family!r} is an aggregate "
+                    f"(int64 sum) family: its values are 8 bytes, got {len(value)}")
+            steps.append((meta.add_sql, (key, family, qualifier, ts, value)))
+            run = []
+            steps.append(run)
+        elif type(mutation) is AddToCell:
+            steps.append(_add_step(meta, key, mutation))
+            run = []
+            steps.append(run)
         else:
             steps.append(_delete_step(meta, key, mutation))
             run = []
@@ -582,6 +628,23 @@ def _reject(meta: _read.Table, key: bytes, mutation: object) -> None:
             " milliseconds (a multiple of 1000), from 0 to 2**63 - 1"
         )
     raise BackendError(f"{where}: invalid mutation {mutation!r:.200}")
+
+
+def _add_step(meta: _read.Table, key: bytes, mutation: AddToCell) -> tuple[str, tuple[Any, ...]]:
+    """The upsert of one `AddToCell`, refused as Bigtable refuses it."""
+    family, qualifier, ts, value = mutation
+    if (family not in meta.families or not isinstance(ts, int)
+            or not 0 <= ts < _read.NO_LIMIT or ts % 1000 or not isinstance(qualifier, bytes)):
+        _reject(meta, key, mutation)
+    if family not in meta.aggregates:
+        raise BackendError(
+            f"table {meta.name!r}, row {key!r:.80}: AddToCell into family {family!r}, which is "
+            "not an aggregate family (Bigtable: illegal attempt to use AddToCell on "
+            "non-aggregate cell)")
+    if type(value) is not int or not -(1 << 63) <= value < 1 << 63:
+        raise BackendError(f"table {meta.name!r}, row {key!r:.80}: AddToCell adds an int64, "
+                           f"got {value!r:.80}")
+    return meta.add_sql, (key, family, qualifier, ts, value.to_bytes(8, "big", signed=True))
 
 
 def _delete_step(meta: _read.Table, key: bytes, mutation: object) -> tuple[str, tuple[Any, ...]]:
