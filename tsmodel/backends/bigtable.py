@@ -537,7 +537,7 @@ def _emulator_refusals(backend: Any, target: _Target, table: str,
     for index, entry in enumerate(entries):
         families = set()
         for mutation in entry.mutations:
-            if type(mutation) in (SetCell, AddToCell) and mutation.timestamp % 1000:
+            if isinstance(mutation, (SetCell, AddToCell)) and mutation.timestamp % 1000:
                 refused[index] = BackendError(
                     f"timestamp {mutation.timestamp} is not a whole number of milliseconds")
             family = getattr(mutation, "family", None)  # DeleteRow has none
