@@ -328,10 +328,12 @@ class Rollup:
     fields: tuple[str, ...] | None
     family: str | None
     retention: timedelta | None
+    mode: str = "recompute"
 
 
 def rollup(table: str, every: str | timedelta, *, fields: tuple[str, ...] | list[str] | None = None,
-           family: str | None = None, retention: timedelta | None = None) -> Rollup:
+           family: str | None = None, retention: timedelta | None = None,
+           mode: str = "recompute") -> Rollup:
     """Declare a rollup table: the model's events summed up per entity and time bucket.
 
     Every save, update and delete of the model keeps it exact: the buckets it
@@ -352,6 +354,14 @@ def rollup(table: str, every: str | timedelta, *, fields: tuple[str, ...] | list
         family: the rollup table's column family (default: the model's).
         retention: keep rollup rows this long (a max-age GC rule on the bucket
             start); default: forever, whatever the main table keeps.
+        mode: ``"recompute"`` (the default): every save rereads the buckets it
+            touches and writes their rows whole, exact whatever happens.
+            ``"increment"``: each save adds its events to the rollup rows on
+            the server (``AddToCell`` into an aggregate column family of int64
+            sums), with no read; the row holds ``count``, ``f_count`` and
+            ``f_sum`` of ``int`` fields only, and a replayed or corrected
+            event counts again (deletes and `tsmodel.repair()` recompute
+            exactly). See docs/rollups.md.
     """
     names = tuple(fields) if isinstance(fields, (list, tuple)) else fields
-    return Rollup(table, every, names, family, retention)
+    return Rollup(table, every, names, family, retention, mode)

@@ -34,7 +34,10 @@ from tsmodel.declare.params import MAX_FAMILY_NAME, MAX_TABLE_NAME, check_name, 
 from tsmodel.declare.spec import ModelSpec, RollupSpec
 from tsmodel.encoding.codecs import Text
 
-__all__ = ["parse_every", "label_of", "derive_rollup", "AGGREGATES"]
+__all__ = ["parse_every", "label_of", "derive_rollup", "AGGREGATES", "MODES"]
+
+#: How a rollup is kept: rows recomputed from the main table, or added to on the server.
+MODES = ("recompute", "increment")
 
 #: The aggregates a rollup row holds per value field (``mean`` is computed on read).
 AGGREGATES = ("count", "sum", "min", "max", "last", "mean")
@@ -112,12 +115,35 @@ def derive_rollup(main: ModelSpec, decl: Rollup, items: list[tuple[str, Any]],
         raise errors.DeclarationError(
             f"{where}: a model with a version field keeps amendments as cell versions; "
             "rollups follow models whose events are replaced by corrections")
+    if decl.mode not in MODES:
+        raise errors.DeclarationError(
+            f"{where}: mode={show(decl.mode)}: give one of {', '.join(map(repr, MODES))}")
     every, label = parse_every(decl.every, where)
     fields = _fields(main, decl, where)
     int_fields = frozenset(f for f in fields if _number_kind(main, f) is int)
+    if decl.mode == "increment":
+        fields = _increment_fields(main, decl, fields, int_fields, where)
     cls = _row_class(main, decl, items, hints, fields, int_fields, label, where)
     model = build(cls, decl.table, family, decl.retention, allow_hotspot)
-    return RollupSpec(decl.table, every, label, fields, int_fields, model)
+    return RollupSpec(decl.table, every, label, fields, int_fields, model, decl.mode)
+
+
+def _increment_fields(main: ModelSpec, decl: Rollup, fields: tuple[str, ...],
+                      int_fields: frozenset[str], where: str) -> tuple[str, ...]:
+    """The fields of an increment rollup: ``int`` fields only (the server adds int64s)."""
+    floats = [f for f in fields if f not in int_fields]
+    if decl.fields is None:
+        fields = tuple(f for f in fields if f in int_fields)
+        if not fields:
+            raise errors.DeclarationError(
+                f"{where}: mode='increment' sums int value fields on the server, and the "
+                "model has none; use mode='recompute' for float fields")
+    elif floats:
+        raise errors.DeclarationError(
+            f"{where}: mode='increment' cannot aggregate field {floats[0]!r}: it holds floats, "
+            "and Bigtable's aggregate families add int64s only (a float sum added on the "
+            "server would not be exact); drop it from fields or use mode='recompute'")
+    return fields
 
 
 def _number_kind(main: ModelSpec, name: str) -> type | None:
@@ -172,6 +198,39 @@ def _row_class(main: ModelSpec, decl: Rollup, items: list[tuple[str, Any]],
         elif isinstance(info, TimestampInfo):
             body[attr] = timestamp(unit="ms")
             annotations[attr] = datetime
+    if decl.mode == "increment":
+        columns = _increment_columns(fields, body)
+    else:
+        columns = _recompute_columns(main, fields, int_fields, body)
+    taken = set(annotations) | {time_name}
+    for attr, hint, declared in columns:
+        if attr in taken:
+            raise errors.DeclarationError(
+                f"{where}: the rollup column {attr!r} has the name of a key field of the "
+                "model; rename the field")
+        annotations[attr] = hint
+        body[attr] = declared
+    name = f"{main.name}Rollup{label}"
+    return type(name, (), {**body, "__qualname__": name})
+
+
+def _increment_columns(fields: tuple[str, ...],
+                       body: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """``count``, ``f_count`` and ``f_sum``: int64 cells (the ints' default codec), what
+    an aggregate family of int64 sums holds."""
+    columns: list[tuple[str, Any, Any]] = [("count", int, value("count"))]
+    for name in fields:
+        columns += [
+            (f"{name}_count", int, value(f"{name}_count")),
+            (f"{name}_sum", Optional[int], value(f"{name}_sum", default=None)),  # noqa: UP045
+        ]
+        body[f"{name}_mean"] = _mean(name)
+    return columns
+
+
+def _recompute_columns(main: ModelSpec, fields: tuple[str, ...], int_fields: frozenset[str],
+                       body: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """``count`` and every aggregate of each field."""
     columns: list[tuple[str, Any, Any]] = [("count", int, value("count"))]
     for name in fields:
         spec = main.value(name)
@@ -189,16 +248,7 @@ def _row_class(main: ModelSpec, decl: Rollup, items: list[tuple[str, Any]],
             (f"{name}_last", Optional[kind], same(f"{name}_last")),  # noqa: UP045
         ]
         body[f"{name}_mean"] = _mean(name)
-    taken = set(annotations) | {time_name}
-    for attr, hint, declared in columns:
-        if attr in taken:
-            raise errors.DeclarationError(
-                f"{where}: the rollup column {attr!r} has the name of a key field of the "
-                "model; rename the field")
-        annotations[attr] = hint
-        body[attr] = declared
-    name = f"{main.name}Rollup{label}"
-    return type(name, (), {**body, "__qualname__": name})
+    return columns
 
 
 def _mean(name: str) -> property:

@@ -207,6 +207,9 @@ class RollupSpec:
         int_fields: those whose values are ints (their sums are exact ints).
         model: the rollup row class (a model of the rollup table: key fields,
             ``time`` the bucket start, ``count`` and ``<field>_<aggregate>``).
+        mode: ``"recompute"`` (rows rewritten whole from the main table) or
+            ``"increment"`` (saves add to an aggregate family; ``count``,
+            ``f_count`` and ``f_sum`` only).
     """
 
     table: str
@@ -215,6 +218,14 @@ class RollupSpec:
     fields: tuple[str, ...]
     int_fields: frozenset[str]
     model: type = attrs.field(eq=False, repr=False)
+    mode: str = "recompute"
+
+    @property
+    def aggregates(self) -> tuple[str, ...]:
+        """The aggregates its rows hold per field (``mean`` is computed on read)."""
+        if self.mode == "increment":
+            return ("count", "sum")
+        return ("count", "sum", "min", "max", "last")
 
     @property
     def spec(self) -> ModelSpec:

@@ -39,5 +39,8 @@ def table_specs(spec: ModelSpec) -> list[TableSpec]:
         tables.append(TableSpec(spec.current_table,
                                 tuple((f, one_version) for f in spec.families)))
     for rollup in spec.rollups:
-        tables.extend(table_specs(rollup.spec))
+        for table in table_specs(rollup.spec):
+            if rollup.mode == "increment":  # its family holds int64 sums
+                table = TableSpec(table.name, table.families, table.family_names())
+            tables.append(table)
     return tables

@@ -30,6 +30,7 @@ import attrs
 
 from tsmodel import errors
 from tsmodel.backends.base import (
+    AddToCell,
     DeleteRow,
     Features,
     MutationOutcome,
@@ -38,14 +39,15 @@ from tsmodel.backends.base import (
     Row,
     RowMutation,
     RowSet,
+    SetCell,
 )
 from tsmodel.declare.rollups import label_of as _label
 from tsmodel.declare.spec import ModelSpec, RollupSpec
 from tsmodel.encoding.timestamps import from_micros
 from tsmodel.plan.reads import QueryState, ReadPlan, compile_query
 
-__all__ = ["Stats", "Window", "Accumulator", "RollupRefresh", "ResamplePlan",
-           "compile_resample", "windows", "rollup_row"]
+__all__ = ["Stats", "Window", "Accumulator", "RollupRefresh", "Increments", "ResamplePlan",
+           "compile_resample", "windows", "rollup_row", "increment_row"]
 
 
 @attrs.frozen
@@ -127,12 +129,12 @@ class _Field:
         for v in (lo, hi):
             if isinstance(v, float) and math.isnan(v):
                 self.nan = True
-        if not self.nan:
+        if not self.nan and lo is not None and hi is not None:
             if self.lo is None or lo < self.lo:
                 self.lo = lo
             if self.hi is None or hi > self.hi:
                 self.hi = hi
-        if us > self.last_us:
+        if us > self.last_us and last is not None:
             self.last, self.last_us = last, us
 
     def stats(self) -> Stats:
@@ -178,13 +180,15 @@ class Accumulator:
                 acc.add(1, v, v, v, v, us)
 
     def add_rollup(self, row: Any, us: int) -> None:
-        """A rollup row of a smaller bucket starting at ``us``."""
+        """A rollup row of a smaller bucket starting at ``us`` (the min, max and last
+        of an increment rollup's row, which holds none, stay ``None``)."""
         self.count += row.count
         for name, acc in self._fields.items():
             n = getattr(row, f"{name}_count")
             if n:
-                acc.add(n, getattr(row, f"{name}_sum"), getattr(row, f"{name}_min"),
-                        getattr(row, f"{name}_max"), getattr(row, f"{name}_last"), us)
+                acc.add(n, getattr(row, f"{name}_sum"), getattr(row, f"{name}_min", None),
+                        getattr(row, f"{name}_max", None), getattr(row, f"{name}_last", None),
+                        us)
 
     def stats(self) -> dict[str, Stats]:
         return {name: acc.stats() for name, acc in self._fields.items()}
@@ -230,11 +234,18 @@ class RollupRefresh:
         #: Per request, the slots it reads.
         self._read_slots: list[list[_Slot]] = []
 
-    def add(self, spec: ModelSpec, entity: Any, members: Iterable[int] = ()) -> None:
-        """The slots of one event of ``spec`` (a model with rollups)."""
+    def add(self, spec: ModelSpec, entity: Any, members: Iterable[int] = (),
+            recomputed_only: bool = False) -> None:
+        """The slots of one event of ``spec`` (a model with rollups).
+
+        ``recomputed_only``: only the rollups of ``mode="recompute"`` (a save:
+        its events are added to the others by `Increments`).
+        """
         key = _key_of(spec, entity)
         us = spec.codec.time_of(entity)
         for rollup in spec.rollups:
+            if recomputed_only and rollup.mode != "recompute":
+                continue
             self.add_slot(spec, rollup, type(entity), key, rollup.start(us), members)
 
     def add_slot(self, spec: ModelSpec, rollup: RollupSpec, model: type,
@@ -329,20 +340,111 @@ class RollupRefresh:
 
 def rollup_row(rollup: RollupSpec, slot: _Slot, events: Mapping[int, Any]) -> RowMutation:
     """The whole rollup row of a slot, (rollup table, entity key, bucket start): its
-    events' aggregates (``events``: by time in µs), or no row without events."""
+    events' aggregates (``events``: by time in µs), or no row without events.
+
+    The row of an increment rollup is its totals added to the emptied row
+    (``DeleteRow`` then ``AddToCell``, one atomic row mutation): what the
+    increments of its events, each once, would have left.
+    """
     table, key, start = slot
-    row_spec = rollup.spec
-    instance = rollup.model(**dict(key), **{row_spec.timestamp_field: from_micros(start)},
-                            count=0, **{f"{f}_count": 0 for f in rollup.fields})
-    row_key = row_spec.codec.encode(instance).key
     if not events:
-        return RowMutation(row_key, (DeleteRow(),))
+        return RowMutation(_row(rollup, key, start, {}).key, (DeleteRow(),))
     acc = Accumulator(rollup.fields, rollup.int_fields)
     for us in sorted(events):
         acc.add_event(events[us], us)
+    values = acc.row_values()
+    if rollup.mode == "increment":
+        values = {name: values[name] for name in _increment_columns(rollup)}
+    row = _row(rollup, key, start, values)
+    return RowMutation(row.key, (DeleteRow(), *row.mutations))
+
+
+def _row(rollup: RollupSpec, key: tuple[tuple[str, Any], ...], start: int,
+         values: Mapping[str, Any]) -> Any:
+    """The encoded rollup row (key and mutations) of an entity and bucket with ``values``:
+    SetCells for a recomputed rollup, AddToCells for an increment rollup."""
+    row_spec = rollup.spec
+    if not values:
+        values = {"count": 0, **{f"{f}_count": 0 for f in rollup.fields}}
+    if rollup.mode == "increment":  # the server's int64 sums wrap around; so do ours
+        values = {name: None if v is None else _wrap_int64(v) for name, v in values.items()}
     instance = rollup.model(**dict(key), **{row_spec.timestamp_field: from_micros(start)},
-                            **acc.row_values())
-    return RowMutation(row_key, (DeleteRow(), *row_spec.codec.encode(instance).mutations))
+                            **values)
+    row = row_spec.codec.encode(instance)
+    if rollup.mode != "increment":
+        return row
+    # Its cells as additions; the codec's deletions of a None value's older cells
+    # would take back what earlier saves added.
+    return row._replace(mutations=tuple(
+        AddToCell(m.family, m.qualifier, m.timestamp, int.from_bytes(m.value, "big", signed=True))
+        for m in row.mutations if isinstance(m, SetCell)))
+
+
+def _wrap_int64(n: int) -> int:
+    return (n + _INT64_HALF) % (2 * _INT64_HALF) - _INT64_HALF
+
+
+_INT64_HALF = 1 << 63
+
+
+def _increment_columns(rollup: RollupSpec) -> list[str]:
+    """The columns of an increment rollup's row: ``count``, ``f_count``, ``f_sum``."""
+    return ["count", *(f"{f}_{agg}" for f in rollup.fields for agg in ("count", "sum"))]
+
+
+def increment_row(rollup: RollupSpec, key: tuple[tuple[str, Any], ...], start: int,
+                  values: Mapping[str, int]) -> RowMutation:
+    """The AddToCells that add ``values`` (``count``, ``f_count``, ``f_sum``) to the
+    row of an increment rollup for an entity (``key``) and bucket (``start``, µs)."""
+    row = _row(rollup, key, start, values)
+    return RowMutation(row.key, row.mutations)
+
+
+class Increments:
+    """What a save adds to its increment rollups: per rollup row, the sums of its events.
+
+    `add()` the events saved (with the entities each stands for); `rows()`
+    gives one row mutation per (rollup table, entity, bucket), its events'
+    ``count``, ``f_count`` and ``f_sum`` summed in one `AddToCell` each.
+    """
+
+    def __init__(self) -> None:
+        self._sums: dict[_Slot, tuple[RollupSpec, dict[str, int], list[int]]] = {}
+
+    def add(self, spec: ModelSpec, entity: Any, members: Iterable[int]) -> None:
+        """One event of ``spec``, standing for the entities ``members``."""
+        key = _key_of(spec, entity)
+        us = spec.codec.time_of(entity)
+        members = list(members)
+        for rollup in spec.rollups:
+            if rollup.mode != "increment":
+                continue
+            slot = (rollup.table, key, rollup.start(us))
+            found = self._sums.get(slot)
+            if found is None:
+                found = self._sums[slot] = (rollup, dict.fromkeys(
+                    _increment_columns(rollup), 0), [])
+            sums = found[1]
+            sums["count"] += 1
+            for name in rollup.fields:
+                v = getattr(entity, name)
+                if v is not None:
+                    sums[f"{name}_count"] += 1
+                    sums[f"{name}_sum"] += v
+            found[2].extend(members)
+
+    def __bool__(self) -> bool:
+        return bool(self._sums)
+
+    def rows(self) -> dict[str, list[tuple[tuple[int, ...], RowMutation]]]:
+        """Per rollup table, its row mutations with the entities each stands for."""
+        out: dict[str, list[tuple[tuple[int, ...], RowMutation]]] = {}
+        for (table, key, start), (rollup, sums, members) in self._sums.items():
+            values = {name: v for name, v in sums.items()
+                      if not (name.endswith("_sum") and not sums[name[:-3] + "count"])}
+            out.setdefault(table, []).append(
+                (tuple(members), increment_row(rollup, key, start, values)))
+        return out
 
 
 # -- resampling ------------------------------------------------------------------------
@@ -425,7 +527,7 @@ def compile_resample(spec: ModelSpec, state: QueryState, every: int,
             why = f"rollup {rollup.table!r} lacks a field asked for"
         elif not given <= set(rollup.spec.key_fields):
             why = f"rollup {rollup.table!r}'s key lacks a field the query names"
-        elif best is None or size > best.every:
+        elif best is None or _rank(rollup) > _rank(best):
             best = rollup
     if best is not None:
         rstate = attrs.evolve(state, only=None)
@@ -434,6 +536,11 @@ def compile_resample(spec: ModelSpec, state: QueryState, every: int,
                             f"rollup {best.table!r} ({best.label} buckets) covers the range")
     read = compile_query(spec, attrs.evolve(state, only=names), features, now_us)
     return ResamplePlan(every, names, None, read, why)
+
+
+def _rank(rollup: RollupSpec) -> tuple[bool, int]:
+    """Recomputed rollups (exact, every aggregate) first, then the largest buckets."""
+    return rollup.mode == "recompute", rollup.every
 
 
 def _number_fields(spec: ModelSpec) -> list[str]:

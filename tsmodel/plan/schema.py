@@ -78,17 +78,28 @@ def desired_tables(*models: Any) -> list[TableSpec]:
 
     Raises:
         TypeError: an argument is not a model.
-        ConfigurationError: two models want different GC rules for one family.
+        ConfigurationError: two models want different GC rules for one family,
+            or one wants it an aggregate family and the other not.
     """
     tables: dict[str, dict[str, GcRule]] = {}
     owner: dict[tuple[str, str], str] = {}
+    aggregates: dict[tuple[str, str], bool] = {}
     for m in models:
         spec = spec_of(m)
         for table in table_specs(spec):
             families = tables.setdefault(table.name, {})
             for family, rule in table.families:
                 _merge_family(families, owner, spec.name, table.name, family, rule)
-    return [TableSpec(name, tuple(sorted(fams.items()))) for name, fams in tables.items()]
+                summed = family in table.aggregates
+                if aggregates.setdefault((table.name, family), summed) != summed:
+                    raise errors.ConfigurationError(
+                        f"{owner[(table.name, family)]} and {spec.name} disagree on family "
+                        f"{family!r} of table {table.name!r}: one wants an aggregate family "
+                        "(a rollup with mode='increment'), the other plain cells; give one "
+                        "of them a table of its own")
+    return [TableSpec(name, tuple(sorted(fams.items())),
+                      tuple(sorted(f for f in fams if aggregates[(name, f)])))
+            for name, fams in tables.items()]
 
 
 def _merge_family(families: dict[str, GcRule], owner: dict[tuple[str, str], str],
@@ -142,6 +153,8 @@ class Change:
     rule: GcRule | None = None
     old_rule: GcRule | None = None
     families: tuple[tuple[str, GcRule], ...] = ()
+    #: The families created as aggregate (int64 sum) families (create, add).
+    aggregates: tuple[str, ...] = ()
 
     @property
     def destructive(self) -> bool:
@@ -348,7 +361,8 @@ def plan_steps(*models: Any, drop: bool = False,
     notes: list[str] = []
     for table in wanted:
         if table.name not in existing:
-            changes.append(Change(Action.CREATE_TABLE, table.name, families=table.families))
+            changes.append(Change(Action.CREATE_TABLE, table.name, families=table.families,
+                                  aggregates=table.aggregates))
         else:
             actual = yield BackendCall("describe_table", (table.name,))
             changes += _family_changes(table, actual, drop, notes)
@@ -397,8 +411,15 @@ def _family_changes(wanted: TableSpec, actual: TableSpec, drop: bool,
     have = dict(actual.families)
     out: list[Change] = []
     for family, rule in wanted.families:
+        if family in have and (family in wanted.aggregates) != (family in actual.aggregates):
+            kind = "an aggregate (int64 sum)" if family in actual.aggregates else "a plain"
+            raise errors.ConfigurationError(
+                f"family {family!r} of table {wanted.name!r} is {kind} family on the backend, "
+                "and the models want the other kind; a family's kind cannot change: declare "
+                "the rollup on a new table (or family), or delete the table first")
         if family not in have:
-            out.append(Change(Action.ADD_FAMILY, wanted.name, family, rule))
+            out.append(Change(Action.ADD_FAMILY, wanted.name, family, rule,
+                              aggregates=(family,) if family in wanted.aggregates else ()))
         elif not gc.rules_equal(have[family], rule):
             out.append(Change(Action.CHANGE_GC_RULE, wanted.name, family, rule, have[family]))
     extra = sorted(set(have) - set(wanted.family_names()))
@@ -459,12 +480,13 @@ def apply_steps(plan: SchemaPlan) -> Steps[tuple[Change, ...]]:
 
 def _call_of(change: Change) -> BackendCall:
     if change.action is Action.CREATE_TABLE:
-        return BackendCall("create_table", (TableSpec(change.table, change.families),))
+        return BackendCall("create_table", (TableSpec(change.table, change.families,
+                                                      change.aggregates),))
     if change.action in (Action.ADD_FAMILY, Action.CHANGE_GC_RULE):
         assert change.family is not None and change.rule is not None
         # create_table adds missing families and sets the rules of those named.
-        return BackendCall("create_table",
-                           (TableSpec(change.table, ((change.family, change.rule),)),))
+        return BackendCall("create_table", (TableSpec(
+            change.table, ((change.family, change.rule),), change.aggregates),))
     if change.action is Action.DELETE_FAMILY:
         assert change.family is not None
         return BackendCall("delete_family", (change.table, change.family))

@@ -6,8 +6,9 @@ the repair and snapshot jobs) send what it plans and hand the outcomes back.
 A save goes batch by batch. Each batch writes each event to its model's
 main table and to the companion tables: the current-value table (one row per
 entity key: the newest event of the batch stands for the others) and each
-alternate-key table; last, the rollup rows its events fall in are recomputed
-from the main table (`tsmodel.plan.rollups`). `SaveSchedule` hands
+alternate-key table, and adds its events to the rows of increment rollups; last,
+the rollup rows its events fall in are recomputed from the main table
+(`tsmodel.plan.rollups`). `SaveSchedule` hands
 the calls out, several batches at once, companions with their main write once the main table is
 known to take writes, and order kept between writes where Bigtable's "last
 written wins" makes it matter. `WritePlan.result()` folds the outcomes
@@ -25,6 +26,7 @@ import attrs
 
 from tsmodel import errors
 from tsmodel.backends.base import (
+    AddToCell,
     DeleteCells,
     Mutation,
     MutationOutcome,
@@ -39,7 +41,7 @@ from tsmodel.backends.base import (
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.layouts import EncodedRow
 from tsmodel.plan.retention import retention_message, retention_problems
-from tsmodel.plan.rollups import RollupRefresh
+from tsmodel.plan.rollups import Increments, RollupRefresh
 
 _MS = 1_000
 
@@ -410,7 +412,7 @@ class WritePlan:
                                                   for i, _ in rows), grouped=True)
 
     def companion_writes(self, batch: range) -> list[TableWrite]:
-        """The current-value and alternate-key writes of ``batch``.
+        """The current-value, alternate-key and increment-rollup writes of ``batch``.
 
         Entities whose main write FAILED get none. Call it after the main
         step's outcomes are recorded (an entity with no recorded main outcome
@@ -419,7 +421,8 @@ class WritePlan:
         outcomes, failed = self._outcomes, MutationStatus.FAILED
         live = [i for i in batch if i not in self._superseded
                 and not (outcomes[i] and outcomes[i][0][1].status is failed)]
-        return [*self._current_writes(live), *self._alternate_writes(live)]
+        return [*self._current_writes(live), *self._alternate_writes(live),
+                *self._increment_writes(live)]
 
     def _current_writes(self, live: list[int]) -> list[TableWrite]:
         """The newest event per current-value row; it stands for the others."""
@@ -453,6 +456,19 @@ class WritePlan:
                 by_table.setdefault(row.table, []).append((i, row.row_mutation()))
         return [self._write(table, items) for table, items in by_table.items()]
 
+    def _increment_writes(self, live: list[int]) -> list[TableWrite]:
+        """The ``AddToCell`` rows of the increment rollups: one per rollup row, its
+        events' sums (an event saved twice in a batch counts once, as stored)."""
+        increments = Increments()
+        for i in live:
+            ev = self.events[i]
+            if ev.spec is not None and ev.spec.rollups:
+                increments.add(ev.spec, ev.entity, self._groups.get(i, (i,)))
+        if not increments:
+            return []
+        return [TableWrite(table, tuple(r for _, r in items), tuple(m for m, _ in items),
+                           grouped=True) for table, items in increments.rows().items()]
+
     def rollup_refresh(self, batch: range) -> RollupRefresh:
         """The recompute of the rollup rows that the batch's events fall in.
 
@@ -466,7 +482,7 @@ class WritePlan:
             if ev.spec is None or not ev.spec.rollups or i in self._superseded or (
                     outcomes[i] and outcomes[i][0][1].status is failed):
                 continue
-            refresh.add(ev.spec, ev.entity, self._groups.get(i, (i,)))
+            refresh.add(ev.spec, ev.entity, self._groups.get(i, (i,)), recomputed_only=True)
         return refresh
 
     def record(self, write: TableWrite, outcomes: Sequence[MutationOutcome]) -> None:
@@ -683,6 +699,8 @@ class _Footprint:
                 if kind is SetCell:
                     cells.add((key, m.timestamp))  # type: ignore[union-attr]
                     continue
+                if kind is AddToCell:  # additions commute: no order to keep
+                    continue
                 if kind is DeleteCells:
                     start, end = m.timestamp_start, m.timestamp_end  # type: ignore[union-attr]
                     lo = start or 0
@@ -876,7 +894,7 @@ class SaveSchedule:
             trusted, events = self.trusted, self.plan.events
             for i in batch:
                 ev = events[i]
-                reads = reads or ev.spec is not None
+                reads = reads or (ev.spec is not None and _reads(ev.spec))
                 together = together and ev.table in trusted
             self._kinds = (batch, len(self.trusted), (together, reads or not together))
         return self._kinds[2]
@@ -970,6 +988,11 @@ def _batch_steps(plan: WritePlan, batch: range, together: bool,
     refresh = plan.rollup_refresh(batch)
     if refresh:
         yield from refresh_steps(refresh, plan.record)
+
+
+def _reads(spec: ModelSpec) -> bool:
+    """Whether a save of ``spec``'s events reads: corrections, or recomputed rollups."""
+    return spec.corrections_read_first or any(r.mode == "recompute" for r in spec.rollups)
 
 
 def refresh_steps(refresh: RollupRefresh, record: Callable[[TableWrite, Sequence[
