@@ -28,6 +28,7 @@ from tsmodel.backends import _bigtable_wire as wire
 from tsmodel.backends import bigtable as bigtable_module
 from tsmodel.backends import open_backend
 from tsmodel.backends.base import (
+    AddToCell,
     Cell,
     DeleteCells,
     DeleteFamily,
@@ -856,6 +857,38 @@ def test_entries_without_status_or_with_transient_status_are_retried_alone(
     assert [o.status for o in outcomes] == [APPLIED] * 4
     assert [[e.row_key for e in r.entries] for r in faulty.requests] == [
         [b"k0", b"k1", b"k2", b"k3"], [b"k0", b"k2"]]
+
+
+def test_additions_are_never_sent_twice(
+    bt: BigtableBackend, table_name: str, inject: Callable[..., FaultyChannel]
+) -> None:
+    """An AddToCell entry whose outcome is in doubt is UNKNOWN, not retried: a
+    retry would add twice (the official client retries only idempotent entries)."""
+    bt.create_table(TableSpec(table_name, (("a", GcRule()), ("cf", GcRule())),
+                              aggregates=("a",)))
+    entries = [RowMutation(b"k0", (put("cf", b"q", 1, b"x"),)),
+               RowMutation(b"k1", (AddToCell("a", b"n", T0, 5),)),
+               RowMutation(b"k2", (AddToCell("a", b"n", T0, 7),)),
+               RowMutation(b"k3", (put("cf", b"q", 1, b"y"),))]
+
+    def edit(response: Any) -> Any:  # the emulator applied all four
+        return with_status(0, UNAVAILABLE)(with_status(1, UNAVAILABLE)(
+            without_entry(2)(response)))
+
+    faulty = inject("MutateRows", Fault(code=None, edit=edit), None)
+    outcomes = bt.mutate_rows(table_name, entries)
+    assert [o.status for o in outcomes] == [APPLIED, UNKNOWN, UNKNOWN, APPLIED]
+    assert [[e.row_key for e in r.entries] for r in faulty.requests] == [
+        [b"k0", b"k1", b"k2", b"k3"], [b"k0"]]
+    # Added once each, as sent once: 8-byte big-endian sums.
+    sums = {key: [c.value for c in cells if c.family == "a"] for key, cells in rows(bt, table_name)}
+    assert sums[b"k1"] == [(5).to_bytes(8, "big")] and sums[b"k2"] == [(7).to_bytes(8, "big")]
+
+    # A call that breaks after it was sent: the additions may have been applied.
+    inject("MutateRows", Fault(0, UNAVAILABLE), None)
+    again = bt.mutate_rows(table_name, [RowMutation(b"k1", (AddToCell("a", b"n", T0, 1),))])
+    assert [o.status for o in again] == [UNKNOWN]
+    bt.delete_table(table_name)
 
 
 def test_entry_status_retried_until_it_succeeds(

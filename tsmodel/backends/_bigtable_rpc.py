@@ -190,6 +190,10 @@ class _MutateOperation:
         self.policy = policy
         self.errors: dict[int, list[Exception]] = {}
         self.pending = list(range(len(request.entries)))
+        #: Entries that add (``AddToCell``): not idempotent, so never sent twice. One
+        #: whose outcome is in doubt stays so (UNKNOWN), as the official client does.
+        self.once = frozenset(i for i, entry in enumerate(request.entries)
+                              if any(m.HasField("add_to_cell") for m in entry.mutations))
         self.deadline = time.monotonic() + policy.operation_timeout
         self.delays = policy.delays()
         self.attempts = 0
@@ -207,6 +211,8 @@ class _MutateOperation:
     def delay(self, attempt: _MutateAttempt) -> float | None:
         """Seconds to wait before the next attempt, or ``None``: the operation is over."""
         retry = attempt.ended()
+        if self.once:
+            retry = [index for index in retry if index not in self.once]
         if not retry:
             return None
         delay: float = next(self.delays)

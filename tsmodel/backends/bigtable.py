@@ -327,7 +327,9 @@ class BigtableBackend(_BigtableBase):
         Entries go out as raw ``MutateRows`` requests of at most 100,000
         mutations and about 20 MiB. Entries that fail with a transient status
         (or get none) are sent again with back-off: every write carries
-        explicit timestamps, so a retry cannot apply anything twice. An entry
+        explicit timestamps, so a retry cannot apply anything twice. An
+        entry that adds (``AddToCell``) is never sent again: in doubt, it is
+        ``UNKNOWN``. An entry
         with no mutation is refused, as Cloud Bigtable refuses it
         (``INVALID_ARGUMENT``); one whose mutations are all empty deletions
         is applied trivially.
