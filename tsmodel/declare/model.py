@@ -13,7 +13,7 @@ import string
 import sys
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Union, overload
 
@@ -249,8 +249,8 @@ def _build(cls: type, options: _Options) -> type:
     new_cls = attrs.define(cls, kw_only=True, slots=True, eq=True)
     # A value default (or factory) stands in for the cell of events stored before the
     # field existed; a None default is no value of a field that is not Optional.
-    defaults = frozenset(a.name for a in attrs.fields(new_cls)
-                         if a.default is not attrs.NOTHING and a.default is not None)
+    defaults = {a.name: a.default for a in attrs.fields(new_cls)
+                if a.default is not attrs.NOTHING and a.default is not None}
     spec = _make_spec(name, items, hints, options, defaults)
     _check_unmapped(name, hints, items)
     setattr(new_cls, SPEC_ATTR, spec)
@@ -309,7 +309,7 @@ def _check_unmapped(name: str, hints: dict[str, Any], items: list[tuple[str, Any
 
 def _make_spec(
     name: str, items: list[tuple[str, Any]], hints: dict[str, Any], options: _Options,
-    defaults: frozenset[str] = frozenset(),
+    defaults: Mapping[str, Any] | None = None,
 ) -> ModelSpec:
     sep = options.separator.encode("ascii")
     segments: list[Segment] = []
@@ -329,7 +329,7 @@ def _make_spec(
             )
         if isinstance(info, ValueInfo):
             values.append(_value_spec(name, attr, info, hints.get(attr), options.family,
-                                      attr in defaults))
+                                      (defaults or {}).get(attr, attrs.NOTHING)))
             continue
         if isinstance(info, VersionInfo):
             versions.append(attr)
@@ -628,7 +628,7 @@ def _check_salt(name: str, key: KeyLayout, salt: SaltSegment) -> None:
 
 def _value_spec(
     name: str, attr: str, info: ValueInfo, hint: Any, default_family: str,
-    has_default: bool = False,
+    default: Any = attrs.NOTHING,
 ) -> ValueSpec:
     params.check_info(f"{name}.{attr}", info)
     base, optional = _unwrap_optional(hint)
@@ -642,8 +642,9 @@ def _value_spec(
     if not qualifier:
         raise errors.DeclarationError(f"{name}.{attr}: the qualifier must not be empty")
     family = info.family or default_family
+    has_default = default is not attrs.NOTHING and not optional
     return ValueSpec(attr, family, qualifier.encode("utf-8"), codec, optional, info.allow_nan,
-                     has_default=has_default and not optional)
+                     has_default=has_default, default=default if has_default else None)
 
 
 def _unwrap_optional(hint: Any) -> tuple[Any, bool]:

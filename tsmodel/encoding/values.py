@@ -32,6 +32,8 @@ class ValueSpec:
         has_default: a field that is not optional declares a default (a value
             or a factory, not ``None``): a stored event without its cell (one
             written before the field existed) reads as the default.
+        default: that default, where ``has_default``: the declared value, or
+            an ``attrs.Factory`` (a function's new value each time).
     """
 
     name: str
@@ -41,11 +43,26 @@ class ValueSpec:
     optional: bool
     allow_nan: bool
     has_default: bool = False
+    default: Any = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def stored(self) -> bool:
         """Whether every stored event must have the field's cell (strict decoding)."""
         return not self.optional and not self.has_default
+
+    @property
+    def factory_default(self) -> bool:
+        """Whether the default comes from a factory (no one value known in advance)."""
+        return self.has_default and isinstance(self.default, attrs.Factory)  # type: ignore[arg-type]
+
+    def default_value(self) -> Any:
+        """The default an event without the field's cell reads (``has_default``):
+        the declared value, or the factory's new value."""
+        default = self.default
+        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+            factory = default.factory
+            return factory(None) if default.takes_self else factory()
+        return default
 
     @property
     def accepted_types(self) -> tuple[type, ...]:

@@ -19,7 +19,6 @@ Every column is nullable: an optional value without a cell is null.
 
 from __future__ import annotations
 
-import typing
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from decimal import Decimal
 from itertools import islice
@@ -76,7 +75,7 @@ class ArrowColumns:
             (name, *kinds[name]) for name in sorted(kinds, key=order.index)]
         self.schema = pa.schema([pa.field(name, t if t is not None else pa.null())
                                  for name, t, _ in self.columns])
-        self._defaults = _defaults(model, spec)
+        self._defaults = _defaults(spec)
 
     def _kinds(self, spec: ModelSpec, only: tuple[str, ...] | None) -> dict[str, tuple[Any, str]]:
         pa = self._pa
@@ -200,21 +199,6 @@ def _value_type(pa: Any, codec: Any) -> Any:
         return None
 
 
-def _defaults(model: type, spec: ModelSpec) -> dict[str, Callable[[], Any]]:
+def _defaults(spec: ModelSpec) -> dict[str, Callable[[], Any]]:
     """The default of each value field that has one: what a record without it holds."""
-    out: dict[str, Callable[[], Any]] = {}
-    by_name = attrs.fields_dict(model)
-    for v in spec.values:
-        if v.has_default:
-            out[v.name] = _default_of(by_name[v.name].default)
-    return out
-
-
-def _default_of(default: Any) -> Callable[[], Any]:
-    """A function giving the declared default (a value, or a factory's new value)."""
-    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-        factory = typing.cast(Callable[..., Any], default.factory)
-        if default.takes_self:
-            return lambda: factory(None)
-        return factory
-    return lambda: default
+    return {v.name: v.default_value for v in spec.values if v.has_default}
