@@ -295,3 +295,29 @@ def test_a_fixed_width_string_before_the_field_keeps_the_client_check() -> None:
                        allow_scan=True, host="h").explain()
     assert plan.requests[0].filter.row_key_regex is None
     assert plan.client_filters == ("host == 'h'",)
+
+
+def test_a_client_checked_field_is_read_when_only_leaves_it_out(backend: Backend) -> None:
+    """docs/analysis.md: fields named in where() are decoded even when only() leaves
+    them out, where the client checks them (their column is read too)."""
+    suffix = uuid.uuid4().hex[:8].upper()
+
+    @ts.model(table=f"ONLY_{suffix}", family="F")
+    class Price:
+        k: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        cpu: float = ts.value("CPU")
+        px: float = ts.value("PX", codec=ts.Text(float))
+
+    conn = ts.Connection(backend)
+    conn.create_tables(Price)
+    try:
+        t0 = datetime(2024, 5, 1, tzinfo=UTC)
+        assert conn.save_all([Price(k="a", time=t0 + timedelta(minutes=i), cpu=float(i),
+                                    px=float(10 - i)) for i in range(6)]).ok
+        qs = Price.range(t0, t0 + timedelta(hours=1), k="a").using(conn) \
+            .where(px__lte=6.0, allow_client=True)
+        assert [e.cpu for e in qs.only("cpu")] == [4.0, 5.0]
+        assert qs.only("cpu").count() == 2
+    finally:
+        conn.drop_tables(Price)

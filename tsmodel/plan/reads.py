@@ -571,7 +571,9 @@ class _Compiler:
         columns = None
         layout = self.codec.layout
         if s.only is not None and spec.serialization is None and layout.columns_are_fields:
-            columns = _only_columns(self.codec, s.only)
+            # The values the client checks are read too, chosen or not.
+            checked = tuple(n for n, _ in self.value_checks if n not in s.only)
+            columns = _only_columns(self.codec, (*s.only, *checked))
         if columns is None and spec.unknown_columns == "ignore":
             columns = _event_columns(spec, layout)
         if columns is not None:  # a condition sees the cells of its column, read or not
