@@ -142,6 +142,77 @@ def test_a_field_added_without_a_default_is_refused(conn: ts.Connection,
     assert "'zone'" in message and "required value" in message
 
 
+#: where() conditions on the new fields, the test of an event each stands for, and
+#: whether an event without the field's cell may meet it (its default does; a
+#: factory's default is not known in advance).
+CONDITIONS: list[tuple[dict[str, Any], Any, bool]] = [
+    ({"region": "eu1"}, lambda e: e.region == "eu1", True),
+    ({"region": "us2"}, lambda e: e.region == "us2", False),
+    ({"region__gte": "eu1"}, lambda e: e.region >= "eu1", True),
+    ({"region__gt": "eu1"}, lambda e: e.region > "eu1", False),
+    ({"region__lt": "f"}, lambda e: e.region < "f", True),
+    ({"region__range": ("a", "eu1")}, lambda e: "a" <= e.region <= "eu1", True),
+    ({"region": "eu1", "cpu__gte": 1.0}, lambda e: e.region == "eu1" and e.cpu >= 1.0, True),
+    ({"region__gt": "eu1", "cpu__lt": 9.5}, lambda e: e.region > "eu1" and e.cpu < 9.5,
+     False),
+    ({"note": "n/a"}, lambda e: e.note == "n/a", True),
+    ({"note__gt": "n/a"}, lambda e: e.note > "n/a", True),
+]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_where_matches_old_events_by_their_default(conn: ts.Connection, variant: str) -> None:
+    """docs/evolving.md: an event stored before a field existed reads its default,
+    and where() selects it by that value too, in every layout; count() agrees."""
+    table = unique("EVOLVE")
+    old = declare(variant, table, new=False)
+    conn.create_tables(old)
+    stored = old_events(old)
+    assert conn.save_all(stored).ok
+    new = declare(variant, table, new=True)
+    later = [new(host=h, time=T0 + timedelta(hours=1, minutes=15 * i), cpu=10.0 - i, region=r,
+                 note=n, spare=None)
+             for h in ("a", "b") for i, (r, n) in enumerate(
+                 [("eu1", "x"), ("us2", "n/a"), ("ap3", "zz"), ("eu1", "n/a")])]
+    assert conn.save_all(later).ok
+    # The oracle: every event with the defaults of the fields it was stored without.
+    events = sorted([new(host=e.host, time=e.time, cpu=e.cpu, region="eu1", note="n/a",
+                         spare=None) for e in stored] + later, key=lambda e: (e.host, e.time))
+    serialized = VARIANTS[variant][1] is not None
+    for kwargs, test, by_default in CONDITIONS:
+        want = [e for e in events if test(e)]
+        got = [e for h in ("a", "b") for e in new.range(START, END, host=h).using(conn)
+               .where(allow_client=True, **kwargs)]
+        assert got == want, kwargs
+        for h in ("a", "b"):
+            qs = new.range(START, END, host=h).using(conn).where(allow_client=True, **kwargs)
+            assert qs.count() == len([e for e in want if e.host == h]), kwargs
+            plan = str(qs.explain())
+            if not serialized:  # else every condition is checked on the client anyway
+                assert ("default" in plan) == by_default, plan
+                if not by_default:  # the server applies it: no allow_client needed
+                    strict = new.range(START, END, host=h).using(conn).where(**kwargs)
+                    assert list(strict) == [e for e in want if e.host == h]
+                else:
+                    with pytest.raises(ts.QueryError, match="default.*allow_client=True"):
+                        new.range(START, END, host=h).where(**kwargs)
+            # only(): the condition's field is decoded all the same, with its default.
+            assert [e.time for e in qs.only("cpu")] == [e.time for e in want if e.host == h]
+
+
+def test_where_on_old_current_rows_matches_the_default(conn: ts.Connection) -> None:
+    table, current, alternate = unique("EVOLVE"), unique("CUR"), unique("BY_REGION")
+    old, new = companion_models(table, current, alternate)
+    conn.create_tables(old)
+    assert conn.save_all([old(host="a", time=T0, cpu=1.0), old(host="b", time=T0, cpu=2.0)]).ok
+    conn.create_tables(new)
+    conn.save(new(host="c", time=T0, cpu=3.0, region="us2"))
+    qs = new.current(allow_scan=True).using(conn)
+    assert [e.host for e in qs.where(region="eu1", allow_client=True)] == ["a", "b"]
+    assert qs.where(region="eu1", allow_client=True).count() == 2
+    assert [e.host for e in qs.where(region="us2")] == ["c"]
+
+
 def test_all_optional_events_stored_as_markers_read_defaults(conn: ts.Connection) -> None:
     """Events of a model whose values were all optional, stored as the empty marker
     cell (every value None), read with a new field's default."""

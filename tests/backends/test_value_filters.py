@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -61,8 +61,21 @@ def _interval(op: str, a: Any, b: Any) -> Interval:
 def _conditions(draw: st.DrawFn, shape: Shape) -> tuple[str, str, Any, Any]:
     value = draw(st.sampled_from(shape.values))
     choices = [c for c in value.choices if c is not None]
-    return (value.name, draw(st.sampled_from(OPS)), draw(st.sampled_from(choices)),
+    # ``field=None`` of an Optional field: the events without a value (no cell).
+    ops = (*OPS, "none") if value.optional else OPS
+    return (value.name, draw(st.sampled_from(ops)), draw(st.sampled_from(choices)),
             draw(st.sampled_from(choices)))
+
+
+def _kwargs(name: str, op: str, a: Any, b: Any) -> dict[str, Any]:
+    if op == "none":
+        return {name: None}
+    return {f"{name}__{op}" if op != "eq" else name: (min(a, b), max(a, b))
+            if op == "range" else a}
+
+
+def _holds(name: str, op: str, a: Any, b: Any, value: Any) -> bool:
+    return value is None if op == "none" else _interval(op, a, b).contains(value)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
@@ -90,24 +103,32 @@ def test_where_answers_as_the_reference(backend: Backend, shape: Shape,
             conditions = data.draw(st.lists(_conditions(shape), min_size=1, max_size=2),
                                    label="conditions")
             allow_client = data.draw(st.booleans(), label="allow_client")
-            kwargs = [{f"{n}__{op}" if op != "eq" else n:
-                       (min(a, b), max(a, b)) if op == "range" else a}
-                      for n, op, a, b in conditions]
-            if not _server_applies(shape) and not allow_client:
+            kwargs = [_kwargs(*c) for c in conditions]
+            # No server filter selects a missing cell: None is checked on the client.
+            on_server = [c for c in conditions if c[1] != "none"] if \
+                _server_applies(shape) else []
+            mixed = {n for n, op, _, _ in conditions if op == "none"} & \
+                {n for n, op, _, _ in conditions if op != "none"}
+            if mixed:  # None and a value range of one field: no event meets both
+                with pytest.raises(ts.QueryError, match="cannot both hold"):
+                    for kw in kwargs:
+                        qs = qs.where(allow_client=True, **kw)
+                return
+            if len(on_server) < len(conditions) and not allow_client:
                 with pytest.raises(ts.QueryError, match="allow_client=True"):
-                    qs.where(**kwargs[0])
+                    for kw in kwargs:
+                        qs = qs.where(**kw)
                 return
             for kw in kwargs:
                 qs = qs.where(allow_client=allow_client, **kw)
             want = [e for e in ref.range(lo, hi, {}, allow_scan=True).events
-                    if all(_interval(op, a, b).contains(e.get(n))
-                           for n, op, a, b in conditions)]
+                    if all(_holds(*c, e.get(c[0])) for c in conditions)]
             got = list(qs)
             assert [_strict(shape, i) for i in got] == [e.strict() for e in want], (
                 f"{conditions}\n  expected: {want}\n  got: {got}")
             assert qs.count() == len(want)
             plan = qs.explain()
-            assert ("rows with a cell where" in str(plan)) == _server_applies(shape)
+            assert ("rows with a cell where" in str(plan)) == bool(on_server)
         finally:
             conn.drop_tables(model)
 
@@ -295,6 +316,54 @@ def test_a_fixed_width_string_before_the_field_keeps_the_client_check() -> None:
                        allow_scan=True, host="h").explain()
     assert plan.requests[0].filter.row_key_regex is None
     assert plan.client_filters == ("host == 'h'",)
+
+
+# -- None: the events without a value ------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["rows", "cells", "offsets"])
+def test_none_selects_the_events_without_a_value(backend: Backend, layout: str) -> None:
+    suffix = uuid.uuid4().hex[:8].upper()
+    shape: dict[str, Any] = {
+        "rows": dict(layout=ts.rows()),
+        "cells": dict(layout=ts.cells(), max_versions=50),
+        "offsets": dict(layout=ts.offsets(timedelta(seconds=1)),
+                        serialization=ts.Protobuf())}[layout]
+    stamp = ts.timestamp(unit="ms") if layout == "rows" else ts.timestamp(bucket="hour")
+
+    @ts.model(table=f"NONE_{suffix}", family="MD", **shape)
+    class Quote:
+        k: str = ts.key()
+        time: datetime = stamp
+        bid: float = ts.value("BID")
+        venue: Optional[str] = ts.value("VENUE", default=None)  # noqa: UP045
+
+    conn = ts.Connection(backend)
+    conn.create_tables(Quote)
+    try:
+        t0 = datetime(2020, 1, 1, tzinfo=UTC)
+        events = [Quote(k="a", time=t0 + timedelta(seconds=i), bid=float(i - 5),
+                        venue=None if i % 2 else "A") for i in range(10)]
+        assert conn.save_all(events).ok
+        qs = Quote.range(t0, t0 + timedelta(hours=1), k="a").using(conn)
+        with pytest.raises(ts.QueryError, match=r"Quote.*venue is None.*allow_client=True"):
+            qs.where(venue=None)
+        nones = qs.where(venue=None, allow_client=True)
+        want = [e for e in events if e.venue is None]
+        assert list(nones) == want and len(want) == 5
+        assert nones.count() == 5
+        assert "venue is None" in str(nones.explain())
+        assert [e.bid for e in nones.where(bid__lt=0.0)] == [-4.0, -2.0]
+        assert list(qs.where(venue="A", allow_client=True)) == [e for e in events
+                                                               if e.venue == "A"]
+        for bad in ({"bid__gt": None}, {"bid__lt": None}, {"venue__lte": None},
+                    {"bid__range": (None, 0.0)}):
+            with pytest.raises(ts.ValidationError, match="None is no bound"):
+                qs.where(**bad)
+        with pytest.raises(ts.QueryError, match="never None"):
+            qs.where(bid=None)
+    finally:
+        conn.drop_tables(Quote)
 
 
 def test_a_client_checked_field_is_read_when_only_leaves_it_out(backend: Backend) -> None:

@@ -31,15 +31,23 @@ _MIN_INT64, _MAX_INT64 = -(2**63), 2**63 - 1
 
 @attrs.frozen
 class Interval:
-    """Values ``low <(=) value <(=) high``; a ``None`` bound leaves its side open-ended."""
+    """Values ``low <(=) value <(=) high``; a ``None`` bound leaves its side open-ended.
+
+    With ``none``, the interval holds ``None`` alone (an optional value without
+    a cell), its bounds unused: no byte range holds it.
+    """
 
     low: Any = None
     low_closed: bool = True
     high: Any = None
     high_closed: bool = True
+    none: bool = False
 
     def contains(self, value: Any) -> bool:
-        """Whether ``value`` lies in the interval (``None`` and NaN never do)."""
+        """Whether ``value`` lies in the interval (``None`` and NaN never do, except
+        ``None`` in the ``none`` interval)."""
+        if self.none:
+            return value is None
         if value is None or value != value:
             return False
         if self.low is not None and not (self.low <= value if self.low_closed
@@ -49,7 +57,10 @@ class Interval:
                                      else value < self.high)
 
     def narrowed(self, other: Interval) -> Interval:
-        """The values in both intervals."""
+        """The values in both intervals (of the same kind: both ``none`` or neither)."""
+        assert self.none == other.none, "None and a value range have no value in common"
+        if self.none:
+            return self
         low, low_closed = self.low, self.low_closed
         if other.low is not None and (low is None or other.low > low or (
                 other.low == low and not other.low_closed)):
@@ -61,7 +72,9 @@ class Interval:
         return Interval(low, low_closed, high, high_closed)
 
     def describe(self, name: str) -> str:
-        """The interval in words: ``0.9 < cpu <= 1``."""
+        """The interval in words: ``0.9 < cpu <= 1``, ``venue is None``."""
+        if self.none:
+            return f"{name} is None"
         low = "" if self.low is None else f"{self.low!r} {'<=' if self.low_closed else '<'} "
         high = "" if self.high is None else \
             f" {'<=' if self.high_closed else '<'} {self.high!r}"

@@ -40,6 +40,7 @@ from tsmodel.encoding.keys import (
 )
 from tsmodel.encoding.ordering import Interval
 from tsmodel.encoding.timestamps import ceil_to, to_micros
+from tsmodel.encoding.values import ValueSpec
 from tsmodel.layouts import Layout, TableCodec
 
 __all__ = ["ReadPlan", "QueryState", "compile_query", "count_plan", "queryable_fields", "time_span",
@@ -641,8 +642,10 @@ class _Compiler:
         if not checks:
             return (), _accept_all, _accept_all
         span = (s.start_us or 0, s.end_us or 0) if need_time else None
+        defaults = {v.name: v.default_value for v in self.codec.shape.values
+                    if v.has_default and any(n == v.name for n, _ in values)}
         return (tuple(checks), _acceptor(wanted, ts_name, span, values, records=False),
-                _acceptor(wanted, ts_name, span, values, records=True))
+                _acceptor(wanted, ts_name, span, values, records=True, defaults=defaults))
 
     def _key_regex(self, key: KeyLayout, leftover: list[str]) -> bytes | None:
         """A regex of the row keys holding the key fields given (those after a gap
@@ -680,11 +683,15 @@ class _Compiler:
         """The server's value conditions, the client's value checks, and why, in words.
 
         A condition is applied on the server where the value has a column of
-        its own whose codec's bytes sort like its values. A row per event
+        its own whose codec's bytes sort like its values, and where an event
+        without the cell cannot meet it: a value filter never matches a
+        missing cell, which is ``None`` (no value, matching no value range) or,
+        for a field declared with a default, that default. A row per event
         then gives exactly the events asked for; a bucket row comes whole
         when one of its events matches, and its events are checked on the
-        client. Elsewhere the client checks every event of the range, when
-        the query allows it.
+        client. Elsewhere (``field=None``, a condition the default may meet,
+        a value without a sortable column of its own) the client checks every
+        event the other conditions leave, when the query allows it.
 
         Raises:
             QueryError: a condition the server cannot apply, without ``allow_client``.
@@ -708,7 +715,9 @@ class _Compiler:
             why = ("the value is not in a column of its own (serialized, or in the "
                    f"qualifier: layout {layout.name})" if column is None else
                    f"its codec {v.codec.name}'s bytes do not sort like its values"
-                   if ranges is None else "")
+                   if ranges is None else
+                   "no server filter selects an event without the cell (None is stored "
+                   "as no cell)" if interval.none else _default_meets(v, interval))
             if why:
                 refused.append(f"{interval.describe(name)}: {why}")
                 client.append((name, interval))
@@ -721,8 +730,9 @@ class _Compiler:
         if refused and not s.allow_client:
             raise errors.QueryError(
                 f"{self.spec.name}: where({'; '.join(refused)}): the server cannot apply "
-                "this filter, so every event of the range would be read and checked here. "
-                "Pass where(..., allow_client=True) to do that")
+                "this filter, so every event of the range "
+                f"{'the other conditions leave ' if server else ''}would be read and "
+                "checked here. Pass where(..., allow_client=True) to do that")
         notes = []
         if server:
             notes.append("value filter on the server, " + (
@@ -792,15 +802,45 @@ def _literal(data: bytes) -> bytes:
     return bytes(out)
 
 
+def _default_meets(v: ValueSpec, interval: Interval) -> str:
+    """Why an event stored without ``v``'s cell may meet ``interval`` (its declared
+    default does, or a factory makes it), in words; ``""`` where it cannot."""
+    if not v.has_default:
+        return ""  # a missing cell is None (Optional) or a damaged row: no match
+    if v.factory_default:
+        return ("its default comes from a factory, so an event stored without the cell "
+                "(before the field existed) may meet it, and no server filter selects a "
+                "missing cell")
+    try:
+        meets = interval.contains(v.default)
+    except TypeError:  # a default the bounds do not compare with: it may meet them
+        meets = True
+    if not meets:
+        return ""
+    return (f"its default {v.default!r} meets it, so the events stored without the cell "
+            "(before the field existed) match too, and no server filter selects a "
+            "missing cell")
+
+
 def _acceptor(wanted: dict[str, Any], time_field: str, span: tuple[int, int] | None,
-              values: tuple[tuple[str, Interval], ...], *,
-              records: bool) -> Callable[[Any], bool]:
+              values: tuple[tuple[str, Interval], ...], *, records: bool,
+              defaults: dict[str, Callable[[], Any]] | None = None) -> Callable[[Any], bool]:
     """The client-side test of a decoded event: key fields equal to ``wanted``, value
     fields in their intervals, its time within ``span`` (µs); of an instance, or of a
     record (a dict, time in µs)."""
-    # A record leaves out a defaulted value without a cell: it matches no condition.
-    get: Callable[[Any, str], Any] = dict.get if records else getattr
     lo, hi = span if span is not None else (0, 0)
+    made = defaults or {}
+
+    def record_get(item: dict[str, Any], name: str) -> Any:
+        # A record leaves out a defaulted value without a cell (filled in later): the
+        # check reads the default, as an instance holds it.
+        if name in item:
+            return item[name]
+        default = made.get(name)
+        return None if default is None else default()
+
+    get: Callable[[Any, str], Any] = (record_get if made else dict.get) if records \
+        else getattr
 
     def accept(item: Any) -> bool:
         if any(get(item, k) != v for k, v in wanted.items()):

@@ -183,18 +183,25 @@ class QuerySet(Generic[M]):
         one of ``gt``, ``gte``, ``lt``, ``lte``, or ``field__range=(low,
         high)`` (both included); conditions on one field (here and in earlier
         ``where()`` calls) narrow each other, conditions on several fields all
-        hold. A value without a cell (``None``) matches no condition.
+        hold. A condition is about the value an event reads as: ``field=None``
+        selects the events without a value of an ``Optional`` field (which
+        match no other condition); an event stored without the cell of a
+        field declared with a default (before the field existed) meets a
+        condition when its default does.
 
         Bigtable applies a condition when the field has a column of its own and
         its codec's bytes sort like its values (``Int64``, ``Float64``,
         ``Utf8``, ``Bool``, ``Raw``): only the rows with a matching value are
         sent. A row per event gives exactly the events asked for; a bucket row
         comes whole when one of its events matches, and its other events are
-        left out here. Elsewhere (a serialized event, a ``Text`` codec, the
-        value in the qualifier) the condition is refused, unless
-        ``allow_client`` lets it be checked here on every event of the range.
-        Conditions never lift the scan refusal: the key fields given still
-        bound the rows read. ``explain()`` shows the filters.
+        left out here. A server filter never selects a missing cell, so
+        ``field=None``, a condition the field's default meets (or may meet: a
+        factory), and a value without a sortable column of its own (a
+        serialized event, a ``Text`` codec, the value in the qualifier) are
+        refused, unless ``allow_client`` lets them be checked here on every
+        event the other conditions leave. Conditions never lift the scan
+        refusal: the key fields given still bound the rows read.
+        ``explain()`` shows what the server filters and what the client checks.
 
         Args:
             allow_client: check on the client the conditions the server cannot apply.
@@ -202,15 +209,25 @@ class QuerySet(Generic[M]):
 
         Raises:
             QueryError: an unknown field or operator, a key field or the time
-                (those are selected with ``range(...)``), or a condition the
-                server cannot apply without ``allow_client``.
+                (those are selected with ``range(...)``), a condition the
+                server cannot apply without ``allow_client``, ``field=None`` of
+                a field that is never ``None`` (not ``Optional``), or
+                ``field=None`` and a value condition on one field.
             FieldTypeError: a value of the wrong type for its field.
-            ValidationError: a NaN bound.
+            ValidationError: a NaN or ``None`` bound (``__gt=None``,
+                ``__range=(None, x)``).
         """
         where = dict(self._state.where)
         for name_op, value in conditions.items():
             name, _, op = name_op.partition("__")
             interval = self._interval(name, op or "eq", value)
+            if name in where and where[name].none != interval.none:
+                is_none, other = (where[name], interval) if interval.none is False else (
+                    interval, where[name])
+                raise errors.QueryError(
+                    f"{self._spec.name}.where(): {is_none.describe(name)} and "
+                    f"{other.describe(name)} cannot both hold (an event has a value or "
+                    "none): no event would match; drop one of the two")
             where[name] = where[name].narrowed(interval) if name in where else interval
         return self._chosen(where=tuple(where.items()),
                             allow_client=allow_client or self._state.allow_client)
@@ -229,22 +246,51 @@ class QuerySet(Generic[M]):
         bounds = {"eq": (value, True, value, True), "gt": (value, False, None, True),
                   "gte": (value, True, None, True), "lt": (None, True, value, False),
                   "lte": (None, True, value, True)}
+        given = [value]
         if op == "range":
             if not isinstance(value, (tuple, list)) or len(value) != 2:
                 raise errors.QueryError(f"{spec.name}.where({name}__range=...): give "
                                         f"(low, high), got {value!r}")
             bounds["range"] = (value[0], True, value[1], True)
+            given = list(value)
         if op not in bounds:
             raise errors.QueryError(
                 f"{spec.name}.where({name}__{op}=...): unknown operator {op!r} (operators: "
-                "gt, gte, lt, lte, range; none for equality)")
+                "gt, gte, lt, lte, range; none for equality; field=None for no value)")
+        if op == "eq" and value is None:
+            return self._no_value(known[name])
+        for bound in given:
+            self._check_bound(known[name], op, bound)
         low, low_closed, high, high_closed = bounds[op]
-        for bound in (low, high):
-            if bound is not None:
-                self._check_bound(known[name], bound)
         return Interval(low, low_closed, high, high_closed)
 
-    def _check_bound(self, v: Any, bound: Any) -> None:
+    def _no_value(self, v: Any) -> Interval:
+        """``field=None``: the events without a value of an ``Optional`` field."""
+        if v.optional:
+            return Interval(none=True)
+        if v.has_default:
+            default = "its factory's value" if v.factory_default else repr(v.default)
+            raise errors.QueryError(
+                f"{self._spec.name}.where({v.name}=None): {v.name} is never None: an event "
+                f"stored without its cell (before the field existed) reads as its default "
+                f"({default}); select the default's value with "
+                f"where({v.name}=..., allow_client=True)")
+        raise errors.QueryError(
+            f"{self._spec.name}.where({v.name}=None): {v.name} is never None: it is not "
+            "Optional, so every event has a value (a row without its cell is refused as "
+            "damaged) and the condition would match nothing. To store events without a "
+            f"value, declare {v.name}: Optional[...] = ts.value(default=None)")
+
+    def _check_bound(self, v: Any, op: str, bound: Any) -> None:
+        if bound is None:
+            if op == "range":
+                hint = f"for an open end give {v.name}__gte=low or {v.name}__lte=high"
+            else:
+                hint = f"for the events without a value use where({v.name}=None)" \
+                    if v.optional else "give a value"
+            raise errors.ValidationError(
+                f"where({v.name}__{op}=...): None is no bound (no value compares with it); "
+                f"{hint}", model=self._spec.name, field=v.name, value=bound)
         expected = v.accepted_types
         if not isinstance(bound, expected) or (isinstance(bound, bool)
                                                and bool not in expected):
