@@ -331,7 +331,8 @@ class Rollup:
     mode: str = "recompute"
 
 
-def rollup(table: str, every: str | timedelta, *, fields: tuple[str, ...] | list[str] | None = None,
+def rollup(table: str, every: str | timedelta, *,
+           fields: str | tuple[str, ...] | list[str] | None = None,
            family: str | None = None, retention: timedelta | None = None,
            mode: str = "recompute") -> Rollup:
     """Declare a rollup table: the model's events summed up per entity and time bucket.
@@ -349,8 +350,9 @@ def rollup(table: str, every: str | timedelta, *, fields: tuple[str, ...] | list
         every: the bucket size: ``"30s"``, ``"15min"``, ``"1h"``, ``"1d"`` or a
             ``timedelta`` (whole milliseconds); buckets start at multiples of it
             since the epoch (UTC).
-        fields: the value fields to aggregate (``int`` or ``float`` fields);
-            default: every ``int`` and ``float`` value field.
+        fields: the value fields to aggregate (``int`` or ``float`` fields;
+            a string is one field's name); default: every ``int`` and
+            ``float`` value field.
         family: the rollup table's column family (default: the model's).
         retention: keep rollup rows this long (a max-age GC rule on the bucket
             start); default: forever, whatever the main table keeps.
@@ -363,5 +365,6 @@ def rollup(table: str, every: str | timedelta, *, fields: tuple[str, ...] | list
             event counts again (deletes and `tsmodel.repair()` recompute
             exactly). See docs/rollups.md.
     """
-    names = tuple(fields) if isinstance(fields, (list, tuple)) else fields
+    names = (fields,) if isinstance(fields, str) else \
+        tuple(fields) if isinstance(fields, (list, tuple)) else fields
     return Rollup(table, every, names, family, retention, mode)

@@ -64,13 +64,25 @@ def parse_every(every: object, where: str) -> tuple[int, str]:
         label = f"{int(match.group(1))}{match.group(2)}"
     else:
         raise errors.DeclarationError(
-            f"{where}: every={show(every)}: give a bucket size such as '1h', '15min', '30s', "
-            "'1d' or a timedelta")
+            f"{where}: every={show(every)}: give a bucket size: a whole number of ms, s, "
+            f"min, h or d ('30s', '15min', '1h', '1d') or a timedelta{_calendar(every)}")
     if us <= 0 or us % 1_000:
         raise errors.DeclarationError(
             f"{where}: every={show(every)}: a bucket size is a positive whole number of "
             "milliseconds")
     return us, label
+
+
+_CALENDAR = re.compile(r"\s*[0-9]*\s*(w|wk|weeks?|mo|mon|months?|M|y|yr|years?)\s*\Z")
+
+
+def _calendar(every: object) -> str:
+    """What to say of a calendar unit (weeks, months, years), else ``""``."""
+    if not isinstance(every, str) or not _CALENDAR.match(every):
+        return ""
+    return ("; weeks, months and years are not bucket sizes (a month or a year is no fixed "
+            "duration): for weeks give '7d' (buckets count from the epoch, 1970-01-01 UTC, "
+            "a Thursday, so '7d' buckets start on Thursdays)")
 
 
 def label_of(us: int) -> str:

@@ -342,26 +342,34 @@ class QuerySet(Generic[M]):
                                 f"(rollups: {declared}); declare rollups=[ts.rollup(...)]")
 
     def resample(self, every: str | timedelta, *,
-                 fields: Sequence[str] | None = None) -> Resample:
+                 fields: str | Sequence[str] | None = None) -> Resample:
         """The range's aggregates per entity and bucket of ``every`` (``"1h"``, ``"1d"``).
 
         Iterate the result (``async for`` on an async connection) for
         `Window`s by entity then time: ``count`` and, per
         field, ``count``, ``sum``, ``min``, ``max``, ``last`` and ``mean``
         (``w.fields["cpu"].mean`` or ``w.cpu_mean``). Buckets start at
-        multiples of ``every`` since the epoch. A rollup table serves it
+        multiples of ``every`` since the epoch (UTC), whatever the range's
+        start: a window at an edge of the range holds only the events inside
+        the range (``range(00:30, 10:30).resample("1h")`` starts with the
+        window ``[00:00, 01:00)`` of the events from 00:30). Windows without
+        an event are left out. A rollup table serves it
         when its bucket size divides ``every``, the range starts and ends on
         its bucket boundaries, and it holds the fields: else the raw events
         are read. ``resample(...).explain()`` says which.
 
         Args:
-            every: the bucket size: ``"30s"``, ``"15min"``, ``"1h"``, ``"1d"``
-                or a ``timedelta``.
-            fields: the int and float value fields to aggregate (default: all).
+            every: the bucket size: a whole number of ``ms``, ``s``, ``min``,
+                ``h`` or ``d`` (``"30s"``, ``"15min"``, ``"1h"``, ``"1d"``) or a
+                ``timedelta``; no weeks or months (``"7d"`` windows start on
+                Thursdays, as the epoch did).
+            fields: the int and float value fields to aggregate (default: all;
+                a string is one field's name).
 
         Raises:
             QueryError: not a ``range(...)`` query, a limit or
-                ``newest_first()`` given, or a field that is not a number.
+                ``newest_first()`` given, a field that is not a number, or a
+                bucket size that is not one.
         """
         return Resample(self, every_of(self._spec.name, every), fields)
 

@@ -42,11 +42,13 @@ class Resample:
     Built by `tsmodel.QuerySet.resample()`; nothing is read until iterated.
     """
 
-    def __init__(self, query: Any, every: int, fields: Sequence[str] | None) -> None:
+    def __init__(self, query: Any, every: int, fields: str | Sequence[str] | None) -> None:
         #: The range query (a `QuerySet`; not imported: it imports this).
         self.query = query
         self.every = every
-        self.fields = None if fields is None else tuple(fields)
+        #: The fields asked for: a string is one field's name, as in ``ts.rollup()``.
+        self.fields = None if fields is None else (fields,) if isinstance(fields, str) \
+            else tuple(fields)
         self.explain()  # fail fast, no I/O
 
     def explain(self, features: Features | None = None) -> ResamplePlan:
