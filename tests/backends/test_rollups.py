@@ -296,6 +296,27 @@ def test_resample_over_a_day_reads_at_most_24_rows_per_entity(backend: Backend) 
         db.drop_tables(Metric)
 
 
+def test_resample_of_a_filtered_range_reads_the_matching_events(backend: Backend) -> None:
+    """A rollup aggregates every event: a where() query is resampled from its events."""
+    Metric = metric_model()
+    db = ts.Connection(backend)
+    db.create_tables(Metric)
+    try:
+        events = [Metric(host="a", time=DAY0 + timedelta(minutes=m), cpu=float(m % 7), n=m)
+                  for m in range(0, 6 * 60, 5)]
+        assert db.save_all(events).ok
+        qs = Metric.range(DAY0, DAY0 + timedelta(hours=6), host="a").using(db) \
+            .where(cpu__gte=3.0)
+        plan = qs.resample("1h").explain()
+        assert plan.source == "raw" and "where()" in plan.reason
+        stored: Stored = {((e.host,), us(e.time)): {"cpu": e.cpu, "n": e.n}
+                          for e in events if e.cpu >= 3.0}
+        expected = oracle_buckets(stored, HOUR_US, ["cpu", "n"], {"n"})
+        assert windows_as_rows(qs.resample("1h"), ["host"], ["cpu", "n"]) == expected
+    finally:
+        db.drop_tables(Metric)
+
+
 def test_repair_rebuilds_rollup_rows(backend: Backend) -> None:
     """A rollup write that failed (the save is PARTIAL) and a stray row: repair fixes both."""
     Metric = metric_model()

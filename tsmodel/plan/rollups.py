@@ -487,8 +487,9 @@ def compile_resample(spec: ModelSpec, state: QueryState, every: int,
 
     A rollup serves when its bucket size divides ``every``, the range's start
     and end are multiples of its bucket size, it aggregates every field
-    asked for, and its key holds the fields the query names. Among those,
-    the largest buckets win (fewest rows).
+    asked for, its key holds the fields the query names, and the query has
+    no ``where()`` condition. Among those, the largest buckets win (fewest
+    rows).
 
     Raises:
         QueryError: not a ``range(...)`` query, a limit or ``newest_first``,
@@ -516,7 +517,11 @@ def compile_resample(spec: ModelSpec, state: QueryState, every: int,
     given = {name for name, _ in state.fields}
     why = "no rollup declared"
     best: RollupSpec | None = None
-    for rollup in spec.rollups:
+    # A rollup aggregates every event of its buckets: value conditions need the events.
+    rollups = () if state.where else spec.rollups
+    if state.where and spec.rollups:
+        why = "where() conditions: a rollup aggregates every event, the raw events are read"
+    for rollup in rollups:
         size = rollup.every
         if every % size:
             why = f"rollup {rollup.table!r} ({rollup.label}) does not divide the step"

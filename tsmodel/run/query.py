@@ -355,7 +355,8 @@ class QuerySet(Generic[M]):
         window ``[00:00, 01:00)`` of the events from 00:30). Windows without
         an event are left out. A rollup table serves it
         when its bucket size divides ``every``, the range starts and ends on
-        its bucket boundaries, and it holds the fields: else the raw events
+        its bucket boundaries, it holds the fields and the query has no
+        ``where()`` condition: else the raw events (those ``where()`` keeps)
         are read. ``resample(...).explain()`` says which.
 
         Args:
