@@ -278,10 +278,16 @@ def test_altered_truncated_and_foreign_tokens_raise(backend: Backend, table_name
                 model.range(cursor_app.START, cursor_app.END - timedelta(seconds=1)),
                 qs.only("value"),
                 cursor_app.declare(table_name + "x").range(cursor_app.START, cursor_app.END),
+                qs.where(value__gte=0),  # a value condition the server applies
             ]
             for other in foreign:
                 with pytest.raises(ts.InvalidCursorError, match="another query"):
                     other.using(conn).page(3, after=token)
+            # Queries that differ only in a server-side value condition differ too.
+            narrow = qs.where(value__gt=1).using(conn).page(2).next
+            assert narrow is not None
+            with pytest.raises(ts.InvalidCursorError, match="another query"):
+                qs.where(value__gt=2).using(conn).page(2, after=narrow)
             # The limit and the page size are not the query: they may differ.
             assert len(qs.using(conn).limit(5).page(4, after=token)) == 2
         with pytest.raises(ts.InvalidCursorError, match="not signed"):

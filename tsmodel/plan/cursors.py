@@ -183,7 +183,8 @@ def _digest(plan: ReadPlan, state: QueryState) -> bytes:
         None if state.only is None else sorted(state.only),
         list(plan.client_filters), plan.merge, plan.descending,
         [[r.table, [k.hex() for k in r.rows.keys],
-          [[_hex(g.start), _hex(g.end)] for g in r.rows.ranges], r.reverse]
+          [[_hex(g.start), _hex(g.end)] for g in r.rows.ranges], r.reverse,
+          repr(r.filter)]  # its server-side conditions (value ranges...) too
          for r in plan.requests],
     ]
     text = json.dumps(described, separators=(",", ":"), default=repr)
@@ -264,7 +265,8 @@ class CursorCodec:
                 body = zlib.decompress(body)
             if body[:_DIGEST] != self.digest:
                 raise self._invalid("it was made by another query (its model, table, time "
-                                    "range, key fields, order, mode or fields differ)")
+                                    "range, key fields, order, mode, fields or where() "
+                                    "conditions differ)")
             position = _unpack(body[_DIGEST:])
         except (zlib.error, IndexError, ValueError) as exc:
             if isinstance(exc, errors.InvalidCursorError):
