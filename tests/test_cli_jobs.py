@@ -113,3 +113,25 @@ def test_repair_command_without_progress(store: tuple[Path, str]) -> None:
                    "--url", url, "--no-progress", "--batch-size", "100", cwd=cwd)
     assert done.returncode == 0, done.stderr
     assert "replayed 3840 events" in done.stdout and done.stderr == ""
+
+
+def tables_of(url: str) -> list[str]:
+    with ts.connect(url, default=False) as conn:
+        return sorted(conn.backend.list_tables())
+
+
+@pytest.mark.parametrize("command", [
+    ("snapshot", "--period", "2017-07-26"),
+    ("repair", "--start", "2017-07-26", "--end", "2017-07-28"),
+])
+def test_a_job_on_a_store_without_the_main_table_fails_and_creates_nothing(
+        tmp_path: Path, command: tuple[str, ...]) -> None:
+    (tmp_path / "meters.py").write_text(MODELS)
+    url = f"sqlite:///{tmp_path / 'elsewhere.db'}"  # the wrong file: no tables at all
+    name, *options = command
+    bad = tsmodel(name, "meters.py:Meter", *options, "--url", url, cwd=tmp_path)
+    assert bad.returncode == 1
+    lines = bad.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tsmodel: error: "), bad.stderr
+    assert "'SENSOR'" in lines[0] and url in lines[0], lines[0]
+    assert tables_of(url) == []  # no empty snapshot, progress or companion table

@@ -9,6 +9,9 @@ couple of kilobytes here, so that reads are cut into many parts.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -24,7 +27,7 @@ from apache_beam.testing.util import assert_that, equal_to  # noqa: E402
 import tsmodel as ts  # noqa: E402
 from tests.backends.conftest import emulator  # noqa: E402, F401
 from tsmodel.backends import embedded  # noqa: E402
-from tsmodel.backends.base import DeleteRow, ReadRequest, RowMutation  # noqa: E402
+from tsmodel.backends.base import DeleteRow, ReadRequest, RowMutation, SetCell  # noqa: E402
 from tsmodel.jobs import beam as tsbeam  # noqa: E402
 from tsmodel.jobs.beam import io as beam_io  # noqa: E402
 from tsmodel.plan.rollups import rollup_row  # noqa: E402
@@ -312,6 +315,75 @@ def test_job_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert status == 0, out
     assert '"events_written": 432' in out
     assert len(raw(url, "B_READING_20170726")) == 12 * 36
+
+
+def tsmodel_job(*args: str) -> subprocess.CompletedProcess[str]:
+    """``tsmodel job ...`` in a process of its own: what a user's terminal shows."""
+    env = {k: v for k, v in os.environ.items() if k != "TSMODEL_DEBUG"}
+    return subprocess.run([sys.executable, "-m", "tsmodel", "job", *args, "--", *OPTIONS],
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def tables_of(url: str) -> list[str]:
+    with ts.connect(url, default=False) as conn:
+        return sorted(conn.backend.list_tables())
+
+
+HERE = "tests/extras/test_beam.py"
+SPAN = ("--start", "2017-07-26", "--end", "2017-07-27")
+
+
+@pytest.mark.parametrize(("job", "table"), [
+    (("snapshot", f"{HERE}:Reading", "--period", "2017-07-26"), "B_READING"),
+    (("repair", f"{HERE}:Reading", *SPAN), "B_READING"),
+    (("backfill", f"{HERE}:Reading"), "B_READING"),
+    (("migrate", f"{HERE}:Reading", f"{HERE}:ReadingV2"), "B_READING"),
+    (("rollups", f"{HERE}:Metric", *SPAN), "B_METRIC"),
+], ids=lambda v: v[0] if isinstance(v, tuple) else v)
+def test_a_job_on_a_store_without_the_main_table_fails_and_creates_nothing(
+        tmp_path: Path, job: tuple[str, ...], table: str) -> None:
+    url = f"sqlite:///{tmp_path / 'elsewhere.db'}"  # the wrong file: no tables at all
+    done = tsmodel_job(*job, "--url", url)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("tsmodel: error: ") and f"{table!r}" in last and url in last, last
+    assert tables_of(url) == []
+
+
+def test_a_migration_verified_only_needs_the_target(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    seed(url)
+    with pytest.raises(ts.TableNotFoundError, match=f"'B_READING_V2' does not exist at {url}"):
+        tsbeam.migrate(url, Reading, ReadingV2, copy=False, options=OPTIONS)
+    assert "B_READING_V2" not in tables_of(url)
+
+
+def test_a_backfill_creates_only_the_tables_it_fills(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    seed(url)
+    with ts.connect(url, default=False) as conn:
+        conn.backend.delete_table("B_READING_BY_SITE")
+        conn.backend.delete_table("B_CURRENT_READING")
+    report = tsbeam.backfill(url, Reading, tables=["B_CURRENT_READING"], options=OPTIONS)
+    assert report.ok
+    assert tables_of(url) == ["B_CURRENT_READING", "B_READING"]
+    assert len(raw(url, "B_CURRENT_READING")) == 12  # a row per meter
+
+
+def test_a_job_failing_in_a_worker_prints_one_line(tmp_path: Path) -> None:
+    """Beam logs a worker's exception with its traceback; the command shows one line."""
+    url = f"sqlite:///{tmp_path / 'bad.db'}"
+    seed(url)
+    key = encode_event(Reading.__tsmodel__, readings()[0]).main.key
+    with ts.connect(url, default=False) as conn:  # a float cell of 3 bytes: undecodable
+        (outcome,) = conn.backend.mutate_rows("B_READING", [RowMutation(key, (
+            SetCell("R", b"KWH", 1_501_027_200_000_000, b"bad"),))])
+        assert outcome.ok
+    done = tsmodel_job("snapshot", f"{HERE}:Reading", "--period", "2017-07-26", "--url", url)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("tsmodel: error: "), done.stderr
 
 
 def test_the_jobs_page_examples_run() -> None:

@@ -16,6 +16,7 @@ what they share is in ``_common`` (subparsers, input values, output) and
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Sequence
@@ -68,14 +69,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CliError, errors.TsModelError, OSError, ValueError, TypeError) as exc:
         if os.environ.get("TSMODEL_DEBUG"):
             raise
-        print_error(_message(exc))
+        print_error(_message(exc, args))
         return 1
 
 
-def _message(exc: BaseException) -> str:
+def _message(exc: BaseException, args: argparse.Namespace) -> str:
     text = str(exc) or type(exc).__name__
     if isinstance(exc, errors.ScanRefusedError):
         text += " (on the command line: --allow-scan)"
+    if isinstance(exc, errors.TableNotFoundError) and hasattr(args, "url"):
+        url = args.url or os.environ.get("TSMODEL_URL") or "memory://"
+        if url not in text:  # which store: the wrong --url is the usual cause
+            text += f" (--url {url})"
     if not isinstance(exc, (CliError, errors.TsModelError)):
         text = f"{type(exc).__name__}: {text}"
     return text

@@ -8,11 +8,17 @@ Beam as pipeline options (``--project=... --region=... --temp_location=gs://...`
 from __future__ import annotations
 
 import argparse
+import functools
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from tsmodel import spec_of
+from tsmodel import errors, spec_of
 from tsmodel.cli._common import (
     CliError,
+    Run,
     add_json,
     add_target,
     command,
@@ -29,7 +35,8 @@ __all__ = ["add_command"]
 _EPILOG = ("Arguments after -- go to Apache Beam as pipeline options, e.g. -- "
            "--project=P --region=europe-west1 --temp_location=gs://B/tmp "
            "--service_account_email=SA. Needs the beam extra: "
-           "pip install 'tsmodel-bigtable[beam]'.")
+           "pip install 'tsmodel-bigtable[beam]'. An error is one line; with "
+           "TSMODEL_DEBUG=1, Beam's log of a failed worker and the traceback show too.")
 
 
 def add_command(commands: Any) -> None:
@@ -78,7 +85,7 @@ def add_command(commands: Any) -> None:
 
 def _action(actions: Any, name: str, summary: str, description: str,
             run: Any) -> argparse.ArgumentParser:
-    sub = command(actions, name, summary, description + "\n\n" + _EPILOG, run)
+    sub = command(actions, name, summary, description + "\n\n" + _EPILOG, _one_line(run))
     add_target(sub)
     sub.add_argument("--url", required=True,
                      help="the store every worker opens: bigtable://PROJECT/INSTANCE"
@@ -95,6 +102,44 @@ def _action(actions: Any, name: str, summary: str, description: str,
     add_json(sub)
     sub.set_defaults(pipeline_args=[])  # what follows -- (see tsmodel.cli.main)
     return sub
+
+
+#: The logger Beam's runners log a failed worker's exception on, with its traceback.
+_WORKER_LOG = "apache_beam.runners.common"
+
+
+def _one_line(run: Run) -> Run:
+    """``run`` with a failure shown as one line, as every command's: Beam's log of a
+    worker's exception is silenced (unless ``TSMODEL_DEBUG`` is set), and the
+    exception Beam raises for it, rebuilt from its first argument, gives way to
+    tsmodel's own (its model, table and row key are in its message)."""
+
+    @functools.wraps(run)
+    def quiet(args: argparse.Namespace) -> int:
+        if os.environ.get("TSMODEL_DEBUG"):
+            return run(args)
+        with _silenced(logging.getLogger(_WORKER_LOG)):
+            try:
+                return run(args)
+            except Exception as exc:
+                original = exc.__context__
+                if getattr(exc, "_tagged_with_step", False) and isinstance(
+                        original, errors.TsModelError):
+                    step = str(exc).rpartition(" [while running ")[2]
+                    raise CliError(f"{original} [while running {step}") from exc
+                raise
+
+    return quiet
+
+
+@contextmanager
+def _silenced(logger: logging.Logger) -> Iterator[None]:
+    level = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _span(sub: argparse.ArgumentParser) -> None:

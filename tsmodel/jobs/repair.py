@@ -61,9 +61,21 @@ from tsmodel.backends.base import (
     SetCell,
 )
 from tsmodel.declare.spec import ModelSpec, RollupSpec, spec_of
+from tsmodel.declare.tables import table_specs
 from tsmodel.encoding.timestamps import EPOCH, to_micros
 from tsmodel.jobs.progress import Progress, advance, close
-from tsmodel.jobs.steps import First, JobSteps, Read, Rows, Save, Scan, Send, run_job, run_job_async
+from tsmodel.jobs.steps import (
+    First,
+    JobSteps,
+    Read,
+    Rows,
+    Save,
+    Scan,
+    Send,
+    require_tables,
+    run_job,
+    run_job_async,
+)
 from tsmodel.plan.merge import check_guard
 from tsmodel.plan.reads import QueryState, ReadPlan, compile_query
 from tsmodel.plan.rollups import RollupRefresh
@@ -173,6 +185,7 @@ def repair_steps(model: type, start: datetime, end: datetime, *, features: Featu
     """
     scope = RepairScope.of(model, start, end, features, key_prefix)
     spec, plan, bars = scope.spec, scope.plan, Progress(progress)
+    yield from require_tables(spec.name, [t.name for t in table_specs(spec)])  # it reads each
     for guard in plan.guards:
         found: list[Row] = yield Read(guard)
         check_guard(plan, found)

@@ -44,7 +44,17 @@ from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.declare.tables import table_specs
 from tsmodel.encoding.timestamps import from_micros, to_micros
 from tsmodel.jobs.progress import Progress, advance, close
-from tsmodel.jobs.steps import BackendCall, JobSteps, Read, Rows, Scan, Send, run_job, run_job_async
+from tsmodel.jobs.steps import (
+    BackendCall,
+    JobSteps,
+    Read,
+    Rows,
+    Scan,
+    Send,
+    require_tables,
+    run_job,
+    run_job_async,
+)
 from tsmodel.plan.writes import EncodedEvent, WritePlan, WriteResult, WriteStatus
 from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection, get_default_connection
@@ -165,6 +175,7 @@ def _build(spec: ModelSpec, model: type, period_us: int, batch_size: int,
     assert spec.snapshot is not None
     start, end = spec.snapshot.bounds(period_us)
     target = spec.snapshot.spec_for(start)
+    yield from require_tables(spec.name, [spec.table])  # before creating the period's table
     job = _Job(f"snapshot#{target.table}".encode())
     yield from job.prepare(target, restart)
     began = time.monotonic()

@@ -19,11 +19,12 @@ the table's size.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Generator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from typing import Any, TypeVar
 
 import attrs
 
+from tsmodel import errors
 from tsmodel.backends.base import MutationOutcome, ReadRequest, Row
 from tsmodel.plan.schema import BackendCall
 from tsmodel.plan.writes import TableWrite, WriteResult
@@ -32,7 +33,7 @@ from tsmodel.run.connection import Connection
 from tsmodel.run.query import QuerySet
 
 __all__ = ["Read", "Scan", "Rows", "Send", "Save", "First", "BackendCall", "Step",
-           "JobSteps", "run_job", "run_job_async"]
+           "JobSteps", "require_tables", "run_job", "run_job_async"]
 
 _R = TypeVar("_R")
 
@@ -105,6 +106,36 @@ class First:
 Step = Read | Scan | Rows | Send | Save | First | BackendCall
 #: A job: yields steps, receives their answers, returns its report.
 JobSteps = Generator[Step, Any, _R]
+
+
+def require_tables(model: str, tables: Sequence[str], *,
+                   where: str | None = None) -> JobSteps[None]:
+    """Check, before a job reads or writes anything, that the tables it reads exist.
+
+    A job creates only the tables it writes (a snapshot, rollup or
+    companion table, a migration's target): a main table missing means the
+    wrong store or a model whose tables were never created, and an empty one
+    made in passing would hide it.
+
+    Args:
+        model: the model's name, for the message.
+        tables: the tables the job reads.
+        where: the store's URL, for the message.
+
+    Raises:
+        TableNotFoundError: a table does not exist.
+    """
+    existing = set((yield BackendCall("list_tables")))
+    missing = [t for t in tables if t not in existing]
+    if missing:
+        at = f" at {where}" if where else ""
+        names = ", ".join(map(repr, missing))
+        one = len(missing) == 1
+        what = f"table {names} does" if one else f"tables {names} do"
+        raise errors.TableNotFoundError(
+            f"{model}: {what} not exist{at}, and the job reads {'it' if one else 'them'}: "
+            "check the URL, or create the model's tables first (conn.create_tables(Model), "
+            "'tsmodel schema apply'); nothing was written")
 
 
 # -- blocking --------------------------------------------------------------------------

@@ -57,7 +57,7 @@ from tsmodel.jobs.repair import (
 )
 from tsmodel.jobs.snapshots import period_read
 from tsmodel.jobs.splits import DEFAULT_MOST
-from tsmodel.jobs.steps import run_job
+from tsmodel.jobs.steps import require_tables, run_job
 from tsmodel.plan.reads import time_span
 from tsmodel.plan.rollups import rollup_row
 from tsmodel.plan.writes import EncodedEvent, encode_event
@@ -189,6 +189,22 @@ def _log_dead(letter: DeadLetter) -> None:
               letter.attempts, letter.entity)
 
 
+def _prepare(url: str, model: str, reads: Sequence[str],
+             writes: Sequence[TableSpec] = ()) -> None:
+    """Before a pipeline: check that the tables a job reads exist, then create (or
+    bring in step) those it writes, and no other."""
+    with connect(url, default=False) as conn:
+        run_job(require_tables(model, reads, where=url), conn)
+        for table in writes:
+            conn.backend.create_table(table)
+
+
+def _tables(spec: ModelSpec, names: Iterable[str]) -> list[TableSpec]:
+    """The model's tables of these names, with their families and GC rules."""
+    wanted = set(names)
+    return [t for t in table_specs(spec) if t.name in wanted]
+
+
 # -- snapshot ----------------------------------------------------------------------------
 
 
@@ -216,14 +232,15 @@ def snapshot(url: str, model: type, period: datetime, *, options: Options = None
     Raises:
         QueryError: the model declares no snapshot.
         ConfigurationError: the URL is in memory.
+        TableNotFoundError: the main table does not exist (nothing is created).
     """
     began, url = time.monotonic(), worker_url(url)
     spec, period_us = spec_of(model), to_micros(period)
     target, _ = period_read(spec, period_us)
     assert spec.snapshot is not None
     start, end = spec.snapshot.bounds(period_us)
-    with connect(url, default=False) as conn:
-        conn.backend.create_table(TableSpec(target.table, table_specs(target)[0].families))
+    _prepare(url, spec.name, [spec.table],
+             [TableSpec(target.table, table_specs(target)[0].families)])
     counters: dict[str, int] = {}
 
     def build(p: beam.Pipeline) -> None:
@@ -292,10 +309,10 @@ def backfill(url: str, model: type, *, tables: Sequence[str] | None = None,
              dead_letters: str | None = None) -> BeamReport:
     """Fill newly declared companion tables from the main table on Beam.
 
-    Creates the model's tables (a new alternate-key or current-value table
-    among them), then writes every main-table event of [start, end) (all
-    time by default) into the alternate-key tables, and each entity's newest
-    into the current-value table (unless it holds a newer one): what
+    Creates the companion tables it fills (and no other), then writes every
+    main-table event of [start, end) (all time by default) into the
+    alternate-key tables, and each entity's newest into the current-value
+    table (unless it holds a newer one): what
     `tsmodel.repair()` replays. Nothing is deleted.
 
     Args:
@@ -304,6 +321,7 @@ def backfill(url: str, model: type, *, tables: Sequence[str] | None = None,
 
     Raises:
         ConfigurationError: a table is not a companion of the model.
+        TableNotFoundError: the main table does not exist (nothing is created).
     """
     began, url, spec = time.monotonic(), worker_url(url), spec_of(model)
     known = [alt.table for alt in spec.alternates] + (
@@ -314,8 +332,7 @@ def backfill(url: str, model: type, *, tables: Sequence[str] | None = None,
         raise errors.ConfigurationError(
             f"{spec.name}: {', '.join(map(repr, unknown)) or 'no table'} is not a companion "
             f"table to backfill (its companions: {', '.join(known) or 'none'})")
-    with connect(url, default=False) as conn:
-        conn.create_tables(model)
+    _prepare(url, spec.name, [spec.table], _tables(spec, chosen))
     span = _span(spec, start, end)
     counters: dict[str, int] = {}
     alternates = [t for t in chosen if t != spec.current_table]
@@ -417,11 +434,16 @@ def repair(url: str, model: type, start: datetime, end: datetime, *,
     Returns:
         A `BeamReport`; its ``failed`` counter counts the writes and
         deletes not applied (run the repair again), as ``RepairReport.failed``.
+
+    Raises:
+        TableNotFoundError: the main table or a companion table does not exist.
     """
     began, url, spec = time.monotonic(), worker_url(url), spec_of(model)
     QuerySet(model).range(start, end, allow_scan=True, **key_prefix)  # its argument checks
     span, prefix = (to_micros(start), to_micros(end)), tuple(key_prefix.items())
     scope = RepairScope.of(model, start, end, Features(), key_prefix)
+    _prepare(url, spec.name, [spec.table, *(alt.table for alt in spec.alternates),
+                              *([spec.current_table] if spec.current_table else [])])
     counters: dict[str, int] = {}
     args = (url, model, span, prefix, batch_size)
 
@@ -526,14 +548,22 @@ def migrate(url: str, source: type, target: type, *, to_url: str | None = None,
         verify: run the verification pass.
         spot_checks: source events looked up in the target.
         The others: as for `snapshot()`.
+
+    Raises:
+        TableNotFoundError: the source's main table does not exist, or (with
+            ``copy=False``) the target's; nothing is created.
     """
     began = time.monotonic()
     url = worker_url(url)
     to_url = worker_url(to_url or url)
     convert = convert or SameFields(target)
-    span = _span(spec_of(source), start, end)
-    with connect(to_url, default=False) as conn:
-        conn.create_tables(target)
+    source_spec, target_spec = spec_of(source), spec_of(target)
+    span = _span(source_spec, start, end)
+    _prepare(url, source_spec.name, [source_spec.table])
+    if copy:  # it writes the target's tables
+        _prepare(to_url, target_spec.name, [], table_specs(target_spec))
+    else:  # it reads the target's main table
+        _prepare(to_url, target_spec.name, [target_spec.table])
     counters: dict[str, int] = {}
 
     def copy_events(p: beam.Pipeline) -> None:
@@ -555,7 +585,7 @@ def migrate(url: str, source: type, target: type, *, to_url: str | None = None,
                  | "Each" >> beam.FlatMap(lambda sample: sample)
                  | "Look up" >> beam.ParDo(_SpotCheck(to_url, target, convert)))
 
-    name = f"migrate {spec_of(source).table} -> {spec_of(target).table}"
+    name = f"migrate {source_spec.table} -> {target_spec.table}"
     if copy:
         _run(name, copy_events, options, counters)
     verification = None
@@ -683,6 +713,7 @@ def rebuild_rollups(url: str, model: type, start: datetime, end: datetime, *,
     Raises:
         QueryError: the model declares no rollup, or a bad range or key prefix.
         ConfigurationError: the URL is in memory, or ``batch_size`` < 1.
+        TableNotFoundError: the main table does not exist (nothing is created).
     """
     began, url, spec = time.monotonic(), worker_url(url), spec_of(model)
     if not spec.rollups:
@@ -693,8 +724,7 @@ def rebuild_rollups(url: str, model: type, start: datetime, end: datetime, *,
     span, prefix = (to_micros(start), to_micros(end)), tuple(key_prefix.items())
     wide = (min(r.start(span[0]) for r in spec.rollups),
             max(r.start(span[1] - 1) + r.every for r in spec.rollups))
-    with connect(url, default=False) as conn:
-        conn.create_tables(model)
+    _prepare(url, spec.name, [spec.table], _tables(spec, [r.table for r in spec.rollups]))
     counters: dict[str, int] = {}
 
     def build(p: beam.Pipeline) -> None:
