@@ -128,3 +128,34 @@ def test_connect_with_a_cache() -> None:
         assert conn.cache is not None and conn.cache is conn.backend
     with ts.connect("memory://", default=False) as plain:
         assert plain.cache is None
+
+
+@pytest.mark.parametrize("url, address", [
+    ("bigtable-emulator://localhost/p/i", "'localhost'"),  # no port
+    ("bigtable-emulator://localhost:/p/i", "'localhost:'"),
+    ("bigtable-emulator://localhost:port/p/i", "'localhost:port'"),
+    ("bigtable-emulator://localhost:99999/p/i", "'localhost:99999'"),
+    ("bigtable-emulator://localhost:0/p/i", "'localhost:0'"),
+    ("bigtable-emulator://:8086/p/i", "':8086'"),  # no host
+])
+def test_an_emulator_url_needs_host_and_port(url: str, address: str) -> None:
+    with pytest.raises(ts.ConfigurationError, match="HOST:PORT") as info:
+        ts.connect(url, default=False)
+    message = str(info.value)
+    assert repr(url) in message and address in message
+
+
+def test_the_emulator_host_variable_needs_host_and_port(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BIGTABLE_EMULATOR_HOST", "localhost")
+    with pytest.raises(ts.ConfigurationError, match="HOST:PORT") as info:
+        ts.connect("bigtable://p/i", default=False)
+    assert "BIGTABLE_EMULATOR_HOST" in str(info.value) and "'localhost'" in str(info.value)
+
+
+@pytest.mark.parametrize("url", ["bigtable-emulator://localhost:8086/p/i",
+                                 "bigtable-emulator://127.0.0.1:1/p/i",
+                                 "bigtable-emulator://[::1]:65535/p/i"])
+def test_emulator_addresses_accepted(url: str) -> None:
+    with ts.connect(url, default=False) as conn:  # no call made: nothing needs to answer
+        assert repr(conn.backend).endswith(url.split("/")[2] + ">")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import SplitResult
+from urllib.parse import SplitResult, urlsplit
 
 from tsmodel.backends import _urls
 from tsmodel.backends.base import AsyncBackend, Backend, Features, Reachable
@@ -145,4 +145,21 @@ def _bigtable_args(url: str, parts: SplitResult) -> dict[str, Any]:
         emulator_host = netloc
     if len(segments) != 2 or not all(segments) or not emulator_host and scheme != "bigtable":
         raise ConfigurationError(f"cannot open {_urls.redact(url)!r}: expected {_URL_FORMS}")
+    if emulator_host is not None and not _host_and_port(emulator_host):
+        given = ("the emulator's address" if scheme == "bigtable-emulator"
+                 else "BIGTABLE_EMULATOR_HOST")
+        raise ConfigurationError(
+            f"cannot open {_urls.redact(url)!r}: {given} must be HOST:PORT with a port "
+            f"from 1 to 65535 (such as localhost:8086, as 'tsmodel emulator' prints), "
+            f"got {emulator_host!r}")
     return {"project": segments[0], "instance": segments[1], "emulator_host": emulator_host}
+
+
+def _host_and_port(address: str) -> bool:
+    """Whether ``address`` is ``HOST:PORT`` (``[::1]:PORT`` for IPv6), the port 1-65535."""
+    try:
+        parts = urlsplit("//" + address)
+        port = parts.port
+    except ValueError:  # not a number, or out of range
+        return False
+    return bool(parts.hostname) and port is not None and port > 0
