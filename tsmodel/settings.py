@@ -26,21 +26,62 @@ import attrs
 
 from tsmodel.errors import ConfigurationError
 
-__all__ = ["Settings", "DEFAULT_SETTINGS", "resolve"]
+__all__ = ["Settings", "DEFAULT_SETTINGS", "resolve", "check_seconds", "check_whole",
+           "check_flag"]
+
+
+# -- checks of one value: every setting and option of a connection goes through these ------
+
+
+def check_seconds(name: str, value: Any, *, optional: bool = False, zero: bool = False,
+                  what: str = "setting") -> None:
+    """Refuse anything but a finite number of seconds above 0 (at least 0 with
+    ``zero``; or ``None`` with ``optional``); the message names ``what name``.
+
+    Raises:
+        ConfigurationError: naming the setting and the value.
+    """
+    if value is None and optional:
+        return
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value) and (value >= 0 if zero else value > 0)
+    if not ok:
+        bound = "at least 0" if zero else "above 0"
+        none = " or None" if optional else ""
+        raise ConfigurationError(f"{what} {name!r} must be a number of seconds "
+                                 f"{bound}{none}, got {value!r}")
+
+
+def check_whole(name: str, value: Any, *, minimum: int = 1, optional: str = "",
+                what: str = "setting") -> None:
+    """Refuse anything but an ``int`` (not a bool) of at least ``minimum``; ``None``
+    too when ``optional`` says what it means.
+
+    Raises:
+        ConfigurationError: naming the setting and the value.
+    """
+    if value is None and optional:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        none = f" or None ({optional})" if optional else ""
+        raise ConfigurationError(f"{what} {name!r} must be a whole number of at least "
+                                 f"{minimum}{none}, got {value!r}")
+
+
+def check_flag(name: str, value: Any, *, what: str = "setting") -> None:
+    """Refuse anything but ``True`` or ``False`` (not ``1``, not ``"yes"``).
+
+    Raises:
+        ConfigurationError: naming the setting and the value.
+    """
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"{what} {name!r} must be True or False, got {value!r}")
 
 
 def _check_seconds(optional: bool = False, zero: bool = False) -> Callable[..., None]:
     """A validator: a finite number of seconds above 0 (or at least 0; or ``None``)."""
     def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-        if value is None and optional:
-            return
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) \
-            and math.isfinite(value) and (value >= 0 if zero else value > 0)
-        if not ok:
-            bound = "at least 0" if zero else "above 0"
-            none = " or None" if optional else ""
-            raise ConfigurationError(f"setting {attribute.name!r} must be a number of seconds "
-                                     f"{bound}{none}, got {value!r}")
+        check_seconds(attribute.name, value, optional=optional, zero=zero)
     return check
 
 
@@ -54,10 +95,7 @@ def _check_number(minimum: float) -> Callable[..., None]:
 
 
 def _check_attempts(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool)
-                              or value < 1):
-        raise ConfigurationError(f"setting {attribute.name!r} must be a whole number of at "
-                                 f"least 1 or None (until the operation timeout), got {value!r}")
+    check_whole(attribute.name, value, optional="until the operation timeout")
 
 
 def _check_app_profile(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -67,9 +105,7 @@ def _check_app_profile(_: Any, attribute: attrs.Attribute[Any], value: Any) -> N
 
 
 def _check_flag(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, bool):
-        raise ConfigurationError(f"setting {attribute.name!r} must be True or False, "
-                                 f"got {value!r}")
+    check_flag(attribute.name, value)
 
 
 def _check_client_options(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -103,13 +139,11 @@ def _count(text: str) -> int | None:
     return int(text)
 
 
-_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
-
-
 def _flag(text: str) -> bool:
-    if text.lower() in _TRUE:
+    """``true`` or ``false``, in any case: what docs/operations.md says, and no more."""
+    if text.lower() == "true":
         return True
-    if text.lower() in _FALSE:
+    if text.lower() == "false":
         return False
     raise ValueError(text)
 

@@ -213,9 +213,11 @@ def test_a_batch_that_reads_first_goes_alone() -> None:
 
 
 def test_a_flow_refuses_bounds_below_one() -> None:
-    with pytest.raises(ts.ConfigurationError, match="batches must be at least 1, got 0"):
+    with pytest.raises(ts.ConfigurationError,
+                       match="'batches' must be a whole number of at least 1, got 0"):
         WriteFlow(batches=0)
-    with pytest.raises(ts.ConfigurationError, match="bytes must be at least 1, got -5"):
+    with pytest.raises(ts.ConfigurationError,
+                       match="'bytes' must be a whole number of at least 1, got -5"):
         WriteFlow(bytes=-5)
 
 

@@ -139,3 +139,62 @@ def test_telemetry_without_opentelemetry_is_a_clear_error(
     monkeypatch.setitem(sys.modules, "opentelemetry", None)  # as if not installed
     with pytest.raises(ts.ConfigurationError, match=r"pip install 'tsmodel-bigtable\[otel\]'"):
         ts.connect("memory://?telemetry=true", default=False)
+
+
+@pytest.mark.parametrize(("options", "name", "value", "says"), [
+    ({"batch_size": "10"}, "batch_size", "10", "whole number of at least 1"),
+    ({"batch_size": 2.5}, "batch_size", 2.5, "whole number of at least 1"),
+    ({"batch_size": True}, "batch_size", True, "whole number of at least 1"),
+    ({"batch_size": 0}, "batch_size", 0, "whole number of at least 1"),
+    ({"cache": "yes"}, "cache", "yes", "True or False"),
+    ({"cache": 1}, "cache", 1, "True or False"),
+    ({"cache": True, "cache_size": "10"}, "cache_size", "10", "whole number of at least 1"),
+    ({"cache": True, "cache_size": 0}, "cache_size", 0, "whole number of at least 1"),
+    ({"cache": True, "cache_ttl": "30"}, "cache_ttl", "30", "number of seconds above 0"),
+    ({"cache": True, "cache_ttl": math.nan}, "cache_ttl", math.nan, "number of seconds"),
+    ({"cache_ttl": -1}, "cache_ttl", -1, "number of seconds above 0"),
+    ({"flow": "fast"}, "flow", "fast", "ts.WriteFlow"),
+    ({"flow": {"batches": 2}}, "flow", {"batches": 2}, "ts.WriteFlow"),
+    ({"default": "no"}, "default", "no", "True or False"),
+])
+def test_connect_options_of_the_wrong_type_are_refused_naming_them(
+        options: dict[str, Any], name: str, value: Any, says: str) -> None:
+    with pytest.raises(ts.ConfigurationError) as info:
+        ts.connect("memory://", **options)
+    message = str(info.value)
+    assert repr(name) in message and repr(value) in message and says in message, message
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize(("name", "value", "says"), [
+    ("batches", "4", "whole number of at least 1"),
+    ("batches", 0, "whole number of at least 1"),
+    ("bytes", 1.5, "whole number of at least 1"),
+    ("companions_with_main", "no", "True or False"),
+])
+def test_write_flow_values_of_the_wrong_type_are_refused(name: str, value: Any,
+                                                         says: str) -> None:
+    with pytest.raises(ts.ConfigurationError) as info:
+        ts.WriteFlow(**{name: value})
+    message = str(info.value)
+    assert repr(name) in message and repr(value) in message and says in message, message
+
+
+def test_async_connect_options_are_checked_when_called() -> None:
+    with pytest.raises(ts.ConfigurationError, match="'batch_size'.*'10'"):
+        ts.connect_async("memory://", batch_size="10")
+
+
+@pytest.mark.parametrize("text", ["yes", "no", "on", "off", "1", "0", "", "t"])
+def test_a_bool_url_option_is_true_or_false_only(text: str) -> None:
+    with pytest.raises(ts.ConfigurationError) as info:
+        ts.connect(f"memory://?telemetry={text}", default=False)
+    assert "'telemetry' must be true or false" in str(info.value)
+    assert f"got {text!r}" in str(info.value)
+
+
+@pytest.mark.parametrize(("text", "on"), [("false", False), ("False", False),
+                                          ("FALSE", False)])
+def test_a_bool_url_option_in_any_case(text: str, on: bool) -> None:
+    with ts.connect(f"memory://?telemetry={text}", default=False) as conn:
+        assert conn.settings.telemetry is on

@@ -42,12 +42,14 @@ from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.layouts import EncodedRow
 from tsmodel.plan.retention import retention_message, retention_problems
 from tsmodel.plan.rollups import Increments, RollupRefresh
+from tsmodel.settings import check_flag, check_whole
 
 _MS = 1_000
 
 __all__ = ["EncodedEvent", "encode_event", "TableWrite", "WritePlan", "WriteStatus",
            "EntityResult", "WriteResult", "ReadStep", "WriteStep", "WriteFlow",
-           "SaveSchedule", "prepare_save", "schedule_save", "refresh_steps"]
+           "SaveSchedule", "prepare_save", "schedule_save", "refresh_steps",
+           "check_write_options"]
 
 
 class EncodedEvent(NamedTuple):
@@ -638,17 +640,29 @@ class WriteFlow:
 
     batches: int = attrs.field(default=4)
     bytes: int = attrs.field(default=64 * 2**20)
-    companions_with_main: bool = True
+    companions_with_main: bool = attrs.field(default=True)
 
     @batches.validator
-    def _positive_batches(self, _: Any, value: int) -> None:
-        if value < 1:
-            raise errors.ConfigurationError(f"WriteFlow.batches must be at least 1, got {value}")
-
     @bytes.validator
-    def _positive_bytes(self, _: Any, value: int) -> None:
-        if value < 1:
-            raise errors.ConfigurationError(f"WriteFlow.bytes must be at least 1, got {value}")
+    def _positive(self, attribute: attrs.Attribute[Any], value: int) -> None:
+        check_whole(attribute.name, value, what="WriteFlow field")
+
+    @companions_with_main.validator
+    def _flag(self, attribute: attrs.Attribute[Any], value: bool) -> None:
+        check_flag(attribute.name, value, what="WriteFlow field")
+
+
+def check_write_options(batch_size: Any, flow: Any) -> None:
+    """Refuse a connection's ``batch_size`` or ``flow`` of the wrong type or range.
+
+    Raises:
+        ConfigurationError: naming the option and the value.
+    """
+    check_whole("batch_size", batch_size)
+    if not isinstance(flow, WriteFlow):
+        raise errors.ConfigurationError(
+            f"setting 'flow' must be a ts.WriteFlow (ts.WriteFlow(batches=4, ...)), "
+            f"got {flow!r}")
 
 
 #: The flow of a save unless told otherwise.

@@ -46,6 +46,7 @@ from tsmodel.plan.writes import (
     TableWrite,
     WriteFlow,
     WriteResult,
+    check_write_options,
     schedule_save,
 )
 from tsmodel.run.connection import DEFAULT_BATCH_SIZE
@@ -84,8 +85,7 @@ class AsyncConnection:
                  batch_size: int = DEFAULT_BATCH_SIZE, flow: WriteFlow = DEFAULT_FLOW,
                  settings: Settings = DEFAULT_SETTINGS,
                  cursor_secret: str | bytes | None = None) -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        check_write_options(batch_size, flow)
         #: The key that signs page tokens, or ``None``.
         self.cursor_secret = secret_bytes(cursor_secret)
         self.settings = settings
@@ -409,7 +409,8 @@ def connect_async(url: str | None = None, *,
         **settings: as for `tsmodel.connect()`.
 
     Raises:
-        ConfigurationError: the URL or a setting is not understood (when awaited),
-            or ``cursor_secret`` is too short (at once).
+        ConfigurationError: the URL or a setting is not understood (when awaited);
+            ``batch_size``, ``flow`` or ``cursor_secret`` is wrong (at once).
     """
+    check_write_options(batch_size, flow)
     return _Connecting(url, batch_size, flow, settings, secret_bytes(cursor_secret))

@@ -41,11 +41,12 @@ from tsmodel.plan.writes import (
     WritePlan,
     WriteResult,
     WriteStatus,
+    check_write_options,
     schedule_save,
 )
 from tsmodel.run.cache import CachingBackend
 from tsmodel.run.observe import Observer, Operation, kind_of_read
-from tsmodel.settings import DEFAULT_SETTINGS, Settings
+from tsmodel.settings import DEFAULT_SETTINGS, Settings, check_flag, check_seconds, check_whole
 
 __all__ = ["Connection", "connect", "get_default_connection", "set_default_connection",
            "WriteStatus", "EntityResult", "WriteResult", "WriteFlow"]
@@ -79,14 +80,14 @@ class Connection:
 
     Raises:
         ConfigurationError: telemetry is on but OpenTelemetry is not installed,
-            or ``cursor_secret`` is too short.
+            ``batch_size`` or ``flow`` is of the wrong type or range, or
+            ``cursor_secret`` is too short.
     """
 
     def __init__(self, backend: Backend, *, batch_size: int = DEFAULT_BATCH_SIZE,
                  flow: WriteFlow = DEFAULT_FLOW, settings: Settings = DEFAULT_SETTINGS,
                  cursor_secret: str | bytes | None = None) -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        check_write_options(batch_size, flow)
         #: The key that signs page tokens, or ``None``.
         self.cursor_secret = secret_bytes(cursor_secret)
         self.settings = settings
@@ -459,10 +460,17 @@ def connect(url: str | None = None, *, default: bool = True,
     Raises:
         ConfigurationError: the URL is not understood; a setting or URL
             option is unknown (the message names the closest valid one) or
-            out of range; telemetry is on without OpenTelemetry installed;
+            out of range; an argument is of the wrong type (``batch_size="10"``)
+            or range; telemetry is on without OpenTelemetry installed;
             ``cursor_secret`` is too short.
     """
-    secret = secret_bytes(cursor_secret)  # before opening anything
+    # Every option checked before anything is opened.
+    check_write_options(batch_size, flow)
+    check_flag("default", default)
+    check_flag("cache", cache)
+    check_whole("cache_size", cache_size)
+    check_seconds("cache_ttl", cache_ttl)
+    secret = secret_bytes(cursor_secret)
     resolved = url_settings(url, settings)
     backend = backend_for(url, resolved)
     if cache:
