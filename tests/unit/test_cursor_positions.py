@@ -179,3 +179,37 @@ def test_tokens_round_trip_and_refuse_every_change(position: Position,
             codec.decode(base64.urlsafe_b64encode(raw[:i]).decode())
     with pytest.raises(ts.InvalidCursorError, match="another query"):
         CursorCodec("Tick", b"e" * 16, 6, secret).decode(token)
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+@pytest.mark.parametrize("token", [
+    "garbage",  # base64 of b"\x81\xaa\xdbj\x07": format byte 129
+    "",
+    "!!!",  # not base64
+    "é",
+    "AQA",  # b"\x01\x00": a format-1 head and nothing else
+    _b64(bytes((0, 0)) + b"x" * 40),  # format byte 0
+    _b64(bytes((200, 0)) + b"x" * 40),
+])
+def test_a_token_that_is_no_cursor_is_said_to_be_none(token: str) -> None:
+    with pytest.raises(ts.InvalidCursorError) as info:
+        CursorCodec("Tick", b"d" * 16, 6).decode(token)
+    message = str(info.value)
+    assert message.startswith("Tick: cursor refused: it is not a tsmodel cursor"), message
+    assert "format" not in message
+
+
+def test_a_cursor_of_another_format_names_the_formats() -> None:
+    """A token built as format 1 is, with the format byte and its checksum of a later one."""
+    import hashlib
+
+    token = CursorCodec("Tick", b"d" * 16, 6).encode(Position(3, 0, None, ()))
+    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    head = bytes((2,)) + raw[1:-8]
+    later = _b64(head + hashlib.blake2b(head, digest_size=8).digest())
+    with pytest.raises(ts.InvalidCursorError, match="it is of format 2; this tsmodel reads "
+                                                    "format 1"):
+        CursorCodec("Tick", b"d" * 16, 6).decode(later)

@@ -41,6 +41,8 @@ M = TypeVar("M")
 
 #: The token format written; a token of another format is refused.
 FORMAT = 1
+#: A token whose first byte is above this (or 0) is no format tsmodel ever wrote.
+_LAST_PLAUSIBLE_FORMAT = 15
 _SIGNED, _COMPRESSED = 1, 2
 _DIGEST = 16  # bytes of the query's digest
 _HMAC_TAG = 16  # bytes of HMAC-SHA256 kept
@@ -244,6 +246,9 @@ class CursorCodec:
         """
         self.check()
         raw = self._raw(token)
+        if not 0 < raw[0] <= _LAST_PLAUSIBLE_FORMAT:
+            raise self._invalid(f"it is not a tsmodel cursor (it starts with byte {raw[0]}; "
+                                "pass the page's .next, or an iterator's .cursor, as given)")
         if raw[0] != FORMAT:
             raise self._invalid(f"it is of format {raw[0]}; this tsmodel reads format {FORMAT}")
         flags = raw[1]
@@ -284,9 +289,10 @@ class CursorCodec:
         try:
             raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         except (binascii.Error, ValueError):
-            raise self._invalid("it is not URL-safe base64") from None
-        if len(raw) < 2:
-            raise self._invalid("it is truncated")
+            raise self._invalid("it is not a tsmodel cursor (not URL-safe base64)") from None
+        if len(raw) <= 2 + _CHECKSUM:  # the head, a checksum (the shorter tag) and a body
+            raise self._invalid(f"it is not a tsmodel cursor (too short: {len(raw)} bytes; "
+                                "truncated?)")
         return raw
 
     def _tag(self, head: bytes) -> bytes:
