@@ -467,3 +467,34 @@ def test_save_all_from_a_generator_writes_nothing_when_the_last_is_bad(conn):
     with pytest.raises(ts.ValidationError, match="cpu1_usr"):
         conn.save_all(entities())
     assert _rows(conn, "METRIC") == []
+
+
+# -- a model class where an instance goes, and the other way round -----------------------
+
+
+@pytest.mark.parametrize("call", [
+    pytest.param(lambda c: c.save(ServerMetric), id="save"),
+    pytest.param(lambda c: c.save_all([metric(), ServerMetric]), id="save_all"),
+    pytest.param(lambda c: c.delete(ServerMetric), id="delete"),
+    pytest.param(lambda c: c.delete_all([ServerMetric]), id="delete_all"),
+    pytest.param(lambda c: ts.row_key(ServerMetric), id="row_key"),
+])
+def test_the_model_class_where_instances_go_is_named(conn, call):
+    with pytest.raises(ts.FieldTypeError) as info:
+        call(conn)
+    message = str(info.value)
+    assert "expected instances of ServerMetric, got the class ServerMetric itself" in message
+    assert "member_descriptor" not in message
+    assert info.value.model == "ServerMetric" and info.value.value is ServerMetric
+    assert _rows(conn, "METRIC") == []
+
+
+@pytest.mark.parametrize("call", [
+    pytest.param(lambda c: c.update(metric(), cpu1_usr=0.5), id="update"),
+    pytest.param(lambda c: c.latest(metric(), hostname="srv1"), id="latest"),
+    pytest.param(lambda c: c.range(metric(), T0, T0, hostname="srv1"), id="range"),
+])
+def test_an_instance_where_the_model_class_goes_is_named(conn, call):
+    with pytest.raises(ts.FieldTypeError, match="expected the model class ServerMetric, got an "
+                                               "instance of it"):
+        call(conn)

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from tsmodel import errors
 from tsmodel.backends.base import ReadFilter
 from tsmodel.encoding.buckets import Bucket
 from tsmodel.encoding.keys import BucketSegment, KeyLayout, SaltSegment, TimestampSegment
@@ -18,7 +19,8 @@ if TYPE_CHECKING:
 
     from tsmodel.encoding.serialization import BoundSerialization
 
-__all__ = ["ValueSpec", "ModelSpec", "SnapshotSpec", "RollupSpec", "spec_of"]
+__all__ = ["ValueSpec", "ModelSpec", "SnapshotSpec", "RollupSpec", "spec_of", "instance_spec",
+           "class_spec"]
 
 #: The class attribute holding a model's `ModelSpec`.
 SPEC_ATTR = "__tsmodel__"
@@ -247,4 +249,38 @@ def spec_of(model: Any) -> ModelSpec:
     spec = cls.__dict__.get(SPEC_ATTR)
     if not isinstance(spec, ModelSpec):
         raise TypeError(f"{cls.__name__} is not a tsmodel model: decorate it with @tsmodel.model")
+    return spec
+
+
+def instance_spec(entity: Any) -> ModelSpec:
+    """The `ModelSpec` of a model instance: what a save or a delete takes.
+
+    Raises:
+        FieldTypeError: ``entity`` is the model class itself (``db.delete(M)``
+            for ``db.delete(M(...))``).
+        TypeError: ``entity`` is no model instance.
+    """
+    spec = spec_of(entity)
+    if isinstance(entity, type):
+        raise errors.FieldTypeError(
+            f"expected instances of {spec.name}, got the class {spec.name} itself: "
+            f"pass {spec.name}(...) with the event's key fields and time",
+            model=spec.name, value=entity)
+    return spec
+
+
+def class_spec(model: Any) -> ModelSpec:
+    """The `ModelSpec` of a model class: what a query or an update takes.
+
+    Raises:
+        FieldTypeError: ``model`` is an instance of a model
+            (``db.update(m, ...)`` for ``db.update(M, ...)``).
+        TypeError: ``model`` is no model.
+    """
+    spec = spec_of(model)
+    if not isinstance(model, type):
+        raise errors.FieldTypeError(
+            f"expected the model class {spec.name}, got an instance of it: pass the class "
+            f"and the key fields, e.g. {spec.name}, **key_fields",
+            model=spec.name, value=model)
     return spec

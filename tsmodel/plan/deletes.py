@@ -54,7 +54,7 @@ from tsmodel.backends.base import (
     RowSet,
     SetCell,
 )
-from tsmodel.declare.spec import ModelSpec, spec_of
+from tsmodel.declare.spec import ModelSpec, instance_spec
 from tsmodel.plan.reads import QueryState, compile_query, time_span
 from tsmodel.plan.rollups import RollupRefresh
 from tsmodel.plan.writes import (
@@ -108,7 +108,7 @@ class DeletePlan:
         for e in entities:
             spec = specs.get(type(e))
             if spec is None:
-                spec = specs[type(e)] = spec_of(e)
+                spec = specs[type(e)] = instance_spec(e)
             events.append(encode_event(spec, e)._replace(spec=spec))
         self.events: list[EncodedEvent] = events
         self.features = features

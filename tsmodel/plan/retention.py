@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 
 from tsmodel.backends.gc import MICROSECOND, format_duration, max_age_of
-from tsmodel.declare.spec import ModelSpec, spec_of
+from tsmodel.declare.spec import ModelSpec, instance_spec
 from tsmodel.declare.tables import table_specs
 from tsmodel.encoding.timestamps import from_micros, to_micros
 
@@ -119,7 +119,7 @@ def retention_problems(entities: Iterable[Any], *,
     for entity in entities:
         found = horizons.get(type(entity))
         if found is None:
-            spec = spec_of(entity)
+            spec = instance_spec(entity)
             found = horizons[type(entity)] = (spec, retention_horizons(spec))
         spec, limits = found
         if limits:

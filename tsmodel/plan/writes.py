@@ -38,7 +38,7 @@ from tsmodel.backends.base import (
     RowSet,
     SetCell,
 )
-from tsmodel.declare.spec import ModelSpec, spec_of
+from tsmodel.declare.spec import ModelSpec, instance_spec
 from tsmodel.layouts import EncodedRow
 from tsmodel.plan.retention import retention_message, retention_problems
 from tsmodel.plan.rollups import Increments, RollupRefresh
@@ -124,7 +124,7 @@ def encode_event(spec: ModelSpec, entity: Any) -> EncodedEvent:
         ValidationError: a value cannot be stored; the message names the model,
             the field and the value. Nothing is encoded half-way.
     """
-    if spec_of(entity) is not spec:
+    if instance_spec(entity) is not spec:
         raise errors.FieldTypeError(
             f"expected a {spec.name} instance, got {type(entity).__name__}",
             model=spec.name, value=entity,
@@ -551,7 +551,7 @@ def encode_all(entities: Iterable[Any]) -> list[EncodedEvent]:
     for e in entities:
         spec = specs.get(type(e))
         if spec is None:
-            spec = specs[type(e)] = spec_of(e)
+            spec = specs[type(e)] = instance_spec(e)
         out.append(_encode(spec, e))
     return out
 

@@ -35,7 +35,7 @@ from tsmodel.backends.base import (
     Row,
     TableSpec,
 )
-from tsmodel.declare.spec import spec_of
+from tsmodel.declare.spec import class_spec, spec_of
 from tsmodel.declare.tables import table_specs
 from tsmodel.plan import schema
 from tsmodel.plan.cursors import secret_bytes
@@ -351,7 +351,7 @@ class AsyncConnection:
 
     def _queries(self, model: type) -> Any:
         """``model.using(self)``, called by name: this layer does not import the queries."""
-        spec_of(model)  # a clear TypeError for a class that is not a model
+        class_spec(model)  # a clear error for an instance, or a class that is not a model
         return methodcaller("using", self)(model)
 
 

@@ -27,7 +27,7 @@ from tsmodel.backends.base import (
     Row,
     TableSpec,
 )
-from tsmodel.declare.spec import spec_of
+from tsmodel.declare.spec import class_spec, spec_of
 from tsmodel.declare.tables import table_specs
 from tsmodel.plan import schema
 from tsmodel.plan.cursors import secret_bytes
@@ -413,7 +413,7 @@ class Connection:
         Every model has ``using`` (``@model`` gives it); it is called by name
         so that this layer needs no import of the query layer above it.
         """
-        spec_of(model)  # a clear TypeError for a class that is not a model
+        class_spec(model)  # a clear error for an instance, or a class that is not a model
         return methodcaller("using", self)(model)
 
 
