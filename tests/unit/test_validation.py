@@ -477,6 +477,10 @@ def test_save_all_from_a_generator_writes_nothing_when_the_last_is_bad(conn):
     pytest.param(lambda c: c.save_all([metric(), ServerMetric]), id="save_all"),
     pytest.param(lambda c: c.delete(ServerMetric), id="delete"),
     pytest.param(lambda c: c.delete_all([ServerMetric]), id="delete_all"),
+    pytest.param(lambda c: c.save_all(ServerMetric), id="save_all-of-the-class"),
+    pytest.param(lambda c: c.save_all(ServerMetric, validate_first=False),
+                 id="save_all-streamed"),
+    pytest.param(lambda c: c.delete_all(ServerMetric), id="delete_all-of-the-class"),
     pytest.param(lambda c: ts.row_key(ServerMetric), id="row_key"),
 ])
 def test_the_model_class_where_instances_go_is_named(conn, call):

@@ -103,6 +103,8 @@ class DeletePlan:
     """
 
     def __init__(self, entities: Iterable[Any], features: Features | None = None) -> None:
+        if isinstance(entities, type):  # delete_all(M) for delete_all([M(...), ...])
+            instance_spec(entities)
         specs: dict[type, ModelSpec] = {}
         events = []
         for e in entities:

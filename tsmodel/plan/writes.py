@@ -584,6 +584,8 @@ def schedule_save(entities: Iterable[Any], batch_size: int, flow: WriteFlow, *,
     (`prepare_save()`), else batch by batch as the save goes
     (`SaveSchedule.streaming()`).
     """
+    if isinstance(entities, type):  # save_all(M) for save_all([M(...), ...])
+        instance_spec(entities)
     if validate_first:
         return SaveSchedule(prepare_save(entities, accept_expired), batch_size, flow,
                             trusted=trusted)
