@@ -50,7 +50,7 @@ def day_of_events() -> list[Cpu]:
 
 
 def main() -> None:
-    db = ts.connect("embedded://", default=False)
+    db = ts.connect("memory://", default=False)
     db.create_tables(Cpu)
     db.save_all(day_of_events())
     end = DAY + timedelta(days=1)

@@ -159,3 +159,25 @@ def test_the_emulator_host_variable_needs_host_and_port(
 def test_emulator_addresses_accepted(url: str) -> None:
     with ts.connect(url, default=False) as conn:  # no call made: nothing needs to answer
         assert repr(conn.backend).endswith(url.split("/")[2] + ">")
+
+
+def test_the_one_url_table_names_every_scheme_connect_opens(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/backends.md's table is where the URL forms are documented: each
+    scheme the code opens is in it, and each embedded form of it opens."""
+    import re
+
+    docs = Path(__file__).resolve().parents[2] / "docs" / "backends.md"
+    table = docs.read_text(encoding="utf-8").split("| URL for `ts.connect(url)` |")[1]
+    forms = re.findall(r'`"([a-z-]+://[^"]*)"`', table.split("\n\n")[0])
+    assert {form.split("://")[0] for form in forms} == {
+        "memory", "sqlite", "embedded", "bigtable", "bigtable-emulator"}
+    monkeypatch.chdir(tmp_path)
+    for form in forms:
+        if form.startswith(("bigtable", "sqlite:////")):
+            continue  # placeholders, an absolute path: their forms are tested above
+        backend = open_backend(form.replace("/data/", "/"))  # a file here, in tmp_path
+        try:
+            assert isinstance(backend, EmbeddedBackend), form
+        finally:
+            backend.close()
