@@ -13,12 +13,18 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 _ROOT = str(Path(__file__).resolve().parents[1])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 pytest_plugins = ["tsmodel.testing.plugin", "pytester"]
+
+# No per-example deadline: CI shares two cores with the emulator, so a slow example
+# says nothing about the code (a test that sets its own deadline keeps it).
+settings.register_profile("tsmodel", deadline=None)
+settings.load_profile("tsmodel")
 
 
 # -- async tests ---------------------------------------------------------------------
