@@ -1,0 +1,153 @@
+"""Decoding read rows into records, instances and Arrow, against another checkout.
+
+    python benchmarks/decode.py --baseline /path/to/main   # this checkout vs main
+    python benchmarks/decode.py                             # this checkout alone
+
+The one decoding of rows (`TableCodec.records`: the row key's segments, the
+layout's reader, the value codecs) is what every reader pays per event. This
+script times it, on rows read once from the embedded store (in memory) and
+replayed (``_columnar.Replay``), so that nothing but the decoding is timed:
+
+* ``records``: ``sum(1 for _ in qs._records())``, the records alone;
+* ``instances``: ``list(qs)``, the model's instances of those records;
+* ``arrow``: ``qs.to_arrow()`` (when pyarrow is importable).
+
+Two models: ``ServerMetric`` (a row per event, key ``HOSTNAME#13-digit ms``)
+and the same metrics in hourly bucket rows (``layout=ts.cells()``, 720
+events per row). Each checkout runs in a subprocess of its own, with
+``PYTHONPATH`` set to it (its ``tsmodel`` is imported, this directory's
+helpers); the figures are events per CPU second, the median of ``--runs``
+runs; the ratio is this checkout's median over the baseline's. Nothing here
+runs in the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+#: What is timed, in the order printed.
+MEASURES = ("records", "instances", "arrow")
+
+
+def _cpu(fn: Callable[[], Any]) -> float:
+    """CPU seconds ``fn()`` took (after a full garbage collection)."""
+    gc.collect()
+    start = time.process_time()
+    fn()
+    return time.process_time() - start
+
+
+def _hourly_model() -> Any:
+    import tsmodel as ts
+
+    @ts.model(table="METRIC_HOURLY", family="METRIC", layout=ts.cells(),
+              max_rate=1 / 5)
+    class HourlyMetric:
+        hostname: str = ts.key()
+        time: datetime = ts.timestamp(bucket="hour")
+        cpu1_usr: float = ts.value("CPU/CPU1_USR")
+        cpu1_nice: float = ts.value("CPU/CPU1_NICE")
+        blk_read: int = ts.value("IO/BLK_READ")
+        blk_wrtn: int = ts.value("IO/BLK_WRTN")
+
+    return HourlyMetric
+
+
+def measure(events: int, runs: int) -> dict[str, dict[str, float]]:
+    """Events per CPU second of each measure on each model (the median of ``runs``)."""
+    sys.path.insert(0, str(HERE))
+    import _data
+    from _columnar import Replay
+
+    import tsmodel as ts
+
+    try:
+        import pyarrow  # noqa: F401
+        arrow = True
+    except ImportError:
+        arrow = False
+    rows_model = _data.server_metric_model()
+    generated = _data.generate(events)
+    hourly = _hourly_model()
+    hourly_events = [hourly(**{f: getattr(e, f) for f in (
+        "hostname", "time", "cpu1_usr", "cpu1_nice", "blk_read", "blk_wrtn")})
+        for e in generated]
+    out: dict[str, dict[str, float]] = {}
+    for name, model, data in (("rows", rows_model, generated),
+                              ("cells (hourly buckets)", hourly, hourly_events)):
+        store = ts.connect("memory://")
+        store.create_tables(model)
+        assert store.save_all(data).ok
+        conn = ts.Connection(Replay(store.backend))
+        qs = model.range(_data.START, _data.end_time(events), allow_scan=True).using(conn)
+        assert len(list(qs)) == events  # the rows read once, then replayed
+        timed: dict[str, Callable[[], Any]] = {
+            "records": lambda qs=qs: sum(1 for _ in qs._records()),
+            "instances": lambda qs=qs: list(qs),
+        }
+        if arrow:
+            timed["arrow"] = qs.to_arrow
+        for fn in timed.values():
+            fn()  # warm: imports, caches
+        figures: dict[str, list[float]] = {m: [] for m in timed}
+        for _ in range(runs):
+            for m, fn in timed.items():
+                figures[m].append(events / _cpu(fn))
+        out[name] = {m: median(v) for m, v in figures.items()}
+        store.close()
+    return out
+
+
+def _run(checkout: Path, events: int, runs: int) -> dict[str, dict[str, float]]:
+    """`measure()` in a subprocess importing ``checkout``'s tsmodel."""
+    env = dict(os.environ, PYTHONPATH=str(checkout))
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--measure", "--events", str(events),
+         "--runs", str(runs)], env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"the run of {checkout} failed:\n{done.stderr}")
+    figures: dict[str, dict[str, float]] = json.loads(done.stdout.splitlines()[-1])
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", type=Path, help="a checkout to compare with (main)")
+    parser.add_argument("--events", type=int, default=50_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.measure:
+        print(json.dumps(measure(args.events, args.runs)))
+        return 0
+    ours = _run(HERE.parent, args.events, args.runs)
+    theirs = _run(args.baseline, args.events, args.runs) if args.baseline else None
+    print(f"{args.events:,} events, events per CPU second, median of {args.runs} runs")
+    header = f"{'model':<24} {'measure':<10} {'this':>12}"
+    print(header + (f" {'baseline':>12} {'new/old':>8}" if theirs else ""))
+    for name, figures in ours.items():
+        for m in MEASURES:
+            if m not in figures:
+                continue
+            line = f"{name:<24} {m:<10} {figures[m]:>12,.0f}"
+            if theirs is not None and m in theirs.get(name, {}):
+                old = theirs[name][m]
+                line += f" {old:>12,.0f} {figures[m] / old:>7.2f}x"
+            print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
