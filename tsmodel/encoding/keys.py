@@ -92,6 +92,10 @@ class Segment:
     def decode(self, data: bytes) -> Any:
         raise NotImplementedError
 
+    def decoder(self) -> Callable[[bytes], Any]:
+        """`decode()`, possibly specialised once for the per-row read path."""
+        return self.decode
+
     def parse(self, text: str) -> Any:
         """The value of this segment's field written as text (a command line, a file).
 
@@ -304,10 +308,18 @@ class TimestampSegment(Segment):
         return encode
 
     def decode(self, data: bytes) -> int:
-        try:
-            return self.encoding.decode_us(data)
-        except ValueError as exc:
-            raise SegmentValueError(str(exc)) from exc
+        return self.decoder()(data)
+
+    def decoder(self) -> Callable[[bytes], int]:
+        decode_us = self.encoding.decoder()
+
+        def decode(data: bytes) -> int:
+            try:
+                return decode_us(data)
+            except ValueError as exc:
+                raise SegmentValueError(str(exc)) from exc
+
+        return decode
 
     def describe(self) -> str:
         return f"{self.field}: {self.encoding.describe()}"
@@ -455,22 +467,35 @@ def _function_name(function: Callable[..., Any]) -> str:
     return str(getattr(function, "__qualname__", None) or repr(function))
 
 
+#: A segment's decoding, worked out once: (where its value goes, its width, its decoder).
+_Decoding = tuple[str | None, int | None, Callable[[bytes], Any]]
+#: What `KeyLayout.decode()` knows of the key it decoded last: the bytes of its
+#: segments before the last one (with the separator after them), and their values.
+#: ``()`` before any key: ``key.startswith(())`` is false.
+_Known = tuple[bytes | tuple[()], dict[str, Any]]
+
+
 @attrs.frozen
 class KeyLayout:
     """An ordered list of segments joined by a separator."""
 
     segments: tuple[Segment, ...]
     separator: bytes = b"#"
-    #: Per segment: (where its value goes, its width, its decoder), worked out once.
-    _decoding: tuple[tuple[str | None, int | None, Callable[[bytes], Any]], ...] = attrs.field(
-        init=False, eq=False, repr=False)
+    #: Per segment but the last, then the last: its decoding, worked out once.
+    _decoding: tuple[_Decoding, ...] = attrs.field(init=False, eq=False, repr=False)
+    _last: _Decoding = attrs.field(init=False, eq=False, repr=False)
+    #: The segments before the last of the key decoded last (one item, replaced
+    #: whole: threads decoding at once see one key's or another's).
+    _known: list[_Known] = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         decoding = tuple(
             (seg.field if seg.field is not None else
-             "__salt__" if isinstance(seg, SaltSegment) else None, seg.width, seg.decode)
+             "__salt__" if isinstance(seg, SaltSegment) else None, seg.width, seg.decoder())
             for seg in self.segments)
-        object.__setattr__(self, "_decoding", decoding)
+        object.__setattr__(self, "_decoding", decoding[:-1])
+        object.__setattr__(self, "_last", decoding[-1] if decoding else (None, None, bytes))
+        object.__setattr__(self, "_known", [((), {})])
 
     def salt_of(self, salt: SaltSegment, encoded: Mapping[str, bytes]) -> int:
         """The salt value of a key whose field segments are ``encoded``.
@@ -553,28 +578,44 @@ class KeyLayout:
     def decode(self, key: bytes) -> dict[str, Any]:
         """The field values of a row key (salt under ``"__salt__"``).
 
+        Consecutive keys of one entity share the segments before the last (the
+        entity, then its time): those of the key decoded last are known, and
+        only the last segment is decoded again.
+
         Raises:
             SegmentValueError: the key does not match the layout.
         """
+        head, known = self._known[0]
+        if key.startswith(head):
+            # Each segment before the last ended where it did in the key decoded
+            # last, whose bytes these are (separators included): the same values.
+            values = known.copy()
+            pos = len(head)
+        else:
+            values, pos = self._decode_head(key)
+            self._known[0] = (key[:pos], values.copy())
+        name, width, decode = self._last
+        if width is not None and len(key) - pos != width:
+            raise SegmentValueError(f"key {key!r} does not end with a {width}-byte segment")
+        value = decode(key[pos:])
+        if name is not None:
+            values[name] = value
+        return values
+
+    def _decode_head(self, key: bytes) -> tuple[dict[str, Any], int]:
+        """The values of the segments before the last, and where the last one starts."""
         values: dict[str, Any] = {}
         pos = 0
         sep = self.separator
-        last = len(self._decoding) - 1
-        for i, (name, width, decode) in enumerate(self._decoding):
-            if i == last:
-                end = len(key)
-                if width is not None and end - pos != width:
-                    raise SegmentValueError(
-                        f"key {key!r} does not end with a {width}-byte segment")
-            else:
-                end = pos + width if width is not None else key.find(sep, pos)
-                if end < 0:
-                    raise SegmentValueError(
-                        f"key {key!r} is missing a separator after offset {pos}")
-                if key[end:end + len(sep)] != sep:
-                    raise SegmentValueError(f"key {key!r} has no separator at offset {end}")
+        for name, width, decode in self._decoding:
+            end = pos + width if width is not None else key.find(sep, pos)
+            if end < 0:
+                raise SegmentValueError(
+                    f"key {key!r} is missing a separator after offset {pos}")
+            if key[end:end + len(sep)] != sep:
+                raise SegmentValueError(f"key {key!r} has no separator at offset {end}")
             value = decode(key[pos:end])
             if name is not None:
                 values[name] = value
             pos = end + len(sep)
-        return values
+        return values, pos

@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import calendar
 import re
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
 import attrs
@@ -102,6 +103,10 @@ class TimestampEncoding(abc.ABC):
     def decode_us(self, data: bytes) -> int:
         """The microseconds a segment encodes; ``ValueError`` if malformed."""
 
+    def decoder(self) -> Callable[[bytes], int]:
+        """`decode_us()`, possibly specialised once for the per-row read path."""
+        return self.decode_us
+
     def check(self, us: int) -> str | None:
         """Why ``us`` cannot be encoded, or ``None`` when it can."""
         if not self.min_us <= us <= self.max_us:
@@ -164,16 +169,24 @@ class EpochEncoding(TimestampEncoding):
         return str(n).zfill(self.digits).encode("ascii")
 
     def decode_us(self, data: bytes) -> int:
-        if len(data) != self.digits or not data.isdigit():
-            raise ValueError(f"expected {self.digits} digits, got {data!r}")
-        n = int(data)
-        if self.reverse:
-            n = self.base - n
-        if not self.min_us <= n * self.unit <= self.max_us:
-            raise ValueError(
-                f"{data!r} is no time of {self.describe()}: it stands for {n} "
-                f"{self.unit_name} since the epoch, outside 0 .. {self.max_us // self.unit}")
-        return n * self.unit
+        return self.decoder()(data)
+
+    def decoder(self) -> Callable[[bytes], int]:
+        # The unit, the base and the range are properties: read them once, not per key.
+        digits, unit, low, high = self.digits, self.unit, self.min_us, self.max_us
+        base = self.base if self.reverse else None
+
+        def decode_us(data: bytes) -> int:
+            if len(data) != digits or not data.isdigit():
+                raise ValueError(f"expected {digits} digits, got {data!r}")
+            n = int(data) if base is None else base - int(data)
+            if not low <= n * unit <= high:
+                raise ValueError(
+                    f"{data!r} is no time of {self.describe()}: it stands for {n} "
+                    f"{self.unit_name} since the epoch, outside 0 .. {high // unit}")
+            return n * unit
+
+        return decode_us
 
     def describe(self) -> str:
         if self.reverse_from is not None:
