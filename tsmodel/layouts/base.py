@@ -366,24 +366,32 @@ def value_cell_decoder(shape: TableShape) -> Callable[[Iterable[Cell]], dict[str
             return empty.copy()
 
         return decode_blob
-    columns = {(v.family, v.qualifier): (v.name, v.codec.decode) for v in shape.values}
+    # By family, then qualifier: two lookups of strings and bytes, whose hashes
+    # are cached, cost less than building and hashing a (family, qualifier) tuple.
+    columns: dict[str, dict[bytes, tuple[str, Callable[[bytes], Any]]]] = {}
+    for v in shape.values:
+        columns.setdefault(v.family, {})[v.qualifier] = (v.name, v.codec.decode)
     nothing = {v.name: None for v in shape.values}
 
     def decode(cells: Iterable[Cell]) -> dict[str, Any]:
         values = nothing.copy()
         for family, qualifier, _, value in cells:
-            column = columns.get((family, qualifier))
-            if column is not None and values[column[0]] is None:
+            in_family = columns.get(family)
+            column = in_family.get(qualifier) if in_family is not None else None
+            if column is None:
+                continue
+            name, decode_value = column
+            if values[name] is None:
                 try:
-                    values[column[0]] = column[1](value)
+                    values[name] = decode_value(value)
                 except errors.CellDecodingError as exc:
-                    exc.locate(field=column[0], column=column_name(family, qualifier))
+                    exc.locate(field=name, column=column_name(family, qualifier))
                     raise
                 except (ValueError, TypeError, ArithmeticError, LookupError) as exc:
                     # A codec of the application's that refuses the bytes its own way.
                     raise errors.CellDecodingError(
                         f"the field's codec refused the cell: {exc!r}", data=value,
-                        field=column[0], column=column_name(family, qualifier)) from exc
+                        field=name, column=column_name(family, qualifier)) from exc
         return values
 
     if any(v.stored for v in shape.values):
