@@ -186,3 +186,22 @@ def test_records_of_rows_of_two_hosts_and_a_damaged_row():
                                  "expected 13 digits, got b'14265356120x5'")
     assert codec.decode(Metric, rows[2]) == [Metric(
         hostname="web1", time=datetime.fromtimestamp(T2 / 1000, tz=timezone.utc), cpu=0.75)]
+
+
+def test_reversed_times_decode_and_times_out_of_range_are_refused():
+    newest_first = TimestampSegment("time", EpochEncoding("ms", 13, reverse=True))
+    assert newest_first.decode(b"%013d" % (10**13 - 1 - T1)) == T1 * MS
+    java = TimestampSegment("time", EpochEncoding("ms", 19, True, 2**63 - 1))
+    assert java.decode(b"9223370610319163762") == (2**63 - 1 - 9223370610319163762) * MS
+    last_ms = 253402300799999  # 9999-12-31T23:59:59.999
+    for data, n in ((b"0000000000000000000", 2**63 - 1),
+                    (b"9999999999999999999", 2**63 - 1 - 9999999999999999999)):
+        with pytest.raises(SegmentValueError) as raised:
+            java.decode(data)
+        assert str(raised.value) == (
+            f"{data!r} is no time of 19-digit epoch ms reversed from 9223372036854775807: it "
+            f"stands for {n} ms since the epoch, outside 0 .. {last_ms}")
+    seconds = TimestampSegment("time", EpochEncoding("s", 10))
+    assert seconds.decode(b"1426535612") == 1426535612 * 1_000_000
+    with pytest.raises(SegmentValueError, match=r"^expected 10 digits, got b'142653561'$"):
+        seconds.decode(b"142653561")
