@@ -18,7 +18,7 @@ import random
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
@@ -474,3 +474,218 @@ def test_deleting_an_amended_event_deletes_every_version(backend: Backend) -> No
     assert len(rows) == 1 and all(c.timestamp == to_micros(day) for c in rows[0].cells)
     assert list(conn.range(Close, day, day + timedelta(days=3), symbol="ZXZZT").history()) == [
         other]
+
+
+# -- version limits: pushed past the limit is gone for good ------------------------------
+#
+# A bucket row keeps ``max_versions`` versions per column; reads apply the limit as a
+# filter, as if GC had run. An event that newer ones pushed past the limit is gone for
+# good: deleting the newer ones must not bring it back, whether GC collected it yet
+# (the emulator, Bigtable, in the background) or not (the embedded store, never). The
+# expected answers below are worked out by hand from that rule.
+
+MINUTE = timedelta(minutes=1)
+
+
+def limited_model(layout: str, *, alternate: bool = False) -> type:
+    """A bucket model keeping 2 versions per column: an hour's row per host and metric."""
+    suffix = uuid.uuid4().hex[:8]
+    alternates = [ts.alternate(f"gc_alt_{suffix}", "host", "time", "metric")] if alternate \
+        else []
+    if layout == "cells":
+        @ts.model(table=f"gc_cells_{suffix}", family="F", layout=ts.cells(), max_versions=2,
+                  alternates=alternates)
+        class Cells:
+            host: str = ts.key()
+            metric: str = ts.key()
+            time: datetime = ts.timestamp(bucket="hour")
+            value: int = ts.value("V")
+            note: Optional[str] = ts.value("N", default=None)  # noqa: UP045
+
+        return Cells
+
+    @ts.model(table=f"gc_columns_{suffix}", family="F", layout=ts.columns(), max_versions=2,
+              alternates=alternates)
+    class Columns:
+        host: str = ts.key()
+        metric: str = ts.key()
+        time: datetime = ts.timestamp(bucket="hour")
+        value: int = ts.value()  # the qualifier: equal values share a column
+
+    return Columns
+
+
+def limited_events(Model: type, n: int) -> list[Any]:
+    """``n`` events a minute apart in one bucket row, every one in the same columns."""
+    return [Model(host="h", metric="cpu", time=T + (m + 1) * MINUTE, value=7)
+            for m in range(n)]
+
+
+def raw_times(backend: Backend, table: str) -> dict[bytes, list[tuple[str, bytes, int]]]:
+    """Every cell version of a table, unfiltered: (family, qualifier, timestamp) per row."""
+    return {row.key: sorted((c.family, c.qualifier, c.timestamp) for c in row.cells)
+            for row in backend.read_rows(ReadRequest(table, RowSet()))}
+
+
+def cell_times(backend: Backend, table: str) -> set[int]:
+    return {t for cells in raw_times(backend, table).values() for _, _, t in cells}
+
+
+def ms_of(*events: Any) -> set[int]:
+    return {to_micros(e.time) for e in events}
+
+
+def whole_range(conn: ts.Connection, Model: type) -> list[Any]:
+    return list(conn.range(Model, T, T + timedelta(days=1), host="h", metric="cpu"))
+
+
+@pytest.mark.parametrize("layout", ["cells", "columns"])
+def test_deleting_the_newest_leaves_an_event_past_the_limit_gone(
+        backend: Backend, layout: str) -> None:
+    Model = limited_model(layout)
+    conn = ts.Connection(backend)
+    conn.create_tables(Model)
+    e1, e2, e3 = limited_events(Model, 3)
+    conn.save_all([e1, e2, e3])
+    assert whole_range(conn, Model) == [e2, e3]  # e1 is past the limit of 2
+    conn.delete(e3)
+    # e2 remains; e1 was pushed past the limit by e3: gone for good.
+    assert whole_range(conn, Model) == [e2]
+    assert cell_times(backend, ts.spec_of(Model).table) == ms_of(e2)
+
+
+@pytest.mark.parametrize("batch_size", [1, 10])
+@pytest.mark.parametrize("layout", ["cells", "columns"])
+def test_deleting_many_leaves_no_version_past_the_limit(
+        backend: Backend, layout: str, batch_size: int) -> None:
+    Model = limited_model(layout)
+    conn = ts.Connection(backend, batch_size=batch_size)
+    conn.create_tables(Model)
+    events = limited_events(Model, 6)
+    conn.save_all(events)
+    assert whole_range(conn, Model) == events[4:]
+    assert conn.delete_all([events[5], events[3]]).ok
+    # events[:4] were past the limit of 2 once events[4:] were saved: all gone.
+    assert whole_range(conn, Model) == [events[4]]
+    assert cell_times(backend, ts.spec_of(Model).table) == ms_of(events[4])
+    assert conn.delete_all([events[4]]).ok
+    assert whole_range(conn, Model) == []
+    assert raw_times(backend, ts.spec_of(Model).table) == {}, "no row is left"
+
+
+@pytest.mark.parametrize("layout", ["cells", "columns"])
+def test_a_range_delete_leaves_no_version_past_the_limit(backend: Backend, layout: str) -> None:
+    Model = limited_model(layout)
+    conn = ts.Connection(backend)
+    conn.create_tables(Model)
+    e1, e2, e3, e4 = limited_events(Model, 4)
+    conn.save_all([e1, e2, e3, e4])
+    result = conn.range(Model, e4.time, T + timedelta(days=1), host="h", metric="cpu").delete()
+    assert [r.entity for r in result.written] == [e4]
+    assert whole_range(conn, Model) == [e3]
+    assert cell_times(backend, ts.spec_of(Model).table) == ms_of(e3)
+
+
+def test_only_events_past_the_limit_of_a_touched_column_go(backend: Backend) -> None:
+    """Columns apart count apart: a delete in one column leaves another's events."""
+    Model = limited_model("columns")
+    conn = ts.Connection(backend)
+    conn.create_tables(Model)
+    sevens = [Model(host="h", metric="cpu", time=T + m * MINUTE, value=7) for m in (1, 2, 3)]
+    eights = [Model(host="h", metric="cpu", time=T + m * MINUTE, value=8) for m in (4, 5, 6)]
+    conn.save_all([*sevens, *eights])
+    assert whole_range(conn, Model) == [*sevens[1:], *eights[1:]]
+    conn.delete(sevens[2])  # column 7 loses its newest: its oldest (past the limit) goes
+    assert whole_range(conn, Model) == [sevens[1], *eights[1:]]
+    # Column 8 was not touched: its version past the limit is still stored, unseen.
+    assert cell_times(backend, ts.spec_of(Model).table) == ms_of(sevens[1], *eights)
+
+
+def test_a_delete_leaves_no_version_past_the_limit_in_alternate_rows(backend: Backend) -> None:
+    Model = limited_model("cells", alternate=True)
+    conn = ts.Connection(backend)
+    conn.create_tables(Model)
+    e1, e2, e3 = limited_events(Model, 3)
+    conn.save_all([e1, e2, e3])
+    assert list(conn.range(Model, T, T + timedelta(days=1), host="h")) == [e2, e3]
+    conn.delete(e3)
+    assert whole_range(conn, Model) == [e2]
+    # host alone is a prefix of the alternate key only: the alternate answers.
+    assert "gc_alt_" in conn.range(Model, T, T + timedelta(days=1), host="h").explain()
+    assert list(conn.range(Model, T, T + timedelta(days=1), host="h")) == [e2]
+    assert cell_times(backend, ts.spec_of(Model).alternates[0].table) == ms_of(e2)
+
+
+def test_repair_leaves_no_version_past_the_limit_in_alternate_rows(backend: Backend) -> None:
+    Model = limited_model("cells", alternate=True)
+    faulty = FaultyBackend(backend)
+    conn = ts.Connection(faulty)  # type: ignore[arg-type]
+    conn.create_tables(Model)
+    e1, e2, e3 = limited_events(Model, 3)
+    conn.save_all([e1, e2, e3])
+    alt = ts.spec_of(Model).alternates[0].table
+    faulty.fail[alt] = MutationStatus.FAILED
+    result = conn.delete_all([e3], raise_on_failure=False)
+    assert result.results[0].status is ts.WriteStatus.PARTIAL
+    faulty.fail.clear()
+    report = ts.repair(Model, T, T + timedelta(days=1), connection=conn)
+    assert report.ok and report.alternate_events_deleted == 1
+    assert list(conn.range(Model, T, T + timedelta(days=1), host="h")) == [e2]
+    assert cell_times(backend, alt) == ms_of(e2)
+
+
+def test_a_correction_that_moves_a_columns_event_leaves_no_version_past_the_limit(
+        backend: Backend) -> None:
+    """ts.columns(): a new value is a new column, and the old cell is deleted."""
+    Model = limited_model("columns")
+    conn = ts.Connection(backend)
+    conn.create_tables(Model)
+    e1, e2, e3 = limited_events(Model, 3)
+    conn.save_all([e1, e2, e3])
+    moved = Model(host="h", metric="cpu", time=e3.time, value=8)
+    conn.save(moved)  # column 7 loses e3: e1, past its limit, must not come back
+    assert whole_range(conn, Model) == [e2, moved]
+    assert cell_times(backend, ts.spec_of(Model).table) == ms_of(e2, moved)
+    updated = conn.update(Model, host="h", metric="cpu", time=e2.time, value=9)
+    assert whole_range(conn, Model) == [updated, moved]
+
+
+async def test_async_delete_leaves_no_version_past_the_limit(backend: Backend) -> None:
+    Model = limited_model("cells")
+    async with asynchronous(backend) as ab:
+        db = ts.AsyncConnection(ab)
+        await db.create_tables(Model)
+        e1, e2, e3, e4 = limited_events(Model, 4)
+        await db.save_all([e1, e2, e3, e4])
+        assert (await db.delete_all([e4])).ok
+        assert [e async for e in db.range(Model, T, T + timedelta(days=1), host="h",
+                                          metric="cpu")] == [e3]
+        result = await db.range(Model, T, T + timedelta(days=1), host="h",
+                                metric="cpu").delete()
+        assert [r.entity for r in result.written] == [e3]
+    assert raw_times(backend, ts.spec_of(Model).table) == {}
+
+
+def test_the_timestamps_read_of_a_bucket_delete_costs_no_round_trip(backend: Backend) -> None:
+    """docs/deleting.md: the read of the rows' cell timestamps goes with the first step."""
+    from tsmodel.plan.deletes import DeletePlan, delete_steps
+
+    Model = limited_model("cells")
+    conn = ts.Connection(backend)
+    conn.create_tables(Model)
+    events = limited_events(Model, 3)
+    conn.save_all(events)
+    steps = delete_steps(DeletePlan(events[2:], backend.features), batch_size=10)
+    calls, answer = [], None
+    try:
+        while True:
+            step = steps.send(answer)
+            calls.append(step.calls)
+            answer = [conn._call(call, conn._observer.operation("delete"))
+                      for call in step.calls]
+    except StopIteration as stop:
+        assert stop.value.ok
+    assert len(calls) == 2, "a read, then the main table's write"
+    reads = calls[0]
+    assert len(reads) == 2 and [r.filter.strip_values for r in reads] == [False, True]
+    assert whole_range(conn, Model) == [events[1]]
