@@ -79,6 +79,7 @@ from tsmodel.jobs.steps import (
 from tsmodel.plan.merge import check_guard
 from tsmodel.plan.reads import QueryState, ReadPlan, compile_query
 from tsmodel.plan.rollups import RollupRefresh
+from tsmodel.plan.versions import erase, past_limit, timestamps_read, version_limit
 from tsmodel.plan.writes import (
     EncodedEvent,
     ReadStep,
@@ -450,19 +451,24 @@ def prune_alternate(scope: RepairScope, alt: ModelSpec, request: ReadRequest,
                 if scope.in_scope(entity):
                     found.append((row.key, entity))
         held = yield from scope.holds(e for _, e in found)
-        doomed = [_erase(key, alt.codec.encode(e).mutations) for key, e in found
-                  if (alt.table, key, alt.codec.time_of(e)) not in held]
+        gone = [(key, _cells(alt.codec.encode(e).mutations)) for key, e in found
+                if (alt.table, key, alt.codec.time_of(e)) not in held]
+        if gone and version_limit(alt) is not None:
+            # Bucket rows: the events pushed past the version limit go too (gone for good).
+            stamps: list[Row] = yield Read(timestamps_read(alt, (key for key, _ in gone)))
+            held_cells = {row.key: row.cells for row in stamps}
+            gone = [(key, [*cells, *past_limit(alt, held_cells.get(key, ()), cells)])
+                    for key, cells in gone]
+        doomed = [RowMutation(key, erase(cells)) for key, cells in gone]
         deleted += len(doomed)
         failed += yield from apply_rows(alt.table, doomed)
         advance(bar, len(rows))
     return deleted, failed
 
 
-def _erase(key: bytes, written: Iterable[Mutation]) -> RowMutation:
-    """Mutations deleting exactly the cells an event wrote."""
-    deletes = tuple(DeleteCells(m.family, m.qualifier, m.timestamp, m.timestamp + _MS)
-                    for m in written if isinstance(m, SetCell))
-    return RowMutation(key, deletes)
+def _cells(written: Iterable[Mutation]) -> list[tuple[str, bytes, int]]:
+    """The cells an event wrote: (family, qualifier, timestamp)."""
+    return [(m.family, m.qualifier, m.timestamp) for m in written if isinstance(m, SetCell)]
 
 
 def apply_rows(table: str, rows: list[RowMutation]) -> JobSteps[int]:

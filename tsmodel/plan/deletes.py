@@ -10,10 +10,14 @@ A batch of deletes takes up to four round trips (six with rollups):
 
 1. read the events' main rows (every stored version of each event, and
    the other events of a row they share), their current-value rows and
-   their rows in the snapshot table of their period, concurrently;
+   their rows in the snapshot table of their period, and, for bucket rows
+   with a version limit, the cell timestamps of their main and
+   alternate-key rows, concurrently;
 2. delete exactly the cells each stored version wrote in the main table
    (a bucket row keeps its other events' cells, and the key columns they
-   share);
+   share), and, in a bucket row with a version limit, the events a version
+   of which is past the limit in a column it deletes from: pushed past the
+   limit is gone for good (`tsmodel.plan.versions`);
 3. only where a current-value row shows an event being deleted (or could
    not be read): read the entity's newest remaining event from the main
    table, newest first with a row limit where the backend scans in
@@ -57,6 +61,8 @@ from tsmodel.backends.base import (
 from tsmodel.declare.spec import ModelSpec, instance_spec
 from tsmodel.plan.reads import QueryState, compile_query, time_span
 from tsmodel.plan.rollups import RollupRefresh
+from tsmodel.plan.versions import erase as _erase
+from tsmodel.plan.versions import past_limit, timestamps_read, version_limit
 from tsmodel.plan.writes import (
     EncodedEvent,
     EntityResult,
@@ -83,10 +89,6 @@ DeleteSteps = Generator["ReadStep | WriteStep", Any, WriteResult]
 
 def _cells(mutations: Iterable[Mutation]) -> list[_CellId]:
     return [(m.family, m.qualifier, m.timestamp) for m in mutations if type(m) is SetCell]
-
-
-def _erase(cells: Iterable[_CellId]) -> tuple[Mutation, ...]:
-    return tuple(DeleteCells(f, q, ts, ts + _MS) for f, q, ts in sorted(set(cells)))
 
 
 class DeletePlan:
@@ -129,6 +131,10 @@ class DeletePlan:
         #: Per entity of a model with snapshots: its row in its period's snapshot
         #: table (table, key), the cells to delete there, or the error reading it.
         self._snapshots: dict[int, tuple[str, bytes, tuple[Mutation, ...]] | BaseException] = {}
+        #: Per bucket row with a version limit (table, key): its cells, values stripped.
+        self._stamps: dict[tuple[str, bytes], Row] = {}
+        #: Alternate-key tables whose rows' timestamps could not be read: the error.
+        self._unstamped: dict[str, BaseException] = {}
 
     # -- round trip 1: what is stored ---------------------------------------------
 
@@ -139,6 +145,8 @@ class DeletePlan:
         self._shown.clear()
         self._newest.clear()
         self._unread.clear()
+        self._stamps.clear()
+        self._unstamped.clear()
         main: dict[str, tuple[ModelSpec, set[bytes], list[int]]] = {}
         current: dict[str, tuple[ModelSpec, set[bytes]]] = {}
         for i in batch:
@@ -173,6 +181,18 @@ class DeletePlan:
         for table, (spec, keys) in snapshots.items():  # whole rows: the events they keep
             out.append(ReadRequest(table, RowSet(keys=tuple(sorted(keys))),
                                    ReadFilter(families=spec.families)))
+        # Bucket rows with a version limit: every cell's timestamp, for the versions
+        # past the limit that go with the deleted cells.
+        limited: dict[str, tuple[ModelSpec, set[bytes]]] = {}
+        for i in batch:
+            ev = self.events[i]
+            assert ev.spec is not None
+            if version_limit(ev.spec) is not None:
+                limited.setdefault(ev.table, (ev.spec, set()))[1].add(ev.key)
+            for alt, row in zip(ev.spec.alternates, ev.alternates, strict=True):
+                if version_limit(alt) is not None:
+                    limited.setdefault(alt.table, (alt, set()))[1].add(row.key)
+        out.extend(timestamps_read(spec, keys) for spec, keys in limited.values())
         return out
 
     def absorb(self, batch: range, requests: Sequence[ReadRequest],
@@ -186,10 +206,16 @@ class DeletePlan:
         found: dict[tuple[str, bytes], Row] = {}
         failed: dict[str, BaseException] = {}
         for request, answer in zip(requests, answers, strict=True):
+            stamps = request.filter.strip_values
             if isinstance(answer, BaseException):
+                # A main table's: its entities fail (nothing is sent); an alternate's:
+                # its deletions fail (PARTIAL).
                 failed[request.table] = answer
+                if stamps:
+                    self._unstamped[request.table] = answer
             else:
-                found.update(((request.table, row.key), row) for row in answer)
+                (self._stamps if stamps else found).update(
+                    ((request.table, row.key), row) for row in answer)
         doomed: dict[tuple[str, bytes], set[int]] = {}
         for i in batch:
             ev = self.events[i]
@@ -282,11 +308,18 @@ class DeletePlan:
         by_table: dict[str, list[tuple[int, RowMutation]]] = {}
         for i in self._pending(batch):
             ev = self.events[i]
+            assert ev.spec is not None
             kept = self._kept.get(i, set())
             cells = [c for v in self._versions[i] for c in _cells(v.mutations) if c not in kept]
+            cells.extend(self._past_limit(ev.spec, ev.key, cells))
             by_table.setdefault(ev.table, []).append((i, RowMutation(ev.key, _erase(cells))))
         return [TableWrite(table, tuple(r for _, r in rows), tuple(i for i, _ in rows))
                 for table, rows in by_table.items()]
+
+    def _past_limit(self, spec: ModelSpec, key: bytes, cells: list[_CellId]) -> set[_CellId]:
+        """The cells of events past the version limit that go with ``cells``."""
+        row = self._stamps.get((spec.table, key))
+        return past_limit(spec, row.cells, cells) if row is not None and cells else set()
 
     def _pending(self, batch: range) -> list[int]:
         """The entities of ``batch`` with nothing recorded yet (not refused)."""
@@ -365,10 +398,17 @@ class DeletePlan:
         alternates: dict[str, list[tuple[int, RowMutation]]] = {}
         for i in live:
             rows: dict[tuple[str, bytes], list[_CellId]] = {}
+            specs = {a.table: a for a in self.events[i].spec.alternates}  # type: ignore[union-attr]
             for v in self._versions[i]:
                 for alt in v.alternates:
                     rows.setdefault((alt.table, alt.key), []).extend(_cells(alt.mutations))
             for (table, key), cells in rows.items():
+                error = self._unstamped.get(table)
+                if error is not None:  # its versions past the limit are unknown: send nothing
+                    self._outcomes[i].append(
+                        (table, MutationOutcome(MutationStatus.FAILED, error)))
+                    continue
+                cells.extend(self._past_limit(specs[table], key, cells))
                 alternates.setdefault(table, []).append((i, RowMutation(key, _erase(cells))))
             snapshot = self._snapshots.get(i)
             if isinstance(snapshot, BaseException):  # its snapshot row could not be read

@@ -42,6 +42,7 @@ from tsmodel.declare.spec import ModelSpec, instance_spec
 from tsmodel.layouts import EncodedRow
 from tsmodel.plan.retention import retention_message, retention_problems
 from tsmodel.plan.rollups import Increments, RollupRefresh
+from tsmodel.plan.versions import erase, past_limit, timestamps_read, version_limit
 from tsmodel.settings import check_flag, check_whole
 
 _MS = 1_000
@@ -284,6 +285,9 @@ class WritePlan:
         self._groups: dict[int, list[int]] = {}
         #: Entities failed before anything was sent for them (see `refuse()`).
         self._refused: set[int] = set()
+        #: Per entity correcting an event in a bucket row with a version limit:
+        #: the main-table cells it deletes (see `stamp_reads()`).
+        self._moved: dict[int, list[tuple[str, bytes, int]]] = {}
 
     def extend(self, events: Sequence[EncodedEvent]) -> None:
         """Plan more events after those planned (a streamed save's next batch)."""
@@ -298,6 +302,7 @@ class WritePlan:
             events[i] = EncodedEvent(ev.entity, ev.table, ev.key, ev.timestamp, ())
         for i in batch:
             self._stale.pop(i, None)
+            self._moved.pop(i, None)
 
     # -- corrections ------------------------------------------------------------------
 
@@ -354,8 +359,44 @@ class WritePlan:
                 self._outcomes[i].append(pair)
                 self._refused.add(i)
 
+    def stamp_reads(self, batch: range) -> list[ReadRequest]:
+        """The reads of the cell timestamps of bucket rows with a version limit
+        that corrections of ``batch`` delete cells from (`tsmodel.plan.versions`):
+        the events pushed past the limit of those columns go with them.
+
+        Only corrections that move an event to other cells (``ts.columns()``: a
+        new value is a new column) have any. Hand the rows to `absorb_stamps()`.
+        """
+        wanted: dict[str, tuple[ModelSpec, set[bytes]]] = {}
+        for i in batch:
+            if i in self._moved:
+                ev = self.events[i]
+                assert ev.spec is not None
+                wanted.setdefault(ev.table, (ev.spec, set()))[1].add(ev.key)
+        return [timestamps_read(spec, keys) for spec, keys in wanted.values()]
+
+    def absorb_stamps(self, batch: range, found: Mapping[tuple[str, bytes], Row]) -> None:
+        """Delete, with each correction's stale cells, the events past the version limit."""
+        for i in batch:
+            cells = self._moved.pop(i, None)
+            ev = self.events[i]
+            row = found.get((ev.table, ev.key))
+            if cells is None or row is None or i in self._refused:
+                continue
+            assert ev.spec is not None
+            written = {(m.family, m.qualifier, m.timestamp) for m in ev.mutations
+                       if isinstance(m, SetCell)}
+            past = past_limit(ev.spec, row.cells, cells) - written
+            if past:
+                self.events[i] = ev._replace(mutations=erase(past) + ev.mutations)
+
     def _correct(self, i: int, ev: EncodedEvent, old: EncodedEvent) -> EncodedEvent:
         mutations = _stale(old.main, ev.main) + ev.mutations
+        if ev.spec is not None and version_limit(ev.spec) is not None:
+            stale = [(m.family, m.qualifier, m.timestamp_start or 0) for m in mutations
+                     if isinstance(m, DeleteCells)]
+            if stale:
+                self._moved.setdefault(i, []).extend(stale)
         alternates = []
         for before, after in zip(old.alternates, ev.alternates, strict=True):
             if before.key == after.key:
@@ -985,6 +1026,10 @@ def _batch_steps(plan: WritePlan, batch: range, together: bool,
     if reads:
         answers = yield ReadStep(tuple(reads))
         plan.absorb(batch, _found(plan, batch, reads, answers))
+        stamps = plan.stamp_reads(batch)
+        if stamps:  # corrections that move events in bucket rows with a version limit
+            answers = yield ReadStep(tuple(stamps))
+            plan.absorb_stamps(batch, _found(plan, batch, stamps, answers))
     main = plan.main_writes(batch)
     writes = [*main, *plan.companion_writes(batch)] if together else main
     if writes:
