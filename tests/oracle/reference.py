@@ -18,7 +18,9 @@ tsmodel. Events go in, tables and answers come out:
   order;
 * bucket rows keep ``max_versions`` versions per column, and reads answer
   as if garbage collection had run: an event a version limit drops is
-  missing, never half-filled (:meth:`Reference.visible`);
+  missing, never half-filled (:meth:`Reference.visible`), and gone for
+  good: deleting the newer events later does not bring it back
+  (:meth:`Reference.save`);
 * a current-value row holds the newest event's cells, plus what late older
   events left in the columns the newest event has ``None`` for
   (:meth:`Reference.current_row_problem`); row keys are encoded as
@@ -170,6 +172,11 @@ class Reference:
         docs/writes.md: ``save_all`` writes batches of ``batch_size``; per
         batch, the events of one current-value row "collapse into one write
         of the newest".
+
+        docs/deleting.md "Version limits": an event that a batch pushes past
+        the version limit of a bucket row's column is gone for good, whether
+        garbage collection ran or not: a later delete of the newer events (or
+        a correction moving one to another column) does not bring it back.
         """
         for at in range(0, len(events), batch_size):
             batch = events[at:at + batch_size]
@@ -178,6 +185,9 @@ class Reference:
                 self.events[e.identity] = e
                 if e.entity not in newest or e.t > newest[e.entity].t:
                     newest[e.entity] = e
+            kept = {e.identity for e in self.visible()}
+            for identity in [i for i in self.events if i not in kept]:
+                del self.events[identity]  # past the limit: gone for good
             if self.shape.current:
                 for e in newest.values():
                     self._write_current(e)
@@ -206,7 +216,8 @@ class Reference:
     def delete(self, events: Sequence[Ev], batch_size: int = 1000) -> None:
         """docs/deleting.md: each event's cells go from every table, snapshots too.
 
-        Per batch: the events leave the main table; each one's cells leave its
+        Per batch: the events leave the main table (an event past a version
+        limit was gone already, see :meth:`save`); each one's cells leave its
         current-value row (every column at its cell timestamp); where the row
         showed one of them (its newest timestamp), it is then written with the
         entity's newest remaining event, as a save writes it, or left empty.
@@ -414,7 +425,8 @@ class Reference:
         collection has run": a column keeps its newest ``max_versions``
         versions, and "an event whose required value's cell went past the
         limit ... is left out, never returned half-filled". An event whose
-        every cell is kept is read whole.
+        every cell is kept is read whole. (:meth:`save` forgets the others at
+        once: they never come back.)
         """
         limit = self.shape.max_versions
         events = list(self.events.values())
