@@ -519,14 +519,14 @@ def test_deleting_an_amended_event_deletes_every_version(backend: Backend) -> No
 MINUTE = timedelta(minutes=1)
 
 
-def limited_model(layout: str, *, alternate: bool = False) -> type:
+def limited_model(layout: str, *, alternate: bool = False, current: bool = False) -> type:
     """A bucket model keeping 2 versions per column: an hour's row per host and metric."""
     suffix = uuid.uuid4().hex[:8]
     alternates = [ts.alternate(f"gc_alt_{suffix}", "host", "time", "metric")] if alternate \
         else []
     if layout == "cells":
         @ts.model(table=f"gc_cells_{suffix}", family="F", layout=ts.cells(), max_versions=2,
-                  alternates=alternates)
+                  alternates=alternates, current=f"gc_cur_{suffix}" if current else None)
         class Cells:
             host: str = ts.key()
             metric: str = ts.key()
@@ -631,6 +631,26 @@ def test_only_events_past_the_limit_of_a_touched_column_go(backend: Backend) -> 
     assert whole_range(conn, Model) == [sevens[1], *eights[1:]]
     # Column 8 was not touched: its version past the limit is still stored, unseen.
     assert cell_times(backend, ts.spec_of(Model).table) == ms_of(sevens[1], *eights)
+
+
+def test_the_current_row_keeps_no_event_past_the_limit(backend: Backend) -> None:
+    """Each save wrote the current row: the events past the limit left cells there."""
+    Model = limited_model("cells", current=True)
+    conn = ts.Connection(backend)
+    conn.create_tables(Model)
+    e1, e2, e3 = limited_events(Model, 3)
+    for e in (e1, e2, e3):
+        conn.save(e)
+    assert conn.delete_all([e2, e3]).ok  # every event reads return: e1 is gone already
+    assert whole_range(conn, Model) == []
+    with pytest.raises(Model.DoesNotExist):
+        conn.latest(Model, host="h", metric="cpu")
+    assert list(conn.current(Model)) == []
+    assert raw_times(backend, ts.spec_of(Model).table) == {}
+    current = ts.spec_of(Model).current_table
+    assert current is not None
+    assert list(backend.read_rows(ReadRequest(current, RowSet(),
+                                              ReadFilter(versions_kept=1)))) == []
 
 
 def test_a_delete_leaves_no_version_past_the_limit_in_alternate_rows(backend: Backend) -> None:

@@ -135,6 +135,9 @@ class DeletePlan:
         self._stamps: dict[tuple[str, bytes], Row] = {}
         #: Alternate-key tables whose rows' timestamps could not be read: the error.
         self._unstamped: dict[str, BaseException] = {}
+        #: Per entity: the cell timestamps of the events past the version limit its
+        #: main deletion takes with it (their current-value cells go too).
+        self._pushed: dict[int, set[int]] = {}
 
     # -- round trip 1: what is stored ---------------------------------------------
 
@@ -311,7 +314,10 @@ class DeletePlan:
             assert ev.spec is not None
             kept = self._kept.get(i, set())
             cells = [c for v in self._versions[i] for c in _cells(v.mutations) if c not in kept]
-            cells.extend(self._past_limit(ev.spec, ev.key, cells))
+            past = self._past_limit(ev.spec, ev.key, cells)
+            if past:
+                cells.extend(past)
+                self._pushed[i] = {ts for _, _, ts in past}
             by_table.setdefault(ev.table, []).append((i, RowMutation(ev.key, _erase(cells))))
         return [TableWrite(table, tuple(r for _, r in rows), tuple(i for i, _ in rows))
                 for table, rows in by_table.items()]
@@ -344,7 +350,8 @@ class DeletePlan:
             if slot is None or slot in seen or slot not in self._shown:
                 continue
             shown = self._shown[slot]
-            if shown is not None and shown != ev.timestamp:
+            if shown is not None and shown != ev.timestamp and \
+                    shown not in self._pushed.get(i, ()):
                 continue
             seen.add(slot)
             self._newest[slot] = None
@@ -433,7 +440,11 @@ class DeletePlan:
             assert ev.spec is not None and ev.spec.current_codec is not None
             members, columns, times = current.setdefault(slot, ([], set(), set()))
             members.append(i)
-            times.add(ev.spec.current_codec.layout.cell_timestamp(ev.timestamp))
+            cell_timestamp = ev.spec.current_codec.layout.cell_timestamp
+            times.add(cell_timestamp(ev.timestamp))
+            # The events past the limit that went with it: older, but a current-value
+            # row may keep their cells under the newer ones until GC.
+            times.update(cell_timestamp(ts) for ts in self._pushed.pop(i, ()))
             for v in self._versions[i]:
                 columns.update((m.family, m.qualifier) for m in v.current_mutations
                                if isinstance(m, (SetCell, DeleteCells)))
