@@ -219,8 +219,9 @@ class Reference:
         Per batch: the events leave the main table (an event past a version
         limit was gone already, see :meth:`save`); each one's cells leave its
         current-value row (every column at its cell timestamp); where the row
-        showed one of them (its newest timestamp), it is then written with the
-        entity's newest remaining event, as a save writes it, or left empty.
+        showed one of them (its newest timestamp), every cell newer than the
+        entity's newest remaining event, up to the deleted ones, goes, and the
+        row is written with that event, as a save writes it, or left empty.
         """
         gone = {e.identity for e in events}
         for day, held in self.snapshots.items():  # its snapshot rows go too
@@ -239,6 +240,13 @@ class Reference:
             newest = self.newest_by_entity()
             for entity in {e.entity for e in batch
                            if shown[e.entity] == self.current_timestamp(e.t)}:
+                # Rewritten: no cell newer than the newest remaining event, up to the
+                # deleted ones, stays (an event gone past a version limit left some).
+                top = max(self.current_timestamp(e.t) for e in batch if e.entity == entity)
+                low = self.current_timestamp(newest[entity].t) if entity in newest else -1
+                for column in self.current_cells.get(entity, {}).values():
+                    for t in [t for t in column if low < t <= top]:
+                        del column[t]
                 if entity in newest:
                     self._write_current(newest[entity])
 

@@ -138,6 +138,8 @@ class DeletePlan:
         #: Per entity: the cell timestamps of the events past the version limit its
         #: main deletion takes with it (their current-value cells go too).
         self._pushed: dict[int, set[int]] = {}
+        #: Per current-value row read: the columns it holds.
+        self._columns: dict[tuple[str, bytes], set[tuple[str, bytes]]] = {}
 
     # -- round trip 1: what is stored ---------------------------------------------
 
@@ -150,6 +152,7 @@ class DeletePlan:
         self._unread.clear()
         self._stamps.clear()
         self._unstamped.clear()
+        self._columns.clear()
         main: dict[str, tuple[ModelSpec, set[bytes], list[int]]] = {}
         current: dict[str, tuple[ModelSpec, set[bytes]]] = {}
         for i in batch:
@@ -257,6 +260,8 @@ class DeletePlan:
             codec = spec.current_codec
             assert codec is not None
             shown = codec.decode(type(ev.entity), current) if current is not None else []
+            if current is not None:
+                self._columns[slot] = {(c.family, c.qualifier) for c in current.cells}
             if shown:
                 self._shown[slot] = codec.time_of(shown[0])
                 # Its cells are erased with the deleted event's, if it is one of them.
@@ -450,8 +455,18 @@ class DeletePlan:
                                if isinstance(m, (SetCell, DeleteCells)))
         by_table: dict[str, list[tuple[tuple[int, ...], RowMutation]]] = {}
         for slot, (members, columns, times) in current.items():
-            mutations = _erase((f, q, t) for f, q in columns for t in times)
             newest = self._newest.get(slot)
+            codec = self.events[members[0]].spec.current_codec  # type: ignore[union-attr]
+            assert codec is not None
+            lo = 0 if newest is None else codec.layout.cell_timestamp(newest.timestamp) + _MS
+            hi = max(times) + _MS
+            mutations = _erase((f, q, t) for f, q in columns for t in times)
+            if slot in self._newest and lo < hi:
+                # Rewritten with the newest remaining event (or gone): no cell newer than
+                # it, up to the deleted ones, is of an event the main table holds (an
+                # event past a version limit that GC collected there may have left some).
+                mutations += tuple(DeleteCells(f, q, lo, hi) for f, q in sorted(
+                    columns | self._columns.get(slot, set())))
             if newest is not None:
                 mutations += newest.current_mutations
             by_table.setdefault(slot[0], []).append((tuple(members),
