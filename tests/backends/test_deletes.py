@@ -704,6 +704,21 @@ def test_a_correction_that_moves_a_columns_event_leaves_no_version_past_the_limi
     assert whole_range(conn, Model) == [updated, moved]
 
 
+def test_an_event_saved_again_beside_a_correction_is_kept(backend: Backend) -> None:
+    """e1, pushed past the limit of column 7, is saved again in the batch whose
+    correction moves e2 out of that column: column 7 then holds e1 and e3, within
+    the limit, so e1 is back (found by tests/backends/test_cursors.py)."""
+    Model = limited_model("columns")
+    conn = ts.Connection(backend)
+    conn.create_tables(Model)
+    e1, e2, e3 = limited_events(Model, 3)
+    conn.save_all([e1, e2, e3])
+    moved = Model(host="h", metric="cpu", time=e2.time, value=8)
+    assert conn.save_all([e1, moved]).ok
+    assert whole_range(conn, Model) == [e1, moved, e3]
+    assert cell_times(backend, ts.spec_of(Model).table) == ms_of(e1, moved, e3)
+
+
 async def test_async_delete_leaves_no_version_past_the_limit(backend: Backend) -> None:
     Model = limited_model("cells")
     async with asynchronous(backend) as ab:

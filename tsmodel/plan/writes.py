@@ -376,7 +376,18 @@ class WritePlan:
         return [timestamps_read(spec, keys) for spec, keys in wanted.values()]
 
     def absorb_stamps(self, batch: range, found: Mapping[tuple[str, bytes], Row]) -> None:
-        """Delete, with each correction's stale cells, the events past the version limit."""
+        """Delete, with each correction's stale cells, the events past the version limit.
+
+        A cell the batch writes again (an event saved again beside the correction)
+        is never among them: it is the batch's, whatever the row held before.
+        """
+        written: dict[tuple[str, bytes], set[tuple[str, bytes, int]]] = {}
+        for i in batch:
+            ev = self.events[i]
+            if i not in self._refused:
+                written.setdefault((ev.table, ev.key), set()).update(
+                    (m.family, m.qualifier, m.timestamp) for m in ev.mutations
+                    if isinstance(m, SetCell))
         for i in batch:
             cells = self._moved.pop(i, None)
             ev = self.events[i]
@@ -384,9 +395,7 @@ class WritePlan:
             if cells is None or row is None or i in self._refused:
                 continue
             assert ev.spec is not None
-            written = {(m.family, m.qualifier, m.timestamp) for m in ev.mutations
-                       if isinstance(m, SetCell)}
-            past = past_limit(ev.spec, row.cells, cells) - written
+            past = past_limit(ev.spec, row.cells, cells) - written[(ev.table, ev.key)]
             if past:
                 self.events[i] = ev._replace(mutations=erase(past) + ev.mutations)
 
