@@ -51,10 +51,7 @@ def add_command(commands: Any) -> None:
     sub = _action(actions, "repair", "rewrite companion tables from the main table",
                   "Rewrite the current-value and alternate-key tables from the main "
                   "table over [--start, --end), as 'tsmodel repair' does, on Beam.", _repair)
-    sub.add_argument("--start", required=True, help="inclusive start, ISO 8601")
-    sub.add_argument("--end", required=True, help="exclusive end, ISO 8601")
-    sub.add_argument("--field", action="append", default=[], metavar="NAME=VALUE",
-                     help="limit the repair to a key prefix (repeat for several)")
+    _bounded(sub, "repair")
     sub = _action(actions, "backfill", "fill newly declared companion tables",
                   "Write every main-table event into companion tables declared after "
                   "the data was written (alternate-key and current-value tables).", _backfill)
@@ -77,10 +74,7 @@ def add_command(commands: Any) -> None:
                   "Recompute every rollup row of a bucket overlapping [--start, --end) "
                   "from the main table's events, as 'tsmodel repair' does for rollups "
                   "(a row whose bucket has no event left is deleted), on Beam.", _rollups)
-    sub.add_argument("--start", required=True, help="inclusive start, ISO 8601")
-    sub.add_argument("--end", required=True, help="exclusive end, ISO 8601")
-    sub.add_argument("--field", action="append", default=[], metavar="NAME=VALUE",
-                     help="limit the rebuild to a key prefix (repeat for several)")
+    _bounded(sub, "rebuild")
 
 
 def _action(actions: Any, name: str, summary: str, description: str,
@@ -140,6 +134,14 @@ def _silenced(logger: logging.Logger) -> Iterator[None]:
         yield
     finally:
         logger.setLevel(level)
+
+
+def _bounded(sub: argparse.ArgumentParser, what: str) -> None:
+    """The required time range of a job over [--start, --end), and its key prefix."""
+    sub.add_argument("--start", required=True, help="inclusive start, ISO 8601")
+    sub.add_argument("--end", required=True, help="exclusive end, ISO 8601")
+    sub.add_argument("--field", action="append", default=[], metavar="NAME=VALUE",
+                     help=f"limit the {what} to a key prefix (repeat for several)")
 
 
 def _span(sub: argparse.ArgumentParser) -> None:
