@@ -336,14 +336,20 @@ class WritePlan:
         longer writes are deleted with its main row (atomically); alternate rows
         under a key it no longer has are deleted with the alternate writes.
         """
+        # Each row is decoded once for the batch, its events found by time: a
+        # bucket row holds many events, and a batch many events of one row.
+        stored: dict[tuple[str, bytes], dict[int, list[Any]]] = {}
         for i in batch:
             ev = self.events[i]
-            row = found.get((ev.table, ev.key))
+            where = (ev.table, ev.key)
+            row = found.get(where)
             if ev.spec is None or row is None:
                 continue
-            codec = ev.spec.codec
-            for old in codec.decode(type(ev.entity), row):
-                if codec.time_of(old) == ev.timestamp and old != ev.entity:
+            by_time = stored.get(where)
+            if by_time is None:
+                by_time = stored[where] = _by_time(ev.spec, type(ev.entity), row)
+            for old in by_time.get(ev.timestamp, ()):
+                if old != ev.entity:
                     self.events[i] = ev = self._correct(i, ev, _encode(ev.spec, old))
 
     def refuse(self, batch: range, table: str, error: BaseException) -> None:
@@ -564,6 +570,15 @@ class WritePlan:
             EntityResult(ev.entity, _status(out), tuple(out))
             for ev, out in zip(self.events, self._outcomes, strict=True)
         ))
+
+
+def _by_time(spec: ModelSpec, cls: Callable[..., Any], row: Row) -> dict[int, list[Any]]:
+    """The stored events of ``row`` by event time (µs), each time's in row order."""
+    codec = spec.codec
+    out: dict[int, list[Any]] = {}
+    for old in codec.decode(cls, row):
+        out.setdefault(codec.time_of(old), []).append(old)
+    return out
 
 
 def _stale(old: EncodedRow, new: EncodedRow | None) -> tuple[Mutation, ...]:
