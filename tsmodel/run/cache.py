@@ -143,20 +143,22 @@ class CachingBackend:
 
     # -- invalidation -------------------------------------------------------------------
 
-    def memoize(self, token: Hashable, request: ReadRequest,
-                compute: Callable[[], Any]) -> Any:
-        """The value under ``token``, or ``compute()``'s, kept when ``request`` reads one row.
+    def memoize(self, token: Hashable,
+                compute: Callable[[], tuple[ReadRequest, Any]]) -> Any:
+        """The value under ``token``; else ``compute()``'s, kept when its request reads one row.
 
-        The value is tied to that row: a write of it through this backend drops
-        it. An unhashable token is not cached.
+        ``compute`` returns the read request it ran and the value derived from
+        it; it runs only on a miss, so a hit costs one lookup. The value is
+        tied to the request's row: a write of it through this backend drops it.
+        An unhashable token is not cached.
         """
         try:
             found = self.recall(token)
         except TypeError:
-            return compute()
+            return compute()[1]
         if found is MISSING:
             ticket = self.ticket()
-            found = compute()
+            request, found = compute()
             key = single_row_key(request.rows)
             if key is not None:
                 self.remember(token, request.table, key, found, ticket)

@@ -25,7 +25,7 @@ import attrs
 from typing_extensions import Self
 
 from tsmodel import errors
-from tsmodel.backends.base import Features
+from tsmodel.backends.base import Features, ReadRequest
 from tsmodel.declare.model import provide_query_methods
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.encoding.ordering import Interval
@@ -641,15 +641,19 @@ class QuerySet(Generic[M]):
             QueryError: key fields are missing.
             DoesNotExist: the entity has no event (``Model.DoesNotExist``).
         """
-        qs = self._latest_query(key_fields)
         cache = self._conn().cache
-        if cache is not None and qs._state.mode == "current":
+        if cache is not None and self._spec.current_key is not None:
             # The decoded instance is kept, tied to its current-value row, so
-            # this connection's writes drop it; callers get copies.
+            # this connection's writes drop it; callers get copies. A hit
+            # builds no query: the key fields were checked when it was kept.
+            def lookup() -> tuple[ReadRequest, M | None]:
+                qs = self._latest_query(key_fields)
+                return qs.explain().requests[0], qs.first()
+
             token = ("latest", self.model, tuple(key_fields.items()))
-            found = cache.memoize(token, qs.explain().requests[0], qs.first)
+            found = cache.memoize(token, lookup)
             return self._found(None if found is None else _copy(found), key_fields)
-        return self._found(qs.first(), key_fields)
+        return self._found(self._latest_query(key_fields).first(), key_fields)
 
     def delete(self, *, allow_scan: bool = False, raise_on_failure: bool = True) -> WriteResult:
         """Delete every event the query selects, from every table of the model.
