@@ -7,7 +7,6 @@ in one response (as Cloud Bigtable packs them) and one chunk per response.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ import pytest
 from google.cloud.bigtable_v2.types import ReadRowsResponse
 from google.protobuf import json_format
 
-from tsmodel.backends._chunks import InvalidChunk, ReadProgress, amerge_rows, merge_rows
+from tsmodel.backends._chunks import InvalidChunk, ReadProgress, merge_rows
 from tsmodel.backends.base import Cell, Row
 
 CORPUS = Path(__file__).parent.parent / "data" / "read-rows-acceptance-test.json"
@@ -40,13 +39,13 @@ def responses(chunks: list[Any], packed: bool) -> Iterator[Any]:
             yield RawResponse(chunks=[c])
 
 
-def run(chunks: list[Any], packed: bool = True, reverse: bool = False,
-        merged: Any = None) -> list[dict[str, Any]]:
+def run(chunks: list[Any], packed: bool = True,
+        reverse: bool = False) -> list[dict[str, Any]]:
     """Merge and flatten into the corpus's result form: one dict per cell, then any error."""
     results: list[dict[str, Any]] = []
     progress = ReadProgress(reverse=reverse)
     try:
-        rows = (merged or merge_rows)(responses(chunks, packed), progress, labels=True)
+        rows = merge_rows(responses(chunks, packed), progress, labels=True)
         for row in rows:
             labels = progress.labels or {}
             for index, c in enumerate(row.cells):
@@ -85,47 +84,6 @@ def test_corpus_has_48_cases() -> None:
 def test_acceptance(case: dict[str, Any], packed: bool) -> None:
     chunks = [json_format.ParseDict(c, RawChunk()) for c in case["chunks"]]
     assert run(chunks, packed) == expected(case)
-
-
-def merged_by_event_loop(stream: Iterator[Any], progress: ReadProgress,
-                         labels: bool) -> list[Any]:
-    """``amerge_rows`` driven by an event loop, with each row's labels; rows before an
-    error are kept."""
-    rows: list[Any] = []
-
-    async def source() -> Any:
-        for response in stream:
-            await asyncio.sleep(0)
-            yield response
-
-    async def drain() -> None:
-        async for row in amerge_rows(source(), progress, labels=labels):
-            rows.append((row, progress.labels))
-
-    try:
-        asyncio.run(drain())
-    except InvalidChunk:
-        rows.append(_ERROR)
-    return rows
-
-
-_ERROR: Any = object()
-
-
-def _event_loop_merge(stream: Iterator[Any], progress: ReadProgress, *,
-                      labels: bool) -> Iterator[Row]:
-    for item in merged_by_event_loop(stream, progress, labels):
-        if item is _ERROR:
-            raise InvalidChunk("as the event loop met it")
-        row, progress.labels = item
-        yield row
-
-
-@pytest.mark.parametrize("case", CASES, ids=[case["description"] for case in CASES])
-def test_acceptance_on_an_event_loop(case: dict[str, Any]) -> None:
-    """The async driver runs the same merger: the corpus gives the same answers."""
-    chunks = [json_format.ParseDict(c, RawChunk()) for c in case["chunks"]]
-    assert run(chunks, False, merged=_event_loop_merge) == expected(case)
 
 
 # -- beyond the corpus -------------------------------------------------------------

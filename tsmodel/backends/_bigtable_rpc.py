@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -41,7 +41,7 @@ from google.cloud.bigtable.data.exceptions import RetryExceptionGroup
 
 from tsmodel._observe import RETRIES, RETRY_LOG, RetryCount
 from tsmodel.backends import _bigtable_wire as wire
-from tsmodel.backends._chunks import ReadProgress, amerge_rows, merge_rows
+from tsmodel.backends._chunks import ReadProgress, merge_rows
 from tsmodel.backends.base import Row
 from tsmodel.settings import DEFAULT_SETTINGS, Settings
 
@@ -455,10 +455,11 @@ class DataRpc(_Rpc):
 
 
 class AsyncDataRpc(_Rpc):
-    """Raw ReadRows and MutateRows on a ``grpc.aio`` channel: `DataRpc` on an event loop.
+    """Raw MutateRows on a ``grpc.aio`` channel: `DataRpc`'s writes on an event loop.
 
-    The same retry and resume policies (`_MutateOperation`,
-    `_ReadOperation`) and the same chunk merger drive both.
+    The same retry policy (`_MutateOperation`) drives both. Reads are not
+    here: the async backend reads through `DataRpc` in a worker thread
+    (`tsmodel.backends.bigtable_async.AsyncBigtableBackend.read_rows()`).
     """
 
     async def mutate_rows(self, request: Any,
@@ -478,27 +479,6 @@ class AsyncDataRpc(_Rpc):
             delay = operation.delay(attempt)
             if delay is None:
                 return operation.result()
-            await asyncio.sleep(delay)
-
-    async def read_rows(self, request: Any,
-                        metadata: Sequence[tuple[str, str]]) -> AsyncIterator[Row]:
-        """See `DataRpc.read_rows()`."""
-        operation = _ReadOperation(request, self.policies.read)
-        headers = (*self.metadata, *metadata)
-        while True:
-            read_rows = self._call(_READ_ROWS, wire.ReadRowsResponse)
-            call = read_rows(operation.request, timeout=operation.timeout(), metadata=headers)
-            try:
-                async for row in amerge_rows(call, operation.progress):
-                    yield row
-                return
-            except grpc.RpcError as rpc_error:
-                broken = rpc_error
-            finally:
-                call.cancel()
-            delay = operation.delay(broken)
-            if delay is None:
-                return
             await asyncio.sleep(delay)
 
 

@@ -16,14 +16,14 @@ fast, dependency-free half of the Bigtable backend's read path.
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterable, AsyncIterator, Generator, Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from operator import itemgetter
 from typing import Any, Final, Literal
 
 from tsmodel.backends.base import Cell, Row
 from tsmodel.errors import BackendError
 
-__all__ = ["InvalidChunk", "ReadProgress", "merge_rows", "amerge_rows", "row_merger", "NEED"]
+__all__ = ["InvalidChunk", "ReadProgress", "merge_rows", "row_merger", "NEED"]
 
 _family_of = itemgetter(0)
 
@@ -90,20 +90,6 @@ def merge_rows(responses: Iterable[Any], progress: ReadProgress, *,
     _finish(merger)
 
 
-async def amerge_rows(responses: AsyncIterable[Any], progress: ReadProgress, *,
-                      labels: bool = False) -> AsyncIterator[Row]:
-    """`merge_rows()` of an asynchronous stream of responses (``grpc.aio``)."""
-    merger = row_merger(progress, labels=labels)
-    next(merger)
-    feed, more = merger.send, merger.__next__
-    async for response in responses:
-        row = feed(response)
-        while row is not NEED:
-            yield row
-            row = more()
-    _finish(merger)
-
-
 def _finish(merger: Generator[Any, Any, None]) -> None:
     """Tell ``merger`` the stream ended; it raises if a row was left open."""
     try:
@@ -128,9 +114,9 @@ def row_merger(progress: ReadProgress, *,
     Prime it with ``next()``; it yields `NEED` when it wants a
     response. ``send(response)`` returns the first row the response
     completes (or `NEED`); ``next()`` the following ones, until
-    `NEED`. ``send(None)`` ends the stream. A sync loop
-    (`merge_rows()`) and an event loop (`amerge_rows()`) drive the
-    same merger: the rules live here once. See `merge_rows()` for
+    `NEED`. ``send(None)`` ends the stream. `merge_rows()` drives it
+    for both backends (the async one reads in a worker thread): the rules
+    live here once. See `merge_rows()` for
     ``progress``, ``labels`` and the errors.
     """
     new = tuple.__new__  # Cell(...) and Row(...) without their Python __new__

@@ -68,16 +68,24 @@ class ThreadedBackend:
     async def read_rows(self, request: ReadRequest) -> AsyncIterator[Row]:
         """Stream the backend's rows, a batch per thread hop.
 
+        The first hop sends the request and takes the first few rows (one hop
+        for a ``first()``); later hops take twice as many, up to a bound.
         Cancelled (or closed) during a hop, it waits for the hop's thread to
         finish before closing the backend's iterator: a generator still
         running in a thread cannot be closed.
         """
-        rows = await asyncio.to_thread(self.backend.read_rows, request)
+        started: list[Iterator[Row]] = []
+
+        def take(n: int) -> list[Row]:
+            if not started:
+                started.append(iter(self.backend.read_rows(request)))
+            return list(itertools.islice(started[0], n))
+
         hop: asyncio.Future[list[Row]] | None = None
         size = _FIRST_BATCH
         try:
             while True:
-                hop = asyncio.ensure_future(asyncio.to_thread(_take, rows, size))
+                hop = asyncio.ensure_future(asyncio.to_thread(take, size))
                 batch = await asyncio.shield(hop)
                 hop = None
                 for row in batch:
@@ -90,7 +98,7 @@ class ThreadedBackend:
                 await asyncio.wait((hop,))
                 if not hop.cancelled():
                     hop.exception()  # seen: the read was cancelled, its error is moot
-            close = getattr(rows, "close", None)
+            close = getattr(started[0], "close", None) if started else None
             if close is not None:
                 close()  # ends the backend's generator (its finally blocks) at once
 
@@ -107,7 +115,3 @@ class ThreadedBackend:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
-
-
-def _take(rows: Iterator[Row], n: int) -> list[Row]:
-    return list(itertools.islice(rows, n))
