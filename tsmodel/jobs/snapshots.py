@@ -45,7 +45,6 @@ from tsmodel.declare.tables import table_specs
 from tsmodel.encoding.timestamps import from_micros, to_micros
 from tsmodel.jobs.progress import Progress, advance, close
 from tsmodel.jobs.steps import (
-    BackendCall,
     JobSteps,
     Read,
     Rows,
@@ -55,6 +54,7 @@ from tsmodel.jobs.steps import (
     run_job,
     run_job_async,
 )
+from tsmodel.plan.calls import CreateTable, MutateRows
 from tsmodel.plan.writes import EncodedEvent, WritePlan, WriteResult, WriteStatus
 from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection, get_default_connection
@@ -283,10 +283,9 @@ class _Job:
         self.done = False
 
     def prepare(self, target: ModelSpec, restart: bool) -> JobSteps[None]:
-        yield BackendCall("create_table",
-                          (TableSpec(JOBS_TABLE, ((_FAMILY, GcRule(max_versions=1)),)),))
+        yield CreateTable(TableSpec(JOBS_TABLE, ((_FAMILY, GcRule(max_versions=1)),)))
         main_families = table_specs(target)[0].families
-        yield BackendCall("create_table", (TableSpec(target.table, main_families),))
+        yield CreateTable(TableSpec(target.table, main_families))
         if restart:
             yield from self._put({b"last_key": b"", b"done": b"0"})
             return
@@ -315,8 +314,8 @@ class _Job:
     def _put(self, values: dict[bytes, bytes]) -> JobSteps[None]:
         now = int(time.time() * 1000) * 1000
         cells = tuple(SetCell(_FAMILY, q, now, v) for q, v in values.items())
-        outcomes: list[MutationOutcome] = yield BackendCall(
-            "mutate_rows", (JOBS_TABLE, [RowMutation(self.key, cells)]))
+        outcomes: list[MutationOutcome] = yield MutateRows(
+            JOBS_TABLE, [RowMutation(self.key, cells)])
         (outcome,) = outcomes
         if not outcome.ok:
             raise SnapshotError(f"cannot record the job's progress: {outcome.error!r}")

@@ -26,7 +26,7 @@ import attrs
 
 from tsmodel import errors
 from tsmodel.backends.base import MutationOutcome, ReadRequest, Row
-from tsmodel.plan.schema import BackendCall
+from tsmodel.plan.calls import BackendCall, ListTables
 from tsmodel.plan.writes import TableWrite, WriteResult
 from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection
@@ -125,7 +125,7 @@ def require_tables(model: str, tables: Sequence[str], *,
     Raises:
         TableNotFoundError: a table does not exist.
     """
-    existing = set((yield BackendCall("list_tables")))
+    existing = set((yield ListTables()))
     missing = [t for t in tables if t not in existing]
     if missing:
         at = f" at {where}" if where else ""
@@ -179,7 +179,7 @@ def _answer(conn: Connection, step: Step, scans: dict[Scan, Iterator[Row]]) -> A
     if isinstance(step, First):
         return step.query.using(conn).first()
     if isinstance(step, BackendCall):
-        return getattr(conn.backend, step.method)(*step.args)
+        return step.on(conn.backend)
     raise TypeError(f"not a job step: {step!r}")
 
 
@@ -238,7 +238,7 @@ async def _answer_async(conn: AsyncConnection, step: Step,
     if isinstance(step, First):
         return await step.query.using(conn).first()
     if isinstance(step, BackendCall):
-        return await getattr(conn.backend, step.method)(*step.args)
+        return await step.on(conn.backend)
     raise TypeError(f"not a job step: {step!r}")
 
 

@@ -43,11 +43,18 @@ from tsmodel.backends.gc import rules_equal as gc_rules_equal
 from tsmodel.backends.gc import to_dict as gc_rule_to_dict
 from tsmodel.declare.spec import spec_of
 from tsmodel.declare.tables import table_specs
+from tsmodel.plan.calls import (
+    BackendCall,
+    CreateTable,
+    DeleteFamily,
+    DeleteTable,
+    DescribeTable,
+    ListTables,
+)
 
 _R = TypeVar("_R")
 
 __all__ = [
-    "BackendCall",
     "run_calls",
     "plan_steps",
     "apply_steps",
@@ -293,20 +300,6 @@ def format_table(headers: tuple[str, ...] | None, rows: Iterable[tuple[str, ...]
         for r in data)
 
 
-@attrs.frozen
-class BackendCall:
-    """One call a step-wise planner needs made: ``backend.<method>(*args)``.
-
-    Planners written as generators (`plan_steps()`, `apply_steps()`)
-    yield these and receive the answers; a blocking driver (`run_calls()`)
-    and an event-loop driver (``AsyncConnection``) make the calls, so the
-    planning is written once.
-    """
-
-    method: str
-    args: tuple[Any, ...] = ()
-
-
 #: A step-wise planner: yields calls, receives their answers, returns its result.
 Steps = Generator[BackendCall, Any, _R]
 
@@ -316,7 +309,7 @@ def run_calls(steps: Steps[_R], backend: Backend) -> _R:
     try:
         call = next(steps)
         while True:
-            call = steps.send(getattr(backend, call.method)(*call.args))
+            call = steps.send(call.on(backend))
     except StopIteration as done:
         result: _R = done.value
         return result
@@ -355,7 +348,7 @@ def plan_steps(*models: Any, drop: bool = False,
                drop_tables: Iterable[str] = ()) -> Steps[SchemaPlan]:
     """`plan()` as steps: the calls it needs, then the plan (see `BackendCall`)."""
     wanted = desired_tables(*models)
-    existing = set((yield BackendCall("list_tables")))
+    existing = set((yield ListTables()))
     dropped = _tables_to_drop(drop_tables, wanted, existing)
     changes: list[Change] = []
     notes: list[str] = []
@@ -364,7 +357,7 @@ def plan_steps(*models: Any, drop: bool = False,
             changes.append(Change(Action.CREATE_TABLE, table.name, families=table.families,
                                   aggregates=table.aggregates))
         else:
-            actual = yield BackendCall("describe_table", (table.name,))
+            actual = yield DescribeTable(table.name)
             changes += _family_changes(table, actual, drop, notes)
     changes += [Change(Action.DELETE_TABLE, name) for name in dropped]
     others = sorted(existing - {t.name for t in wanted} - set(dropped))
@@ -480,14 +473,13 @@ def apply_steps(plan: SchemaPlan) -> Steps[tuple[Change, ...]]:
 
 def _call_of(change: Change) -> BackendCall:
     if change.action is Action.CREATE_TABLE:
-        return BackendCall("create_table", (TableSpec(change.table, change.families,
-                                                      change.aggregates),))
+        return CreateTable(TableSpec(change.table, change.families, change.aggregates))
     if change.action in (Action.ADD_FAMILY, Action.CHANGE_GC_RULE):
         assert change.family is not None and change.rule is not None
         # create_table adds missing families and sets the rules of those named.
-        return BackendCall("create_table", (TableSpec(
-            change.table, ((change.family, change.rule),), change.aggregates),))
+        return CreateTable(TableSpec(
+            change.table, ((change.family, change.rule),), change.aggregates))
     if change.action is Action.DELETE_FAMILY:
         assert change.family is not None
-        return BackendCall("delete_family", (change.table, change.family))
-    return BackendCall("delete_table", (change.table,))
+        return DeleteFamily(change.table, change.family)
+    return DeleteTable(change.table)

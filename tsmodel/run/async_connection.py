@@ -151,11 +151,11 @@ class AsyncConnection:
             for table in table_specs(spec_of(m)):
                 await self.backend.delete_table(table.name)
 
-    async def _run_calls(self, steps: Generator[schema.BackendCall, Any, _R]) -> _R:
+    async def _run_calls(self, steps: schema.Steps[_R]) -> _R:
         try:
             call = next(steps)
             while True:
-                call = steps.send(await getattr(self.backend, call.method)(*call.args))
+                call = steps.send(await call.on(self.backend))
         except StopIteration as done:
             result: _R = done.value
             return result
