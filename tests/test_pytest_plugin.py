@@ -241,3 +241,31 @@ def test_an_installed_tsmodel_loads_the_plugin_by_itself(pytester: pytest.Pytest
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider",
                                            "--tsmodel-backends=embedded")
     result.assert_outcomes(passed=1)
+
+
+def test_an_assert_rows_failure_shows_the_diff_not_the_helpers_source(
+        project: pytest.Pytester) -> None:
+    project.makepyfile(test_diff='''
+        import struct
+        from tsmodel.testing import assert_rows
+        from app import record
+
+        def test_wrong_value(tsmodel_connection):
+            record("server1", 0.5)
+            assert_rows(tsmodel_connection, "METRIC", {
+                b"server1#1426535612045": {"METRIC:CPU/CPU1_USR": struct.pack(">d", 0.25)},
+            })
+    ''')
+    result = run(project, "--tsmodel-backends=embedded")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "*rows of table 'METRIC' differ from the expected ones (0 as expected;*",
+        "*row b'server1#1426535612045':*",
+        "*METRIC:CPU/CPU1_USR (newest version):*",
+    ])
+    # The user's call is shown; none of the helper's own lines are.
+    assert "assert_rows(tsmodel_connection" in out
+    for helper_line in ("def assert_rows(", "want = {_bytes(key)", "raise AssertionError(",
+                        "tsmodel/testing/_rows.py"):
+        assert helper_line not in out, helper_line

@@ -79,6 +79,8 @@ def assert_rows(source: Connection | Backend, table: str, expected: ExpectedRows
         AssertionError: the rows differ; the message lists every missing,
             unexpected and different row and cell.
     """
+    # pytest shows the caller's line and this message, not this helper's source.
+    __tracebackhide__ = True
     want = {_bytes(key): {column: _expected_cell(cell) for column, cell in columns.items()}
             for key, columns in expected.items()}
     got = table_rows(source, table, prefix=prefix)
