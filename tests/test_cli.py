@@ -339,7 +339,7 @@ def test_advise_rates_a_busy_key_range(models_dir: Path) -> None:
     ([], "ServerMetric: no event rate", 1),
     (["--rate", "0"], "ServerMetric: the event rate must be positive", 1),
     (["--rate", "1", "--entities", "0"], "ServerMetric: entities must be at least 1", 1),
-    (["--rate", "fast"], "tsmodel advise: argument --rate: invalid float value: 'fast'", 2),
+    (["--rate", "fast"], "advise: argument --rate: invalid float value: 'fast'", 2),
 ])
 def test_advise_errors_are_one_line(args: list[str], message: str, status: int) -> None:
     assert fails("advise", EXAMPLE, *args, status=status).startswith(
@@ -467,9 +467,10 @@ def test_bad_targets_are_one_line(models_dir: Path, target: str, message: str) -
 
 def test_usage_errors_are_one_line() -> None:
     line = fails("keys", "decode", EXAMPLE, status=2)
-    assert line == ("tsmodel: error: tsmodel keys decode: the following arguments are "
+    assert line == ("tsmodel: error: keys decode: the following arguments are "
                     "required: KEY (see 'tsmodel keys decode --help')")
-    assert fails("frobnicate", status=2).startswith("tsmodel: error: tsmodel: argument")
+    assert fails("frobnicate", status=2).startswith("tsmodel: error: unknown command "
+                                                    "'frobnicate'; choose from schema, ")
 
 
 def test_a_closed_pipe_is_not_an_error() -> None:

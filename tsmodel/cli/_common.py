@@ -21,13 +21,14 @@ from typing import Any
 import attrs
 
 import tsmodel
+from tsmodel.cli._style import BOLD, CYAN, RED, paint
 from tsmodel.encoding.keys import KeyLayout, Segment, SegmentValueError
 from tsmodel.errors import key_error
 
 __all__ = [
     "CliError", "Run", "URL_HELP", "print_error", "command", "group", "wrap", "add_target",
     "add_json", "add_url", "parse_time", "pairs", "typed", "connect", "jsonable",
-    "print_json", "text", "shown",
+    "print_json", "print_table", "print_note", "text", "shown",
 ]
 
 #: What a command runs: the parsed arguments in, the exit status out.
@@ -41,8 +42,15 @@ class CliError(Exception):
 
 
 def print_error(message: str) -> None:
-    """``tsmodel: error: MESSAGE`` on standard error, on one line."""
-    print(f"tsmodel: error: {' '.join(message.split())}", file=sys.stderr)
+    """``tsmodel: error: MESSAGE`` on standard error, on one line (in red on a terminal)."""
+    prefix = paint("tsmodel: error:", BOLD, RED, stream=sys.stderr)
+    print(f"{prefix} {' '.join(message.split())}", file=sys.stderr)
+
+
+def print_note(message: str, *, prefix: str = "note:", stream: Any = None) -> None:
+    """``note: MESSAGE`` on ``stream`` (standard output), its prefix coloured on a terminal."""
+    stream = sys.stdout if stream is None else stream
+    print(f"{paint(prefix, CYAN, stream=stream)} {message}", file=stream)
 
 
 # -- subparsers -------------------------------------------------------------------------
@@ -152,8 +160,8 @@ def connect(url: str | None, *, announce: bool = True) -> tsmodel.Connection:
     """
     url = url or os.environ.get("TSMODEL_URL") or None
     if url is None and announce:
-        print("tsmodel: note: no --url and no TSMODEL_URL: using an empty in-memory "
-              "embedded store", file=sys.stderr)
+        print_note("no --url and no TSMODEL_URL: using an empty in-memory embedded store",
+                   prefix="tsmodel: note:", stream=sys.stderr)
     return tsmodel.connect(url, default=False)
 
 
@@ -175,6 +183,22 @@ def jsonable(obj: Any) -> Any:
     if attrs.has(type(obj)):
         return jsonable(attrs.asdict(obj, recurse=False))
     return obj
+
+
+def print_table(headers: tuple[str, ...] | None, rows: Sequence[tuple[str, ...]], *,
+                colours: dict[str, str] | None = None) -> None:
+    """Rows in aligned columns; on a terminal, the header line in bold and each
+    last-column value that is a key of ``colours`` in its colour."""
+    from tsmodel.plan.schema import format_table
+
+    lines = format_table(headers, rows).splitlines()
+    if headers and lines:
+        lines[0] = paint(lines[0], BOLD)
+    for i, row in enumerate(rows, start=1 if headers else 0):
+        code = (colours or {}).get(row[-1]) if row else None
+        if code and lines[i].endswith(row[-1]):
+            lines[i] = lines[i][:-len(row[-1])] + paint(row[-1], code)
+    print("\n".join(lines))
 
 
 def print_json(obj: Any) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
 from typing import NoReturn
 
 from tsmodel.cli import advise, emulator, explain, job, keys, layout, repair, schema, snapshot
@@ -14,12 +16,38 @@ __all__ = ["build_parser"]
 COMMANDS = (schema, explain, keys, layout, advise, emulator, snapshot, repair, job)
 
 
+#: argparse's message for a word that is not one of a subparser's choices.
+_INVALID_CHOICE = re.compile(
+    r"argument (?P<what>COMMAND|ACTION): invalid choice: '(?P<word>[^']*)' "
+    r"\(choose from (?P<choices>.*)\)$")
+
+
 class _Parser(argparse.ArgumentParser):
-    """Usage errors as one line: ``tsmodel: error: PROG: message``."""
+    """Usage errors as one line: ``tsmodel: error: [COMMAND: ]message (see ... --help)``.
+
+    The command's own name is not repeated (``tsmodel: error: tsmodel: ...``);
+    an unknown command or action says so, with the closest known one.
+    """
 
     def error(self, message: str) -> NoReturn:
-        print_error(f"{self.prog}: {message} (see '{self.prog} --help')")
+        where = self.prog.removeprefix("tsmodel").strip()
+        print_error(f"{where + ': ' if where else ''}{_usage_message(message)} "
+                    f"(see '{self.prog} --help')")
         raise SystemExit(2)
+
+
+def _usage_message(message: str) -> str:
+    """``unknown command 'shema' (did you mean 'schema'?); choose from ...`` for argparse's
+    ``argument COMMAND: invalid choice: ...``; any other message as it is."""
+    match = _INVALID_CHOICE.match(message)
+    if match is None:
+        return message
+    # Quoted before Python 3.14 ('plan', 'apply'), bare since (plan, apply).
+    choices = [c.strip().strip("'") for c in match["choices"].split(",")]
+    word = match["word"]
+    close = difflib.get_close_matches(word, choices, n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return f"unknown {match['what'].lower()} {word!r}{hint}; choose from {', '.join(choices)}"
 
 
 def build_parser() -> argparse.ArgumentParser:

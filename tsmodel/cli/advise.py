@@ -6,10 +6,17 @@ import argparse
 from typing import Any
 
 from tsmodel import spec_of
-from tsmodel.cli._common import add_json, add_target, command, print_json
+from tsmodel.cli._common import (
+    add_json,
+    add_target,
+    command,
+    print_json,
+    print_note,
+    print_table,
+)
+from tsmodel.cli._style import BOLD, GREEN, RED, YELLOW
 from tsmodel.cli._targets import one_model
 from tsmodel.plan.advice import Advice, advise
-from tsmodel.plan.schema import format_table
 
 __all__ = ["add_command"]
 
@@ -29,6 +36,10 @@ def add_command(commands: Any) -> None:
     add_json(sub)
 
 
+#: The hotspot risk levels' colours on a terminal.
+_RISK_COLOURS = {"high": f"{BOLD};{RED}", "medium": YELLOW, "low": GREEN}
+
+
 def _run(args: argparse.Namespace) -> int:
     model = one_model(args.target)
     advice = advise(model, args.rate, args.entities)
@@ -36,11 +47,11 @@ def _run(args: argparse.Namespace) -> int:
         print_json(advice.to_dict())
         return 0
     print(f"{_headline(model, advice)}\n")
-    print(format_table(("MEASURE", "VALUE"), advice.rows()))
+    print_table(("MEASURE", "VALUE"), advice.rows(), colours=_RISK_COLOURS)
     if advice.notes:
         print()
     for note in advice.notes:
-        print(f"note: {note}")
+        print_note(note)
     return 0
 
 

@@ -20,6 +20,7 @@ from tsmodel.cli._common import (
     group,
     pairs,
     print_json,
+    print_table,
     shown,
     text,
     typed,
@@ -27,7 +28,6 @@ from tsmodel.cli._common import (
 from tsmodel.cli._targets import one_model
 from tsmodel.encoding.keys import ConstantSegment, KeyLayout, SaltSegment, Segment
 from tsmodel.layouts.codec import SALT_FIELD
-from tsmodel.plan.schema import format_table
 
 __all__ = ["add_command"]
 
@@ -86,9 +86,9 @@ def _print_encoded(key: bytes, current: bytes | None,
     head = [("row key", text(key))]
     if current is not None:
         head.append(("current row key", text(current)))
-    print(format_table(None, head))
+    print_table(None, head)
     print()
-    print(format_table(("SEGMENT", "BYTES", "ENCODING"), [(n, shown(b), d) for n, b, d in parts]))
+    print_table(("SEGMENT", "BYTES", "ENCODING"), [(n, shown(b), d) for n, b, d in parts])
 
 
 def _values(spec: ModelSpec, items: list[str]) -> dict[str, Any]:
@@ -132,7 +132,7 @@ def _run_decode(args: argparse.Namespace) -> int:
                     "fields": fields})
         return 0
     rows = [(k, v.isoformat() if isinstance(v, datetime) else str(v)) for k, v in fields.items()]
-    print(format_table(("FIELD", "VALUE"), rows))
+    print_table(("FIELD", "VALUE"), rows)
     return 0
 
 
