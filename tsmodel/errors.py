@@ -270,6 +270,12 @@ class EmulatorNotFoundError(TsModelError, FileNotFoundError):
 class ExtraNotInstalledError(TsModelError, ImportError):
     """A feature needs an optional dependency that is not installed.
 
-    The message names the package and the extra that installs it
-    (``pip install 'tsmodel-bigtable[arrow]'``).
+    The message names the package and the extra that installs it, from the
+    package index and from a checkout (`install_hint()`).
     """
+
+
+def install_hint(extra: str) -> str:
+    """How to install tsmodel's ``extra``, from the package index and from a checkout."""
+    return (f"pip install 'tsmodel-bigtable[{extra}]' (from a checkout of tsmodel: "
+            f"pip install -e '.[{extra}]' --config-settings editable_mode=strict)")

@@ -46,7 +46,9 @@ def test_a_missing_extra_is_named(qs: ts.QuerySet[Metric], monkeypatch: pytest.M
         getattr(qs, call)()
     message = str(raised.value)
     assert f"{call}()" in message and hidden in message
-    assert f"pip install 'tsmodel-bigtable[{extra}]'" in message
+    assert f"pip install 'tsmodel-bigtable[{extra}]'" in message  # from the package index
+    # and from a checkout, in the editable mode type checkers follow
+    assert f"pip install -e '.[{extra}]' --config-settings editable_mode=strict" in message
     assert isinstance(raised.value, ImportError)
 
 

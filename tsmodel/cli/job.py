@@ -153,8 +153,8 @@ def _beam() -> Any:
     try:
         from tsmodel.jobs import beam
     except ImportError as exc:  # the ConfigurationError of a missing extra is a TsModelError
-        raise CliError("tsmodel job needs Apache Beam: "
-                       f"pip install 'tsmodel-bigtable[beam]' ({exc})") from exc
+        raise CliError(
+            f"tsmodel job needs Apache Beam: {errors.install_hint('beam')} ({exc})") from exc
     return beam
 
 

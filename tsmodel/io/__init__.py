@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from tsmodel.errors import ExtraNotInstalledError
+from tsmodel.errors import ExtraNotInstalledError, install_hint
 
 __all__ = ["require"]
 
@@ -36,5 +36,4 @@ def require(module: str, extra: str, what: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as exc:
         raise ExtraNotInstalledError(
-            f"{what} needs {module}, which is not installed: pip install "
-            f"'tsmodel-bigtable[{extra}]'") from exc
+            f"{what} needs {module}, which is not installed: {install_hint(extra)}") from exc

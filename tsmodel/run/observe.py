@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 from tsmodel._observe import CALL_LOG, RETRIES, WRITE_LOG, RetryCount
 from tsmodel.backends.base import ReadRequest, Row, RowMutation
-from tsmodel.errors import ConfigurationError
+from tsmodel.errors import ConfigurationError, install_hint
 from tsmodel.settings import Settings
 
 __all__ = ["Observer", "Operation", "kind_of_read"]
@@ -57,7 +57,7 @@ class Observer:
             except ImportError as exc:
                 raise ConfigurationError(
                     "telemetry needs OpenTelemetry, which is not installed: "
-                    "pip install 'tsmodel-bigtable[otel]' (or opentelemetry-api), or leave "
+                    f"{install_hint('otel')} or opentelemetry-api, or leave "
                     f"telemetry off ({exc})") from exc
             self.telemetry = Telemetry(settings)
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 try:
     import apache_beam  # noqa: F401
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    from tsmodel.errors import ConfigurationError
+    from tsmodel.errors import ConfigurationError, install_hint
 
     raise ConfigurationError(
-        "tsmodel.jobs.beam needs Apache Beam: pip install 'tsmodel-bigtable[beam]'") from exc
+        f"tsmodel.jobs.beam needs Apache Beam: {install_hint('beam')}") from exc
 
 from tsmodel.jobs.beam.io import (
     DEAD_LETTERS,
