@@ -103,9 +103,40 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
                  "tsmodel.decode_row_key", "tsmodel.plan.retention.retention_problems",
                  "tsmodel.plan.advice.advise"):
         assert f'id="{name}"' in api, f"the API reference lacks {name}"
+    _assert_signatures_wrapped(api)
     schema_page = (site / "schema" / "index.html").read_text(encoding="utf-8")
     assert 'id="retention-max-age-counts-from-the-event-time"' in schema_page
     _assert_offline(site)
+
+
+#: The longest line of a signature on the API page: mkdocs.yml's ``line_length``
+#: (80), with room for a name or a default ruff cannot break.
+SIGNATURE_WIDTH = 100
+
+
+def _assert_signatures_wrapped(api: str) -> None:
+    """Every signature is formatted (ruff): one parameter a line when it is long,
+    no line wider than the page, rather than one line cut off at the edge."""
+    import html
+
+    blocks = re.findall(r'class="language-python doc-signature highlight"><pre>(.*?)</pre>',
+                        api, re.S)
+    assert len(blocks) > 100, "no signatures found on the API page"
+    text = [html.unescape(re.sub(r"<[^>]+>", "", block)) for block in blocks]
+    wide = [line for block in text for line in block.splitlines()
+            if len(line) > SIGNATURE_WIDTH]
+    assert not wide, f"signature lines wider than {SIGNATURE_WIDTH}: {wide[:3]}"
+    assert sum("\n    " in block for block in text) > 20, "no signature is wrapped"
+
+
+def test_a_table_keeps_the_names_in_its_first_column_whole() -> None:
+    # Exception names broke mid-word in the errors table ("ExtraNotInstal-
+    # ledError"): code in a table's first column does not break.
+    css = (ROOT / "docs" / "assets" / "extra.css").read_text(encoding="utf-8")
+    rule = css.split(".md-typeset table:not([class]) td:first-child code {", 1)[1]
+    rule = rule.split("}", 1)[0]
+    assert "white-space: nowrap" in rule and "word-break: keep-all" in rule
+    assert "assets/extra.css" in CONFIG.read_text(encoding="utf-8")
 
 
 def _assert_offline(site: Path) -> None:
