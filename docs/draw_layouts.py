@@ -1,11 +1,15 @@
-"""Draw the row pictures of docs/patterns.md with `tsmodel layout`'s own code.
+"""Draw the row pictures of docs/patterns.md from the code shown above them.
 
-Each picture sits between ``<!-- tsmodel layout: NAME -->`` and
-``<!-- end tsmodel layout -->`` in the page; this script redraws them from
-the example models (examples/), saving the guide's sample events through the
-library into an in-memory store and reading the rows back
-(`tsmodel.cli.layout.sample_tables`). tests/test_cli_layout.py fails when a
-picture is out of date.
+Each picture sits between ``<!-- tsmodel layout: MODEL: EVENTS -->`` and
+``<!-- end tsmodel layout -->`` in the page. This script runs the page's
+``python`` blocks in order, in one namespace (as tests/unit/test_docs.py
+does), and at each picture takes the model class ``MODEL`` the code above
+defined and the events the expression ``EVENTS`` gives in that namespace
+(e.g. ``[Balloon(**r) for r in reports[:3]]``). It saves those events through
+the library into an empty in-memory store and draws the rows read back
+(`tsmodel.cli.layout.sample_tables`, what ``tsmodel layout`` draws): table
+names, qualifiers and values are the page's own, and cannot drift from it.
+tests/test_cli_layout.py fails when a picture is out of date.
 
     python docs/draw_layouts.py            # rewrite the pictures in place
     python docs/draw_layouts.py --check    # exit 1 if one is out of date
@@ -13,71 +17,77 @@ picture is out of date.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import sys
-from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+import textwrap
+import types
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "patterns.md"
-_PICTURE = re.compile(r"(<!-- tsmodel layout: (\S+) -->\n).*?(<!-- end tsmodel layout -->)",
-                      re.S)
-
-UTC = timezone.utc
-T0 = datetime(2021, 3, 5, 12, 0, tzinfo=UTC)
-#: The guide's first weather-balloon reports (time-series-patterns: single-timestamp rows).
-REPORTS = [dict(location="us-west2", balloon=3698, time=T0 + timedelta(minutes=i),
-                pressure=p, temperature=t, humidity=h, altitude=a)
-           for i, (p, t, h, a) in enumerate([(94558, 9.6, 61, 612), (94122, 9.7, 62, 611),
-                                             (95992, 9.5, 58, 602)])]
-DAY = datetime(2017, 7, 26, tzinfo=UTC)
+#: A picture: its opening marker (model, events), the drawing, the closing marker.
+_PICTURE = re.compile(
+    r"(<!-- tsmodel layout: (?P<model>\w+): (?P<events>.+?) -->\n).*?(<!-- end tsmodel layout -->)",
+    re.S)
+_FENCE = re.compile(r"^([ \t]*)```([^\n`]*)\n(.*?)^\1```[ \t]*$", re.S | re.M)
 
 
-def _balloons(model: type) -> list[Any]:
-    return [model(**r) for r in REPORTS]
-
-
-def _metric(model: type) -> list[Any]:
-    return [model(location=r["location"], balloon=r["balloon"], metric="pressure",
-                  time=r["time"], value=r["pressure"]) for r in REPORTS]
-
-
-def _meters(model: type) -> list[Any]:
-    return [model(meter=987654, time=DAY + timedelta(minutes=15 * i), kwh=k)
-            for i, k in enumerate([12.34, 11.9, 13.05])]
-
-
-#: Picture name -> (the model as ``tsmodel layout`` names it, its sample events).
-FIGURES: dict[str, tuple[str, Callable[[type], list[Any]]]] = {
-    "rows": ("examples/weather_balloons.py:BalloonRow", _balloons),
-    "serialized": ("examples/weather_balloons.py:BalloonBlob", _balloons),
-    "cells": ("examples/weather_balloons.py:BalloonWeek", _balloons),
-    "columns": ("examples/weather_balloons.py:BalloonMetric", _metric),
-    "offsets": ("examples/energy_meters.py:MeterReading", _meters),
-}
-
-
-def picture(name: str) -> str:
-    """The HTML of one picture."""
-    from tsmodel.cli._grid import render
-    from tsmodel.cli._targets import one_model
-    from tsmodel.cli.layout import sample_tables
-
-    target, events = FIGURES[name]
-    model = one_model(str(ROOT / target.split(":")[0]) + ":" + target.split(":")[1])
-    return render(sample_tables(model, events(model)), "html")
+def pictures(text: str) -> list[tuple[str, str]]:
+    """``(model, events expression)`` of each picture of ``text``, in page order."""
+    return [(m["model"], m["events"]) for m in _PICTURE.finditer(text)]
 
 
 def redrawn(text: str) -> str:
-    """``text`` with every picture drawn anew."""
-    def draw(match: re.Match[str]) -> str:
-        if match.group(2) not in FIGURES:
-            raise SystemExit(f"{PAGE.name}: no picture named {match.group(2)!r}")
-        return f"{match.group(1)}\n{picture(match.group(2))}\n{match.group(3)}"
+    """``text`` with every picture drawn anew from the page's own code."""
+    import tsmodel as ts
+    from tsmodel.cli._grid import render
+    from tsmodel.cli.layout import sample_tables
 
-    return _PICTURE.sub(draw, text)
+    namespace = _module()
+    previous = ts.get_default_connection()
+    conn = ts.connect("memory://", default=False)
+    ts.set_default_connection(conn)
+    out: list[str] = []
+    done = 0
+    try:
+        for match in _PICTURE.finditer(text):
+            _run_blocks(text[done:match.start()], namespace)
+            where = f"{PAGE.name}: picture {match['model']}"
+            model = namespace.__dict__.get(match["model"])
+            if not isinstance(model, type):
+                raise SystemExit(f"{where}: the code above defines no model {match['model']!r}")
+            events = eval(match["events"], namespace.__dict__)  # the page's own expression
+            if not events or not all(isinstance(e, model) for e in events):
+                raise SystemExit(f"{where}: {match['events']} gives no {match['model']} events")
+            out.append(text[done:match.start()])
+            out.append(f"{match.group(1)}\n{render(sample_tables(model, events), 'html')}\n"
+                       f"{match.group(4)}")
+            done = match.end()
+    finally:
+        ts.set_default_connection(previous)
+        conn.close()
+        sys.modules.pop(namespace.__name__, None)
+    out.append(text[done:])
+    return "".join(out)
+
+
+def _module() -> types.ModuleType:
+    module = types.ModuleType("docs_patterns_pictures")
+    module.__file__ = str(PAGE)
+    sys.modules[module.__name__] = module  # lets @ts.model resolve string annotations
+    return module
+
+
+def _run_blocks(text: str, namespace: types.ModuleType) -> None:
+    """Run the ``python`` blocks of ``text`` (a part of the page) in ``namespace``."""
+    for match in _FENCE.finditer(text):
+        if match.group(2).split()[:1] != ["python"] or "no-run" in match.group(2).split():
+            continue
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(compile(textwrap.dedent(match.group(3)), str(PAGE), "exec"),
+                 namespace.__dict__)
 
 
 def main(argv: list[str]) -> int:

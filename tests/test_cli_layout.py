@@ -169,5 +169,27 @@ def test_the_pictures_of_the_patterns_page_are_up_to_date() -> None:
     draw = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(draw)
     text = draw.PAGE.read_text(encoding="utf-8")
-    assert text.count("<!-- tsmodel layout: ") == len(draw.FIGURES)
+    assert text.count("<!-- tsmodel layout: ") == len(draw.pictures(text)) == 5
     assert draw.redrawn(text) == text, "run: python docs/draw_layouts.py"
+
+
+def test_each_picture_shows_the_table_and_columns_of_the_code_above_it() -> None:
+    # Read independently of the drawing script: the model class and the table
+    # the nearest python block above a picture declares, and its caption.
+    text = (ROOT / "docs" / "patterns.md").read_text(encoding="utf-8")
+    parts = text.split("<!-- tsmodel layout: ")[1:]
+    before = text.split("<!-- tsmodel layout: ")[:-1]
+    assert len(parts) == 5
+    for above, picture in zip(before, parts, strict=True):
+        code = above.rsplit("```python\n", 1)[1].split("```", 1)[0]
+        table = re.search(r'table="(\w+)"', code)
+        model = re.search(r"^class (\w+)", code, re.M)
+        assert table and model, code
+        assert picture.startswith(f"{model[1]}: "), picture[:80]
+        drawn = picture.split("<!-- end tsmodel layout -->", 1)[0]
+        assert f"<caption><strong>{table[1]} (main table)" in drawn
+        one_column_per_field = not re.search(r"serialization=|ts\.offsets|ts\.columns", code)
+        fields = re.findall(r"^    (\w+): \w+ = ts\.value\(\)", code, re.M)
+        for field in fields if one_column_per_field else ():
+            # a value column's qualifier is the field's name
+            assert f"<br>{field}</th>" in drawn, (table[1], field)
