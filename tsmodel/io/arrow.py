@@ -202,3 +202,58 @@ def _value_type(pa: Any, codec: Any) -> Any:
 def _defaults(spec: ModelSpec) -> dict[str, Callable[[], Any]]:
     """The default of each value field that has one: what a record without it holds."""
     return {v.name: v.default_value for v in spec.values if v.has_default}
+
+
+#: The aggregates of each field of a resample window, in column order.
+WINDOW_AGGREGATES = ("count", "sum", "min", "max", "last", "mean")
+
+
+def window_table(spec: ModelSpec, fields: tuple[str, ...], every: int, windows: Iterable[Any],
+                 what: str = "to_arrow()") -> Any:
+    """The ``pyarrow.Table`` of a resample's windows (`tsmodel.plan.rollups.Window`).
+
+    A row per window, by entity then time: the key fields (typed as in query
+    results), ``start`` and ``end`` (``timestamp[s or ms, tz=UTC]``, the
+    unit of the step), ``count``, then per field ``f``: ``f_count``
+    (``int64``), ``f_sum``, ``f_min``, ``f_max``, ``f_last`` (``int64`` for
+    an int field, else ``float64``) and ``f_mean`` (``float64``): the
+    names of a rollup row's columns. A field without a value in a window is
+    null there (its ``f_count`` is 0). The schema is the same with no window.
+
+    Raises:
+        ExtraNotInstalledError: pyarrow is not installed.
+    """
+    pa = _arrow(what)
+    time = pa.timestamp(_unit(every), tz="UTC")
+    types: list[tuple[str, Any]] = []
+    for seg in spec.key.segments:
+        if isinstance(seg, StrSegment) and seg.field is not None:
+            types.append((seg.field, pa.dictionary(pa.int32(), pa.string())))
+        elif isinstance(seg, IntSegment) and seg.field is not None:
+            types.append((seg.field, pa.int64()))
+    keys = [name for name, _ in types]
+    types += [("start", time), ("end", time), ("count", pa.int64())]
+    for f in fields:
+        number = pa.int64() if spec.value(f).codec.python_type is int else pa.float64()
+        types += [(f"{f}_count", pa.int64()), (f"{f}_sum", number), (f"{f}_min", number),
+                  (f"{f}_max", number), (f"{f}_last", number), (f"{f}_mean", pa.float64())]
+    schema = pa.schema([pa.field(name, t) for name, t in types])
+    rows = list(windows)
+    columns: dict[str, list[Any]] = {name: [] for name, _ in types}
+    for w in rows:
+        for k in keys:
+            columns[k].append(w.key[k])
+        columns["start"].append(w.start)
+        columns["end"].append(w.end)
+        columns["count"].append(w.count)
+        for f in fields:
+            stats = w.fields[f]
+            for agg in WINDOW_AGGREGATES:
+                columns[f"{f}_{agg}"].append(getattr(stats, agg))
+    arrays = []
+    for name, arrow_type in types:
+        if pa.types.is_dictionary(arrow_type):
+            arrays.append(pa.array(columns[name], pa.string()).dictionary_encode())
+        else:
+            arrays.append(pa.array(columns[name], arrow_type))
+    return pa.Table.from_arrays(arrays, schema=schema)

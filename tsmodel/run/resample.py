@@ -9,12 +9,16 @@ same plan, each with its connection's stream.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 from tsmodel import errors
 from tsmodel.backends.base import Features
 from tsmodel.declare.rollups import label_of, parse_every
+from tsmodel.io import pandas as _pandas
+from tsmodel.io import polars as _polars
+from tsmodel.io import require
+from tsmodel.io.arrow import window_table
 from tsmodel.plan.rollups import ResamplePlan, Window, Windows, compile_resample
 from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.fanout import astream, stream
@@ -93,6 +97,56 @@ class Resample:
         async for item in astream(plan.read, conn, self._model(plan)):
             fold.feed(item)
         return fold.finish()
+
+    # -- columnar results -----------------------------------------------------------
+
+    def to_arrow(self) -> Any:
+        """The windows as a ``pyarrow.Table``, a row per window, by entity then time.
+
+        Columns: the key fields, ``start``, ``end``, ``count``, then per
+        field ``f``: ``f_count``, ``f_sum``, ``f_min``, ``f_max``, ``f_last``
+        and ``f_mean`` (see `tsmodel.io.arrow.window_table`). On an
+        `AsyncConnection` it returns an awaitable: ``await qs.resample("1h").to_arrow()``.
+
+        Raises:
+            ExtraNotInstalledError: pyarrow is not installed.
+        """
+        require("pyarrow", "arrow", "to_arrow()")
+        return self._columnar("to_arrow()", lambda table: table)
+
+    def to_pandas(self) -> Any:
+        """The windows as a ``pandas.DataFrame`` (the columns of `to_arrow()`).
+
+        Nullable dtypes (``Int64`` counts and int aggregates), ``category``
+        for string key fields, ``datetime64[<unit>, UTC]`` for ``start`` and
+        ``end``. On an `AsyncConnection`, await it.
+
+        Raises:
+            ExtraNotInstalledError: pandas or pyarrow is not installed.
+        """
+        _pandas.require_all("to_pandas()")
+        return self._columnar("to_pandas()", _pandas.frame_of)
+
+    def to_polars(self) -> Any:
+        """The windows as a ``polars.DataFrame`` (the columns of `to_arrow()`).
+        On an `AsyncConnection`, await it.
+
+        Raises:
+            ExtraNotInstalledError: polars or pyarrow is not installed.
+        """
+        _polars.require_all("to_polars()")
+        return self._columnar("to_polars()", _polars.frame_of)
+
+    def _columnar(self, what: str, convert: Callable[[Any], Any]) -> Any:
+        if isinstance(self.query._connection, AsyncConnection):
+            return self._acolumnar(what, convert)
+        return convert(self._table(self.all(), what))
+
+    async def _acolumnar(self, what: str, convert: Callable[[Any], Any]) -> Any:
+        return convert(self._table(await self.aall(), what))
+
+    def _table(self, windows: list[Window], what: str) -> Any:
+        return window_table(self.query._spec, self.explain().fields, self.every, windows, what)
 
     def __repr__(self) -> str:
         return f"<Resample every {label_of(self.every)} of {self.query!r}>"
