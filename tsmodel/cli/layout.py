@@ -208,7 +208,7 @@ def sample_tables(model: type, events: Sequence[Any]) -> list[TableSample]:
     spec = spec_of(model)
     with tsmodel.connect(None, default=False) as db:
         db.create_tables(model)
-        db.save_all(list(events)).raise_for_failures()
+        db.save_all(list(events), progress=False).raise_for_failures()
         tables = [(spec.table, "main", spec.codec, spec.layout.describe())]
         tables += [(alt.table, "alternate-key", alt.codec, alt.layout.describe())
                    for alt in spec.alternates]

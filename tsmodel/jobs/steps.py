@@ -175,7 +175,7 @@ def _answer(conn: Connection, step: Step, scans: dict[Scan, Iterator[Row]]) -> A
     if isinstance(step, Read):
         return list(conn.read(step.request))
     if isinstance(step, Save):
-        return conn.save_all(step.entities, raise_on_failure=False)
+        return conn.save_all(step.entities, raise_on_failure=False, progress=False)
     if isinstance(step, First):
         return step.query.using(conn).first()
     if isinstance(step, BackendCall):
@@ -233,7 +233,8 @@ async def _answer_async(conn: AsyncConnection, step: Step,
     if isinstance(step, Read):
         return await conn.read_all(step.request)
     if isinstance(step, Save):
-        result: WriteResult = await conn.save_all(step.entities, raise_on_failure=False)
+        result: WriteResult = await conn.save_all(step.entities, raise_on_failure=False,
+                                                  progress=False)
         return result
     if isinstance(step, First):
         return await step.query.using(conn).first()

@@ -41,7 +41,7 @@ companion deletion failed (``ts.repair`` over the event's time fixes it).
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any
 
 from tsmodel import errors
@@ -501,8 +501,12 @@ class DeletePlan:
                            action="delete")
 
 
-def delete_steps(plan: DeletePlan, batch_size: int) -> DeleteSteps:
-    """The steps of a delete, batch after batch; returns its `WriteResult`."""
+def delete_steps(plan: DeletePlan, batch_size: int,
+                 on_batch: Callable[[int], None] | None = None) -> DeleteSteps:
+    """The steps of a delete, batch after batch; returns its `WriteResult`.
+
+    ``on_batch`` is called with a batch's number of entities once it is done
+    (the progress of a delete)."""
     n = len(plan.events)
     for start in range(0, n, batch_size):
         batch = range(start, min(start + batch_size, n))
@@ -525,6 +529,8 @@ def delete_steps(plan: DeletePlan, batch_size: int) -> DeleteSteps:
         refresh = plan.rollup_refresh(batch)
         if refresh:
             yield from refresh_steps(refresh, plan.record)
+        if on_batch is not None:
+            on_batch(len(batch))
     return plan.result()
 
 

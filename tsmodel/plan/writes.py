@@ -887,6 +887,9 @@ class SaveSchedule:
         self._handed: list[Call] = []
         #: The last batch asked about, the trusted tables then, and (together, alone).
         self._kinds: tuple[range | None, int, tuple[bool, bool]] = (None, 0, (False, True))
+        #: Called with a batch's number of entities once it is answered in full
+        #: (the progress of a save); ``None``: nothing is called.
+        self.on_batch: Callable[[int], None] | None = None
 
     @classmethod
     def streaming(cls, entities: Iterable[Any], batch_size: int,
@@ -1007,6 +1010,8 @@ class SaveSchedule:
             self._bytes -= batch.size
             if self._source is not None:
                 self.plan.let_go(batch.rows)
+            if self.on_batch is not None:
+                self.on_batch(len(batch.rows))
             return
         batch.answers = [None] * len(step.calls)
         batch.waiting = len(step.calls)

@@ -39,7 +39,7 @@ from tsmodel.declare.spec import class_spec, spec_of
 from tsmodel.declare.tables import table_specs
 from tsmodel.plan import schema
 from tsmodel.plan.cursors import secret_bytes
-from tsmodel.plan.deletes import DeletePlan, StepSchedule, delete_steps
+from tsmodel.plan.deletes import DeletePlan, StepSchedule
 from tsmodel.plan.writes import (
     DEFAULT_FLOW,
     SaveSchedule,
@@ -51,6 +51,7 @@ from tsmodel.plan.writes import (
 )
 from tsmodel.run.connection import DEFAULT_BATCH_SIZE
 from tsmodel.run.observe import Observer, Operation, kind_of_read
+from tsmodel.run.progress import Progress, WriteProgress, watch_delete, watch_save
 from tsmodel.settings import DEFAULT_SETTINGS, Settings
 
 __all__ = ["AsyncConnection", "connect_async"]
@@ -170,14 +171,16 @@ class AsyncConnection:
             RetentionError: it is older than a family's max age.
             SaveError: a write failed or its outcome is unknown.
         """
-        await self.save_all([entity], accept_expired=accept_expired)
+        await self.save_all([entity], accept_expired=accept_expired, progress=False)
 
     async def save_all(self, entities: Iterable[Any], *, raise_on_failure: bool = True,
-                       accept_expired: bool = False, validate_first: bool = True) -> WriteResult:
+                       accept_expired: bool = False, validate_first: bool = True,
+                       progress: Progress = None) -> WriteResult:
         """Write many entities in batches; report the outcome entity by entity.
 
         The same plan as `tsmodel.Connection.save_all()`, with the same
-        arguments and result; the writes of one step go out concurrently.
+        arguments (``progress`` too: a bar, or a callable called in the event
+        loop) and result; the writes of one step go out concurrently.
 
         Returns:
             The `WriteResult`, one entry per entity: WRITTEN,
@@ -188,9 +191,14 @@ class AsyncConnection:
             RetentionError: events are already older than a max age.
             SaveError: with ``raise_on_failure``, when some writes failed.
         """
-        result = await self._run("save", lambda: schedule_save(
-            entities, self.batch_size, self.flow, trusted=self._trusted,
-            accept_expired=accept_expired, validate_first=validate_first))
+        meter = WriteProgress(progress, "save")
+        try:
+            result = await self._run("save", lambda: watch_save(
+                meter, entities, validate_first, schedule_save(
+                    entities, self.batch_size, self.flow, trusted=self._trusted,
+                    accept_expired=accept_expired, validate_first=validate_first)))
+        finally:
+            meter.close()
         if raise_on_failure:
             result.raise_for_failures()
         return result
@@ -202,10 +210,10 @@ class AsyncConnection:
             ValidationError: the entity's key or time cannot be encoded.
             SaveError: a deletion failed or its outcome is unknown.
         """
-        await self.delete_all([entity])
+        await self.delete_all([entity], progress=False)
 
-    async def delete_all(self, entities: Iterable[Any], *,
-                         raise_on_failure: bool = True) -> WriteResult:
+    async def delete_all(self, entities: Iterable[Any], *, raise_on_failure: bool = True,
+                         progress: Progress = None) -> WriteResult:
         """Delete events from every table of their models; report entity by entity.
 
         The same plan as `tsmodel.Connection.delete_all()`, with the same
@@ -215,8 +223,12 @@ class AsyncConnection:
             ValidationError: an entity's key or time cannot be encoded.
             SaveError: with ``raise_on_failure``, when some deletions failed.
         """
-        result = await self._run("delete", lambda: StepSchedule(
-            delete_steps(DeletePlan(entities, self.features), self.batch_size)))
+        meter = WriteProgress(progress, "delete")
+        try:
+            result = await self._run("delete", lambda: StepSchedule(watch_delete(
+                meter, DeletePlan(entities, self.features), self.batch_size)))
+        finally:
+            meter.close()
         if raise_on_failure:
             result.raise_for_failures()
         return result

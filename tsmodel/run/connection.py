@@ -31,7 +31,7 @@ from tsmodel.declare.spec import class_spec, spec_of
 from tsmodel.declare.tables import table_specs
 from tsmodel.plan import schema
 from tsmodel.plan.cursors import secret_bytes
-from tsmodel.plan.deletes import DeletePlan, StepSchedule, delete_steps
+from tsmodel.plan.deletes import DeletePlan, StepSchedule
 from tsmodel.plan.writes import (
     DEFAULT_FLOW,
     EntityResult,
@@ -46,6 +46,7 @@ from tsmodel.plan.writes import (
 )
 from tsmodel.run.cache import CachingBackend
 from tsmodel.run.observe import Observer, Operation, kind_of_read
+from tsmodel.run.progress import Progress, WriteProgress, watch_delete, watch_save
 from tsmodel.settings import DEFAULT_SETTINGS, Settings, check_flag, check_seconds, check_whole
 
 __all__ = ["Connection", "connect", "get_default_connection", "set_default_connection",
@@ -164,10 +165,11 @@ class Connection:
                 ``accept_expired`` of `save_all()`).
             SaveError: a write failed or its outcome is unknown.
         """
-        self.save_all([entity], accept_expired=accept_expired)
+        self.save_all([entity], accept_expired=accept_expired, progress=False)
 
     def save_all(self, entities: Iterable[Any], *, raise_on_failure: bool = True,
-                 accept_expired: bool = False, validate_first: bool = True) -> WriteResult:
+                 accept_expired: bool = False, validate_first: bool = True,
+                 progress: Progress = None) -> WriteResult:
         """Write many entities in batches; report the outcome entity by entity.
 
         Every entity is validated before anything is written (unless
@@ -188,6 +190,12 @@ class Connection:
                 written, so memory stays bounded for any number of entities
                 (give a generator); a bad entity then stops the save at its
                 batch, after the batches before it were sent.
+            progress: a bar on standard error when it is a terminal (the
+                default, ``None``: shown once the save has run a second;
+                ``True``: at once, anywhere; ``False``: never), or a
+                callable ``progress(done, total)`` called after each batch
+                with the entities done and their total (``None`` for an
+                input without a length). See `tsmodel.run.progress`.
 
         Returns:
             The `WriteResult`, one `EntityResult` per entity.
@@ -200,9 +208,14 @@ class Connection:
                 was written (streamed: as for ValidationError).
             SaveError: with ``raise_on_failure``, when some writes failed.
         """
-        result = self._run("save", lambda: schedule_save(
-            entities, self.batch_size, self.flow, trusted=self._trusted,
-            accept_expired=accept_expired, validate_first=validate_first))
+        meter = WriteProgress(progress, "save")
+        try:
+            result = self._run("save", lambda: watch_save(
+                meter, entities, validate_first, schedule_save(
+                    entities, self.batch_size, self.flow, trusted=self._trusted,
+                    accept_expired=accept_expired, validate_first=validate_first)))
+        finally:
+            meter.close()
         if raise_on_failure:
             result.raise_for_failures()
         return result
@@ -251,10 +264,10 @@ class Connection:
             SaveError: a deletion failed or its outcome is unknown (its
                 ``result`` says which; deleting again is safe).
         """
-        self.delete_all([entity])
+        self.delete_all([entity], progress=False)
 
-    def delete_all(self, entities: Iterable[Any], *,
-                   raise_on_failure: bool = True) -> WriteResult:
+    def delete_all(self, entities: Iterable[Any], *, raise_on_failure: bool = True,
+                   progress: Progress = None) -> WriteResult:
         """Delete events from every table of their models; report entity by entity.
 
         Each entity names one event (its key fields and time; its values
@@ -269,6 +282,7 @@ class Connection:
             entities: model instances (of one or several models).
             raise_on_failure: raise `SaveError` (holding the result)
                 when any deletion is not complete.
+            progress: a bar or a callable, as for `save_all()`.
 
         Returns:
             The `WriteResult`, one `EntityResult` per entity:
@@ -281,8 +295,12 @@ class Connection:
                 nothing was deleted.
             SaveError: with ``raise_on_failure``, when some deletions failed.
         """
-        result = self._run("delete", lambda: StepSchedule(
-            delete_steps(DeletePlan(entities, self.features), self.batch_size)))
+        meter = WriteProgress(progress, "delete")
+        try:
+            result = self._run("delete", lambda: StepSchedule(watch_delete(
+                meter, DeletePlan(entities, self.features), self.batch_size)))
+        finally:
+            meter.close()
         if raise_on_failure:
             result.raise_for_failures()
         return result

@@ -291,7 +291,7 @@ class Entities:
     """Write entities as ``Connection.save_all`` does: the main table, then the companions."""
 
     def write(self, conn: Connection, entities: Sequence[Any]) -> list[Failure]:
-        result = conn.save_all(entities, raise_on_failure=False)
+        result = conn.save_all(entities, raise_on_failure=False, progress=False)
         return [(i, r.status.value, repr(r.error)) for i, r in enumerate(result.results)
                 if r.status is not WriteStatus.WRITTEN]
 
