@@ -151,3 +151,8 @@ def _assert_offline(site: Path) -> None:
         assert "fonts.googleapis" not in html and "highlight.js" not in html, page
     index = (site / "index.html").read_text(encoding="utf-8")
     assert '<span class="kn">import</span>' in index, "no Pygments highlighting"
+    # Search runs in the browser from files of the site: its index and the
+    # web worker that reads it (served, e.g. `mkdocs serve`: browsers start
+    # no worker for a page opened as a file; docs/installing.md says so).
+    assert (site / "search" / "search_index.json").stat().st_size > 100_000
+    assert list((site / "assets" / "javascripts" / "workers").glob("search.*.min.js"))
