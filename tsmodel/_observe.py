@@ -13,14 +13,22 @@ The Bigtable backend counts its retries into the `RetryCount` that
 the executors (`tsmodel.run.observe`) set it around the start of each
 backend call, so a call made on a worker thread or in an asyncio task counts
 into its own count, never into a neighbour's.
+
+In the same way, the Bigtable backend notes the server's flow-control
+answer (``RateLimitInfo`` in a ``MutateRows`` response) into the
+`RateLimitNote` that `RATE_LIMITS` holds when its write starts; the write
+executors set one around each write and hand what it noted to their
+`tsmodel.plan.pacing.WritePacer`, which decides the pace.
 """
 
 from __future__ import annotations
 
 import logging
 from contextvars import ContextVar
+from typing import NamedTuple
 
-__all__ = ["RETRY_LOG", "CALL_LOG", "WRITE_LOG", "JOB_LOG", "RetryCount", "RETRIES"]
+__all__ = ["RETRY_LOG", "CALL_LOG", "WRITE_LOG", "JOB_LOG", "RetryCount", "RETRIES",
+           "RateLimit", "RateLimitNote", "RATE_LIMITS"]
 
 # A library never configures logging: records go nowhere until the application
 # sets it up, and Python's last-resort handler never prints them to stderr.
@@ -48,3 +56,30 @@ class RetryCount:
 #: The count of the backend call starting in this context, if it is observed:
 #: a retry policy takes it when its operation starts, and counts into it.
 RETRIES: ContextVar[RetryCount | None] = ContextVar("tsmodel_retries", default=None)
+
+
+class RateLimit(NamedTuple):
+    """What Cloud Bigtable asked of a bulk writer (``RateLimitInfo`` of ``MutateRows``).
+
+    Attributes:
+        period: seconds to wait before changing the rate again.
+        factor: what to multiply the current rate by (below 1: slow down).
+    """
+
+    period: float
+    factor: float
+
+
+class RateLimitNote:
+    """The rate limit the server answered one write with, if it answered one."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        #: The last `RateLimit` of the write's responses, or ``None``: the server sent none.
+        self.seen: RateLimit | None = None
+
+
+#: The note of the write starting in this context, if its executor paces writes:
+#: a backend that receives a rate limit notes it there.
+RATE_LIMITS: ContextVar[RateLimitNote | None] = ContextVar("tsmodel_rate_limits", default=None)

@@ -12,7 +12,10 @@ those calls is done here too:
   sent again with exponential back-off until the operation deadline (or the
   most attempts); every
   entry ends with its own error list, like ``bulk_mutate_rows`` reports.
-  Retrying is safe because tsmodel writes explicit timestamps.
+  Retrying is safe because tsmodel writes explicit timestamps. A response
+  that carries ``RateLimitInfo`` (Cloud Bigtable's flow control) is noted
+  into the write's `RateLimitNote` (`tsmodel._observe.RATE_LIMITS`):
+  the executor paces the writes that follow (`tsmodel.plan.pacing`).
 * ReadRows: a stream that breaks with a retryable error is re-requested from
   the last row returned (or reported scanned), with the row limit reduced by
   the rows already returned; rows are never returned twice. The deadline
@@ -39,14 +42,21 @@ from google.api_core import exceptions as core_exceptions
 from google.api_core.retry import exponential_sleep_generator
 from google.cloud.bigtable.data.exceptions import RetryExceptionGroup
 
-from tsmodel._observe import RETRIES, RETRY_LOG, RetryCount
+from tsmodel._observe import (
+    RATE_LIMITS,
+    RETRIES,
+    RETRY_LOG,
+    RateLimit,
+    RateLimitNote,
+    RetryCount,
+)
 from tsmodel.backends import _bigtable_wire as wire
 from tsmodel.backends._chunks import ReadProgress, merge_rows
 from tsmodel.backends.base import Row
 from tsmodel.settings import DEFAULT_SETTINGS, Settings
 
 __all__ = ["DataRpc", "AsyncDataRpc", "RetryPolicy", "Policies", "is_retryable",
-           "MUTATE_RETRYABLE", "READ_RETRYABLE"]
+           "MUTATE_RETRYABLE", "READ_RETRYABLE", "rate_limit"]
 
 _MUTATE_ROWS = "/google.bigtable.v2.Bigtable/MutateRows"
 _READ_ROWS = "/google.bigtable.v2.Bigtable/ReadRows"
@@ -127,11 +137,14 @@ def is_retryable(error: BaseException, kinds: tuple[type[Exception], ...]) -> bo
 class _MutateAttempt:
     """One MutateRows call's bookkeeping: which entries reported, which to retry."""
 
-    __slots__ = ("request", "timeout", "errors", "unreported", "retry", "cause")
+    __slots__ = ("request", "timeout", "errors", "unreported", "retry", "cause", "note")
 
     def __init__(self, request: Any, positions: list[int], timeout: float,
-                 errors: dict[int, list[Exception]]) -> None:
+                 errors: dict[int, list[Exception]],
+                 note: RateLimitNote | None = None) -> None:
         self.request = request
+        #: Where the server's rate limit goes, if the executor paces writes.
+        self.note = note
         self.timeout = timeout
         self.errors = errors
         self.unreported = dict(enumerate(positions))
@@ -140,7 +153,9 @@ class _MutateAttempt:
         self.cause: Exception | None = None
 
     def response(self, response: Any) -> None:
-        """Record the entries' statuses of one ``MutateRowsResponse``."""
+        """Record the entries' statuses of one ``MutateRowsResponse`` (and its rate limit)."""
+        if self.note is not None and response.HasField("rate_limit_info"):
+            self.note.seen = rate_limit(response.rate_limit_info)
         errors, unreported = self.errors, self.unreported
         for result in response.entries:
             index = unreported.pop(result.index, None)
@@ -199,6 +214,8 @@ class _MutateOperation:
         self.attempts = 0
         #: Where the executor counts this call's retries (see tsmodel._observe).
         self.retries = RETRIES.get()
+        #: Where the server's rate limit goes (see tsmodel._observe).
+        self.note = RATE_LIMITS.get()
 
     def attempt(self) -> _MutateAttempt:
         pending, request = self.pending, self.request
@@ -206,7 +223,7 @@ class _MutateOperation:
         timeout = min(self.policy.attempt_timeout,
                       max(self.deadline - time.monotonic(), 0.001))
         self.attempts += 1
-        return _MutateAttempt(sent, pending, timeout, self.errors)
+        return _MutateAttempt(sent, pending, timeout, self.errors, self.note)
 
     def delay(self, attempt: _MutateAttempt) -> float | None:
         """Seconds to wait before the next attempt, or ``None``: the operation is over."""
@@ -285,6 +302,12 @@ class _ReadOperation:
         _retrying(self.retries, "ReadRows", self.table_name, self.attempts, error, delay,
                   f"resuming after {progress.rows} rows")
         return delay
+
+
+def rate_limit(info: Any) -> RateLimit:
+    """The `RateLimit` of a ``RateLimitInfo`` message (its period in seconds)."""
+    period = info.period
+    return RateLimit(period.seconds + period.nanos / 1e9, info.factor)
 
 
 def _retrying(count: RetryCount | None, method: str, table_name: str, attempt: int,

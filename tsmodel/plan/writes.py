@@ -703,11 +703,16 @@ class WriteFlow:
             writes together with its main-table write, once the main table
             has taken a write on this connection (see `SaveSchedule`);
             ``False`` always waits for the main outcome first.
+        server_rate_limits: pace writes as the server asks (Cloud Bigtable's
+            ``RateLimitInfo``: slow down by a factor, at most once per
+            period; `tsmodel.plan.pacing`); ``False`` ignores it. The
+            embedded store and the emulator never ask.
     """
 
     batches: int = attrs.field(default=4)
     bytes: int = attrs.field(default=64 * 2**20)
     companions_with_main: bool = attrs.field(default=True)
+    server_rate_limits: bool = attrs.field(default=True)
 
     @batches.validator
     @bytes.validator
@@ -715,6 +720,7 @@ class WriteFlow:
         check_whole(attribute.name, value, what="WriteFlow field")
 
     @companions_with_main.validator
+    @server_rate_limits.validator
     def _flag(self, attribute: attrs.Attribute[Any], value: bool) -> None:
         check_flag(attribute.name, value, what="WriteFlow field")
 

@@ -25,6 +25,7 @@ from operator import methodcaller
 from typing import Any, TypeVar
 
 from tsmodel import errors
+from tsmodel._observe import RATE_LIMITS, RateLimitNote
 from tsmodel.backends import async_backend_for, url_settings
 from tsmodel.backends.base import (
     AsyncBackend,
@@ -40,6 +41,7 @@ from tsmodel.declare.tables import table_specs
 from tsmodel.plan import schema
 from tsmodel.plan.cursors import secret_bytes
 from tsmodel.plan.deletes import DeletePlan, StepSchedule
+from tsmodel.plan.pacing import WritePacer
 from tsmodel.plan.writes import (
     DEFAULT_FLOW,
     SaveSchedule,
@@ -50,7 +52,7 @@ from tsmodel.plan.writes import (
     schedule_save,
 )
 from tsmodel.run.connection import DEFAULT_BATCH_SIZE
-from tsmodel.run.observe import Observer, Operation, kind_of_read
+from tsmodel.run.observe import Observer, Operation, kind_of_read, rate_changed
 from tsmodel.run.progress import Progress, WriteProgress, watch_delete, watch_save
 from tsmodel.settings import DEFAULT_SETTINGS, Settings
 
@@ -95,6 +97,8 @@ class AsyncConnection:
         self.backend = backend
         self.batch_size = batch_size
         self.flow = flow
+        #: The pace of writes the server asked for (as for `tsmodel.Connection`).
+        self.pacer: WritePacer | None = WritePacer() if flow.server_rate_limits else None
         #: Main tables that have taken a write here: their companions go with them.
         self._trusted: set[str] = set()
         #: Latest-value caching is not offered on async connections (yet).
@@ -295,9 +299,27 @@ class AsyncConnection:
 
     async def _send(self, write: TableWrite, op: Operation) -> list[MutationOutcome]:
         rows = list(write.rows)
+        pacer = self.pacer
+        if pacer is None:
+            return await self._mutate(write.table, rows, op)
+        pause = pacer.wait(len(rows))
+        if pause > 0:
+            await asyncio.sleep(pause)
+        note = RateLimitNote()
+        token = RATE_LIMITS.set(note)
+        try:
+            return await self._mutate(write.table, rows, op)
+        finally:
+            RATE_LIMITS.reset(token)
+            change = pacer.observe(note.seen)
+            if change is not None:
+                rate_changed(change)
+
+    async def _mutate(self, table: str, rows: list[Any],
+                      op: Operation) -> list[MutationOutcome]:
         try:
             outcomes: list[MutationOutcome] = await op.acall(
-                write.table, rows, lambda: self.backend.mutate_rows(write.table, rows))
+                table, rows, lambda: self.backend.mutate_rows(table, rows))
             return outcomes
         except errors.BackendError as exc:
             return [MutationOutcome(MutationStatus.FAILED, exc)] * len(rows)

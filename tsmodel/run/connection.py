@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -17,6 +18,7 @@ from operator import methodcaller
 from typing import Any, TypeVar
 
 from tsmodel import errors
+from tsmodel._observe import RATE_LIMITS, RateLimitNote
 from tsmodel.backends import backend_for, url_settings
 from tsmodel.backends.base import (
     Backend,
@@ -32,6 +34,7 @@ from tsmodel.declare.tables import table_specs
 from tsmodel.plan import schema
 from tsmodel.plan.cursors import secret_bytes
 from tsmodel.plan.deletes import DeletePlan, StepSchedule
+from tsmodel.plan.pacing import WritePacer
 from tsmodel.plan.writes import (
     DEFAULT_FLOW,
     EntityResult,
@@ -45,7 +48,7 @@ from tsmodel.plan.writes import (
     schedule_save,
 )
 from tsmodel.run.cache import CachingBackend
-from tsmodel.run.observe import Observer, Operation, kind_of_read
+from tsmodel.run.observe import Observer, Operation, kind_of_read, rate_changed
 from tsmodel.run.progress import Progress, WriteProgress, watch_delete, watch_save
 from tsmodel.settings import DEFAULT_SETTINGS, Settings, check_flag, check_seconds, check_whole
 
@@ -71,6 +74,7 @@ class Connection:
             (`WriteFlow`). A backend whose calls
             do not overlap (``features.concurrent_calls`` false: the embedded
             store) gets its calls one after the other, in the same order.
+            Writes are paced as the server asks (``server_rate_limits``).
         settings: the connection's `Settings`
             (those of the backend's calls are given to the backend when
             it opens; here, the slow-call threshold and telemetry).
@@ -97,6 +101,9 @@ class Connection:
         self.backend = backend
         self.batch_size = batch_size
         self.flow = flow
+        #: The pace of writes the server asked for (``None`` with
+        #: ``flow.server_rate_limits`` off): ``pacer.rate``, ``pacer.changes``.
+        self.pacer: WritePacer | None = WritePacer() if flow.server_rate_limits else None
         #: Main tables that have taken a write here: their companions go with them.
         self._trusted: set[str] = set()
         self._pool: ThreadPoolExecutor | None = None
@@ -386,9 +393,25 @@ class Connection:
 
     def _send(self, write: TableWrite, op: Operation) -> list[MutationOutcome]:
         rows = list(write.rows)
+        pacer = self.pacer
+        if pacer is None:
+            return self._mutate(write.table, rows, op)
+        pause = pacer.wait(len(rows))
+        if pause > 0:
+            time.sleep(pause)
+        note = RateLimitNote()
+        token = RATE_LIMITS.set(note)
         try:
-            return op.call(write.table, rows,
-                           lambda: self.backend.mutate_rows(write.table, rows))
+            return self._mutate(write.table, rows, op)
+        finally:
+            RATE_LIMITS.reset(token)
+            change = pacer.observe(note.seen)
+            if change is not None:
+                rate_changed(change)
+
+    def _mutate(self, table: str, rows: list[Any], op: Operation) -> list[MutationOutcome]:
+        try:
+            return op.call(table, rows, lambda: self.backend.mutate_rows(table, rows))
         except errors.BackendError as exc:
             return [MutationOutcome(MutationStatus.FAILED, exc)] * len(rows)
 

@@ -14,6 +14,8 @@ which
   rows, cells and bytes;
 * at the end of a save or a delete, logs a summary of the outcomes at
   DEBUG on ``tsmodel.writes``;
+* logs each change of the pace of writes the server asked for
+  (`rate_changed()`, INFO on ``tsmodel.writes``);
 * with telemetry on (`telemetry`), ends an
   OpenTelemetry span and records metrics (`tsmodel.run._otel`).
 
@@ -33,9 +35,10 @@ from typing import Any, TypeVar
 from tsmodel._observe import CALL_LOG, RETRIES, WRITE_LOG, RetryCount
 from tsmodel.backends.base import ReadRequest, Row, RowMutation
 from tsmodel.errors import ConfigurationError, install_hint
+from tsmodel.plan.pacing import RateChange
 from tsmodel.settings import Settings
 
-__all__ = ["Observer", "Operation", "kind_of_read"]
+__all__ = ["Observer", "Operation", "kind_of_read", "rate_changed"]
 
 _T = TypeVar("_T")
 
@@ -80,6 +83,23 @@ def kind_of_read(request: ReadRequest) -> str:
             r.start is not None and r.end == r.start + b"\0" for r in rows.ranges):
         return "read"
     return "lookup"
+
+
+def rate_changed(change: RateChange) -> None:
+    """Log a change of the pace of writes (INFO on ``tsmodel.writes``)."""
+    extra = {"rate": change.rate, "before": change.before, "factor": change.factor,
+             "period": change.period}
+    if change.rate is None:
+        WRITE_LOG.info("the server stopped asking to slow down: writes no longer paced "
+                       "(were paced at %.0f rows/s)", change.before, extra=extra)
+    elif change.before is None:
+        WRITE_LOG.info("the server asked to slow down (factor %.2f): writes paced at %.0f "
+                       "rows/s, %.0f rows/s measured; next change in %.3g s at the earliest",
+                       change.factor, change.rate, change.measured, change.period, extra=extra)
+    else:
+        WRITE_LOG.info("the server asked for a factor of %.2f: writes paced at %.0f rows/s "
+                       "(were %.0f); next change in %.3g s at the earliest", change.factor,
+                       change.rate, change.before, change.period, extra=extra)
 
 
 class Operation:
