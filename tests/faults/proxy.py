@@ -23,6 +23,14 @@ and ``ReadRows`` are parsed (with google-cloud-bigtable's generated
   with a non-retryable error; end "successfully" inside a row (a broken
   server); answer bytes that do not parse.
 * Any call may be delayed by a few milliseconds.
+* **Flow control**: with :attr:`FaultProxy.rate_limit` set, every
+  ``MutateRows`` response carries that ``RateLimitInfo`` (as Cloud Bigtable
+  sends it to slow batch writers; the emulator never does).
+
+Every ``MutateRows`` call is logged (:attr:`FaultProxy.writes`: when it
+came, its table, entries and app profile), and the app profile of every
+data call is counted (:attr:`FaultProxy.app_profiles`), from the request's
+``app_profile_id`` and from its routing header.
 
 The proxy keeps a ledger of what it sent to the emulator and of what the
 emulator said it applied (row keys and cell timestamps of the entries), and
@@ -40,12 +48,13 @@ from collections.abc import Iterator
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 import grpc
 from google.cloud.bigtable_v2.types import bigtable as bigtable_types
 from google.rpc import code_pb2
 
-__all__ = ["Faults", "FaultProxy", "NO_FAULTS", "READ_FATAL_KINDS"]
+__all__ = ["Faults", "FaultProxy", "NO_FAULTS", "READ_FATAL_KINDS", "WriteCall"]
 
 MutateRowsRequest: Any = bigtable_types.MutateRowsRequest.pb()
 MutateRowsResponse: Any = bigtable_types.MutateRowsResponse.pb()
@@ -105,6 +114,18 @@ class Faults:
 NO_FAULTS = Faults()
 
 
+@dataclass(frozen=True)
+class WriteCall:
+    """One ``MutateRows`` call as the proxy received it."""
+
+    time: float  # time.monotonic() on arrival
+    table: str
+    entries: int
+    app_profile_id: str
+    #: The rate limit its responses carried: (period in seconds, factor), or None.
+    rate_limit: tuple[float, float] | None
+
+
 class _Abort(Exception):
     """End the call with this status (raised inside a handler)."""
 
@@ -146,6 +167,13 @@ class FaultProxy:
         #: serialized messages), ``values`` (bytes of cell values in their chunks),
         #: ``rows`` (rows committed).
         self.read: Counter[str] = Counter()
+        #: Set to (period in seconds, factor), or a function giving it (or None) for
+        #: each call: every MutateRows response carries it.
+        self.rate_limit: Any = None
+        #: Every MutateRows call, in order of arrival.
+        self.writes: list[WriteCall] = []
+        #: Data calls by (method, app profile of the request, of the routing header).
+        self.app_profiles: Counter[tuple[str, str, str]] = Counter()
         self._lock = threading.Lock()
         self._upstream = grpc.insecure_channel(target, options=_UNLIMITED)
         self._server: grpc.Server | None = None
@@ -220,10 +248,15 @@ class FaultProxy:
 
     def mutate_rows(self, request: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
         self._maybe_delay()
+        arrived = time.monotonic()
         pb = MutateRowsRequest.FromString(request)
         table = pb.table_name.rsplit("/", 1)[-1]
         with self._lock:
             self.calls["MutateRows"] += 1
+            limit = self.rate_limit() if callable(self.rate_limit) else self.rate_limit
+            self.writes.append(WriteCall(arrived, table, len(pb.entries), pb.app_profile_id,
+                                         limit))
+            self._profile("MutateRows", pb.app_profile_id, context)
             kind, code = self._write_fault()
             plan = self._entry_plan(len(pb.entries)) if kind == "entries" else None
         if kind == "before":
@@ -243,9 +276,18 @@ class FaultProxy:
                 half.entries.extend(statuses[:len(statuses) // 2])
                 yield half.SerializeToString()
                 raise _Abort(code, "injected after forwarding and half the statuses")
-            yield from responses
+            yield from (_limited(r, limit) for r in responses)
             return
-        yield from self._faulty_entries(table, pb, plan, context)
+        yield from (_limited(r, limit) for r in self._faulty_entries(table, pb, plan, context))
+
+    def _profile(self, method: str, request_profile: str,
+                 context: grpc.ServicerContext) -> None:
+        """Count a data call's app profile (held by the lock)."""
+        header = dict(context.invocation_metadata()).get("x-goog-request-params", "")
+        routed = next((unquote(v) for k, _, v in (p.partition("=") for p in
+                                                   str(header).split("&"))
+                       if k == "app_profile_id"), "")
+        self.app_profiles[(method, request_profile, routed)] += 1
 
     def _write_fault(self) -> tuple[str, grpc.StatusCode | None]:
         f = self.faults
@@ -338,6 +380,8 @@ class FaultProxy:
         self._maybe_delay()
         with self._lock:
             self.calls["ReadRows"] += 1
+            self._profile("ReadRows", ReadRowsRequest.FromString(request).app_profile_id,
+                          context)
             kind = self._read_fault()
         if kind == "before":
             raise _Abort(S.UNAVAILABLE, "injected before forwarding")
@@ -492,6 +536,18 @@ def _with_reset(pieces: list[bytes], inside: list[bool], rng: random.Random) -> 
         return pieces
     reset = ReadRowsResponse(chunks=[CellChunk(reset_row=True)]).SerializeToString()
     return [*pieces[:start], *(p.SerializeToString() for p in partial), reset, *pieces[start:]]
+
+
+def _limited(raw: bytes, limit: tuple[float, float] | None) -> bytes:
+    """A MutateRows response with ``limit`` as its RateLimitInfo (as it is without one)."""
+    if limit is None:
+        return raw
+    response = MutateRowsResponse.FromString(raw)
+    period, factor = limit
+    response.rate_limit_info.period.FromNanoseconds(round(period * 1e9))
+    response.rate_limit_info.factor = factor
+    out: bytes = response.SerializeToString()
+    return out
 
 
 def _timestamps(entry: Any) -> set[int]:

@@ -158,3 +158,17 @@ def test_answers_that_are_no_numbers_are_taken_safely() -> None:
     assert change is not None and change.period == 0.0
     change = pacer.observe(RateLimit(1e12, 0.7))
     assert change is not None and change.period == 300.0
+
+
+def test_a_factor_of_one_holds_the_pace_for_a_period() -> None:
+    clock = Clock(0.0)
+    pacer = WritePacer(clock)
+    steady(pacer, clock, 100, 0.1, 10)
+    pacer.observe(RateLimit(1.0, 0.7))
+    clock.now += 1.0
+    assert pacer.observe(RateLimit(1.0, 1.0)) is None  # no change to report
+    assert pacer.rate == pytest.approx(700.0)
+    clock.now += 0.5
+    assert pacer.observe(None) is None  # held: not lifted within the new period
+    clock.now += 0.5
+    assert pacer.observe(None) is not None and pacer.rate is None

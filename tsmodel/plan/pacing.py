@@ -14,7 +14,8 @@ comparable over time whatever the batch size:
 
 * unpaced until the server first asks to slow down; the first limit is the
   rate measured over the last `WINDOW` seconds of writes, times the factor;
-* a factor changes the rate at most once per period (the period of the
+* a factor changes the rate at most once per period (a factor of 1 holds
+  it for a period) (the period of the
   answer that changed it), and is clamped to [`MIN_FACTOR`, `MAX_FACTOR`]
   as the other official clients clamp it; the rate stays within
   [`MIN_RATE`, `MAX_RATE`];
@@ -151,7 +152,10 @@ class WritePacer:
                     return None  # the rate does not hold writes back: no use raising it
                 base = before
             rate = _clamp(base * factor, MIN_RATE, MAX_RATE, MIN_RATE)
-            self._rate, self._held, self._next_change = rate, False, now + period
+            self._held, self._next_change = False, now + period
+            if rate == before:
+                return None  # a factor of 1 (or a bound reached): the pace holds
+            self._rate = rate
             if before is None:
                 self._free = now
             change = RateChange(now, rate, before, factor, period, measured)

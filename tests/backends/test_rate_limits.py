@@ -1,0 +1,295 @@
+"""Writes follow the server's flow control (``RateLimitInfo``), and lose nothing.
+
+The embedded store and the emulator never send ``RateLimitInfo``: on both
+backends, a backend wrapper reports one as the Bigtable backend does (into
+`tsmodel._observe.RATE_LIMITS`); on the emulator, the fault proxy
+(tests/faults/proxy.py) adds it to every ``MutateRows`` response while
+:attr:`FaultProxy.rate_limit` is set. Each test saves in three phases: unpaced,
+then while the server asks to slow down (for a while, then to hold the pace),
+then after it stopped asking. The pace is checked against what the proxy saw:
+the times the writes arrived, relative to the rates the connection decided
+and to the unpaced phase of the same test, never against a speed set in
+advance. Every entity must be WRITTEN and the tables must read back exactly
+as an oracle (plain Python over the saved events) says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+import tsmodel as ts
+from tests.backends.passthrough import PassThrough
+from tests.faults.proxy import FaultProxy, WriteCall
+from tsmodel._observe import RATE_LIMITS, RateLimit
+from tsmodel.backends.base import Backend, MutationOutcome, RowMutation
+from tsmodel.plan.pacing import MIN_FACTOR, RateChange
+
+UTC = timezone.utc
+T0 = datetime(2024, 5, 1, tzinfo=UTC)
+SENSORS = 3
+BATCH = 50
+#: The server's answer while it asks to slow down: (period in seconds, factor).
+PERIOD, FACTOR = 0.2, 0.5
+#: How long it asks to slow down before asking to hold the pace (factor 1).
+CUTTING = 0.5
+
+
+def declare() -> Any:
+    suffix = uuid.uuid4().hex[:8]
+
+    @ts.model(table=f"rl_{suffix}", family="F", current=f"rl_cur_{suffix}")
+    class Reading:
+        sensor: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        value: float = ts.value("V")
+
+    return Reading
+
+
+def readings(model: Any, start: int, n: int) -> list[Any]:
+    return [model(sensor=f"s{i % SENSORS}", time=T0 + timedelta(seconds=i), value=i / 4)
+            for i in range(start, start + n)]
+
+
+@pytest.fixture
+def proxy(emulator: Any) -> Iterator[FaultProxy]:
+    with FaultProxy(emulator.host_port) as p:
+        yield p
+
+
+class Server:
+    """What the proxy answers: asks to slow down for `CUTTING` s from the first write
+    it answers so, then to hold the pace."""
+
+    def __init__(self, proxy: FaultProxy) -> None:
+        self.proxy = proxy
+
+    def ask(self) -> None:
+        began: list[float] = []
+
+        def answer() -> tuple[float, float]:
+            now = time.monotonic()
+            began[:] = began or [now]  # from the first write asked
+            return (PERIOD, FACTOR) if now < began[0] + CUTTING else (PERIOD, 1.0)
+
+        self.proxy.rate_limit = answer
+
+    def stop(self) -> None:
+        self.proxy.rate_limit = None
+
+
+def rate(writes: Sequence[WriteCall]) -> float:
+    """Rows per second the proxy received from the first to the last of ``writes``."""
+    span = writes[-1].time - writes[0].time
+    return sum(w.entries for w in writes[:-1]) / span
+
+
+def paced_size(unpaced: Sequence[WriteCall]) -> int:
+    """Entities for a paced phase of a few seconds at this machine's pace.
+
+    Paced at 0.7, 0.49 then 0.343 of the unpaced rate (cuts 0.2 s apart for
+    0.5 s), a phase of 0.8 s worth of unpaced rows lasts about 2 s (the
+    first limit is measured over the last seconds, idle time included: often
+    less than the unpaced rate, hence the cap).
+    """
+    return max(300, min(2000, int(rate(unpaced) * 0.8)))
+
+
+def check_pace(phases: tuple[list[WriteCall], list[WriteCall], list[WriteCall]],
+               changes: list[RateChange], main_table: str) -> dict[str, float]:
+    """The paced phase is spaced as the decided rates say, and slower than the others."""
+    free, paced, after = phases
+    cuts = [c for c in changes if c.rate is not None]
+    assert cuts, "the writer never slowed down"
+    first = cuts[0]
+    assert first.before is None and first.factor == pytest.approx(MIN_FACTOR)  # 0.5, clamped
+    assert first.rate == pytest.approx(first.measured * MIN_FACTOR)
+    for earlier, later in zip(cuts, cuts[1:], strict=False):  # each: the one before × 0.7
+        assert later.rate == pytest.approx(earlier.rate * MIN_FACTOR)
+        assert later.time - earlier.time >= PERIOD - 0.01  # at most once per period
+    assert len(cuts) <= CUTTING / PERIOD + 1
+    assert len(cuts) >= 2, "the paced phase was too short to see a second cut"
+    fastest = first.rate
+    # Main-table writes let go after the first cut wait for the rows before them at
+    # the fastest rate decided, at least: over any 8 consecutive ones, the time from
+    # the first to the last is at least the rows of the first 7 at that rate. (A
+    # lower bound; the arrival times are the proxy's, in this process: each may be
+    # late by some milliseconds, hence the slack.) The first writes after the cut may
+    # have been let go before it: as many as a save keeps out at once (4 batches
+    # of 2 tables).
+    mains = [w for w in paced[8:] if w.table == main_table and w.time > first.time]
+    assert len(mains) >= 8
+    for i in range(len(mains) - 7):
+        window = mains[i:i + 8]
+        rows = sum(w.entries for w in window[:-1])
+        assert window[-1].time - window[0].time >= rows / fastest * 0.8 - 0.02
+    limited = [w for w in paced if w.time > first.time]
+    figures = {"unpaced": rate(free), "paced": rate(limited), "after": rate(after),
+               "first_rate": fastest, "last_rate": cuts[-1].rate}
+    assert figures["paced"] <= fastest * 1.25
+    assert figures["paced"] < figures["unpaced"] and figures["paced"] < figures["after"]
+    return figures
+
+
+def check_tables(db: Any, model: Any, saved: list[Any]) -> None:
+    """Every event reads back; each sensor's latest is its newest event."""
+    end = T0 + timedelta(days=1)
+    for s in range(SENSORS):
+        sensor = f"s{s}"
+        want = sorted((e.time, e.value) for e in saved if e.sensor == sensor)
+        got = [(e.time, e.value) for e in model.using(db).range(T0, end, sensor=sensor)]
+        assert got == want
+        newest = max(want)
+        latest = model.using(db).latest(sensor=sensor)
+        assert (latest.time, latest.value) == newest
+
+
+@pytest.mark.emulator
+def test_a_save_slows_down_when_the_server_asks_then_recovers(
+        proxy: FaultProxy, caplog: pytest.LogCaptureFixture) -> None:
+    model = declare()
+    server = Server(proxy)
+    url = f"bigtable-emulator://{proxy.host_port}/rate/inst"
+    with ts.connect(url, default=False, batch_size=BATCH) as db:
+        db.create_tables(model)
+        assert db.pacer is not None
+        results, marks, sizes = [], [len(proxy.writes)], [600]
+        for phase in range(3):
+            if phase == 1:
+                server.ask()
+                sizes.append(paced_size(proxy.writes[marks[0]:marks[1]]))
+            if phase == 2:
+                server.stop()
+                time.sleep(PERIOD)  # the next answer without a rate limit lifts it
+                sizes.append(600)
+            with caplog.at_level(logging.INFO, logger="tsmodel.writes"):
+                results.append(db.save_all(readings(model, sum(sizes[:phase]), sizes[phase])))
+            marks.append(len(proxy.writes))
+        assert db.pacer.rate is None  # recovered
+        changes = list(db.pacer.changes)
+        saved = [r.entity for result in results for r in result.results]
+        assert [r.status for result in results for r in result.results] == \
+            [ts.WriteStatus.WRITTEN] * sum(sizes)
+        check_tables(db, model, saved)
+    writes = proxy.writes
+    phases = (writes[marks[0]:marks[1]], writes[marks[1]:marks[2]], writes[marks[2]:marks[3]])
+    assert all(w.rate_limit is None for w in phases[0] + phases[2])
+    assert changes[-1].rate is None and changes[-1].before is not None  # lifted
+    figures = check_pace(phases, changes, ts.spec_of(model).table)
+    logged = [r for r in caplog.records if r.name == "tsmodel.writes"
+              and hasattr(r, "rate")]
+    assert [(r.rate, r.before) for r in logged] == [(c.rate, c.before) for c in changes]
+    print("\nsync save, rows/s: " + ", ".join(f"{k} {v:.0f}" for k, v in figures.items()))
+    print("\n".join(r.getMessage() for r in logged))
+
+
+@pytest.mark.emulator
+def test_an_async_save_slows_down_when_the_server_asks_then_recovers(
+        proxy: FaultProxy, emulator: Any) -> None:
+    model = declare()
+    server = Server(proxy)
+    url = f"bigtable-emulator://{proxy.host_port}/rate/inst"
+
+    async def run() -> tuple[list[Any], list[Any], list[int], list[RateChange]]:
+        async with ts.connect_async(url, batch_size=BATCH) as db:
+            await db.create_tables(model)
+            results, marks, sizes = [], [len(proxy.writes)], [600]
+            for phase in range(3):
+                if phase == 1:
+                    server.ask()
+                    sizes.append(paced_size(proxy.writes[marks[0]:marks[1]]))
+                if phase == 2:
+                    server.stop()
+                    await asyncio.sleep(PERIOD)
+                    sizes.append(600)
+                results.append(await db.save_all(
+                    readings(model, sum(sizes[:phase]), sizes[phase])))
+                marks.append(len(proxy.writes))
+            assert db.pacer is not None and db.pacer.rate is None
+            saved = [r.entity for result in results for r in result.results]
+            return results, saved, marks, list(db.pacer.changes)
+
+    results, saved, marks, changes = asyncio.run(run())
+    assert [r.status for result in results for r in result.results] == \
+        [ts.WriteStatus.WRITTEN] * len(saved)
+    with ts.connect(f"bigtable-emulator://{emulator.host_port}/rate/inst",
+                    default=False) as direct:
+        check_tables(direct, model, saved)
+    writes = proxy.writes
+    phases = (writes[marks[0]:marks[1]], writes[marks[1]:marks[2]], writes[marks[2]:marks[3]])
+    figures = check_pace(phases, changes, ts.spec_of(model).table)
+    print("\nasync save, rows/s: " + ", ".join(f"{k} {v:.0f}" for k, v in figures.items()))
+
+
+@pytest.mark.emulator
+def test_a_flow_without_server_rate_limits_ignores_them(proxy: FaultProxy) -> None:
+    model = declare()
+    url = f"bigtable-emulator://{proxy.host_port}/rate/inst"
+    flow = ts.WriteFlow(server_rate_limits=False)
+    with ts.connect(url, default=False, batch_size=BATCH, flow=flow) as db:
+        db.create_tables(model)
+        proxy.rate_limit = (0.0, 0.1)
+        result = db.save_all(readings(model, 0, 300))
+        assert db.pacer is None
+        check_tables(db, model, [r.entity for r in result.results])
+    assert all(w.rate_limit == (0.0, 0.1) for w in proxy.writes[-12:])
+
+
+# -- both backends: the executor follows what a backend reports ------------------------------
+
+
+class Reporting(PassThrough):
+    """``inner``, reporting the server's rate limit as the Bigtable backend does, and
+    logging its writes as the proxy logs them."""
+
+    def __init__(self, inner: Backend) -> None:
+        super().__init__(inner)
+        self.rate_limit: Any = None
+        self.writes: list[WriteCall] = []
+
+    def mutate_rows(self, table: str, entries: Sequence[RowMutation]) -> list[MutationOutcome]:
+        limit = self.rate_limit() if callable(self.rate_limit) else self.rate_limit
+        self.writes.append(WriteCall(time.monotonic(), table, len(entries), "", limit))
+        outcomes = self.inner.mutate_rows(table, entries)
+        note = RATE_LIMITS.get()
+        if limit is not None and note is not None:
+            note.seen = RateLimit(*limit)
+        return outcomes
+
+
+def test_writes_follow_the_rate_limits_a_backend_reports(backend: Backend) -> None:
+    model = declare()
+    reporting = Reporting(backend)
+    server = Server(reporting)  # type: ignore[arg-type]  # a proxy's rate_limit, here
+    with ts.Connection(reporting, batch_size=BATCH) as db:
+        db.create_tables(model)
+        results, marks, sizes = [], [0], [600]
+        for phase in range(3):
+            if phase == 1:
+                server.ask()
+                sizes.append(paced_size(reporting.writes[marks[0]:marks[1]]))
+            if phase == 2:
+                server.stop()
+                time.sleep(PERIOD)
+                sizes.append(600)
+            results.append(db.save_all(readings(model, sum(sizes[:phase]), sizes[phase])))
+            marks.append(len(reporting.writes))
+        assert db.pacer is not None and db.pacer.rate is None
+        changes = list(db.pacer.changes)
+        saved = [r.entity for result in results for r in result.results]
+        assert [r.status for result in results for r in result.results] == \
+            [ts.WriteStatus.WRITTEN] * len(saved)
+        check_tables(db, model, saved)
+        db.drop_tables(model)
+    writes = reporting.writes
+    phases = (writes[marks[0]:marks[1]], writes[marks[1]:marks[2]], writes[marks[2]:marks[3]])
+    check_pace(phases, changes, ts.spec_of(model).table)
+
