@@ -9,11 +9,11 @@ through `redact()`.
 from __future__ import annotations
 
 import re
-from urllib.parse import SplitResult, parse_qs, urlsplit
+from urllib.parse import SplitResult, parse_qs, quote, urlsplit
 
 from tsmodel.errors import ConfigurationError
 
-__all__ = ["redact", "split", "options"]
+__all__ = ["redact", "split", "options", "with_app_profile"]
 
 #: Query parameter names that look like they hold a secret.
 _SECRET_NAME = re.compile(r"pass|pwd|secret|token|key|credential|auth|sig|session|cookie",
@@ -80,3 +80,31 @@ def options(url: str, parts: SplitResult) -> dict[str, str]:
             raise ConfigurationError(f"cannot open {redact(url)!r}: option {name!r} is given "
                                      f"{len(values)} times")
     return {name: values[0] for name, values in found.items()}
+
+
+def with_app_profile(url: str, app_profile: str | None) -> str:
+    """``url`` with the query option ``app_profile=`` set (``url`` itself for ``None``).
+
+    For those who open a store from a URL alone (Beam's workers): the app
+    profile goes where every worker reads it.
+
+    Raises:
+        ConfigurationError: the URL names another app profile, or
+            ``app_profile`` is empty or not a string.
+    """
+    if app_profile is None:
+        return url
+    if not isinstance(app_profile, str) or not app_profile:
+        raise ConfigurationError(f"an app profile id must be a non-empty string, "
+                                 f"got {app_profile!r}")
+    given = options(url, split(url)).get("app_profile")
+    if given is not None:
+        if given == app_profile:
+            return url
+        raise ConfigurationError(
+            f"{redact(url)!r} names the app profile {given!r}, and {app_profile!r} "
+            "is asked for too: give it once")
+    base, hash_, fragment = url.partition("#")
+    joiner = "&" if "?" in base and not base.endswith(("?", "&")) else \
+        ("" if base.endswith(("?", "&")) else "?")
+    return f"{base}{joiner}app_profile={quote(app_profile, safe='')}{hash_}{fragment}"

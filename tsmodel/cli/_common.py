@@ -21,14 +21,15 @@ from typing import Any
 import attrs
 
 import tsmodel
+from tsmodel.backends._urls import with_app_profile
 from tsmodel.cli._style import BOLD, CYAN, RED, paint
 from tsmodel.encoding.keys import KeyLayout, Segment, SegmentValueError
 from tsmodel.errors import key_error
 
 __all__ = [
     "CliError", "Run", "URL_HELP", "print_error", "command", "group", "wrap", "add_target",
-    "add_json", "add_url", "parse_time", "pairs", "typed", "connect", "jsonable",
-    "print_json", "print_table", "print_note", "text", "shown",
+    "add_json", "add_url", "add_app_profile", "APP_PROFILE_HELP", "parse_time", "pairs",
+    "typed", "connect", "jsonable", "print_json", "print_table", "print_note", "text", "shown",
 ]
 
 #: What a command runs: the parsed arguments in, the exit status out.
@@ -101,6 +102,15 @@ def add_url(sub: argparse.ArgumentParser, more: str = "") -> None:
     sub.add_argument("--url", default=None, help=URL_HELP + more)
 
 
+APP_PROFILE_HELP = ("the Cloud Bigtable app profile of the requests, e.g. a low-priority "
+                    "one for batch work (as ?app_profile=ID in the URL; the embedded "
+                    "store ignores it)")
+
+
+def add_app_profile(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--app-profile", default=None, metavar="ID", help=APP_PROFILE_HELP)
+
+
 # -- input values -----------------------------------------------------------------------
 
 
@@ -153,15 +163,21 @@ def _typed_value(spec: tsmodel.ModelSpec, name: str, segment: Segment, value: st
 # -- backends ---------------------------------------------------------------------------
 
 
-def connect(url: str | None, *, announce: bool = True) -> tsmodel.Connection:
+def connect(url: str | None, *, announce: bool = True,
+            app_profile: str | None = None) -> tsmodel.Connection:
     """A connection to ``url``, else ``$TSMODEL_URL``, else an in-memory store.
 
-    With ``announce``, the in-memory fallback is said on standard error.
+    With ``announce``, the in-memory fallback is said on standard error. An
+    ``app_profile`` (``--app-profile``) goes into the URL's options.
     """
     url = url or os.environ.get("TSMODEL_URL") or None
     if url is None and announce:
         print_note("no --url and no TSMODEL_URL: using an empty in-memory embedded store",
                    prefix="tsmodel: note:", stream=sys.stderr)
+    if app_profile is not None:
+        if not app_profile:
+            raise CliError("--app-profile: expected an app profile id, got ''")
+        url = with_app_profile(url or "memory://", app_profile)
     return tsmodel.connect(url, default=False)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from tsmodel import errors, spec_of
 from tsmodel.cli._common import (
+    APP_PROFILE_HELP,
     CliError,
     Run,
     add_json,
@@ -84,6 +85,8 @@ def _action(actions: Any, name: str, summary: str, description: str,
     sub.add_argument("--url", required=True,
                      help="the store every worker opens: bigtable://PROJECT/INSTANCE"
                           "[?app_profile=ID], an emulator, or sqlite:////absolute/file.db")
+    sub.add_argument("--app-profile", default=None, metavar="ID",
+                     help=APP_PROFILE_HELP.replace("the requests", "the workers' requests"))
     sub.add_argument("--runner", default="DirectRunner",
                      help="Beam runner: DirectRunner (default), DataflowRunner, ...")
     sub.add_argument("--batch-size", type=int, default=500, metavar="N",
@@ -163,9 +166,11 @@ def _common(args: argparse.Namespace) -> dict[str, Any]:
         raise CliError(f"--batch-size must be at least 1, got {args.batch_size}")
     if args.max_parts < 1:
         raise CliError(f"--max-parts must be at least 1, got {args.max_parts}")
+    if args.app_profile == "":
+        raise CliError("--app-profile: expected an app profile id, got ''")
     return {"options": [f"--runner={args.runner}", *args.pipeline_args],
             "batch_size": args.batch_size, "max_parts": args.max_parts,
-            "dead_letters": args.dead_letters}
+            "dead_letters": args.dead_letters, "app_profile": args.app_profile}
 
 
 def _time(text: str | None, what: str) -> Any:

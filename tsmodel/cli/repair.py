@@ -12,6 +12,7 @@ from typing import Any
 from tsmodel import repair, spec_of
 from tsmodel.cli._common import (
     CliError,
+    add_app_profile,
     add_json,
     add_target,
     add_url,
@@ -40,6 +41,7 @@ def add_command(commands: Any) -> None:
     sub.add_argument("--field", action="append", default=[], metavar="NAME=VALUE",
                      help="limit the repair to a key prefix (repeat for several)")
     add_url(sub)
+    add_app_profile(sub)
     sub.add_argument("--batch-size", type=int, default=1000, metavar="N",
                      help="events per write batch (default: 1000)")
     sub.add_argument("--no-progress", action="store_true",
@@ -54,7 +56,7 @@ def _run(args: argparse.Namespace) -> int:
     spec = spec_of(model)
     fields = typed(spec, spec.key, pairs(args.field, "--field"), list(spec.key_fields))
     began = time.monotonic()
-    with connect(args.url) as conn:
+    with connect(args.url, app_profile=args.app_profile) as conn:
         report = repair(model, parse_time(args.start, "--start"),
                         parse_time(args.end, "--end"), connection=conn,
                         batch_size=args.batch_size,

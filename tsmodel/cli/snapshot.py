@@ -11,6 +11,7 @@ from typing import Any
 from tsmodel import build_snapshot
 from tsmodel.cli._common import (
     CliError,
+    add_app_profile,
     add_json,
     add_target,
     add_url,
@@ -37,6 +38,7 @@ def add_command(commands: Any) -> None:
     sub.add_argument("--period", required=True,
                      help="any instant of the period, ISO 8601 (no offset means UTC)")
     add_url(sub)
+    add_app_profile(sub)
     sub.add_argument("--batch-size", type=int, default=1000, metavar="N",
                      help="events per write batch (default: 1000)")
     sub.add_argument("--restart", action="store_true",
@@ -50,7 +52,7 @@ def _run(args: argparse.Namespace) -> int:
     model = one_model(args.target)
     if args.batch_size < 1:
         raise CliError(f"--batch-size must be at least 1, got {args.batch_size}")
-    with connect(args.url) as conn:
+    with connect(args.url, app_profile=args.app_profile) as conn:
         report = build_snapshot(model, parse_time(args.period, "--period"),
                                 connection=conn, batch_size=args.batch_size,
                                 progress=False if args.no_progress else None,

@@ -28,6 +28,7 @@ import apache_beam as beam
 import attrs
 
 from tsmodel import errors
+from tsmodel.backends._urls import with_app_profile
 from tsmodel.backends.base import Features, MutationOutcome, ReadRequest
 from tsmodel.declare.spec import spec_of
 from tsmodel.encoding.timestamps import to_micros
@@ -51,13 +52,15 @@ DEAD_LETTERS = "dead_letters"
 NAMESPACE = "tsmodel"
 
 
-def worker_url(url: str | None) -> str:
-    """``url``, checked to be one every worker can open.
+def worker_url(url: str | None, app_profile: str | None = None) -> str:
+    """``url``, checked to be one every worker can open (with ``app_profile`` in it).
 
     Raises:
         ConfigurationError: no URL, or an in-memory store (each worker would
-            open an empty store of its own).
+            open an empty store of its own); the URL names another app profile.
     """
+    if url and app_profile is not None:
+        url = with_app_profile(url, app_profile)
     if not url or url in ("memory://", "sqlite://", "sqlite://:memory:", "embedded://") \
             or url.endswith(":memory:"):
         raise errors.ConfigurationError(

@@ -210,7 +210,7 @@ def _tables(spec: ModelSpec, names: Iterable[str]) -> list[TableSpec]:
 
 def snapshot(url: str, model: type, period: datetime, *, options: Options = None,
              batch_size: int = 500, max_parts: int = DEFAULT_MOST,
-             dead_letters: str | None = None) -> BeamReport:
+             dead_letters: str | None = None, app_profile: str | None = None) -> BeamReport:
     """Build the snapshot table of the period holding ``period`` on Beam.
 
     The same table, cell for cell, as `tsmodel.build_snapshot()`: the
@@ -228,13 +228,16 @@ def snapshot(url: str, model: type, period: datetime, *, options: Options = None
         max_parts: the most key ranges the read is cut into.
         dead_letters: a path prefix for the entities that could not be
             written (JSON lines); ``None`` logs them.
+        app_profile: the app profile of the workers' requests (added to the
+            URL as ``?app_profile=``): give batch jobs a low-priority one
+            (docs/jobs.md).
 
     Raises:
         QueryError: the model declares no snapshot.
-        ConfigurationError: the URL is in memory.
+        ConfigurationError: the URL is in memory, or names another app profile.
         TableNotFoundError: the main table does not exist (nothing is created).
     """
-    began, url = time.monotonic(), worker_url(url)
+    began, url = time.monotonic(), worker_url(url, app_profile)
     spec, period_us = spec_of(model), to_micros(period)
     target, _ = period_read(spec, period_us)
     assert spec.snapshot is not None
@@ -306,7 +309,7 @@ def _newest_into_current(url: str, model: type, events: Any, batch_size: int,
 def backfill(url: str, model: type, *, tables: Sequence[str] | None = None,
              start: datetime | None = None, end: datetime | None = None,
              options: Options = None, batch_size: int = 500, max_parts: int = DEFAULT_MOST,
-             dead_letters: str | None = None) -> BeamReport:
+             dead_letters: str | None = None, app_profile: str | None = None) -> BeamReport:
     """Fill newly declared companion tables from the main table on Beam.
 
     Creates the companion tables it fills (and no other), then writes every
@@ -323,7 +326,7 @@ def backfill(url: str, model: type, *, tables: Sequence[str] | None = None,
         ConfigurationError: a table is not a companion of the model.
         TableNotFoundError: the main table does not exist (nothing is created).
     """
-    began, url, spec = time.monotonic(), worker_url(url), spec_of(model)
+    began, url, spec = time.monotonic(), worker_url(url, app_profile), spec_of(model)
     known = [alt.table for alt in spec.alternates] + (
         [spec.current_table] if spec.current_table else [])
     chosen = list(known if tables is None else tables)
@@ -415,7 +418,8 @@ class _FixPart(_RepairDoFn):
 
 def repair(url: str, model: type, start: datetime, end: datetime, *,
            options: Options = None, batch_size: int = 500, max_parts: int = DEFAULT_MOST,
-           dead_letters: str | None = None, **key_prefix: Any) -> BeamReport:
+           dead_letters: str | None = None, app_profile: str | None = None,
+           **key_prefix: Any) -> BeamReport:
     """`tsmodel.repair()` on Beam: the same phases, over parts of the tables.
 
     Two pipelines, one after the other. The first replays the main table's
@@ -438,7 +442,7 @@ def repair(url: str, model: type, start: datetime, end: datetime, *,
     Raises:
         TableNotFoundError: the main table or a companion table does not exist.
     """
-    began, url, spec = time.monotonic(), worker_url(url), spec_of(model)
+    began, url, spec = time.monotonic(), worker_url(url, app_profile), spec_of(model)
     QuerySet(model).range(start, end, allow_scan=True, **key_prefix)  # its argument checks
     span, prefix = (to_micros(start), to_micros(end)), tuple(key_prefix.items())
     scope = RepairScope.of(model, start, end, Features(), key_prefix)
@@ -527,7 +531,7 @@ def migrate(url: str, source: type, target: type, *, to_url: str | None = None,
             end: datetime | None = None, copy: bool = True, verify: bool = True,
             spot_checks: int = 100,
             options: Options = None, batch_size: int = 500, max_parts: int = DEFAULT_MOST,
-            dead_letters: str | None = None) -> BeamReport:
+            dead_letters: str | None = None, app_profile: str | None = None) -> BeamReport:
     """Copy a model's events into a model of another key layout, then verify the copy.
 
     Declare the new layout as a second model (a new salt count, bucket, key
@@ -554,8 +558,8 @@ def migrate(url: str, source: type, target: type, *, to_url: str | None = None,
             ``copy=False``) the target's; nothing is created.
     """
     began = time.monotonic()
-    url = worker_url(url)
-    to_url = worker_url(to_url or url)
+    url = worker_url(url, app_profile)
+    to_url = worker_url(to_url or url, app_profile)
     convert = convert or SameFields(target)
     source_spec, target_spec = spec_of(source), spec_of(target)
     span = _span(source_spec, start, end)
@@ -684,7 +688,8 @@ class _WriteRows(WorkerDoFn):
 
 def rebuild_rollups(url: str, model: type, start: datetime, end: datetime, *,
                     options: Options = None, batch_size: int = 500,
-                    max_parts: int = DEFAULT_MOST, **key_prefix: Any) -> BeamReport:
+                    max_parts: int = DEFAULT_MOST, app_profile: str | None = None,
+                    **key_prefix: Any) -> BeamReport:
     """Recompute a model's rollup rows over [start, end) from its main table on Beam.
 
     The same rollup rows, cell for cell, as `tsmodel.repair()` writes: every
@@ -715,7 +720,7 @@ def rebuild_rollups(url: str, model: type, start: datetime, end: datetime, *,
         ConfigurationError: the URL is in memory, or ``batch_size`` < 1.
         TableNotFoundError: the main table does not exist (nothing is created).
     """
-    began, url, spec = time.monotonic(), worker_url(url), spec_of(model)
+    began, url, spec = time.monotonic(), worker_url(url, app_profile), spec_of(model)
     if not spec.rollups:
         raise errors.QueryError(f"{spec.name}: the model declares no rollup to rebuild")
     if batch_size < 1:
