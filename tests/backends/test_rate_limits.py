@@ -26,10 +26,11 @@ from typing import Any
 import pytest
 
 import tsmodel as ts
-from tests.backends.passthrough import PassThrough
+from tests.backends.conftest import asynchronous
+from tests.backends.passthrough import AsyncPassThrough, PassThrough
 from tests.faults.proxy import FaultProxy, WriteCall
 from tsmodel._observe import RATE_LIMITS, RateLimit
-from tsmodel.backends.base import Backend, MutationOutcome, RowMutation
+from tsmodel.backends.base import AsyncBackend, Backend, MutationOutcome, RowMutation
 from tsmodel.plan.pacing import MIN_FACTOR, RateChange
 
 UTC = timezone.utc
@@ -287,6 +288,61 @@ def test_writes_follow_the_rate_limits_a_backend_reports(backend: Backend) -> No
         saved = [r.entity for result in results for r in result.results]
         assert [r.status for result in results for r in result.results] == \
             [ts.WriteStatus.WRITTEN] * len(saved)
+        check_tables(db, model, saved)
+        db.drop_tables(model)
+    writes = reporting.writes
+    phases = (writes[marks[0]:marks[1]], writes[marks[1]:marks[2]], writes[marks[2]:marks[3]])
+    check_pace(phases, changes, ts.spec_of(model).table)
+
+
+class AsyncReporting(AsyncPassThrough):
+    """`Reporting` for an asyncio backend."""
+
+    def __init__(self, inner: AsyncBackend) -> None:
+        super().__init__(inner)
+        self.rate_limit: Any = None
+        self.writes: list[WriteCall] = []
+
+    async def mutate_rows(self, table: str,
+                          entries: Sequence[RowMutation]) -> list[MutationOutcome]:
+        limit = self.rate_limit() if callable(self.rate_limit) else self.rate_limit
+        self.writes.append(WriteCall(time.monotonic(), table, len(entries), "", limit))
+        outcomes = await self.inner.mutate_rows(table, entries)
+        note = RATE_LIMITS.get()
+        if limit is not None and note is not None:
+            note.seen = RateLimit(*limit)
+        return outcomes
+
+
+def test_async_writes_follow_the_rate_limits_a_backend_reports(backend: Backend) -> None:
+    model = declare()
+
+    async def run() -> tuple[AsyncReporting, list[Any], list[int], list[RateChange]]:
+        async with asynchronous(backend) as inner:
+            reporting = AsyncReporting(inner)
+            server = Server(reporting)  # type: ignore[arg-type]
+            async with ts.AsyncConnection(reporting, batch_size=BATCH) as db:
+                await db.create_tables(model)
+                results, marks, sizes = [], [0], [600]
+                for phase in range(3):
+                    if phase == 1:
+                        server.ask()
+                        sizes.append(paced_size(reporting.writes[marks[0]:marks[1]]))
+                    if phase == 2:
+                        server.stop()
+                        await asyncio.sleep(PERIOD)
+                        sizes.append(600)
+                    results.append(await db.save_all(
+                        readings(model, sum(sizes[:phase]), sizes[phase])))
+                    marks.append(len(reporting.writes))
+                assert db.pacer is not None and db.pacer.rate is None
+                return reporting, results, marks, list(db.pacer.changes)
+
+    reporting, results, marks, changes = asyncio.run(run())
+    saved = [r.entity for result in results for r in result.results]
+    assert [r.status for result in results for r in result.results] == \
+        [ts.WriteStatus.WRITTEN] * len(saved)
+    with ts.Connection(PassThrough(backend)) as db:
         check_tables(db, model, saved)
         db.drop_tables(model)
     writes = reporting.writes

@@ -171,6 +171,7 @@ def test_connect_options_of_the_wrong_type_are_refused_naming_them(
     ("batches", 0, "whole number of at least 1"),
     ("bytes", 1.5, "whole number of at least 1"),
     ("companions_with_main", "no", "True or False"),
+    ("server_rate_limits", 1, "True or False"),
 ])
 def test_write_flow_values_of_the_wrong_type_are_refused(name: str, value: Any,
                                                          says: str) -> None:
