@@ -30,8 +30,6 @@ from tests.faults.proxy import FaultProxy  # noqa: E402
 from tsmodel.jobs import beam as tsbeam  # noqa: E402
 from tsmodel.plan.pacing import MIN_FACTOR  # noqa: E402
 
-pytestmark = pytest.mark.emulator
-
 UTC = timezone.utc
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 OPTIONS = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
@@ -68,6 +66,7 @@ def stored(url: str) -> list[tuple[str, datetime, float]]:
             T0, T0 + timedelta(days=1), allow_scan=True).using(db))
 
 
+@pytest.mark.emulator
 def test_the_sink_slows_down_when_the_server_asks_and_loses_nothing(
         proxied: tuple[FaultProxy, str, str], caplog: pytest.LogCaptureFixture) -> None:
     proxy, url, direct = proxied
@@ -102,6 +101,7 @@ def test_the_sink_slows_down_when_the_server_asks_and_loses_nothing(
           + ", ".join(f"{r.rate:.0f}" for r in cuts) + " rows/s")
 
 
+@pytest.mark.emulator
 def test_a_job_sends_its_app_profile_with_every_data_request(
         proxied: tuple[FaultProxy, str, str], capsys: pytest.CaptureFixture[str]) -> None:
     from tsmodel.cli import main
@@ -130,3 +130,13 @@ def test_a_job_sends_its_app_profile_with_every_data_request(
 def test_a_job_refuses_two_app_profiles() -> None:
     with pytest.raises(ts.ConfigurationError, match="'serving'.*'batch-low'"):
         tsbeam.snapshot("bigtable://p/i?app_profile=serving", Meter, T0, app_profile=PROFILE)
+
+
+@pytest.mark.parametrize("url", ["memory://?app_profile=batch-low", "memory://",
+                                 "sqlite:///:memory:?retry_attempts=3"])
+def test_an_in_memory_store_is_refused_with_options_or_a_profile(url: str) -> None:
+    with pytest.raises(ts.ConfigurationError, match="every worker can open"):
+        tsbeam.snapshot(url, Meter, T0)
+    with pytest.raises(ts.ConfigurationError, match="every worker can open"):
+        tsbeam.snapshot(url.partition("?")[0], Meter, T0, app_profile=PROFILE)
+

@@ -59,15 +59,14 @@ def worker_url(url: str | None, app_profile: str | None = None) -> str:
         ConfigurationError: no URL, or an in-memory store (each worker would
             open an empty store of its own); the URL names another app profile.
     """
-    if url and app_profile is not None:
-        url = with_app_profile(url, app_profile)
-    if not url or url in ("memory://", "sqlite://", "sqlite://:memory:", "embedded://") \
-            or url.endswith(":memory:"):
+    store = (url or "").partition("?")[0]  # options (an app profile...) change no store
+    if not url or not store or store.endswith(":memory:") or store in (
+            "memory://", "sqlite://", "embedded://"):
         raise errors.ConfigurationError(
             f"a Beam job needs a store every worker can open, not {url!r}: "
             "'bigtable://PROJECT/INSTANCE', 'bigtable-emulator://HOST:PORT/PROJECT/INSTANCE' "
             "or an embedded file 'sqlite:////absolute/path.db'")
-    return url
+    return url if app_profile is None else with_app_profile(url, app_profile)
 
 
 class WorkerDoFn(beam.DoFn):
