@@ -305,6 +305,7 @@ class AsyncConnection:
         pause = pacer.wait(len(rows))
         if pause > 0:
             await asyncio.sleep(pause)
+            op.waited(pause)
         note = RateLimitNote()
         token = RATE_LIMITS.set(note)
         try:

@@ -399,6 +399,7 @@ class Connection:
         pause = pacer.wait(len(rows))
         if pause > 0:
             time.sleep(pause)
+            op.waited(pause)
         note = RateLimitNote()
         token = RATE_LIMITS.set(note)
         try:

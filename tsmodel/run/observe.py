@@ -111,6 +111,8 @@ class Operation:
         calls, rows, cells, bytes, retries: what its backend calls did
             (rows and cells written, or read; bytes of row keys, qualifiers
             and values).
+        paced: seconds its writes waited for the server's rate limit, summed
+            over writes (that wait side by side too) (`tsmodel.plan.pacing`).
         outcomes: entities by outcome (``written``, ``failed``...), for a
             save or a delete.
     """
@@ -120,6 +122,7 @@ class Operation:
         self.kind = kind
         self.tables: dict[str, None] = {} if table is None else {table: None}
         self.calls = self.rows = self.cells = self.bytes = self.retries = 0
+        self.paced = 0.0
         self.outcomes: Counter[str] = Counter()
         self.detailed = observer.telemetry is not None or WRITE_LOG.isEnabledFor(logging.DEBUG)
         self._lock = threading.Lock()
@@ -127,6 +130,11 @@ class Operation:
         self._span = None if observer.telemetry is None else observer.telemetry.start(self)
 
     # -- backend calls ---------------------------------------------------------------
+
+    def waited(self, seconds: float) -> None:
+        """A write waited ``seconds`` for the server's rate limit before it went."""
+        with self._lock:
+            self.paced += seconds
 
     def call(self, table: str, rows: Sequence[RowMutation], make: Callable[[], _T]) -> _T:
         """``make()``: one write of ``rows`` to ``table``, timed and counted."""
@@ -287,12 +295,15 @@ class Operation:
         outcomes = ", ".join(f"{self.outcomes[s]} {s}"
                              for s in ("written", "failed", "unknown", "partial"))
         tables = ", ".join(repr(t) for t in self.tables) or "no table"
+        paced = f"; its writes waited {self.paced:.3f} s in all for the server's rate " \
+            "limit" if self.paced else ""
         WRITE_LOG.debug(
             "%s of %d entities to %s: %s; %d calls, %d rows, %d cells, %d bytes, "
-            "%d retries in %.3f s", self.kind, len(result.results), tables, outcomes,
-            self.calls, self.rows, self.cells, self.bytes, self.retries, seconds,
+            "%d retries in %.3f s%s", self.kind, len(result.results), tables, outcomes,
+            self.calls, self.rows, self.cells, self.bytes, self.retries, seconds, paced,
             extra={"operation": self.kind, "outcomes": dict(self.outcomes),
-                   "tables": list(self.tables), "retries": self.retries})
+                   "tables": list(self.tables), "retries": self.retries,
+                   "paced": self.paced})
 
 
 class _Got:
