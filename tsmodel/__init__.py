@@ -28,6 +28,7 @@ from tsmodel.declare.fields import (
     version,
 )
 from tsmodel.declare.model import model
+from tsmodel.declare.options import ModelOptions
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.declare.tables import table_specs
 from tsmodel.encoding.codecs import Bool, Codec, Float64, Int64, Raw, Text, Utf8
@@ -87,8 +88,9 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     # declaring models
-    "model", "Model", "key", "timestamp", "value", "version", "constant", "salt", "Protobuf",
-    "Layout", "rows", "cells", "columns", "offsets", "alternate", "snapshot", "rollup",
+    "model", "ModelOptions", "Model", "key", "timestamp", "value", "version", "constant",
+    "salt", "Protobuf", "Layout", "rows", "cells", "columns", "offsets", "alternate",
+    "snapshot", "rollup",
     # companion-table jobs
     "build_snapshot", "SnapshotReport", "SnapshotError", "repair", "RepairReport",
     "Serialization", "ModelSpec", "spec_of",

@@ -9,16 +9,16 @@ the first write.
 
 from __future__ import annotations
 
-import string
+import difflib
 import sys
 import types
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Union, overload
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Union
 
 import attrs
-from typing_extensions import dataclass_transform
+from typing_extensions import Unpack, dataclass_transform
 
 from tsmodel import errors
 from tsmodel.declare import params, sizing
@@ -32,12 +32,9 @@ from tsmodel.declare.cells import (
 from tsmodel.declare.companions import derive_alternate, derive_snapshot
 from tsmodel.declare.fields import (
     META,
-    Alternate,
     Constant,
     KeyInfo,
-    Rollup,
     Salt,
-    Snapshot,
     TimestampInfo,
     ValueInfo,
     VersionInfo,
@@ -46,6 +43,7 @@ from tsmodel.declare.fields import (
     value,
     version,
 )
+from tsmodel.declare.options import OPTION_NAMES, ModelArguments, ModelOptions
 from tsmodel.declare.rollups import derive_rollup
 from tsmodel.declare.salts import check_salt_function
 from tsmodel.declare.spec import SPEC_ATTR, ModelSpec, ValueSpec
@@ -67,10 +65,10 @@ from tsmodel.encoding.timestamps import (
     TimestampEncoding,
     default_digits,
 )
-from tsmodel.layouts import Layout, rows
+from tsmodel.layouts import rows
 
 if TYPE_CHECKING:
-    from tsmodel.encoding.serialization import BoundSerialization, Serialization
+    from tsmodel.encoding.serialization import BoundSerialization
 
 __all__ = ["model", "provide_query_methods"]
 
@@ -95,34 +93,9 @@ def provide_query_methods(source: type) -> None:
     _query_methods = source
 
 
-@overload
-def model(cls: T, /) -> T: ...
-
-
-@overload
-def model(
-    *, table: str, family: str, current: str | None = None, separator: str = "#",
-    serialization: Serialization | None = None, allow_hotspot: bool = False,
-    layout: Layout | None = None, max_rate: float | None = None,
-    retention: timedelta | None = None, max_versions: int | None = None,
-    alternates: Sequence[Alternate] = (), snapshot: Snapshot | None = None,
-    event_time_cells: bool = True, unknown_columns: str = "ignore",
-    rollups: Sequence[Rollup] = (),
-) -> Callable[[T], T]: ...
-
-
 @dataclass_transform(kw_only_default=True,
                      field_specifiers=(attrs.field, key, timestamp, value, version))
-def model(
-    cls: Any = None, /, *, table: str | None = None, family: str | None = None,
-    current: str | None = None, separator: str = "#",
-    serialization: Serialization | None = None, allow_hotspot: bool = False,
-    layout: Layout | None = None, max_rate: float | None = None,
-    retention: timedelta | None = None, max_versions: int | None = None,
-    alternates: Sequence[Alternate] = (), snapshot: Snapshot | None = None,
-    event_time_cells: bool = True, unknown_columns: str = "ignore",
-    rollups: Sequence[Rollup] = (),
-) -> Any:
+def model(cls: None = None, /, **options: Unpack[ModelArguments]) -> Callable[[T], T]:
     """Declare a model class: its table, row key, timestamp and value columns.
 
     Fields are declared in the class body with `key()`, `timestamp()`
@@ -130,111 +103,53 @@ def model(
     Key segments come in declaration order; the timestamp must be the last.
 
     Args:
-        table: the main table, e.g. ``"METRIC"``.
-        family: the default column family of value fields, e.g. ``"METRIC"``.
-        current: the current-value table (e.g. ``"CURRENT_METRIC"``), keyed by
-            the row key without its time; every save also writes it.
-        separator: one ASCII punctuation character between key segments.
-        serialization: store the whole event as one serialized cell (e.g.
-            `tsmodel.Protobuf`) instead of a column per value field.
-        allow_hotspot: accept a row key whose first varying segment is the
-            timestamp (every write then goes to the same node: only for low
-            write rates).
-        layout: how events become cells: `tsmodel.rows()` (a row per
-            event, the default), or for a bucketed timestamp
-            `tsmodel.cells()`, `tsmodel.columns()`,
-            `tsmodel.offsets()`.
-        max_rate: the most events per second one entity sends. Sizes the
-            version limit of bucket rows and refuses buckets whose rows would
-            pass ~100 MB.
-        retention: keep cells this long (a max-age GC rule counted from the
-            cell timestamp, i.e. the event time).
-        max_versions: the version limit of bucket rows, if not derived from
-            ``max_rate``.
-        alternates: alternate-key tables (`tsmodel.alternate()`), written
-            with every save; queries read the table whose key prefix serves
-            the fields given.
-        snapshot: per-period snapshot tables (`tsmodel.snapshot()`), built
-            by `tsmodel.build_snapshot()`.
-        event_time_cells: ``False`` declares a table whose cell timestamps are
-            not event times (another program wrote them with its clock): range
-            reads then select events by row key and qualifier and check their
-            times client-side, never by cell timestamp. Only layouts that hold
-            the time in the key or the qualifier allow it (``ts.rows()``,
-            ``ts.offsets()``), and no current-value table.
-        unknown_columns: what a read does with a cell of a column no field
-            declares (a retired field's, another writer's) in the families it
-            reads: ``"ignore"`` (the default: adopted tables often hold such
-            columns) skips it; ``"error"`` raises
-            `CellDecodingError` naming the row and the column.
-            Families no field declares are never read (a read filters by
-            family).
-        rollups: rollup tables (`tsmodel.rollup()`): aggregates per
-            entity and time bucket, kept exact by every save, update and
-            delete; read with ``Model.rollup(every)`` and
-            `tsmodel.QuerySet.resample()`.
+        **options: the model's options, keyword arguments named, typed and
+            described (with their defaults) once, by `tsmodel.ModelOptions`;
+            ``table=`` and ``family=`` are required.
 
     Raises:
         DeclarationError: the declaration cannot work; the message says why
-            and how to fix it.
+            and how to fix it. ``@ts.model`` without arguments is refused: a
+            model needs at least ``@ts.model(table="...", family="...")``.
     """
+    if cls is not None:
+        raise errors.DeclarationError(
+            f"{getattr(cls, '__name__', params.show(cls))}: use @ts.model with arguments, "
+            'at least @ts.model(table="TABLE", family="FAMILY"): a model needs its table '
+            "and column family"
+        )
+    given: dict[str, Any] = dict(options)
 
-    def wrap(klass: type) -> type:
+    def wrap(klass: T) -> T:
         if not isinstance(klass, type):
             raise errors.DeclarationError(
                 f"@tsmodel.model(...) decorates a class, not {type(klass).__name__} "
                 f"{params.show(klass)}"
             )
-        if table is None or family is None:
-            raise errors.DeclarationError(
-                f"{klass.__name__}: @tsmodel.model needs table=... and family=..."
-            )
-        params.check_model_options(
-            klass.__name__, table=table, family=family, current=current, separator=separator,
-            serialization=serialization, allow_hotspot=allow_hotspot, layout=layout,
-            max_rate=max_rate, retention=retention, max_versions=max_versions,
-            alternates=alternates, snapshot=snapshot, event_time_cells=event_time_cells,
-            unknown_columns=unknown_columns)
-        if not isinstance(rollups, Sequence) or isinstance(rollups, (str, bytes)) or not all(
-                isinstance(r, Rollup) for r in rollups):
-            raise errors.DeclarationError(
-                f"{klass.__name__}: @ts.model(rollups={params.show(rollups)}): rollups must be "
-                "a list of ts.rollup(...), e.g. rollups=[ts.rollup('METRIC_1H', '1h')]")
-        options = _Options(table, family, current, separator, serialization, allow_hotspot,
-                           layout, max_rate, retention, max_versions, tuple(alternates),
-                           snapshot, event_time_cells, unknown_columns, tuple(rollups))
-        return _build(klass, options)
+        return typing.cast(T, _build(klass, _options(klass.__name__, given)))
 
-    if cls is not None:
-        raise errors.DeclarationError(
-            f"{getattr(cls, '__name__', params.show(cls))}: use "
-            "@tsmodel.model(table=..., family=...), with arguments"
-        )
     return wrap
 
 
-@attrs.frozen
-class _Options:
-    table: str
-    family: str
-    current: str | None
-    separator: str
-    serialization: Serialization | None
-    allow_hotspot: bool
-    layout: Layout | None = None
-    max_rate: float | None = None
-    retention: timedelta | None = None
-    max_versions: int | None = None
-    alternates: tuple[Alternate, ...] = ()
-    snapshot: Snapshot | None = None
-    event_time_cells: bool = True
-    unknown_columns: str = "ignore"
-    rollups: tuple[Rollup, ...] = ()
+def _options(name: str, given: Mapping[str, Any]) -> ModelOptions:
+    """``@model``'s keyword arguments, checked (by `ModelOptions`' validators)."""
+    unknown = [option for option in given if option not in OPTION_NAMES]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], OPTION_NAMES, n=1)
+        hint = f"did you mean {close[0]}=? " if close else ""
+        raise errors.DeclarationError(
+            f"{name}: @ts.model({unknown[0]}=...): no such option; {hint}the options are "
+            f"{', '.join(OPTION_NAMES)}"
+        )
+    if given.get("table") is None or given.get("family") is None:
+        raise errors.DeclarationError(
+            f"{name}: @tsmodel.model needs table=... and family=..."
+        )
+    return ModelOptions(name=name, **given)
 
 
-def _build(cls: type, options: _Options) -> type:
+def _build(cls: type, options: ModelOptions) -> type:
     name = cls.__name__
-    _check_names(name, options)
     items = _declared_items(cls)
     hints = _type_hints(cls)
     for attr, item in items:
@@ -263,17 +178,6 @@ def _build(cls: type, options: _Options) -> type:
         for method in QUERY_METHODS:
             setattr(new_cls, method, classmethod(getattr(source, method).__func__))
     return new_cls
-
-
-def _check_names(name: str, options: _Options) -> None:
-    """The separator, and the tables' relations (their names: params.check_model_options)."""
-    sep = options.separator
-    if len(sep) != 1 or sep not in string.punctuation:
-        raise errors.DeclarationError(
-            f"{name}: separator {sep!r} must be one ASCII punctuation character such as '#'"
-        )
-    if options.current is not None and options.current == options.table:
-        raise errors.DeclarationError(f"{name}: current= must name a table other than table=")
 
 
 def _declared_items(cls: type) -> list[tuple[str, Any]]:
@@ -308,7 +212,7 @@ def _check_unmapped(name: str, hints: dict[str, Any], items: list[tuple[str, Any
 
 
 def _make_spec(
-    name: str, items: list[tuple[str, Any]], hints: dict[str, Any], options: _Options,
+    name: str, items: list[tuple[str, Any]], hints: dict[str, Any], options: ModelOptions,
     defaults: Mapping[str, Any] | None = None,
 ) -> ModelSpec:
     sep = options.separator.encode("ascii")
@@ -369,7 +273,7 @@ def _make_spec(
     return _with_companions(spec, options, hints, sep, items)
 
 
-def _with_companions(spec: ModelSpec, options: _Options, hints: dict[str, Any],
+def _with_companions(spec: ModelSpec, options: ModelOptions, hints: dict[str, Any],
                      sep: bytes, items: list[tuple[str, Any]]) -> ModelSpec:
     """Derive and check the alternate-key and snapshot table specs."""
     def make(attr: str, info: Any, hint: Any) -> Segment:
@@ -397,8 +301,9 @@ def _with_companions(spec: ModelSpec, options: _Options, hints: dict[str, Any],
 
     def build(cls: type, table: str, family: str, retention: timedelta | None,
               allow_hotspot: bool) -> type:
-        return _build(cls, _Options(table, family, None, options.separator, None,
-                                    allow_hotspot, retention=retention))
+        return _build(cls, ModelOptions(name=cls.__name__, table=table, family=family,
+                                        separator=options.separator,
+                                        allow_hotspot=allow_hotspot, retention=retention))
 
     rollups = tuple(derive_rollup(spec, r, items, hints, options.allow_hotspot, build)
                     for r in options.rollups)
@@ -412,7 +317,7 @@ def _with_companions(spec: ModelSpec, options: _Options, hints: dict[str, Any],
     return attrs.evolve(spec, rollups=rollups)
 
 
-def _finish_layout(spec: ModelSpec, options: _Options) -> ModelSpec:
+def _finish_layout(spec: ModelSpec, options: ModelOptions) -> ModelSpec:
     """Check the layout, derive the version limit, and apply the size guard."""
     problem = spec.layout.check(spec)
     if problem:
@@ -421,16 +326,12 @@ def _finish_layout(spec: ModelSpec, options: _Options) -> ModelSpec:
                    snapshot=options.snapshot is not None)
     check_cell_times(spec)
     check_key_columns(spec)
-    if options.max_rate is not None and not options.max_rate > 0:
-        raise errors.DeclarationError(f"{spec.name}: max_rate must be positive events/second")
-    if options.retention is not None and options.retention <= timedelta(0):
-        raise errors.DeclarationError(f"{spec.name}: retention must be a positive timedelta")
     spec = attrs.evolve(spec, max_versions=_version_limit(spec, options))
     sizing.check_row_size(spec)
     return spec
 
 
-def _version_limit(spec: ModelSpec, options: _Options) -> int | None:
+def _version_limit(spec: ModelSpec, options: ModelOptions) -> int | None:
     if spec.version_field is not None:
         return options.max_versions  # the amendments kept per column (None: every one)
     if spec.layout.read_versions is not None:
@@ -576,7 +477,7 @@ def _check_reverse_from(where: str, info: TimestampInfo) -> None:
 
 def _check_key(
     name: str, key: KeyLayout, ts_segments: list[TimestampSegment | BucketSegment],
-    options: _Options,
+    options: ModelOptions,
 ) -> TimestampSegment | BucketSegment:
     salt = key.salt()
     if not ts_segments:
@@ -669,7 +570,7 @@ def _check_values(name: str, values: list[ValueSpec]) -> None:
 
 
 def _bind_serialization(
-    name: str, options: _Options, values: list[ValueSpec],
+    name: str, options: ModelOptions, values: list[ValueSpec],
 ) -> BoundSerialization | None:
     if options.serialization is None:
         return None

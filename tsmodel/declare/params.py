@@ -6,31 +6,27 @@ given: inside a class body the model and the field have no name yet.
 raises `DeclarationError` naming the model, the field,
 the parameter and the value given, and saying what to pass instead. What a
 parameter means (a unit, a format, a bucket) is checked where it is used.
+``@model``'s own options are checked by the validators of `ModelOptions`
+(``tsmodel/declare/options.py``), with the helpers here.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from tsmodel import errors
 from tsmodel.declare.fields import (
-    Alternate,
     Constant,
     KeyInfo,
     Salt,
-    Snapshot,
     TimestampInfo,
     ValueInfo,
 )
-from tsmodel.encoding.serialization import Serialization
-from tsmodel.layouts import Layout
 
-__all__ = ["show", "check_info", "check_model_options", "check_name", "check_codec",
-           "MAX_TABLE_NAME", "MAX_FAMILY_NAME"]
+__all__ = ["show", "refuse", "check_int", "check_bool", "check_text", "check_info",
+           "check_name", "check_codec", "MAX_TABLE_NAME", "MAX_FAMILY_NAME"]
 
 #: Bigtable's longest table ID and column family name.
 MAX_TABLE_NAME = 50
@@ -49,14 +45,14 @@ def show(value: object) -> str:
     return text if len(text) <= _SHOWN else text[:_SHOWN - 3] + "..."
 
 
-def _refuse(where: str, call: str, param: str, value: object,
-            expected: str) -> errors.DeclarationError:
+def refuse(where: str, call: str, param: str, value: object,
+           expected: str) -> errors.DeclarationError:
     return errors.DeclarationError(
         f"{where}: {call}({param}={show(value)}): {param} must be {expected}")
 
 
-def _int(where: str, call: str, param: str, value: object, *, minimum: int | None,
-         example: str, optional: bool = False) -> None:
+def check_int(where: str, call: str, param: str, value: object, *, minimum: int | None,
+              example: str, optional: bool = False) -> None:
     """An int (not a bool) of at least ``minimum`` (``None``: the caller checks the range)."""
     if value is None and optional:
         return
@@ -64,29 +60,29 @@ def _int(where: str, call: str, param: str, value: object, *, minimum: int | Non
             minimum is not None and value < minimum):
         least = "" if minimum is None else f", at least {minimum}"
         none = " or None" if optional else ""
-        raise _refuse(where, call, param, value,
-                      f"an int{least}{none}, e.g. {param}={example}")
+        raise refuse(where, call, param, value,
+                     f"an int{least}{none}, e.g. {param}={example}")
 
 
-def _bool(where: str, call: str, param: str, value: object) -> None:
+def check_bool(where: str, call: str, param: str, value: object) -> None:
     if not isinstance(value, bool):
-        raise _refuse(where, call, param, value, "True or False")
+        raise refuse(where, call, param, value, "True or False")
 
 
-def _text(where: str, call: str, param: str, value: object, *, example: str,
-          optional: bool = False) -> None:
+def check_text(where: str, call: str, param: str, value: object, *, example: str,
+               optional: bool = False) -> None:
     """A str that UTF-8 can encode (no lone surrogate)."""
     if value is None and optional:
         return
     if not isinstance(value, str):
         none = " or None" if optional else ""
-        raise _refuse(where, call, param, value, f"a str{none}, e.g. {param}={example}")
+        raise refuse(where, call, param, value, f"a str{none}, e.g. {param}={example}")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise _refuse(where, call, param, value,
-                      f"text UTF-8 can encode; {value[exc.start]!r} at index {exc.start} is a "
-                      "lone surrogate") from None
+        raise refuse(where, call, param, value,
+                     f"text UTF-8 can encode; {value[exc.start]!r} at index {exc.start} is a "
+                     "lone surrogate") from None
 
 
 def check_name(where: str, call: str, param: str, value: object, *, limit: int,
@@ -98,9 +94,9 @@ def check_name(where: str, call: str, param: str, value: object, *, limit: int,
             ``_``, ``-`` and ``.``, not starting with ``-`` or ``.``.
     """
     if not isinstance(value, str) or len(value) > limit or not _NAME.match(value):
-        raise _refuse(where, call, param, value,
-                      f"a {what} name: 1-{limit} ASCII letters, digits, '_', '-' and '.', "
-                      "not starting with '-' or '.'")
+        raise refuse(where, call, param, value,
+                     f"a {what} name: 1-{limit} ASCII letters, digits, '_', '-' and '.', "
+                     "not starting with '-' or '.'")
 
 
 def check_codec(where: str, codec: object, param: str = "ts.value(codec") -> None:
@@ -143,7 +139,7 @@ def check_info(where: str, info: Any) -> None:
     elif isinstance(info, ValueInfo):
         _value(where, info)
     elif isinstance(info, Constant):
-        _text(where, "ts.constant", "text", info.text, example="'BATTERY'")
+        check_text(where, "ts.constant", "text", info.text, example="'BATTERY'")
     elif isinstance(info, Salt):
         _salt(where, info)
 
@@ -151,12 +147,12 @@ def check_info(where: str, info: Any) -> None:
 def _key(where: str, info: KeyInfo) -> None:
     call = "ts.key"
     # The range (an int key needs a width) is checked with the annotation, in model.py.
-    _int(where, call, "width", info.width, minimum=None, example="8", optional=True)
+    check_int(where, call, "width", info.width, minimum=None, example="8", optional=True)
     if not isinstance(info.pad, str) or len(info.pad) != 1 or not info.pad.isascii():
-        raise _refuse(where, call, "pad", info.pad, "one ASCII character, e.g. pad=' '")
+        raise refuse(where, call, "pad", info.pad, "one ASCII character, e.g. pad=' '")
     if info.align not in ("left", "right"):
-        raise _refuse(where, call, "align", info.align, "'left' or 'right'")
-    _int(where, call, "max_length", info.max_length, minimum=1, example="64")
+        raise refuse(where, call, "align", info.align, "'left' or 'right'")
+    check_int(where, call, "max_length", info.max_length, minimum=1, example="64")
     _column(where, call, info.column)
     if info.column_codec is not None:
         check_codec(where, info.column_codec, "ts.key(column_codec")
@@ -164,124 +160,53 @@ def _key(where: str, info: KeyInfo) -> None:
 
 def _timestamp(where: str, info: TimestampInfo) -> None:
     call = "ts.timestamp"
-    _text(where, call, "unit", info.unit, example="'ms'")
-    _int(where, call, "digits", info.digits, minimum=None, example="13", optional=True)
-    _text(where, call, "format", info.format, example="'%Y%m%d%H%M'", optional=True)
-    _bool(where, call, "millis", info.millis)
-    _bool(where, call, "reverse", info.reverse)
-    _int(where, call, "reverse_from", info.reverse_from, minimum=1, example="2**63 - 1",
+    check_text(where, call, "unit", info.unit, example="'ms'")
+    check_int(where, call, "digits", info.digits, minimum=None, example="13", optional=True)
+    check_text(where, call, "format", info.format, example="'%Y%m%d%H%M'", optional=True)
+    check_bool(where, call, "millis", info.millis)
+    check_bool(where, call, "reverse", info.reverse)
+    check_int(where, call, "reverse_from", info.reverse_from, minimum=1, example="2**63 - 1",
          optional=True)
     if info.bucket is not None and not isinstance(info.bucket, (str, timedelta)):
-        raise _refuse(where, call, "bucket", info.bucket,
-                      "'minute', 'hour', 'day', 'week', 'month', a timedelta or None")
-    _text(where, call, "label", info.label, example="'%Y-%m-%d'", optional=True)
+        raise refuse(where, call, "bucket", info.bucket,
+                     "'minute', 'hour', 'day', 'week', 'month', a timedelta or None")
+    check_text(where, call, "label", info.label, example="'%Y-%m-%d'", optional=True)
     if info.origin is not None and (not isinstance(info.origin, datetime)
                                     or info.origin.utcoffset() is None):
-        raise _refuse(where, call, "origin", info.origin,
-                      "a timezone-aware datetime (the start of bucket 1) or None")
-    _bool(where, call, "unsorted_labels", info.unsorted_labels)
+        raise refuse(where, call, "origin", info.origin,
+                     "a timezone-aware datetime (the start of bucket 1) or None")
+    check_bool(where, call, "unsorted_labels", info.unsorted_labels)
     _column(where, call, info.column)
 
 
 def _column(where: str, call: str, column: object) -> None:
-    _text(where, call, "column", column, example="'SYMBOL'", optional=True)
+    check_text(where, call, "column", column, example="'SYMBOL'", optional=True)
     if column == "":
-        raise _refuse(where, call, "column", column, "a non-empty qualifier, or None")
+        raise refuse(where, call, "column", column, "a non-empty qualifier, or None")
 
 
 def _value(where: str, info: ValueInfo) -> None:
     call = "ts.value"
-    _text(where, call, "qualifier", info.qualifier, example="'CPU/USR'", optional=True)
+    check_text(where, call, "qualifier", info.qualifier, example="'CPU/USR'", optional=True)
     if info.qualifier == "":
-        raise _refuse(where, call, "qualifier", info.qualifier,
-                      "non-empty (None: the field name)")
+        raise refuse(where, call, "qualifier", info.qualifier,
+                     "non-empty (None: the field name)")
     if info.family is not None:
         check_name(where, call, "family", info.family, limit=MAX_FAMILY_NAME,
                    what="column family")
     if info.codec is not None:
         check_codec(where, info.codec)
-    _bool(where, call, "allow_nan", info.allow_nan)
+    check_bool(where, call, "allow_nan", info.allow_nan)
 
 
 def _salt(where: str, info: Salt) -> None:
     call = "ts.salt"
-    _int(where, call, "buckets", info.buckets, minimum=None, example="4")
+    check_int(where, call, "buckets", info.buckets, minimum=None, example="4")
     on = info.on
     if not isinstance(on, tuple) or not all(isinstance(name, str) for name in on):
-        raise _refuse(where, call, "on", on,
-                      "a field name or a list of field names, e.g. on='time'")
+        raise refuse(where, call, "on", on,
+                     "a field name or a list of field names, e.g. on='time'")
     if info.using is not None and (not callable(info.using) or isinstance(info.using, type)):
-        raise _refuse(where, call, "using", info.using,
-                      "a function of the on fields' values returning the salt value, or None")
-    _int(where, call, "first", info.first, minimum=0, example="1")
-
-
-#: The policies of ``@ts.model(unknown_columns=...)``.
-UNKNOWN_COLUMNS = ("ignore", "error")
-
-
-def check_model_options(
-    name: str, *, table: object, family: object, current: object, separator: object,
-    serialization: object, allow_hotspot: object, layout: object, max_rate: object,
-    retention: object, max_versions: object, alternates: object, snapshot: object,
-    event_time_cells: object = True, unknown_columns: object = "ignore",
-) -> None:
-    """Check the types and ranges of ``@model``'s arguments.
-
-    Raises:
-        DeclarationError: naming the model, the argument and its value.
-    """
-    call = "@ts.model"
-    check_name(name, call, "table", table, limit=MAX_TABLE_NAME, what="table")
-    check_name(name, call, "family", family, limit=MAX_FAMILY_NAME, what="column family")
-    if current is not None:
-        check_name(name, call, "current", current, limit=MAX_TABLE_NAME, what="table")
-    if not isinstance(separator, str):
-        raise _refuse(name, call, "separator", separator,
-                      "one ASCII punctuation character (a str) such as '#'")
-    if serialization is not None and not isinstance(serialization, Serialization):
-        raise _refuse(name, call, "serialization", serialization,
-                      "a serialization instance such as ts.Protobuf(), or None")
-    _bool(name, call, "allow_hotspot", allow_hotspot)
-    if layout is not None and not isinstance(layout, Layout):
-        raise _refuse(name, call, "layout", layout,
-                      "a layout instance such as ts.rows() or ts.cells(), or None")
-    if max_rate is not None and (isinstance(max_rate, bool)
-                                 or not isinstance(max_rate, (int, float))
-                                 or not math.isfinite(max_rate) or max_rate <= 0):
-        raise _refuse(name, call, "max_rate", max_rate,
-                      "a positive number of events per second, e.g. max_rate=10")
-    if retention is not None and (not isinstance(retention, timedelta)
-                                  or retention <= timedelta(0)):
-        raise _refuse(name, call, "retention", retention,
-                      "a positive timedelta, e.g. retention=timedelta(days=30)")
-    _int(name, call, "max_versions", max_versions, minimum=1, example="100", optional=True)
-    _bool(name, call, "event_time_cells", event_time_cells)
-    if not isinstance(unknown_columns, str) or unknown_columns not in UNKNOWN_COLUMNS:
-        raise _refuse(name, call, "unknown_columns", unknown_columns,
-                      "'ignore' (skip cells of columns no field declares) or 'error' "
-                      "(refuse them)")
-    _companions(name, alternates, snapshot)
-
-
-def _companions(name: str, alternates: object, snapshot: object) -> None:
-    call = "@ts.model"
-    if not isinstance(alternates, Sequence) or isinstance(alternates, (str, bytes)) or not all(
-            isinstance(a, Alternate) for a in alternates):
-        raise _refuse(name, call, "alternates", alternates,
-                      "a list of ts.alternate(...), e.g. alternates=[ts.alternate('T', ...)]")
-    for alt in alternates:
-        check_name(name, "ts.alternate", "table", alt.table, limit=MAX_TABLE_NAME,
-                   what="table")
-    if snapshot is None:
-        return
-    if not isinstance(snapshot, Snapshot):
-        raise _refuse(name, call, "snapshot", snapshot,
-                      "ts.snapshot(...) or None, e.g. snapshot=ts.snapshot('S_{period:%Y%m%d}')")
-    _text(name, "ts.snapshot", "pattern", snapshot.pattern, example="'S_{period:%Y%m%d}'")
-    if not isinstance(snapshot.period, (str, timedelta)):
-        raise _refuse(name, "ts.snapshot", "period", snapshot.period,
-                      "'hour', 'day', 'week', 'month' or a timedelta")
-    if snapshot.segments is not None and not isinstance(snapshot.segments, tuple):
-        raise _refuse(name, "ts.snapshot", "key", snapshot.segments,
-                      "a list of key segments, as for ts.alternate(), or None")
+        raise refuse(where, call, "using", info.using,
+                     "a function of the on fields' values returning the salt value, or None")
+    check_int(where, call, "first", info.first, minimum=0, example="1")
