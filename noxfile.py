@@ -7,7 +7,7 @@
   where a missing extra fails instead of skipping (``TSMODEL_REQUIRE_EXTRAS=1``),
   and the unit tests again, on the extras' versions of shared dependencies.
 * ``package``: builds the sdist and the wheel and checks their metadata.
-* ``lint``: ruff and mypy.
+* ``lint``: ruff and mypy, and the typing tests (mypy on user-style files).
 
 Arguments after ``--`` go to pytest: ``nox -s core -- tests/unit -x``.
 """
@@ -72,3 +72,6 @@ def lint(session: nox.Session) -> None:
     session.install(*EDITABLE, ".[dev]")
     session.run("ruff", "check", ".")
     session.run("mypy")
+    # The typing tests: mypy on user-style files (skipped where mypy is missing).
+    session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                "tests/unit/test_model_options.py", "-k", "mypy")
