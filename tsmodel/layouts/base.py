@@ -13,7 +13,7 @@ they need, so they depend on nothing above the encoding layer.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from tsmodel import errors
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from tsmodel.encoding.values import ValueSpec
 
 __all__ = ["Layout", "TableShape", "Event", "Writer", "Reader", "TimeCheck", "value_cell_writer",
-           "value_cell_decoder", "value_columns", "missing_value", "not_event_time",
+           "value_columns", "missing_value", "not_event_time",
            "column_name",
            "newest_cells", "value_bytes", "CELL_OVERHEAD", "MS"]
 
@@ -339,78 +339,6 @@ def newest_cells(cells: tuple[Cell, ...]) -> dict[tuple[str, bytes], Cell]:
         if col not in newest or cell.timestamp > newest[col].timestamp:
             newest[col] = cell
     return newest
-
-
-def value_cell_decoder(shape: TableShape) -> Callable[[Iterable[Cell]], dict[str, Any]]:
-    """A decoder of the value fields in the cells of one event (first cell of a
-    column wins; fields without a cell are ``None``; other columns are ignored).
-
-    Raises (from the decoder):
-        CellDecodingError: a cell's bytes are not what its field declares; the
-            error names the field and the column.
-    """
-    ser = shape.serialization
-    if ser is not None:
-        where, parse = (ser.family, ser.qualifier), ser.decode
-        empty = {v.name: None for v in shape.values}
-
-        def decode_blob(cells: Iterable[Cell]) -> dict[str, Any]:
-            for c in cells:
-                if (c.family, c.qualifier) == where:
-                    try:
-                        decoded: dict[str, Any] = parse(c.value)
-                    except errors.CellDecodingError as exc:
-                        exc.locate(column=column_name(*where))
-                        raise
-                    return decoded
-            return empty.copy()
-
-        return decode_blob
-    # By family, then qualifier: two lookups of strings and bytes, whose hashes
-    # are cached, cost less than building and hashing a (family, qualifier) tuple.
-    columns: dict[str, dict[bytes, tuple[str, Callable[[bytes], Any]]]] = {}
-    for v in shape.values:
-        columns.setdefault(v.family, {})[v.qualifier] = (v.name, v.codec.decode)
-    nothing = {v.name: None for v in shape.values}
-
-    def decode(cells: Iterable[Cell]) -> dict[str, Any]:
-        values = nothing.copy()
-        for family, qualifier, _, value in cells:
-            in_family = columns.get(family)
-            column = in_family.get(qualifier) if in_family is not None else None
-            if column is None:
-                continue
-            name, decode_value = column
-            if values[name] is None:
-                try:
-                    values[name] = decode_value(value)
-                except errors.CellDecodingError as exc:
-                    exc.locate(field=name, column=column_name(family, qualifier))
-                    raise
-                except (ValueError, TypeError, ArithmeticError, LookupError) as exc:
-                    # A codec of the application's that refuses the bytes its own way.
-                    raise errors.CellDecodingError(
-                        f"the field's codec refused the cell: {exc!r}", data=value,
-                        field=name, column=column_name(family, qualifier)) from exc
-        return values
-
-    if any(v.stored for v in shape.values):
-        return decode  # an event without a required value's cell is refused later
-    marker = (shape.family, MARKER)
-
-    def decode_sparse(cells: Iterable[Cell]) -> dict[str, Any]:
-        """No value must have a cell (each is optional, or read as its default from
-        an event stored before it existed): an event is a value cell or the marker."""
-        cells = tuple(cells)
-        values = decode(cells)
-        if values == nothing and not any((c.family, c.qualifier) == marker for c in cells):
-            c = cells[0]
-            raise errors.CellDecodingError(
-                "no cell of a value field and no empty marker cell: not an event of this "
-                "model (a foreign or damaged row)", column=column_name(c.family, c.qualifier))
-        return values
-
-    return decode_sparse
 
 
 def missing_value(shape: TableShape, name: str) -> errors.CellDecodingError:

@@ -17,10 +17,10 @@ from tsmodel.layouts.base import (
     Reader,
     TableShape,
     Writer,
-    value_cell_decoder,
     value_cell_writer,
     value_columns,
 )
+from tsmodel.layouts.render_read import render_values
 
 __all__ = ["Cells", "cells"]
 
@@ -47,7 +47,7 @@ class Cells(Layout):
         return value_columns(shape)
 
     def reader(self, shape: TableShape) -> Reader:
-        decode = value_cell_decoder(shape)
+        decode = render_values(shape)
         # Only the value columns hold events: a cell of another column (a key column
         # at the bucket start, another program's) is no event of its own.
         owned = value_columns(shape)

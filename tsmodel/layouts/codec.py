@@ -25,9 +25,9 @@ from tsmodel.layouts.base import (
     Layout,
     TableShape,
     column_name,
-    missing_value,
     newest_cells,
 )
+from tsmodel.layouts.render_read import render_rows
 
 __all__ = ["TableCodec", "EncodedRow", "MAX_VALUE_BYTES", "SALT_FIELD"]
 
@@ -85,7 +85,8 @@ class TableCodec:
     __slots__ = ("shape", "table", "key", "layout", "time_field", "values",
                  "_encoders", "_constants", "_joins_plainly", "_join", "_write", "_read",
                  "_time_check", "_like", "_required", "_defaulted", "witness", "_key_columns",
-                 "_version_field", "_history", "_owns")
+                 "_version_field", "_history", "_owns", "_rendered_records",
+                 "_rendered_decode")
 
     def __init__(self, shape: TableShape, *, table: str, key: KeyLayout, layout: Layout,
                  time_field: str, values: ValueEncoder, like: TableCodec | None = None,
@@ -124,6 +125,8 @@ class TableCodec:
             self._like = None  # cells stamped with version times are this table's own
         #: The test of a column some field declares, when unknown columns are refused.
         self._owns = layout.owns_column(shape) if strict_columns else None
+        # The one decoding of the table's rows, rendered from all of the above.
+        self._rendered_records, self._rendered_decode = render_rows(self)
 
     @property
     def model(self) -> str:
@@ -297,7 +300,7 @@ class TableCodec:
                 lacks a required value; the error names the model, the table,
                 the row key and the column.
         """
-        return [cls(**values) for values in self.records(row, only, history, True)]
+        return self._rendered_decode(cls, row, only, history)
 
     def records(self, row: Row, only: tuple[str, ...] | None = None, history: bool = False,
                 datetimes: bool = False) -> list[dict[str, Any]]:
@@ -313,61 +316,13 @@ class TableCodec:
         Raises:
             KeyDecodingError, CellDecodingError: as `decode()`.
         """
-        try:
-            keys = self.decode_key(row.key)
-            if not self._joins_plainly:
-                self._check_salt(row.key, keys)
-            keys.pop(SALT_FIELD, None)
-            key_time = keys.pop(self.time_field, None)
-            if self._owns is not None:
-                self._check_columns(row.cells)
-            events = self._read(row.cells, key_time) if not history else \
-                (self._history or self._read)(row.cells, key_time)
-            if self._key_columns:
-                self._check_key_columns(row.cells, keys, key_time, events)
-            return self._records(events, keys, key_time, only, datetimes)
-        except errors.CellDecodingError as exc:
-            exc.locate(model=self.model, table=self.table, row_key=row.key)
-            raise
-        except OverflowError:  # a cell timestamp past the year 9999
-            raise errors.CellDecodingError(
-                f"a cell timestamp ({max(c.timestamp for c in row.cells)} us) is past the "
-                "last time a datetime holds (9999-12-31)", model=self.model, table=self.table,
-                row_key=row.key) from None
+        return self._rendered_records(row, only, history, datetimes)
 
-    def _records(self, events: list[Event], keys: dict[str, Any], key_time: int | None,
-                 only: tuple[str, ...] | None, datetimes: bool) -> list[dict[str, Any]]:
-        per_event = not self.layout.bucketed
-        name = self.time_field
-        version = self._version_field
-        out = []
-        for ts, values in events:
-            # None in values: a C-level scan; the closer look only when one is missing.
-            missing = self._missing(values, only) if None in values.values() else ""
-            if missing:
-                if per_event:  # not an event of this model: a foreign or damaged row
-                    raise missing_value(self.shape, missing)
-                # A bucket row's event whose cell went past the version limit (a
-                # bucket fuller than max_versions): never returned half-filled. (An
-                # event stored before a field added without a default looks alike.)
-                continue
-            if only is not None:
-                values = {k: (v if k in only else None) for k, v in values.items()}
-            if missing is None and self._defaulted:
-                self._default(values, only)
-            # Promoted values are in the key (and, serialized, in the blob too): the key wins.
-            values.update(keys)
-            us = key_time if per_event and key_time is not None else ts
-            if datetimes:
-                values[name] = EPOCH + timedelta(microseconds=us)
-                if version is not None:  # the cells' time is the version's
-                    values[version] = EPOCH + timedelta(microseconds=ts)
-            else:
-                values[name] = us
-                if version is not None:
-                    values[version] = ts
-            out.append(values)
-        return out
+    @property
+    def decoders(self) -> tuple[Callable[..., Any], ...]:
+        """The generated functions of `records()` and `decode()` (their source:
+        `tsmodel.layouts._source.rendered`)."""
+        return self._rendered_records, self._rendered_decode
 
     def _check_columns(self, cells: tuple[Cell, ...]) -> None:
         """Refuse a cell of a column no field declares (``unknown_columns="error"``)."""
@@ -429,18 +384,3 @@ class TableCodec:
             raise errors.KeyDecodingError(
                 f"{self.model}: row key {key!r} of table {self.table!r} is not canonical: its "
                 f"fields give {canonical!r} (another salt: written by another program?)")
-
-    def _default(self, values: dict[str, Any], only: tuple[str, ...] | None) -> None:
-        """Leave out the defaulted values without a cell (read, not left out by ``only``):
-        the model's ``__init__`` gives them their declared default (or factory)."""
-        for name in self._defaulted:
-            if values[name] is None and (only is None or name in only):
-                del values[name]
-
-    def _missing(self, values: dict[str, Any], only: tuple[str, ...] | None) -> str | None:
-        """The first required value field read that has no value."""
-        for required in self._required:
-            if values[required] is None and (only is None or required in only
-                                             or required == self.witness):
-                return required
-        return None

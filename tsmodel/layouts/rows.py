@@ -23,10 +23,10 @@ from tsmodel.layouts.base import (
     Writer,
     newest_cells,
     not_event_time,
-    value_cell_decoder,
     value_cell_writer,
     value_columns,
 )
+from tsmodel.layouts.render_read import render_values
 
 __all__ = ["Rows", "rows"]
 
@@ -76,7 +76,7 @@ class Rows(Layout):
     def history_reader(self, shape: TableShape) -> Reader | None:
         if self.exact_times:
             return None
-        return _as_of_each_version(value_cell_decoder(shape), value_columns(shape))
+        return _as_of_each_version(render_values(shape), value_columns(shape))
 
     def reader(self, shape: TableShape) -> Reader:
         """A row's one event: the cells of its newest timestamp.
@@ -84,7 +84,7 @@ class Rows(Layout):
         Cells of an older timestamp (an earlier event of the same row in a
         current-value table, or a foreign write) never mix into it.
         """
-        decode = value_cell_decoder(shape)
+        decode = render_values(shape)
         exact = self.exact_times
         if not shape.event_time_cells:
             return _newest_of_each_column(decode, value_columns(shape))

@@ -1,0 +1,350 @@
+"""The read side of the codec generator: a table's declaration rendered into decoders.
+
+What the bytes of a table mean is declared once: its row key layout, its
+`Layout` and the model's value codecs. This module renders that declaration
+into the source of specialized functions, compiled once per table codec
+(`tsmodel.layouts._source`, so tracebacks and debuggers show the generated
+lines and `rendered()` prints them):
+
+* `render_values()`: the value fields of one event's cells (a column per
+  value field, or the serialized blob), every column of the declaration an
+  ``if`` of its own, each value's codec bound by name; the readers of the
+  built-in layouts call it.
+* `render_rows()`: a row into the records of its events (`TableCodec.records`)
+  and into instances (`TableCodec.decode`): the key's fields, the salt's
+  check, the strict check of unknown columns, the layout's reader, the
+  required values, the defaults, ``only=`` and the times, with every choice
+  the declaration fixes made once, here, not per row.
+* `render_columns()`: rows straight into columns (a list per field), the
+  columnar results' decoding (`tsmodel.io.arrow`), rendered from the same
+  declaration as the records.
+
+There is no other decoding of rows: the property tests of
+``tests/unit/test_rendered_decoders.py`` hold every rendering to the
+reference of the oracle harness on every layout shape, values and errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import timedelta
+from typing import Any
+
+from tsmodel import errors
+from tsmodel.backends.base import Cell
+from tsmodel.encoding.keys import SegmentValueError
+from tsmodel.encoding.timestamps import EPOCH
+from tsmodel.layouts._source import compile_function
+from tsmodel.layouts.base import MARKER, TableShape, column_name, missing_value
+
+#: A `tsmodel.layouts.codec.TableCodec` (which imports this module).
+TableCodec = Any
+
+__all__ = ["render_values", "render_rows", "render_columns"]
+
+#: The errors an application's codec may raise for bytes it refuses its own way.
+_REFUSALS = (ValueError, TypeError, ArithmeticError, LookupError)
+
+
+class _Source:
+    """Lines of source with indentation."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.depth = 0
+
+    def __call__(self, line: str) -> None:
+        self.lines.append("    " * self.depth + line)
+
+    def indent(self) -> _Source:
+        self.depth += 1
+        return self
+
+    def dedent(self) -> None:
+        self.depth -= 1
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def _ident(text: str) -> str:
+    """``text`` as part of a Python identifier (for readable generated names)."""
+    out = "".join(ch if ch.isalnum() else "_" for ch in text)
+    return out if out.isidentifier() else f"_{out}"
+
+
+# -- the value fields of one event's cells ----------------------------------------------
+
+
+def render_values(shape: TableShape) -> Callable[[Iterable[Cell]], dict[str, Any]]:
+    """The decoder of the value fields in the cells of one event, rendered for ``shape``.
+
+    The first cell of a column wins; a field without a cell is ``None``; other
+    columns are ignored. Where no value must have a cell (every value optional
+    or defaulted), an event is a value cell or the empty marker cell: cells
+    holding neither are refused.
+
+    Raises (from the decoder):
+        CellDecodingError: a cell's bytes are not what its field declares; the
+            error names the field and the column.
+    """
+    src = _Source()
+    ns: dict[str, Any] = {"CellDecodingError": errors.CellDecodingError,
+                          "REFUSALS": _REFUSALS}
+    ser = shape.serialization
+    if ser is not None:
+        ns.update(parse=ser.decode, EMPTY={v.name: None for v in shape.values})
+        src("def decode_values(cells):")
+        src.indent()
+        src("for c in cells:")
+        src.indent()
+        src(f"if c.qualifier == {ser.qualifier!r} and c.family == {ser.family!r}:")
+        src.indent()
+        src("try:")
+        src("    return parse(c.value)")
+        src("except CellDecodingError as exc:")
+        src(f"    exc.locate(column={column_name(ser.family, ser.qualifier)!r})")
+        src("    raise")
+        src.dedent()
+        src.dedent()
+        src("return EMPTY.copy()")
+        return compile_function(src.text(), "decode_values", ns,
+                                f"<tsmodel codec {shape.name} values>")
+    sparse = not any(v.stored for v in shape.values)
+    names = {v.name: f"v{i}" for i, v in enumerate(shape.values)}
+    by_family: dict[str, list[Any]] = {}
+    for v in shape.values:
+        by_family.setdefault(v.family, []).append(v)
+    src("def decode_values(cells):")
+    src.indent()
+    if sparse:
+        src("cells = tuple(cells)")
+        src("marker = False")
+    if names:
+        src(" = ".join(names.values()) + " = None")
+    src("for family, qualifier, _, value in cells:")
+    src.indent()
+    first = True
+    families = list(by_family.items())
+    if sparse and shape.family not in by_family:
+        families.append((shape.family, []))
+    for family, values in families:
+        src(f"{'if' if first else 'elif'} family == {family!r}:")
+        first = False
+        src.indent()
+        branch = "if"
+        for v in values:
+            var, dec = names[v.name], f"d_{names[v.name]}"
+            ns[dec] = v.codec.decode
+            where = column_name(v.family, v.qualifier)
+            src(f"{branch} qualifier == {v.qualifier!r}:  # {v.name}")
+            branch = "elif"
+            src.indent()
+            src(f"if {var} is None:")
+            src.indent()
+            src("try:")
+            src(f"    {var} = {dec}(value)")
+            src("except CellDecodingError as exc:")
+            src(f"    exc.locate(field={v.name!r}, column={where!r})")
+            src("    raise")
+            src("except REFUSALS as exc:")
+            src("    raise CellDecodingError(")
+            src("        f\"the field's codec refused the cell: {exc!r}\", data=value,")
+            src(f"        field={v.name!r}, column={where!r}) from exc")
+            src.dedent()
+            src.dedent()
+        if sparse and family == shape.family and all(v.qualifier != MARKER for v in values):
+            src(f"{branch} qualifier == {MARKER!r}:  # the empty marker cell")
+            src("    marker = True")
+            branch = "elif"
+        if branch == "if":
+            src("pass")
+        src.dedent()
+    src.dedent()
+    if sparse:
+        nothing = " and ".join(f"{var} is None" for var in names.values()) or "True"
+        src(f"if {nothing} and not marker and cells:")
+        src.indent()
+        src("c = cells[0]")
+        src("raise CellDecodingError(")
+        src("    'no cell of a value field and no empty marker cell: not an event of this '")
+        src("    'model (a foreign or damaged row)', column=column_name(c.family, c.qualifier))")
+        src.dedent()
+        ns["column_name"] = column_name
+    src("return {" + ", ".join(f"{n!r}: {var}" for n, var in names.items()) + "}")
+    return compile_function(src.text(), "decode_values", ns,
+                            f"<tsmodel codec {shape.name} values>")
+
+
+# -- rows into records and instances -----------------------------------------------------
+
+
+def _namespace(codec: TableCodec) -> dict[str, Any]:
+    return {
+        "decode_key": codec.key.decode, "SegmentValueError": SegmentValueError,
+        "KeyDecodingError": errors.KeyDecodingError,
+        "CellDecodingError": errors.CellDecodingError,
+        "check_salt": codec._check_salt, "check_columns": codec._check_columns,
+        "check_key_columns": codec._check_key_columns,
+        "read": codec._read, "read_history": codec._history or codec._read,
+        "missing_value": missing_value, "SHAPE": codec.shape,
+        "EPOCH": EPOCH, "timedelta": timedelta, "MODEL": codec.model, "TABLE": codec.table,
+    }
+
+
+def _head(src: _Source, codec: TableCodec) -> None:
+    """The key's fields and the row's events: ``key``, ``keys``, ``key_time``, ``events``."""
+    src("key = row.key")
+    src("try:")
+    src("    keys = decode_key(key)")
+    src("except SegmentValueError as exc:")
+    src("    raise KeyDecodingError(f'{MODEL}: row key {key!r} of table {TABLE!r}: {exc}') "
+        "from None")
+    if not codec._joins_plainly:
+        src("check_salt(key, keys)")
+        src(f"del keys[{'__salt__'!r}]")
+    if codec.time_field in codec.key.fields:
+        src(f"key_time = keys.pop({codec.time_field!r})")
+    else:
+        src("key_time = None")
+    src("cells = row.cells")
+    if codec._owns is not None:
+        src("check_columns(cells)")
+    src("events = read_history(cells, key_time) if history else read(cells, key_time)")
+    if codec._key_columns:
+        src("check_key_columns(cells, keys, key_time, events)")
+
+
+def _event(src: _Source, codec: TableCodec, emit: str, datetimes: str) -> None:
+    """The loop over ``events`` of one row, handing each record to ``emit``."""
+    values = codec.values.values
+    required = [v.name for v in values if v.stored]
+    witness = codec.witness
+    defaulted = [v.name for v in values if v.has_default]
+    per_event = not codec.layout.bucketed
+    time_name, version = codec.time_field, codec._version_field
+    src("for ts, values in events:")
+    src.indent()
+    if required or defaulted:
+        src("if None in values.values():  # a C-level scan; a closer look if one is missing")
+        src.indent()
+        for name in required:
+            always = "" if name != witness else " or True"
+            cond = f"(only is None or {name!r} in only{always})" if not always else ""
+            test = f"values[{name!r}] is None" + (f" and {cond}" if cond else "")
+            src(f"if {test}:")
+            if per_event:  # not an event of this model: a foreign or damaged row
+                src(f"    raise missing_value(SHAPE, {name!r})")
+            else:  # a bucket event past the version limit: never returned half-filled
+                src("    continue")
+        for name in defaulted:  # left out: the model's default applies
+            src(f"if values[{name!r}] is None and (only is None or {name!r} in only):")
+            src(f"    del values[{name!r}]")
+        src.dedent()
+    src("if only is not None:")
+    src("    values = {k: (v if k in only else None) for k, v in values.items()}")
+    if codec.key.fields:
+        src("values.update(keys)  # promoted values are in the key (and the blob): the key wins")
+    us = "key_time if key_time is not None else ts" if per_event else "ts"
+    if datetimes == "True":
+        src(f"values[{time_name!r}] = EPOCH + timedelta(microseconds={us})")
+        if version is not None:
+            src(f"values[{version!r}] = EPOCH + timedelta(microseconds=ts)")
+    else:
+        src(f"if {datetimes}:")
+        src(f"    values[{time_name!r}] = EPOCH + timedelta(microseconds={us})")
+        if version is not None:
+            src(f"    values[{version!r}] = EPOCH + timedelta(microseconds=ts)")
+        src("else:")
+        src(f"    values[{time_name!r}] = {us}")
+        if version is not None:
+            src(f"    values[{version!r}] = ts")
+    src(emit)
+    src.dedent()
+
+
+def _guarded(src: _Source, body: Callable[[], None]) -> None:
+    """``body`` with the row's location added to a cell error."""
+    src("try:")
+    src.indent()
+    body()
+    src.dedent()
+    src("except CellDecodingError as exc:")
+    src("    exc.locate(model=MODEL, table=TABLE, row_key=key)")
+    src("    raise")
+    src("except OverflowError:  # a cell timestamp past the year 9999")
+    src("    raise CellDecodingError(")
+    src("        f'a cell timestamp ({max(c.timestamp for c in cells)} us) is past the '")
+    src("        'last time a datetime holds (9999-12-31)', model=MODEL, table=TABLE,")
+    src("        row_key=key) from None")
+
+
+def render_rows(codec: TableCodec) -> tuple[Callable[..., list[dict[str, Any]]],
+                                            Callable[..., list[Any]]]:
+    """The records and instances decoders of ``codec``'s table (see `TableCodec`)."""
+    where = f"{codec.model}.{codec.table}"
+    fns = []
+    for name, head, emit, datetimes in (
+            ("records", "def records(row, only=None, history=False, datetimes=False):",
+             "append(values)", "datetimes"),
+            ("decode", "def decode(cls, row, only=None, history=False):",
+             "append(cls(**values))", "True")):
+        src = _Source()
+        src(head)
+        src.indent()
+        src("key = cells = ()")
+
+        def body(emit: str = emit, datetimes: str = datetimes, src: _Source = src) -> None:
+            _head(src, codec)
+            src("out = []")
+            src("append = out.append")
+            _event(src, codec, emit, datetimes)
+            src("return out")
+
+        _guarded(src, body)
+        fns.append(compile_function(src.text(), name, _namespace(codec),
+                                    f"<tsmodel codec {where} {name}>"))
+    return fns[0], fns[1]
+
+
+def render_columns(codec: TableCodec,
+                   names: tuple[str, ...]) -> Callable[..., dict[str, list[Any]]]:
+    """The decoder of rows into columns of ``names`` (times in µs), for ``codec``'s table.
+
+    The function takes ``(rows, only=None, history=False, columns=None)``
+    and appends each event's values to ``columns`` (a new ``{name: list}``
+    when ``None``), which it returns; a defaulted value without a cell is
+    the field's default. It decodes as `render_rows()` does (same checks,
+    same errors), with a list per field for the records' dicts.
+    """
+    src = _Source()
+    ns = _namespace(codec)
+    defaults = {v.name: v for v in codec.values.values if v.has_default}
+    src("def columns(rows, only=None, history=False, columns=None):")
+    src.indent()
+    src("if columns is None:")
+    src("    columns = {" + ", ".join(f"{n!r}: []" for n in names) + "}")
+    for i, n in enumerate(names):
+        src(f"c{i} = columns[{n!r}].append")
+    src("cells = ()")
+    src("key = None")
+    src("for row in rows:")
+    src.indent()
+    emit_lines = []
+    for i, n in enumerate(names):
+        if n in defaults:
+            ns[f"default_{i}"] = defaults[n].default_value
+            emit_lines.append(f"c{i}(values[{n!r}] if {n!r} in values else default_{i}())")
+        else:
+            emit_lines.append(f"c{i}(values[{n!r}])")
+
+    def body() -> None:
+        _head(src, codec)
+        _event(src, codec, "\n".join(emit_lines).replace("\n", "\n" + "    " * (src.depth + 1)),
+               "False")
+
+    _guarded(src, body)
+    src.dedent()
+    src("return columns")
+    return compile_function(src.text(), "columns", ns,
+                            f"<tsmodel codec {codec.model}.{codec.table} columns>")
