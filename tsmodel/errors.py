@@ -58,9 +58,12 @@ class ValidationError(TsModelError, ValueError):
         result: raised by a streamed ``save_all(..., validate_first=False)``,
             the `WriteResult` of the entities
             before the batch that held the bad one (they were sent); else ``None``.
+        row: raised by ``save_frame()``, the index of the bad row in the frame
+            (from 0); else ``None``.
     """
 
     result: Any = None
+    row: int | None = None
 
     def __init__(
         self, message: str, *, model: str | None = None, field: str | None = None,

@@ -196,11 +196,14 @@ class EntityResult:
         entity: the instance given.
         status: the overall `WriteStatus`.
         tables: the outcome in each table written, main table first.
+        row: the entity's row in the frame of a ``save_frame()`` (from 0),
+            else ``None``.
     """
 
     entity: Any
     status: WriteStatus
     tables: tuple[tuple[str, MutationOutcome], ...]
+    row: int | None = None
 
     @property
     def error(self) -> BaseException | None:

@@ -38,6 +38,7 @@ from tsmodel.backends.base import (
 )
 from tsmodel.declare.spec import class_spec, spec_of
 from tsmodel.declare.tables import table_specs
+from tsmodel.io.frames import DEFAULT_FRAME_ROWS, FrameSave
 from tsmodel.plan import schema
 from tsmodel.plan.cursors import secret_bytes
 from tsmodel.plan.deletes import DeletePlan, StepSchedule
@@ -203,6 +204,34 @@ class AsyncConnection:
                     accept_expired=accept_expired, validate_first=validate_first)))
         finally:
             meter.close()
+        if raise_on_failure:
+            result.raise_for_failures()
+        return result
+
+    async def save_frame(self, model: type, frame: Any, *, rows: int = DEFAULT_FRAME_ROWS,
+                         raise_on_failure: bool = True, accept_expired: bool = False,
+                         validate_first: bool = True,
+                         progress: bool | None = None) -> WriteResult:
+        """Save the rows of a data frame whose columns are ``model``'s fields, as events.
+
+        The same sequence, arguments and result as
+        `tsmodel.Connection.save_frame()`: ``rows`` rows at a time, each chunk
+        saved by `save_all()`.
+        """
+        save = FrameSave(model, frame, rows, validate_first=validate_first,
+                         accept_expired=accept_expired, progress=progress)
+        try:
+            save.validate()
+            for chunk in save.chunks():
+                try:
+                    result = await self.save_all(save.counted(chunk), raise_on_failure=False,
+                                                 accept_expired=accept_expired)
+                except errors.ValidationError as exc:
+                    raise save.refused(exc) from None
+                save.saved(chunk, result)
+        finally:
+            save.close()
+        result = save.result()
         if raise_on_failure:
             result.raise_for_failures()
         return result

@@ -31,6 +31,7 @@ from tsmodel.backends.base import (
 )
 from tsmodel.declare.spec import class_spec, spec_of
 from tsmodel.declare.tables import table_specs
+from tsmodel.io.frames import DEFAULT_FRAME_ROWS, FrameSave
 from tsmodel.plan import schema
 from tsmodel.plan.cursors import secret_bytes
 from tsmodel.plan.deletes import DeletePlan, StepSchedule
@@ -223,6 +224,62 @@ class Connection:
                     accept_expired=accept_expired, validate_first=validate_first)))
         finally:
             meter.close()
+        if raise_on_failure:
+            result.raise_for_failures()
+        return result
+
+    def save_frame(self, model: type, frame: Any, *, rows: int = DEFAULT_FRAME_ROWS,
+                   raise_on_failure: bool = True, accept_expired: bool = False,
+                   validate_first: bool = True, progress: bool | None = None) -> WriteResult:
+        """Save the rows of a data frame whose columns are ``model``'s fields, as events.
+
+        A pandas or polars ``DataFrame``, a ``pyarrow.Table`` or
+        ``RecordBatch``, or an iterable of record batches: each row is one
+        event, saved as `save_all()` saves it (the same checks, companion
+        tables, rollups and outcomes), ``rows`` rows at a time, so that
+        memory stays bounded whatever the frame's size. A field without a
+        column takes its default; a column that is no field is refused.
+        Needs pyarrow (``pip install 'tsmodel-bigtable[arrow]'``).
+
+        Args:
+            model: the model class of the rows.
+            frame: the rows (see above).
+            rows: rows converted and saved at a time.
+            raise_on_failure, accept_expired: as for `save_all()`.
+            validate_first: check every row before the first write (the
+                input is read twice; a one-shot iterator of batches is refused);
+                ``False``: each chunk is checked before it is written, and a bad
+                row stops the save there, the chunks before it written.
+            progress: a progress bar of rows on standard error; ``None``: when it
+                is a terminal.
+
+        Returns:
+            The `WriteResult`, one `EntityResult` per row in the frame's order,
+            its ``row`` the row's index.
+
+        Raises:
+            ValidationError: a row cannot be stored (or the columns are not the
+                model's); its ``row`` is the row's index and the message names
+                the row, the field and the value. Nothing was written (with
+                ``validate_first=False``: nothing of its chunk or after;
+                ``result`` holds the outcomes of the chunks before).
+            RetentionError, SaveError: as for `save_all()`.
+            ExtraNotInstalledError: pyarrow is not installed.
+        """
+        save = FrameSave(model, frame, rows, validate_first=validate_first,
+                         accept_expired=accept_expired, progress=progress)
+        try:
+            save.validate()
+            for chunk in save.chunks():
+                try:
+                    result = self.save_all(save.counted(chunk), raise_on_failure=False,
+                                           accept_expired=accept_expired)
+                except errors.ValidationError as exc:
+                    raise save.refused(exc) from None
+                save.saved(chunk, result)
+        finally:
+            save.close()
+        result = save.result()
         if raise_on_failure:
             result.raise_for_failures()
         return result

@@ -1,0 +1,218 @@
+"""Frames in: save_frame() of pandas, polars and Arrow data, on both backends.
+
+The oracle of each test is independent of the frame path: the same events
+saved with ``save_all`` into a second set of tables (every table of the
+model compared cell for cell: main, current-value, alternates, rollups),
+and the reference model of the oracle harness (tests/oracle/reference.py)
+for what reads return.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pd = pytest.importorskip("pandas")
+pl = pytest.importorskip("polars")
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import tsmodel as ts  # noqa: E402
+from tests import strategies as tst  # noqa: E402
+from tests.backends import conftest as _backends  # noqa: E402
+from tests.backends.conftest import asynchronous  # noqa: E402
+from tests.oracle.ops import aware  # noqa: E402
+from tests.oracle.reference import Ev, Reference  # noqa: E402
+from tests.oracle.shapes import ROWS, SHAPES, Shape, us_of  # noqa: E402
+from tsmodel.backends.base import Backend, ReadFilter, ReadRequest, RowSet  # noqa: E402
+
+UTC = timezone.utc
+backend, emulator = _backends.backend, _backends.emulator
+EXAMPLES = {"embedded": 4, "emulator": 2}
+_ARROW = {"int": pa.int64(), "float": pa.float64(), "str": pa.string(), "bool": pa.bool_()}
+
+
+def _tables(model: type) -> list[tuple[str, ReadFilter]]:
+    spec = ts.spec_of(model)
+    out = [(spec.table, ReadFilter()), *((a.table, ReadFilter()) for a in spec.alternates),
+           *((r.table, ReadFilter()) for r in spec.rollups)]
+    if spec.current_table is not None:
+        out.append((spec.current_table, ReadFilter(versions_kept=1)))
+    return out
+
+
+def dump(backend: Backend, model: type) -> list[dict[bytes, list[tuple[Any, ...]]]]:
+    """Every cell of every table of the model (table names left out)."""
+    out = []
+    for table, row_filter in _tables(model):
+        out.append({row.key: sorted((c.family, c.qualifier, c.timestamp, c.value)
+                                    for c in row.cells)
+                    for row in backend.read_rows(ReadRequest(table, RowSet(), row_filter))})
+    return out
+
+
+def arrow_of(shape: Shape, events: list[Ev]) -> Any:
+    """The events as an Arrow table, a column per field, times in UTC."""
+    columns: dict[str, Any] = {}
+    for seg in shape.key:
+        if seg.field is not None and seg.kind not in ("salt", "time"):
+            kind = "int" if seg.kind == "int" else "str"
+            columns[seg.field] = pa.array([e.get(seg.field) for e in events], _ARROW[kind])
+    columns["time"] = pa.array([aware(e.t, 0) for e in events], pa.timestamp("us", tz="UTC"))
+    for v in shape.values:
+        if v.name not in columns:
+            columns[v.name] = pa.array([e.get(v.name) for e in events], _ARROW[v.kind])
+    return pa.table(columns)
+
+
+def frame_as(kind: str, table: Any) -> Any:
+    if kind == "pandas":
+        return table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype(),
+                                             pa.bool_(): pd.BooleanDtype(),
+                                             pa.string(): pd.StringDtype()}.get)
+    if kind == "polars":
+        return pl.from_arrow(table)
+    if kind == "batches":
+        return table.to_batches(max_chunksize=3)
+    return table
+
+
+def _fresh(backend: Backend, shape: Shape) -> tuple[type, ts.Connection]:
+    model = shape.make_model(uuid.uuid4().hex[:10].upper())
+    conn = ts.Connection(backend)
+    conn.create_tables(model)
+    return model, conn
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
+def test_a_frame_saves_what_save_all_saves(backend: Backend, shape: Shape,
+                                           request: pytest.FixtureRequest) -> None:
+    kind = request.node.callspec.params["backend"]
+
+    @settings(max_examples=EXAMPLES[kind], deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(data=st.data())
+    def run(data: st.DataObject) -> None:
+        framed, conn = _fresh(backend, shape)
+        listed, _ = _fresh(backend, shape)
+        try:
+            ref = Reference(shape)
+            how = data.draw(st.sampled_from(["arrow", "pandas", "polars", "batches"]),
+                            label="input")
+            rows = data.draw(st.integers(1, 7), label="rows per chunk")
+            for batch in data.draw(st.lists(tst.oracle_batches(shape), min_size=1,
+                                            max_size=2), label="batches"):
+                result = conn.save_frame(framed, frame_as(how, arrow_of(shape, batch)),
+                                         rows=rows, progress=False)
+                assert [r.row for r in result.results] == list(range(len(batch)))
+                assert result.ok, result.summary()
+                assert [us_of(r.entity.time) for r in result.results] == [e.t for e in batch]
+                # The oracle: save_all of the same chunks (a current-value row takes
+                # the newest event of each save_all; a late older event's cell stays).
+                for at in range(0, len(batch), rows):
+                    assert conn.save_all([listed(**{**e.fields(), "time": aware(e.t, e.zone)})
+                                          for e in batch[at:at + rows]]).ok
+                ref.save(batch)
+            assert dump(backend, framed) == dump(backend, listed)
+            got = framed.range(aware(min(shape.times), 0),  # type: ignore[attr-defined]
+                               aware(max(shape.times) + 1, 0), allow_scan=True).using(conn)
+            assert sorted(Ev(tuple((n, getattr(i, n)) for n in shape.key_fields),
+                             us_of(i.time), tuple((v.name, getattr(i, v.name))
+                                                  for v in shape.values)).strict()
+                          for i in got) == sorted(e.strict() for e in ref.visible())
+        finally:
+            conn.drop_tables(framed)
+            conn.drop_tables(listed)
+
+    run()
+
+
+@pytest.fixture
+def rows_model(backend: Backend) -> Any:
+    model, conn = _fresh(backend, ROWS)
+    yield model, conn
+    conn.drop_tables(model)
+
+
+T0 = datetime(2015, 3, 2, tzinfo=UTC)
+
+
+def _frame(n: int, bad_at: int | None = None) -> Any:
+    hosts = [(i % 3) + 1 for i in range(n)]
+    if bad_at is not None:
+        hosts[bad_at] = 12345  # wider than the key's 3 digits
+    return pd.DataFrame({"site": ["s"] * n, "host": pd.array(hosts, dtype="Int64"),
+                         "time": [T0 + timedelta(seconds=i) for i in range(n)],
+                         "x": pd.array(range(n), dtype="Int64")})
+
+
+def test_a_bad_row_is_named_and_nothing_is_written(rows_model: Any, backend: Backend) -> None:
+    model, conn = rows_model
+    with pytest.raises(ts.ValidationError) as info:
+        conn.save_frame(model, _frame(10, bad_at=7), rows=3, progress=False)
+    exc = info.value
+    assert exc.row == 7 and exc.field == "host" and exc.value == 12345
+    assert str(exc).startswith("row 7: ") and "12345" in str(exc)
+    assert all(not t for t in dump(backend, model))  # validated first: nothing written
+
+
+def test_streamed_a_bad_row_stops_its_chunk(rows_model: Any, backend: Backend) -> None:
+    model, conn = rows_model
+    # Batches of 5 rows, saved 3 rows at a time: chunks of rows 0-2, 3-4, 5-7, 8-9.
+    batches = iter(pa.Table.from_pandas(_frame(10, bad_at=7)).to_batches(max_chunksize=5))
+    with pytest.raises(ValueError, match="validate_first=False"):
+        conn.save_frame(model, batches, progress=False)
+    with pytest.raises(ts.ValidationError) as info:
+        conn.save_frame(model, batches, rows=3, validate_first=False, progress=False)
+    exc = info.value
+    assert exc.row == 7
+    # Rows 0-4 were written; nothing of the chunk of rows 5-7, nor after it.
+    assert [r.row for r in exc.result.results] == list(range(5)) and exc.result.ok
+    assert len(dump(backend, model)[0]) == 5
+
+
+def test_the_columns_must_be_the_models_fields(rows_model: Any) -> None:
+    model, conn = rows_model
+    with pytest.raises(ts.ValidationError, match="'y' is no field"):
+        conn.save_frame(model, _frame(2).assign(y=1), progress=False)
+    with pytest.raises(ts.ValidationError, match="no column for 'x'"):
+        conn.save_frame(model, _frame(2).drop(columns="x"), progress=False)
+    with pytest.raises(TypeError, match="takes a pandas or polars DataFrame"):
+        conn.save_frame(model, 42, progress=False)
+    # A field with a default may be left out (note=None).
+    assert conn.save_frame(model, _frame(2), progress=False).ok
+
+
+def test_a_generator_of_batches_is_saved_chunk_by_chunk(rows_model: Any) -> None:
+    model, conn = rows_model
+    table = pa.Table.from_pandas(_frame(50))
+    result = conn.save_frame(model, (b for b in table.to_batches(max_chunksize=7)),
+                             rows=10, validate_first=False, progress=False)
+    assert result.ok and [r.row for r in result.results] == list(range(50))
+    got = model.range(T0, T0 + timedelta(hours=1), allow_scan=True).using(conn)
+    assert sorted((i.host, i.time, i.x) for i in got) == sorted(
+        zip(table["host"].to_pylist(), table["time"].to_pylist(), table["x"].to_pylist(),
+            strict=True))
+
+
+async def test_the_async_connection_saves_frames(rows_model: Any, backend: Backend) -> None:
+    model, conn = rows_model
+    listed, _ = _fresh(backend, ROWS)
+    try:
+        frame = pl.from_pandas(_frame(20))
+        async with asynchronous(backend) as ab:
+            result = await ts.AsyncConnection(ab).save_frame(model, frame, rows=6,
+                                                             progress=False)
+        assert result.ok and [r.row for r in result.results] == list(range(20))
+        assert conn.save_all([r.entity for r in result.results]).ok is True
+        conn.save_all([listed(**{f: getattr(r.entity, f) for f in ("site", "host", "time",
+                                                                     "x", "note")})
+                       for r in result.results])
+        assert dump(backend, model) == dump(backend, listed)
+    finally:
+        conn.drop_tables(listed)

@@ -1,0 +1,253 @@
+"""Frames in: a DataFrame or Arrow data whose columns are a model's fields, as events.
+
+`Connection.save_frame()` (and the async connection's) saves a pandas or
+polars ``DataFrame``, a ``pyarrow.Table`` or ``RecordBatch``, or an iterable
+of record batches. This module turns such input into chunks of the model's
+instances, ``rows`` at a time, so that memory stays bounded whatever the
+input's size: each chunk's columns are converted to Python values a column
+at a time (Arrow's conversion, one call per column: times to aware
+datetimes, dictionary columns to their values, nulls to ``None``), then the
+chunk's instances are built and saved as ``save_all`` saves them (the same
+validation, companions, rollups and outcomes).
+
+Columns must be fields of the model; a field missing from the frame takes
+its declared default (a field without one is refused before anything is
+read). Arrow's types are kept as they are: an integer column of a float
+field is refused by the save's validation as it would be in ``save_all``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import attrs
+
+from tsmodel import errors
+from tsmodel.io import require
+from tsmodel.plan.writes import WriteResult, prepare_save
+
+__all__ = ["Chunk", "chunks", "is_stream", "progress_bar", "DEFAULT_FRAME_ROWS"]
+
+#: Rows of a frame saved at a time (validated, then written, then let go).
+DEFAULT_FRAME_ROWS = 20_000
+
+
+@attrs.frozen
+class Chunk:
+    """Consecutive rows of a frame as instances.
+
+    Attributes:
+        start: the index of the first row in the whole input (0 for the first).
+        instances: one instance per row, in the frame's order.
+    """
+
+    start: int
+    instances: list[Any]
+
+
+def is_stream(frame: Any) -> bool:
+    """Whether ``frame`` is a one-shot iterable of record batches (not a frame or table)."""
+    return _kind(frame) == "batches" and iter(frame) is frame
+
+
+def _kind(frame: Any) -> str:
+    module = type(frame).__module__.split(".")[0]
+    name = type(frame).__name__
+    if module == "pandas" and name == "DataFrame":
+        return "pandas"
+    if module == "polars" and name == "DataFrame":
+        return "polars"
+    if module == "pyarrow" and name in ("Table", "RecordBatch"):
+        return "arrow"
+    if isinstance(frame, (str, bytes)) or not isinstance(frame, Iterable):
+        raise TypeError(
+            "save_frame() takes a pandas or polars DataFrame, a pyarrow Table or "
+            f"RecordBatch, or an iterable of record batches; got {type(frame).__name__}")
+    return "batches"
+
+
+def _arrow_chunks(frame: Any, rows: int) -> Iterator[Any]:
+    """The input as Arrow record batches (or tables) of at most ``rows`` rows."""
+    kind = _kind(frame)
+    pa = require("pyarrow", "arrow", "save_frame()")
+    if kind == "pandas":
+        for at in range(0, len(frame), rows):
+            yield pa.RecordBatch.from_pandas(frame.iloc[at:at + rows], preserve_index=False)
+    elif kind == "polars":
+        for at in range(0, frame.height, rows):
+            yield frame.slice(at, rows).to_arrow()
+    elif kind == "arrow":
+        yield from _rechunked(frame, rows)
+    else:
+        for batch in frame:
+            if type(batch).__module__.split(".")[0] != "pyarrow":
+                raise TypeError("save_frame() takes an iterable of pyarrow record batches; "
+                                f"got one of {type(batch).__name__}")
+            yield from _rechunked(batch, rows)
+
+
+def _rechunked(data: Any, rows: int) -> Iterator[Any]:
+    for at in range(0, data.num_rows, rows):
+        yield data.slice(at, rows)
+
+
+def _python_column(pa: Any, column: Any) -> list[Any]:
+    """An Arrow column's values as Python objects (times as aware datetimes)."""
+    t = column.type
+    if pa.types.is_timestamp(t) and t.unit == "ns":
+        try:  # whole microseconds (all a datetime holds): exact as datetimes
+            column = column.cast(pa.timestamp("us", tz=t.tz))
+        except pa.ArrowInvalid:
+            pass  # sub-microsecond times: pandas Timestamps, refused by the save's check
+    values: list[Any] = column.to_pylist()
+    return values
+
+
+def chunks(model: type, frame: Any, rows: int) -> Iterator[Chunk]:
+    """The rows of ``frame`` as chunks of ``model`` instances, ``rows`` at a time.
+
+    Raises:
+        TypeError: ``frame`` is none of the inputs `save_frame()` takes.
+        ValidationError: a column is no field of the model, or a field without a
+            default has no column (raised before the first chunk).
+        ValueError: ``rows`` is not an int >= 1.
+        ExtraNotInstalledError: pyarrow is not installed.
+    """
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+        raise ValueError(f"rows per chunk must be an int >= 1, got {rows!r}")
+    fields = {a.name: a for a in attrs.fields(model)}
+    pa = require("pyarrow", "arrow", "save_frame()")
+    start = 0
+    checked: tuple[str, ...] | None = None
+    for data in _arrow_chunks(frame, rows):
+        names = tuple(data.schema.names)
+        if names != checked:
+            _check_columns(model.__name__, fields, names)
+            checked = names
+        columns = [_python_column(pa, data.column(i)) for i in range(len(names))]
+        yield Chunk(start, [model(**dict(zip(names, row, strict=True)))
+                            for row in zip(*columns, strict=True)])
+        start += data.num_rows
+
+
+def _check_columns(model: str, fields: dict[str, Any], names: tuple[str, ...]) -> None:
+    unknown = [n for n in names if n not in fields]
+    if unknown:
+        raise errors.ValidationError(
+            f"the frame's column {unknown[0]!r} is no field of the model (fields: "
+            f"{', '.join(fields)})", model=model, field=unknown[0])
+    if len(set(names)) != len(names):
+        twice = next(n for n in names if names.count(n) > 1)
+        raise errors.ValidationError(f"the frame has two columns named {twice!r}",
+                                     model=model, field=twice)
+    missing = [n for n, a in fields.items() if n not in names and a.default is attrs.NOTHING]
+    if missing:
+        raise errors.ValidationError(
+            f"the frame has no column for {missing[0]!r}, a field without a default",
+            model=model, field=missing[0])
+
+
+def progress_bar(show: bool | None, total: int | None, desc: str) -> Any:
+    """A ``tqdm`` bar of rows saved on standard error, or ``None``; ``show`` ``None``:
+    shown when standard error is a terminal."""
+    if not (sys.stderr.isatty() if show is None else show):
+        return None
+    from tqdm import tqdm  # type: ignore[import-untyped]
+
+    return tqdm(desc=desc, total=total, unit=" rows", file=sys.stderr, dynamic_ncols=True)
+
+
+def row_count(frame: Any) -> int | None:
+    """The rows of ``frame`` when known before reading it (``None``: a stream)."""
+    kind = _kind(frame)
+    if kind == "pandas":
+        return len(frame)
+    if kind == "polars":
+        return int(frame.height)
+    if kind == "arrow":
+        return int(frame.num_rows)
+    return None
+
+
+class FrameSave:
+    """The sequence of one ``save_frame()``, for the sync and the async connection.
+
+    The connection saves each chunk of `chunks()` with ``save_all`` and hands
+    its result to `saved()` (or the `ValidationError` it raised to
+    `refused()`); `result()` is the whole frame's `WriteResult`, an entry per
+    row in the frame's order, each with its ``row``.
+
+    Args:
+        validate_first: `validate()` checks every row before the first write (a
+            second pass over the input: a one-shot stream of batches is
+            refused); else each chunk is validated before it is written.
+    """
+
+    def __init__(self, model: type, frame: Any, rows: int, *, validate_first: bool,
+                 accept_expired: bool, progress: bool | None) -> None:
+        if validate_first and is_stream(frame):
+            raise ValueError(
+                "save_frame(validate_first=True) reads the input twice (every row is "
+                "checked before the first write); a one-shot iterator of record batches "
+                "can be read once: pass validate_first=False (each chunk is checked before "
+                "it is written), or a list of batches or a pyarrow Table")
+        self.model, self.frame, self.rows = model, frame, rows
+        self.validate_first, self.accept_expired = validate_first, accept_expired
+        self._results: list[Any] = []
+        self._bar = progress_bar(progress, row_count(frame), f"save {model.__name__}")
+        self._at = 0  # the row of the entity encoded last (see counted())
+
+    def validate(self) -> None:
+        """Check every row as ``save_all`` checks it, nothing written (``validate_first``).
+
+        Raises:
+            ValidationError: a row cannot be stored; ``row`` is its index.
+            RetentionError: unless ``accept_expired``, events already too old.
+        """
+        if not self.validate_first:
+            return
+        for chunk in chunks(self.model, self.frame, self.rows):
+            try:
+                prepare_save(self.counted(chunk), self.accept_expired)
+            except errors.ValidationError as exc:
+                raise self._located(exc) from None
+
+    def chunks(self) -> Iterator[Chunk]:
+        return chunks(self.model, self.frame, self.rows)
+
+    def counted(self, chunk: Chunk) -> Iterator[Any]:
+        """The chunk's instances, each one's row noted as it is taken (to name a bad one)."""
+        for i, instance in enumerate(chunk.instances):
+            self._at = chunk.start + i
+            yield instance
+
+    def _located(self, exc: errors.ValidationError) -> errors.ValidationError:
+        exc.row = self._at
+        if exc.args:
+            exc.args = (f"row {self._at}: {exc.args[0]}", *exc.args[1:])
+        return exc
+
+    def saved(self, chunk: Chunk, result: WriteResult) -> None:
+        """Take the `WriteResult` of one chunk's ``save_all``."""
+        self._results.extend(attrs.evolve(r, row=chunk.start + i)
+                             for i, r in enumerate(result.results))
+        if self._bar is not None:
+            self._bar.update(len(chunk.instances))
+
+    def refused(self, exc: errors.ValidationError) -> errors.ValidationError:
+        """The error of a chunk refused (validated chunk by chunk): its row, and the
+        result of the chunks before (written) as ``exc.result``."""
+        self.close()
+        exc = self._located(exc)
+        exc.result = self.result()
+        return exc
+
+    def result(self) -> WriteResult:
+        return WriteResult(tuple(self._results))
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
