@@ -76,6 +76,14 @@ class ArrowColumns:
         self.schema = pa.schema([pa.field(name, t if t is not None else pa.null())
                                  for name, t, _ in self.columns])
         self._defaults = _defaults(spec)
+        key_fields = set(spec.key.fields)
+        #: The value fields read from cells (a promoted one is read from the key).
+        self._values = {v.name: v for v in spec.values if v.name not in key_fields}
+        try:
+            import numpy
+            self._np: Any = numpy
+        except ImportError:  # pragma: no cover - pyarrow>=16 runs without numpy
+            self._np = None
 
     def _kinds(self, spec: ModelSpec, only: tuple[str, ...] | None) -> dict[str, tuple[Any, str]]:
         pa = self._pa
@@ -97,14 +105,25 @@ class ArrowColumns:
 
     def batch(self, records: list[dict[str, Any]]) -> Any:
         """One ``pyarrow.RecordBatch`` of ``records`` (`TableCodec.records()`)."""
+        columns = {}
+        for name, _, _ in self.columns:
+            default = self._defaults.get(name)
+            if default is None:
+                columns[name] = [r[name] for r in records]
+            else:
+                columns[name] = [r[name] if name in r else default() for r in records]
+        return self._batch(columns, {})
+
+    def _batch(self, columns: dict[str, list[Any]], done: dict[str, Any]) -> Any:
+        """A record batch of decoded values (a list per column; times in µs) and of
+        columns already built (``done``: Arrow arrays by name)."""
         pa = self._pa
         arrays = []
         for name, arrow_type, kind in self.columns:
-            default = self._defaults.get(name)
-            if default is None:
-                values = [r[name] for r in records]
-            else:
-                values = [r[name] if name in r else default() for r in records]
+            if name in done:
+                arrays.append(done[name])
+                continue
+            values = columns[name]
             if kind == "time":  # µs since the epoch, whole units of the column's
                 array = pa.array(values, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
                 arrays.append(array.cast(arrow_type))
@@ -119,6 +138,40 @@ class ArrowColumns:
             schema = pa.schema([pa.field(f.name, a.type) for f, a in
                                 zip(self.schema, arrays, strict=True)])
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    # -- rows straight into columns ---------------------------------------------------
+
+    def rows_batch(self, codec: Any, rows: list[Any], only: tuple[str, ...] | None) -> Any:
+        """One record batch of the events of ``rows``, read by ``codec``'s columnar
+        decoders: value bytes collected per column and decoded a whole column at a
+        time (numpy for fixed-width numbers, Arrow for text) where the rows are
+        plain events, else each value by its codec as `TableCodec.records()`
+        reads it (same values, same errors).
+        """
+        names = tuple(name for name, _, _ in self.columns)
+        raw, decoded = codec.column_decoders(names)
+        if raw is not None:
+            columns: dict[str, list[Any]] = {n: [] for n in names}
+            if raw(rows, columns):
+                done = self._decode_raw(columns)
+                if done is not None:
+                    return self._batch(columns, done)
+        return self._batch(decoded(rows, only, False), {})
+
+    def _decode_raw(self, columns: dict[str, list[Any]]) -> dict[str, Any] | None:
+        """The value columns of undecoded bytes as Arrow arrays, or ``None`` when a
+        cell is not what its codec reads (the caller decodes value by value then,
+        which raises the codec's error where it belongs)."""
+        out = {}
+        for name, arrow_type, _ in self.columns:
+            v = self._values.get(name)
+            if v is None:
+                continue  # a key field or a time: decoded with the key
+            array = _whole_column(self._pa, self._np, v, columns[name], arrow_type)
+            if array is None:
+                return None
+            out[name] = array
+        return out
 
     def batches(self, records: Iterable[dict[str, Any]], rows: int) -> Iterator[Any]:
         """Record batches of at most ``rows`` events each, as ``records`` come.
@@ -137,6 +190,63 @@ class ArrowColumns:
             close = getattr(it, "close", None)
             if close is not None:
                 close()  # the reads still streaming end now
+
+    def row_batches(self, codec: Any, rows: Iterable[Any], only: tuple[str, ...] | None,
+                    size: int) -> Iterator[Any]:
+        """Record batches of ``size`` events (the last may hold fewer) of rows read
+        whole (a plan that `tsmodel.plan.merge.reads_whole_rows()`), decoded by
+        `rows_batch()` a group of rows at a time."""
+        _check_rows(size)
+        return self._row_batches(codec, iter(rows), only, size)
+
+    def _row_batches(self, codec: Any, it: Iterator[Any], only: tuple[str, ...] | None,
+                     size: int) -> Iterator[Any]:
+        sized = _Sized(self._pa, size)
+        try:
+            group: list[Any] = []
+            cells = 0
+            for row in it:
+                group.append(row)
+                cells += len(row.cells)
+                if cells >= size:  # at most ``size`` events and one row's more
+                    yield from sized.add(self.rows_batch(codec, group, only))
+                    group, cells = [], 0
+            if group:
+                yield from sized.add(self.rows_batch(codec, group, only))
+            yield from sized.rest()
+        finally:
+            close = getattr(it, "close", None)
+            if close is not None:
+                close()
+
+    def arow_batches(self, codec: Any, rows: AsyncIterator[Any], only: tuple[str, ...] | None,
+                     size: int) -> AsyncIterator[Any]:
+        """`row_batches()` of an asynchronous stream of rows."""
+        _check_rows(size)
+        return self._arow_batches(codec, rows, only, size)
+
+    async def _arow_batches(self, codec: Any, rows: AsyncIterator[Any],
+                            only: tuple[str, ...] | None, size: int) -> AsyncIterator[Any]:
+        sized = _Sized(self._pa, size)
+        try:
+            group: list[Any] = []
+            cells = 0
+            async for row in rows:
+                group.append(row)
+                cells += len(row.cells)
+                if cells >= size:
+                    for b in sized.add(self.rows_batch(codec, group, only)):
+                        yield b
+                    group, cells = [], 0
+            if group:
+                for b in sized.add(self.rows_batch(codec, group, only)):
+                    yield b
+            for b in sized.rest():
+                yield b
+        finally:
+            aclose = getattr(rows, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
     def abatches(self, records: AsyncIterator[dict[str, Any]],
                  rows: int) -> AsyncIterator[Any]:
@@ -167,6 +277,79 @@ class ArrowColumns:
         if not batches:
             return self.schema.empty_table()
         return pa.Table.from_batches(batches)
+
+
+def _whole_column(pa: Any, np: Any, v: Any, raw: list[bytes | None], arrow_type: Any) -> Any:
+    """One value column of cell bytes (``None``: no cell) decoded as a whole, or
+    ``None`` when a cell is not what the field's codec reads, or a defaulted
+    field lacks a cell (then the caller reads value by value)."""
+    codec = type(v.codec)
+    missing = None in raw
+    if missing and v.has_default:
+        return None
+    if codec in (Int64, Float64, Bool) and np is not None:
+        width = 1 if codec is Bool else 8
+        blank = b"\0" * width
+        mask = np.fromiter((d is None for d in raw), bool, len(raw)) if missing else None
+        data = b"".join(blank if d is None else d for d in raw) if missing \
+            else b"".join(raw)  # type: ignore[arg-type]
+        if len(data) != width * len(raw):  # a cell of another size
+            return None
+        if codec is Bool:
+            flat = np.frombuffer(data, np.uint8)
+            if len(flat) and flat.max() > 1:
+                return None
+            return pa.array(flat.astype(bool), pa.bool_(), mask=mask)
+        flat = np.frombuffer(data, ">i8" if codec is Int64 else ">f8")
+        return pa.array(flat.astype(flat.dtype.newbyteorder("=")), arrow_type, mask=mask)
+    if codec in (Utf8, Raw):
+        try:
+            array = pa.array(raw, pa.binary())
+            return array.cast(pa.string()) if codec is Utf8 else array
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # not UTF-8: the codec says why
+            return None
+    decode = v.codec.decode
+    try:
+        values = [None if d is None else decode(d) for d in raw]
+    except Exception:  # noqa: BLE001 - read again value by value: the codec's own error
+        return None
+    return pa.array(values) if arrow_type is None else pa.array(values, arrow_type)
+
+
+class _Sized:
+    """Record batches cut to ``size`` rows (the last one holds the rest)."""
+
+    def __init__(self, pa: Any, size: int) -> None:
+        self._pa, self._size = pa, size
+        self._pending: list[Any] = []
+        self._count = 0
+
+    def add(self, batch: Any) -> list[Any]:
+        """The batches of ``size`` rows complete with ``batch``."""
+        if not batch.num_rows:
+            return []
+        self._pending.append(batch)
+        self._count += batch.num_rows
+        if self._count < self._size:
+            return []
+        table = self._pa.Table.from_batches(self._pending).combine_chunks()
+        out = []
+        at = 0
+        while table.num_rows - at >= self._size:
+            out.extend(table.slice(at, self._size).to_batches())
+            at += self._size
+        rest = table.slice(at)
+        self._pending = rest.to_batches() if rest.num_rows else []
+        self._count = rest.num_rows
+        return out
+
+    def rest(self) -> list[Any]:
+        """The last rows, fewer than ``size`` (none when nothing is left)."""
+        if not self._count:
+            return []
+        out = self._pa.Table.from_batches(self._pending).combine_chunks().to_batches()
+        self._pending, self._count = [], 0
+        return list(out)
 
 
 def _check_rows(rows: int) -> None:

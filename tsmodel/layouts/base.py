@@ -95,6 +95,10 @@ class Layout(abc.ABC):
     #: Whether an event's time is read from its cell timestamp (else from the
     #: row key or the qualifier): such a layout needs event-time cells.
     reads_time_from_cells: ClassVar[bool] = True
+    #: Whether a row holds one event whose cells all carry the key's time floored
+    #: to the millisecond, a column per value field (the reader's common case,
+    #: which the columnar decoder reads without the reader).
+    plain_event_rows: ClassVar[bool] = False
 
     # -- declaration ------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from tsmodel.layouts.base import (
     column_name,
     newest_cells,
 )
-from tsmodel.layouts.render_read import render_rows
+from tsmodel.layouts.render_read import render_columns, render_raw_columns, render_rows
 
 __all__ = ["TableCodec", "EncodedRow", "MAX_VALUE_BYTES", "SALT_FIELD"]
 
@@ -86,7 +86,7 @@ class TableCodec:
                  "_encoders", "_constants", "_joins_plainly", "_join", "_write", "_read",
                  "_time_check", "_like", "_required", "_defaulted", "witness", "_key_columns",
                  "_version_field", "_history", "_owns", "_rendered_records",
-                 "_rendered_decode")
+                 "_rendered_decode", "_rendered_columns")
 
     def __init__(self, shape: TableShape, *, table: str, key: KeyLayout, layout: Layout,
                  time_field: str, values: ValueEncoder, like: TableCodec | None = None,
@@ -127,6 +127,7 @@ class TableCodec:
         self._owns = layout.owns_column(shape) if strict_columns else None
         # The one decoding of the table's rows, rendered from all of the above.
         self._rendered_records, self._rendered_decode = render_rows(self)
+        self._rendered_columns: dict[tuple[str, ...], tuple[Any, Any]] = {}
 
     @property
     def model(self) -> str:
@@ -317,6 +318,23 @@ class TableCodec:
             KeyDecodingError, CellDecodingError: as `decode()`.
         """
         return self._rendered_records(row, only, history, datetimes)
+
+    def column_decoders(self, names: tuple[str, ...]) -> tuple[Callable[..., bool] | None,
+                                                               Callable[..., Any]]:
+        """The columnar decoders of fields ``names`` (rendered once per set of names).
+
+        Returns:
+            ``(raw, decoded)``: ``raw(rows, columns)`` collects undecoded value
+            bytes of plain event rows (``None`` where the layout has no such
+            rendering; ``False`` back for rows it leaves to ``decoded``), and
+            ``decoded(rows, only, history, columns)`` reads rows as `records()`
+            does into a list per field (see `tsmodel.layouts.render_read`).
+        """
+        found = self._rendered_columns.get(names)
+        if found is None:
+            found = self._rendered_columns[names] = (render_raw_columns(self, names),
+                                                     render_columns(self, names))
+        return found
 
     @property
     def decoders(self) -> tuple[Callable[..., Any], ...]:

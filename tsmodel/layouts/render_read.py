@@ -40,7 +40,7 @@ from tsmodel.layouts.base import MARKER, TableShape, column_name, missing_value
 #: A `tsmodel.layouts.codec.TableCodec` (which imports this module).
 TableCodec = Any
 
-__all__ = ["render_values", "render_rows", "render_columns"]
+__all__ = ["render_values", "render_rows", "render_columns", "render_raw_columns"]
 
 #: The errors an application's codec may raise for bytes it refuses its own way.
 _REFUSALS = (ValueError, TypeError, ArithmeticError, LookupError)
@@ -348,3 +348,106 @@ def render_columns(codec: TableCodec,
     src("return columns")
     return compile_function(src.text(), "columns", ns,
                             f"<tsmodel codec {codec.model}.{codec.table} columns>")
+
+
+def render_raw_columns(codec: TableCodec,
+                       names: tuple[str, ...]) -> Callable[..., bool] | None:
+    """A collector of rows' undecoded value bytes into columns, or ``None`` where the
+    table's declaration has no such rendering.
+
+    For a row per event with a column per value field (the common shape): the
+    function takes ``(rows, columns)`` and appends, per row, its key fields,
+    its time (µs) and each value field's cell bytes (``None`` without a cell)
+    to ``columns[name]``, for a columnar decoder to decode whole columns at
+    once. It returns ``False`` as soon as a row is anything but a plain event
+    (cells of another time, a missing required value, a key that does not
+    decode): the caller then decodes those rows with `render_columns()`,
+    which reads them as `render_rows()` does or raises its error, so the
+    outcome never depends on which of the two read them.
+    """
+    layout, shape = codec.layout, codec.shape
+    if (not layout.plain_event_rows or shape.serialization is not None
+            or not shape.event_time_cells or codec._key_columns or codec._owns is not None
+            or not codec._joins_plainly or codec._version_field is not None
+            or codec.time_field not in codec.key.fields
+            or not any(v.stored for v in codec.values.values)):
+        return None
+    values = {v.name: v for v in codec.values.values}
+    key_fields = [f for f in codec.key.fields if f != codec.time_field]
+    src = _Source()
+    ns: dict[str, Any] = {"decode_key": codec.key.decode,
+                          "SegmentValueError": SegmentValueError}
+    src("def raw_columns(rows, columns):")
+    src.indent()
+    var = {}
+    for i, n in enumerate(names):
+        var[n] = f"a{i}"
+        src(f"a{i} = columns[{n!r}].append  # {n}")
+    read = [v for v in codec.values.values if v.name in names or v.stored]
+    slot = {v.name: f"v{i}" for i, v in enumerate(read)}
+    last_name, width, decode_last = codec.key._last
+    # Keys of one entity differ in their last segment, the time: the fields before
+    # it are those of the row before, whose key began with the same bytes.
+    same_head = last_name == codec.time_field and width is not None
+    ns["decode_last"] = decode_last
+    src("keys = head = None")
+    src("for row in rows:")
+    src.indent()
+    src("cells = row.cells")
+    src("if not cells:")
+    src("    continue  # no event")
+    src("key = row.key")
+    if same_head:
+        src("if head is not None and len(key) == size and key.startswith(head):")
+        src("    try:")
+        src(f"        key_time = decode_last(key[{-width}:])")
+        src("    except SegmentValueError:")
+        src("        return False")
+        src("else:")
+        src.indent()
+    src("try:")
+    src("    keys = decode_key(key)")
+    src("except SegmentValueError:")
+    src("    return False")
+    src(f"key_time = keys[{codec.time_field!r}]")
+    if same_head:
+        src(f"head, size = key[:{-width}], len(key)")
+        src.dedent()
+    src(f"ts = key_time // {1000} * {1000}")
+    src(" = ".join(slot.values()) + " = None")
+    src("for family, qualifier, t, value in cells:")
+    src.indent()
+    src("if t != ts:")
+    src("    return False  # cells of another time: the reader's to sort out")
+    by_family: dict[str, list[Any]] = {}
+    for v in read:
+        by_family.setdefault(v.family, []).append(v)
+    first = True
+    for family, vs in by_family.items():
+        src(f"{'if' if first else 'elif'} family == {family!r}:")
+        first = False
+        src.indent()
+        branch = "if"
+        for v in vs:
+            src(f"{branch} qualifier == {v.qualifier!r} and {slot[v.name]} is None:")
+            src(f"    {slot[v.name]} = value")
+            branch = "elif"
+        src.dedent()
+    src.dedent()
+    for v in read:
+        if v.stored:
+            src(f"if {slot[v.name]} is None:")
+            src("    return False  # a required value without its cell")
+    for n in names:
+        if n == codec.time_field:
+            src(f"{var[n]}(key_time)")
+        elif n in key_fields:
+            src(f"{var[n]}(keys[{n!r}])")
+        elif n in values:
+            src(f"{var[n]}({slot[n]})")
+        else:
+            return None
+    src.dedent()
+    src("return True")
+    return compile_function(src.text(), "raw_columns", ns,
+                            f"<tsmodel codec {codec.model}.{codec.table} raw columns>")

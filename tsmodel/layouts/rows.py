@@ -51,6 +51,10 @@ class Rows(Layout):
     reads_time_from_cells = False
     columns_are_fields = True
 
+    @property
+    def plain_event_rows(self) -> bool:  # type: ignore[override]
+        return not self.exact_times
+
     def check(self, shape: TableShape) -> str | None:
         if shape.bucket is not None:
             return ("a bucket (ts.timestamp(bucket=...)) needs a bucket layout: "

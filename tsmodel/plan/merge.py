@@ -37,7 +37,7 @@ from tsmodel.encoding.timestamps import to_micros
 from tsmodel.plan.cursors import Mark, Position, resume_request
 from tsmodel.plan.reads import ReadPlan
 
-__all__ = ["ReadMerge", "READ_AHEAD", "check_guard"]
+__all__ = ["ReadMerge", "READ_AHEAD", "check_guard", "reads_whole_rows"]
 
 M = TypeVar("M")
 
@@ -46,7 +46,7 @@ M = TypeVar("M")
 #: streaming when the consumer reaches them. Streams merged by time are all
 #: read at once: each one's first rows are needed before any event is certain.
 READ_AHEAD = 8
-_SINKS = ("instances", "records", "keys")
+_SINKS = ("instances", "records", "keys", "rows")
 
 
 #: The row an instance came from: its stream, its key, and every instance of it (in
@@ -82,7 +82,8 @@ class ReadMerge(Generic[M]):
             µs: `records()`, for the columnar
             results of `tsmodel.io`), or ``"keys"`` (the row key,
             checked, one per row: for a count plan whose rows are events,
-            read without their values).
+            read without their values), or ``"rows"`` (each row as read, for
+            a plan that `reads_whole_rows()`: the columnar results decode them).
     """
 
     def __init__(self, plan: ReadPlan, model: type[M], start: Position | None = None, *,
@@ -127,7 +128,7 @@ class ReadMerge(Generic[M]):
         self._key: Callable[[_Item], Any] = lambda item: time_of(item[0])
         #: An item's time in µs, for positions (a row key of the "keys" sink has none).
         self._time: Callable[[Any], int] = (
-            time_of if records else (lambda e: 0) if sink == "keys"
+            time_of if records else (lambda e: 0) if sink in ("keys", "rows")
             else (lambda e: to_micros(time_of(e))))
         self._accept = plan.accept_record if records else plan.accept
         self._reversed: collections.deque[_Item] | None = (
@@ -268,6 +269,8 @@ class ReadMerge(Generic[M]):
         if self.sink == "keys":  # M is bytes then: the row key, checked, one per row
             check: Any = plan.codec.check_key
             decode = lambda model, row, only, history: [check(row.key)]  # noqa: E731
+        elif self.sink == "rows":  # M is Row then: a row is one item, marked whole
+            decode = lambda model, row, only, history: [row]  # noqa: E731
         elif self.sink == "records":  # M is the record type then
             records: Any = plan.codec.records
             decode = lambda model, row, only, history: records(row, only, history)  # noqa: E731
@@ -393,6 +396,15 @@ def _after_mark(events: list[Any], mark: Mark, time_of: Callable[[Any], Any],
             if seen == mark.seen:
                 return events[k + 1:]
     return []
+
+
+def reads_whole_rows(plan: ReadPlan) -> bool:
+    """Whether the answer of ``plan`` is its rows' events, whole rows in the order read
+    (no filter, limit, reversal or merge by event time in between), so that
+    the merge may hand out rows (sink ``"rows"``) for a columnar decoder."""
+    return (not plan.client_filters and plan.limit is None and not plan.reverse_after
+            and plan.merge != "sort" and not (plan.merge == "time" and len(plan.requests) > 1)
+            and not plan.history and not any(r.reverse for r in plan.requests))
 
 
 def check_guard(plan: ReadPlan, found: Sequence[Row]) -> None:

@@ -34,6 +34,7 @@ from tsmodel.io import pandas as _pandas
 from tsmodel.io import polars as _polars
 from tsmodel.io.arrow import DEFAULT_BATCH_ROWS, ArrowColumns
 from tsmodel.plan.cursors import CursorCodec, Page, Position, cursor_codec
+from tsmodel.plan.merge import reads_whole_rows
 from tsmodel.plan.reads import (
     LatestResult,
     QueryState,
@@ -584,7 +585,7 @@ class QuerySet(Generic[M]):
             ValueError: ``rows`` is not an int >= 1.
         """
         columns = ArrowColumns(self.model, self._state.only, "to_arrow_batches()")
-        return columns.batches(self._records(), rows)
+        return self._column_batches(columns, rows)
 
     def to_arrow(self) -> Any:
         """The matching events as one ``pyarrow.Table`` (the model's schema when none).
@@ -621,7 +622,17 @@ class QuerySet(Generic[M]):
 
     def _arrow_table(self, what: str) -> Any:
         columns = ArrowColumns(self.model, self._state.only, what)
-        return columns.table(columns.batches(self._records(), DEFAULT_BATCH_ROWS))
+        return columns.table(self._column_batches(columns, DEFAULT_BATCH_ROWS))
+
+    def _column_batches(self, columns: ArrowColumns, rows: int) -> Iterator[Any]:
+        """Record batches of the matching events: rows decoded straight into columns
+        where the plan's answer is whole rows, else records into columns."""
+        conn = self._conn()
+        plan, codec, start = self._resumable(conn.features, conn.cursor_secret)
+        if start is None and plan.codec is not None and reads_whole_rows(plan):
+            read = stream(plan, conn, self.model, codec, start, sink="rows")
+            return columns.row_batches(plan.codec, read, plan.only, rows)
+        return columns.batches(self._records(), rows)
 
     def _records(self) -> Iterator[dict[str, Any]]:
         """The matching events as records (times in µs), for the columnar results."""
@@ -959,7 +970,7 @@ class AsyncQuerySet(QuerySet[M]):
         """The matching events as record batches, with ``async for``; see
         `QuerySet.to_arrow_batches()`."""
         columns = ArrowColumns(self.model, self._state.only, "to_arrow_batches()")
-        return columns.abatches(self._arecords(), rows)
+        return self._acolumn_batches(columns, rows)
 
     async def to_arrow(self) -> Any:
         """The matching events as a ``pyarrow.Table``; see `QuerySet.to_arrow()`."""
@@ -977,8 +988,18 @@ class AsyncQuerySet(QuerySet[M]):
 
     async def _aarrow_table(self, what: str) -> Any:
         columns = ArrowColumns(self.model, self._state.only, what)
-        return columns.table([b async for b in columns.abatches(self._arecords(),
-                                                                DEFAULT_BATCH_ROWS)])
+        return columns.table([b async for b in self._acolumn_batches(columns,
+                                                                     DEFAULT_BATCH_ROWS)])
+
+    def _acolumn_batches(self, columns: ArrowColumns, rows: int) -> AsyncIterator[Any]:
+        """`QuerySet._column_batches()`, read asynchronously."""
+        conn = self._aconn()
+        plan, codec, start = self._resumable(conn.features, conn.cursor_secret)
+        if start is None and plan.codec is not None and reads_whole_rows(plan):
+            read = astream(plan, conn, self.model, codec, start, sink="rows")
+            return columns.arow_batches(plan.codec, read, plan.only,
+                                        rows)
+        return columns.abatches(self._arecords(), rows)
 
     def _arecords(self) -> AsyncIterator[dict[str, Any]]:
         return self._astream(sink="records")  # type: ignore[return-value]
