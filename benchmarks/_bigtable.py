@@ -162,6 +162,74 @@ class BigtableSuite:
         result.notes.append(self._read_breakdown())
         return result
 
+    def read_limits(self) -> list[Result]:
+        """(b0) the read limit, and (b1) instances and (b2) ``to_arrow()`` as shares of it.
+
+        The limit reads the same ranges with the very ``ReadRowsRequest`` s
+        tsmodel sends, on a raw gRPC channel whose responses are taken as
+        bytes, never parsed: what the transport and the emulator take. The
+        three are timed back to back in each run, in turn.
+        """
+        self._tsmodel_write()
+        limits, instances, arrow = [], [], []
+        n = len(self.events)
+        for run in range(self.runs):
+            pair = [self._raw_read, self._tsmodel_read, self._arrow_read]
+            for _ in range(run % 3):
+                pair.append(pair.pop(0))
+            times = {fn.__name__: fn() for fn in pair}
+            limits.append(n / times["_raw_read"])
+            instances.append(n / times["_tsmodel_read"])
+            arrow.append(n / times["_arrow_read"])
+            self.log(f"  (b0-b2) run {run + 1}: limit {limits[-1]:,.0f} events/s, instances "
+                     f"{instances[-1]:,.0f}, to_arrow {arrow[-1]:,.0f}")
+        limit = Result("b0", f"read limit: ReadRows of (b)'s ranges, {n:,} events, raw channel, "
+                       "responses unparsed", "events/s", median(limits), None, None, "", None,
+                       self.runs)
+        shares = [ratio_result("b1", "", "events/s", instances, limits, 0.65,
+                               target=">= 0.65 of b0"),
+                  ratio_result("b2", "", "events/s", arrow, limits, 0.8,
+                               target=">= 0.8 of b0")]
+        shares[0].what = "(b) range read into instances, / the read limit"
+        shares[1].what = "to_arrow() of the same ranges, / the read limit"
+        return [limit, *shares]
+
+    def _raw_read(self) -> float:
+        import grpc
+
+        from tsmodel.backends import _bigtable_wire as wire
+
+        requests = [wire.read_request(f"projects/bench/instances/bench/tables/{req.table}", None,
+                                      req)
+                    for host in self.hosts for req in self.model.range(
+                        _data.START, self.end, hostname=host).using(self.conn).explain().requests]
+        channel = grpc.insecure_channel(self.host_port, options=[
+            ("grpc.max_receive_message_length", -1)])
+        read_rows = channel.unary_stream("/google.bigtable.v2.Bigtable/ReadRows",
+                                         request_serializer=lambda m: m.SerializeToString(),
+                                         response_deserializer=lambda data: data)
+
+        def read() -> int:
+            return sum(len(data) for pb in requests for data in read_rows(pb))
+
+        for _ in read_rows(requests[0]):  # connected before the clock starts
+            pass
+        try:
+            seconds, size = timed(read)
+        finally:
+            channel.close()
+        assert size > 0
+        return seconds
+
+    def _arrow_read(self) -> float:
+        def read() -> int:
+            return sum(self.model.range(_data.START, self.end, hostname=host)
+                       .using(self.conn).to_arrow().num_rows for host in self.hosts)
+
+        seconds, count = timed(read)
+        assert count == len(self.events), count
+        return seconds
+
     def _read_breakdown(self) -> str:
         """Where a read instance's time goes, all streamed: backend, mapper, the rest (medians)."""
         spec, model = self.model.__tsmodel__, self.model

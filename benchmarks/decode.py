@@ -10,7 +10,12 @@ replayed (``_columnar.Replay``), so that nothing but the decoding is timed:
 
 * ``records``: ``sum(1 for _ in qs._records())``, the records alone;
 * ``instances``: ``list(qs)``, the model's instances of those records;
-* ``arrow``: ``qs.to_arrow()`` (when pyarrow is importable).
+* ``arrow``: ``qs.to_arrow()`` (when pyarrow is importable);
+* ``columns``: the columnar decoding alone, the replayed rows straight into
+  one Arrow record batch (``ArrowColumns.rows_batch``, where the checkout
+  has it), without the query's merge.
+
+Under the table, each checkout's ``columns`` and ``arrow`` per instance.
 
 Two models: ``ServerMetric`` (a row per event, key ``HOSTNAME#13-digit ms``)
 and the same metrics in hourly bucket rows (``layout=ts.cells()``, 720
@@ -38,7 +43,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 #: What is timed, in the order printed.
-MEASURES = ("records", "instances", "arrow")
+MEASURES = ("records", "instances", "arrow", "columns")
 
 
 def _cpu(fn: Callable[[], Any]) -> float:
@@ -99,6 +104,13 @@ def measure(events: int, runs: int) -> dict[str, dict[str, float]]:
         }
         if arrow:
             timed["arrow"] = qs.to_arrow
+            from tsmodel.io.arrow import ArrowColumns
+
+            columns = ArrowColumns(model)
+            if hasattr(columns, "rows_batch"):
+                codec = model.__tsmodel__.codec
+                rows = [r for replayed in conn.backend.rows.values() for r in replayed]
+                timed["columns"] = lambda c=columns, k=codec, r=rows: c.rows_batch(k, r, None)
         for fn in timed.values():
             fn()  # warm: imports, caches
         figures: dict[str, list[float]] = {m: [] for m in timed}
@@ -146,6 +158,12 @@ def main(argv: list[str] | None = None) -> int:
                 old = theirs[name][m]
                 line += f" {old:>12,.0f} {figures[m] / old:>7.2f}x"
             print(line)
+    for label, figures in (("this", ours), ("baseline", theirs or {})):
+        for name, f in figures.items():
+            shares = ", ".join(f"{m} {f[m] / f['instances']:.2f}x" for m in ("arrow", "columns")
+                               if m in f)
+            if shares:
+                print(f"{label}, {name}: per instance: {shares}")
     return 0
 
 

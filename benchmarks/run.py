@@ -171,6 +171,9 @@ def _measure(args: argparse.Namespace, host_port: str, only: set[str],
         if "b" in only:
             log(f"(b) range reads{at}")
             results.append(suite.reads())
+            if rtt is None:
+                log("(b0-b2) the read limit, instances and to_arrow() as shares of it")
+                results += suite.read_limits()
         if "c" in only:
             log(f"(c) latest lookups{at}")
             results += suite.lookups_()
