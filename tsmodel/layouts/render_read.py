@@ -279,6 +279,109 @@ def _guarded(src: _Source, body: Callable[[], None]) -> None:
     src("        row_key=key) from None")
 
 
+def _plain(codec: TableCodec) -> bool:
+    """Whether ``codec``'s rows are plain events: a row per event, a column per value
+    field, cells at the key's time, nothing else to check (no salt, no key
+    column, no strict columns, no version field, some value required)."""
+    layout, shape = codec.layout, codec.shape
+    return bool(layout.plain_event_rows and shape.serialization is None
+                and shape.event_time_cells and not codec._key_columns and codec._owns is None
+                and codec._joins_plainly and codec._version_field is None
+                and codec.time_field in codec.key.fields
+                and any(v.stored for v in codec.values.values))
+
+
+def _plain_instance(src: _Source, codec: TableCodec, ns: dict[str, Any]) -> None:
+    """The instance of a plain event row (see `_plain()`), built straight from its cells;
+    any other row (or ``only``, ``history``) goes on to the general decoding below,
+    which reads it or raises its error."""
+    values = codec.values.values
+    time_name = codec.time_field
+    key_fields = [f for f in codec.key.fields if f != time_name]
+    slot = {v.name: f"v{i}" for i, v in enumerate(values)}
+    last_name, width, decode_last = codec.key._last
+    same_head = last_name == time_name and width is not None
+    src("cells = row.cells")
+    src("if only is None and not history and cells:")
+    src.indent()
+    src("key = row.key")
+    if same_head:
+        # Keys of one entity differ in their last segment, the time: the fields
+        # before it are those of the key decoded last (one tuple, replaced whole).
+        ns["decode_last"], ns["LAST"] = decode_last, [(None, 0, None)]
+        src("head, size, keys = LAST[0]")
+        src("if head is not None and len(key) == size and key.startswith(head):")
+        src("    try:")
+        src(f"        key_time = decode_last(key[{-width}:])")
+        src("    except SegmentValueError:")
+        src("        keys = None")
+        src("else:")
+        src.indent()
+    src("try:")
+    src("    keys = decode_key(key)")
+    src("except SegmentValueError:")
+    src("    keys = None")
+    src("else:")
+    src(f"    key_time = keys[{time_name!r}]")
+    if same_head:
+        src(f"    LAST[0] = (key[:{-width}], len(key), keys)")
+        src.dedent()
+    src("if keys is not None:")
+    src.indent()
+    src("ts = key_time // 1000 * 1000")
+    src("plain = True")
+    src(" = ".join(slot.values()) + " = None")
+    src("for family, qualifier, t, value in cells:")
+    src.indent()
+    src("if t != ts:")
+    src("    plain = False")
+    src("    break")
+    by_family: dict[str, list[Any]] = {}
+    for v in values:
+        by_family.setdefault(v.family, []).append(v)
+    first = True
+    for family, vs in by_family.items():
+        src(f"{'if' if first else 'elif'} family == {family!r}:")
+        first = False
+        src.indent()
+        branch = "if"
+        for v in vs:
+            src(f"{branch} qualifier == {v.qualifier!r} and {slot[v.name]} is None:")
+            src(f"    {slot[v.name]} = value")
+            branch = "elif"
+        src.dedent()
+    src.dedent()
+    missing = [f"{slot[v.name]} is None" for v in values if v.stored or v.has_default]
+    if missing:
+        src(f"if {' or '.join(missing)}:")
+        src("    plain = False  # a required value without its cell, or a default to apply")
+    src("if plain:")
+    src.indent()
+    src("try:")
+    src.indent()
+    args = []
+    for v in values:
+        if v.name in key_fields:
+            continue  # promoted: the key's value wins
+        ns[f"d_{slot[v.name]}"] = v.codec.decode
+        if v.optional:
+            src(f"{slot[v.name]} = None if {slot[v.name]} is None else "
+                f"d_{slot[v.name]}({slot[v.name]})")
+        else:
+            src(f"{slot[v.name]} = d_{slot[v.name]}({slot[v.name]})")
+        args.append(f"{v.name}={slot[v.name]}")
+    src("when = EPOCH + timedelta(microseconds=key_time)")
+    src.dedent()
+    src("except Exception:  # the general decoding says why, where")
+    src("    plain = False")
+    src("if plain:")
+    args = [f"{f}=keys[{f!r}]" for f in key_fields] + [f"{time_name}=when"] + args
+    src("    return [cls(" + ", ".join(args) + ")]")
+    src.dedent()
+    src.dedent()
+    src.dedent()
+
+
 def render_rows(codec: TableCodec) -> tuple[Callable[..., list[dict[str, Any]]],
                                             Callable[..., list[Any]]]:
     """The records and instances decoders of ``codec``'s table (see `TableCodec`)."""
@@ -290,8 +393,11 @@ def render_rows(codec: TableCodec) -> tuple[Callable[..., list[dict[str, Any]]],
             ("decode", "def decode(cls, row, only=None, history=False):",
              "append(cls(**values))", "True")):
         src = _Source()
+        ns = _namespace(codec)
         src(head)
         src.indent()
+        if name == "decode" and _plain(codec):
+            _plain_instance(src, codec, ns)
         src("key = cells = ()")
 
         def body(emit: str = emit, datetimes: str = datetimes, src: _Source = src) -> None:
@@ -302,8 +408,7 @@ def render_rows(codec: TableCodec) -> tuple[Callable[..., list[dict[str, Any]]],
             src("return out")
 
         _guarded(src, body)
-        fns.append(compile_function(src.text(), name, _namespace(codec),
-                                    f"<tsmodel codec {where} {name}>"))
+        fns.append(compile_function(src.text(), name, ns, f"<tsmodel codec {where} {name}>"))
     return fns[0], fns[1]
 
 
@@ -365,12 +470,7 @@ def render_raw_columns(codec: TableCodec,
     which reads them as `render_rows()` does or raises its error, so the
     outcome never depends on which of the two read them.
     """
-    layout, shape = codec.layout, codec.shape
-    if (not layout.plain_event_rows or shape.serialization is not None
-            or not shape.event_time_cells or codec._key_columns or codec._owns is not None
-            or not codec._joins_plainly or codec._version_field is not None
-            or codec.time_field not in codec.key.fields
-            or not any(v.stored for v in codec.values.values)):
+    if not _plain(codec):
         return None
     values = {v.name: v for v in codec.values.values}
     key_fields = [f for f in codec.key.fields if f != codec.time_field]
