@@ -216,3 +216,16 @@ async def test_the_async_connection_saves_frames(rows_model: Any, backend: Backe
         assert dump(backend, model) == dump(backend, listed)
     finally:
         conn.drop_tables(listed)
+
+
+def test_progress_counts_the_rows_of_the_whole_frame(rows_model: Any) -> None:
+    model, conn = rows_model
+    seen: list[tuple[int, int | None]] = []
+    result = conn.save_frame(model, _frame(25), rows=10,
+                             progress=lambda done, total: seen.append((done, total)))
+    assert result.ok
+    assert seen[-1] == (25, 25) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+    streamed: list[tuple[int, int | None]] = []
+    conn.save_frame(model, iter(pa.Table.from_pandas(_frame(7)).to_batches()),
+                    validate_first=False, progress=lambda d, t: streamed.append((d, t)))
+    assert streamed[-1] == (7, None)

@@ -8,7 +8,8 @@ input's size: each chunk's columns are converted to Python values a column
 at a time (Arrow's conversion, one call per column: times to aware
 datetimes, dictionary columns to their values, nulls to ``None``), then the
 chunk's instances are built and saved as ``save_all`` saves them (the same
-validation, companions, rollups and outcomes).
+validation, companions, rollups and outcomes). `FrameSave` is the sequence
+both connections drive.
 
 Columns must be fields of the model; a field missing from the frame takes
 its declared default (a field without one is refused before anything is
@@ -18,7 +19,6 @@ field is refused by the save's validation as it would be in ``save_all``.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -28,7 +28,7 @@ from tsmodel import errors
 from tsmodel.io import require
 from tsmodel.plan.writes import WriteResult, prepare_save
 
-__all__ = ["Chunk", "chunks", "is_stream", "progress_bar", "DEFAULT_FRAME_ROWS"]
+__all__ = ["Chunk", "chunks", "is_stream", "row_count", "FrameSave", "DEFAULT_FRAME_ROWS"]
 
 #: Rows of a frame saved at a time (validated, then written, then let go).
 DEFAULT_FRAME_ROWS = 20_000
@@ -149,16 +149,6 @@ def _check_columns(model: str, fields: dict[str, Any], names: tuple[str, ...]) -
             model=model, field=missing[0])
 
 
-def progress_bar(show: bool | None, total: int | None, desc: str) -> Any:
-    """A ``tqdm`` bar of rows saved on standard error, or ``None``; ``show`` ``None``:
-    shown when standard error is a terminal."""
-    if not (sys.stderr.isatty() if show is None else show):
-        return None
-    from tqdm import tqdm  # type: ignore[import-untyped]
-
-    return tqdm(desc=desc, total=total, unit=" rows", file=sys.stderr, dynamic_ncols=True)
-
-
 def row_count(frame: Any) -> int | None:
     """The rows of ``frame`` when known before reading it (``None``: a stream)."""
     kind = _kind(frame)
@@ -186,7 +176,7 @@ class FrameSave:
     """
 
     def __init__(self, model: type, frame: Any, rows: int, *, validate_first: bool,
-                 accept_expired: bool, progress: bool | None) -> None:
+                 accept_expired: bool) -> None:
         if validate_first and is_stream(frame):
             raise ValueError(
                 "save_frame(validate_first=True) reads the input twice (every row is "
@@ -196,7 +186,8 @@ class FrameSave:
         self.model, self.frame, self.rows = model, frame, rows
         self.validate_first, self.accept_expired = validate_first, accept_expired
         self._results: list[Any] = []
-        self._bar = progress_bar(progress, row_count(frame), f"save {model.__name__}")
+        #: The rows of the frame when known before reading it (``None``: a stream).
+        self.total = row_count(frame)
         self._at = 0  # the row of the entity encoded last (see counted())
 
     def validate(self) -> None:
@@ -233,21 +224,13 @@ class FrameSave:
         """Take the `WriteResult` of one chunk's ``save_all``."""
         self._results.extend(attrs.evolve(r, row=chunk.start + i)
                              for i, r in enumerate(result.results))
-        if self._bar is not None:
-            self._bar.update(len(chunk.instances))
 
     def refused(self, exc: errors.ValidationError) -> errors.ValidationError:
         """The error of a chunk refused (validated chunk by chunk): its row, and the
         result of the chunks before (written) as ``exc.result``."""
-        self.close()
         exc = self._located(exc)
         exc.result = self.result()
         return exc
 
     def result(self) -> WriteResult:
         return WriteResult(tuple(self._results))
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None

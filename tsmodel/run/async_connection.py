@@ -211,7 +211,7 @@ class AsyncConnection:
     async def save_frame(self, model: type, frame: Any, *, rows: int = DEFAULT_FRAME_ROWS,
                          raise_on_failure: bool = True, accept_expired: bool = False,
                          validate_first: bool = True,
-                         progress: bool | None = None) -> WriteResult:
+                         progress: Progress = None) -> WriteResult:
         """Save the rows of a data frame whose columns are ``model``'s fields, as events.
 
         The same sequence, arguments and result as
@@ -219,18 +219,28 @@ class AsyncConnection:
         saved by `save_all()`.
         """
         save = FrameSave(model, frame, rows, validate_first=validate_first,
-                         accept_expired=accept_expired, progress=progress)
+                         accept_expired=accept_expired)
+        meter = WriteProgress(progress, "save")
         try:
             save.validate()
+            advance = meter.start(save.total)
             for chunk in save.chunks():
+                counted = [0]  # the chunk's entities answered so far
+
+                def batch_done(done: int, total: int | None, counted: list[int] = counted,
+                               ) -> None:
+                    advance(done - counted[0])
+                    counted[0] = done
+
                 try:
                     result = await self.save_all(save.counted(chunk), raise_on_failure=False,
+                                                 progress=batch_done,
                                                  accept_expired=accept_expired)
                 except errors.ValidationError as exc:
                     raise save.refused(exc) from None
                 save.saved(chunk, result)
         finally:
-            save.close()
+            meter.close()
         result = save.result()
         if raise_on_failure:
             result.raise_for_failures()

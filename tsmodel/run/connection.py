@@ -230,7 +230,7 @@ class Connection:
 
     def save_frame(self, model: type, frame: Any, *, rows: int = DEFAULT_FRAME_ROWS,
                    raise_on_failure: bool = True, accept_expired: bool = False,
-                   validate_first: bool = True, progress: bool | None = None) -> WriteResult:
+                   validate_first: bool = True, progress: Progress = None) -> WriteResult:
         """Save the rows of a data frame whose columns are ``model``'s fields, as events.
 
         A pandas or polars ``DataFrame``, a ``pyarrow.Table`` or
@@ -250,8 +250,10 @@ class Connection:
                 input is read twice; a one-shot iterator of batches is refused);
                 ``False``: each chunk is checked before it is written, and a bad
                 row stops the save there, the chunks before it written.
-            progress: a progress bar of rows on standard error; ``None``: when it
-                is a terminal.
+            progress: as for `save_all()`, over the whole frame: a bar of rows
+                on standard error when it is a terminal (``None``), ``True``,
+                ``False``, or a callable ``progress(done, total)`` (the total
+                ``None`` for a stream of batches).
 
         Returns:
             The `WriteResult`, one `EntityResult` per row in the frame's order,
@@ -267,18 +269,28 @@ class Connection:
             ExtraNotInstalledError: pyarrow is not installed.
         """
         save = FrameSave(model, frame, rows, validate_first=validate_first,
-                         accept_expired=accept_expired, progress=progress)
+                         accept_expired=accept_expired)
+        meter = WriteProgress(progress, "save")
         try:
             save.validate()
+            advance = meter.start(save.total)
             for chunk in save.chunks():
+                counted = [0]  # the chunk's entities answered so far
+
+                def batch_done(done: int, total: int | None, counted: list[int] = counted,
+                               ) -> None:
+                    advance(done - counted[0])
+                    counted[0] = done
+
                 try:
                     result = self.save_all(save.counted(chunk), raise_on_failure=False,
+                                           progress=batch_done,
                                            accept_expired=accept_expired)
                 except errors.ValidationError as exc:
                     raise save.refused(exc) from None
                 save.saved(chunk, result)
         finally:
-            save.close()
+            meter.close()
         result = save.result()
         if raise_on_failure:
             result.raise_for_failures()
