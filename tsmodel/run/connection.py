@@ -236,8 +236,9 @@ class Connection:
         A pandas or polars ``DataFrame``, a ``pyarrow.Table`` or
         ``RecordBatch``, or an iterable of record batches: each row is one
         event, saved as `save_all()` saves it (the same checks, companion
-        tables, rollups and outcomes), ``rows`` rows at a time, so that
-        memory stays bounded whatever the frame's size. A field without a
+        tables, rollups and outcomes), ``rows`` rows at a time: the working
+        memory is one chunk's, whatever the frame's size, beside the result's
+        one `EntityResult` per row (about 0.5 KiB a row with its instance). A field without a
         column takes its default; a column that is no field is refused.
         Needs pyarrow (``pip install 'tsmodel-bigtable[arrow]'``).
 
