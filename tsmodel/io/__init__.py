@@ -7,8 +7,10 @@ Each of these is an optional extra: ``pip install 'tsmodel-bigtable[arrow]'``
 and say which extra to install when one is missing.
 
 Rows become columns without model instances: the query's read plan streams
-the one decoding of rows (`tsmodel.layouts.TableCodec.records()`) into
-`ArrowColumns`, a batch of records at a time.
+its rows into `ArrowColumns`, decoded by the table codec's generated column
+decoders (`tsmodel.layouts.render_read`), or its records
+(`tsmodel.layouts.TableCodec.records()`) where the plan filters or merges
+events. Frames come in through `tsmodel.io.frames` (``save_frame()``).
 """
 
 from __future__ import annotations
