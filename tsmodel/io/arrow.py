@@ -19,6 +19,7 @@ Every column is nullable: an optional value without a cell is null.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from decimal import Decimal
 from itertools import islice
@@ -80,8 +81,7 @@ class ArrowColumns:
         #: The value fields read from cells (a promoted one is read from the key).
         self._values = {v.name: v for v in spec.values if v.name not in key_fields}
         try:
-            import numpy
-            self._np: Any = numpy
+            self._np: Any = importlib.import_module("numpy")  # typed Any: an optional extra
         except ImportError:  # pragma: no cover - pyarrow>=16 runs without numpy
             self._np = None
 
