@@ -5,7 +5,8 @@ with a message that says what is wrong and how to fix it; the tests check
 the key words of that message.
 """
 
-from datetime import datetime
+import sys
+from datetime import datetime, timedelta
 from typing import ClassVar, Optional
 
 import attrs
@@ -518,3 +519,20 @@ def test_protobuf_value_in_another_family_is_refused():
                                     "v": ts.value(family="G")},
             annotations={"host": str, "time": datetime, "v": float},
             serialization=ts.Protobuf())
+
+
+@pytest.mark.parametrize("layout", [ts.offsets(timedelta(minutes=15)), ts.cells(), ts.columns()],
+                         ids=lambda layout: layout.name)
+def test_a_bucket_layout_without_a_bucket_names_the_model_and_field(layout):
+    """Issue 26, item 5: refused with a DeclarationError under plain Python, not an
+    empty AssertionError from inside the layout (the check ran after the codec)."""
+    assert sys.flags.optimize == 0  # asserts run: the check must not rest on them
+    with pytest.raises(ts.DeclarationError) as caught:
+        @ts.model(table="M", family="F", layout=layout)
+        class Meter:
+            meter: str = ts.key()
+            when: datetime = ts.timestamp(unit="ms")
+            kwh: float = ts.value()
+    message = str(caught.value)
+    assert message.startswith("Meter: ")
+    assert "'when'" in message and "ts.timestamp(bucket=...)" in message

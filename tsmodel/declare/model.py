@@ -292,9 +292,6 @@ def _with_companions(spec: ModelSpec, options: ModelOptions, hints: dict[str, An
                 f"{spec.name}: row keys of {derived.table!r} can reach "
                 f"{derived.key.max_length} bytes, over Bigtable's 4 KB limit"
             )
-        problem = derived.layout.check(derived)
-        if problem:
-            raise errors.DeclarationError(f"{spec.name} ({derived.table}): {problem}")
     spec = attrs.evolve(spec, alternates=alternates, snapshot=snap)
     if not options.rollups:
         return spec
@@ -318,10 +315,8 @@ def _with_companions(spec: ModelSpec, options: ModelOptions, hints: dict[str, An
 
 
 def _finish_layout(spec: ModelSpec, options: ModelOptions) -> ModelSpec:
-    """Check the layout, derive the version limit, and apply the size guard."""
-    problem = spec.layout.check(spec)
-    if problem:
-        raise errors.DeclarationError(f"{spec.name}: {problem}")
+    """Derive the version limit and apply the size guard (the layout was checked when
+    the spec compiled its codec)."""
     check_versions(spec, alternates=bool(options.alternates),
                    snapshot=options.snapshot is not None)
     check_cell_times(spec)

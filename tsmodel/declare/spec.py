@@ -96,7 +96,11 @@ class ModelSpec:
     corrections_read_first: bool = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        # Compiled here, so that every spec (attrs.evolve included) has its own.
+        # Compiled here, so that every spec (attrs.evolve included) has its own; the
+        # layout is checked first, as it compiles its writer and reader for the spec.
+        problem = self.layout.check(self)
+        if problem:
+            raise errors.DeclarationError(f"{self.name}: {problem}")
         values = ValueEncoder(self.name, self.values)
         codec = TableCodec(self, table=self.table, key=self.key, layout=self.layout,
                            time_field=self.timestamp_field, values=values,

@@ -59,6 +59,10 @@ class TableShape(Protocol):
         """The default column family."""
 
     @property
+    def timestamp_field(self) -> str:
+        """The name of the timestamp field, for messages."""
+
+    @property
     def bucket(self) -> Bucket | None:
         """The time bucket of the row key, or ``None`` for a row per event."""
 

@@ -33,7 +33,10 @@ class Cells(Layout):
     columns_are_fields = True
 
     def check(self, shape: TableShape) -> str | None:
-        return None if shape.bucket else "layout=ts.cells() needs ts.timestamp(bucket=...)"
+        if not shape.bucket:
+            return (f"layout=ts.cells() needs ts.timestamp(bucket=...) on field "
+                    f"{shape.timestamp_field!r}")
+        return None
 
     def describe(self) -> str:
         return "a bucket row, a new cell version per event"

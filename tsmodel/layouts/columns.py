@@ -35,7 +35,8 @@ class Columns(Layout):
 
     def check(self, shape: TableShape) -> str | None:
         if not shape.bucket:
-            return "layout=ts.columns() needs ts.timestamp(bucket=...)"
+            return (f"layout=ts.columns() needs ts.timestamp(bucket=...) on field "
+                    f"{shape.timestamp_field!r}")
         if len(shape.values) != 1 or shape.serialization is not None:
             return ("layout=ts.columns() stores one measurement per row in the qualifier: "
                     "declare exactly one value field (promote the metric name into the key) "

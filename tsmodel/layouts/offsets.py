@@ -57,7 +57,8 @@ class Offsets(Layout):
 
     def check(self, shape: TableShape) -> str | None:
         if not shape.bucket:
-            return "layout=ts.offsets(step) needs ts.timestamp(bucket=...)"
+            return (f"layout=ts.offsets(step) needs ts.timestamp(bucket=...) on field "
+                    f"{shape.timestamp_field!r}")
         if shape.serialization is None and len(shape.values) != 1:
             return ("layout=ts.offsets(step) holds one value per offset column: declare one "
                     "value field, or serialization=ts.Protobuf() for the whole event")

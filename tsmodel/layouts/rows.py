@@ -57,7 +57,8 @@ class Rows(Layout):
 
     def check(self, shape: TableShape) -> str | None:
         if shape.bucket is not None:
-            return ("a bucket (ts.timestamp(bucket=...)) needs a bucket layout: "
+            return (f"a bucket (ts.timestamp(bucket=...) on field {shape.timestamp_field!r}) "
+                    "needs a bucket layout: "
                     "layout=ts.cells(), ts.columns() or ts.offsets(step)")
         return None
 
