@@ -396,6 +396,123 @@ def test_rollup_rows_are_written_whole(backend: Backend) -> None:
         db.drop_tables(Metric)
 
 
+def kept_model(model_retention: timedelta | None = None) -> type:
+    """A model keeping its events (forever, or ``model_retention``) longer than its
+    hourly rollup keeps its rows (two days)."""
+    s = _suffix()
+
+    @ts.model(table=f"RK_{s}", family="F", retention=model_retention,
+              rollups=[ts.rollup(f"RK_1H_{s}", "1h", retention=timedelta(days=2))])
+    class Kept:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        cpu: float = ts.value("C")
+        n: Optional[int] = ts.value("N", default=None)  # noqa: UP045
+
+    return Kept
+
+
+def kept_events(model: type, hour: datetime, days: int) -> list[Any]:
+    """Events every 20 minutes of the last ``days`` days up to ``hour``, two hosts."""
+    return [model(host=h, time=hour - timedelta(minutes=20 * i) + 7 * MS,
+                  cpu=i % 7 + 0.25, n=None if i % 4 == 0 else i)  # exact float sums
+            for h in ("a", "b") for i in range(1, days * 72)]
+
+
+def test_resample_reads_raw_events_where_the_rollup_keeps_no_rows(backend: Backend) -> None:
+    """Issue 26, item 1: a rollup of a shorter retention than the model's serves no
+    range starting before its horizon (it holds none of those buckets): every
+    window comes from the raw events, as range() returns them."""
+    Kept = kept_model()
+    db = ts.Connection(backend, batch_size=100)
+    db.create_tables(Kept)
+    try:
+        hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+        events = kept_events(Kept, hour, 5)
+        assert db.save_all(events, accept_expired=True).ok
+        stored: Stored = {((e.host,), us(e.time)): {"cpu": e.cpu, "n": e.n}
+                          for e in events if e.host == "a"}
+        spans = {"older than the rollup keeps": (hour - timedelta(days=5),
+                                                 hour - timedelta(days=3)),
+                 "straddling its horizon": (hour - timedelta(days=5), hour + timedelta(hours=1)),
+                 "inside its retention": (hour - timedelta(days=1), hour + timedelta(hours=1))}
+        for what, (start, end) in spans.items():
+            qs = Kept.range(start, end, host="a").using(db)
+            assert len(list(qs)) == sum(1 for _, t in stored if us(start) <= t < us(end))
+            for every, size in (("1h", HOUR_US), ("1d", 24 * HOUR_US)):
+                resample = qs.resample(every)
+                source = "rollup" if what == "inside its retention" else "raw"
+                assert resample.explain().source == source, f"{what}: {resample.explain()}"
+                want = oracle_buckets(stored, size, ["cpu", "n"], {"n"}, us(start), us(end))
+                got = windows_as_rows(resample, ["host"], ["cpu", "n"])
+                assert got == want, f"{what}, every {every}: {_diff(got, want)}"
+    finally:
+        db.drop_tables(Kept)
+
+
+def test_events_older_than_a_rollups_retention_are_saved_and_kept(backend: Backend) -> None:
+    """Issue 26, item 2: the model keeps them, so a save takes them (no RetentionError,
+    no accept_expired); the rollup rows they fall in are past the rollup's retention
+    and are not written."""
+    Kept = kept_model()
+    db = ts.Connection(backend, batch_size=100)
+    db.create_tables(Kept)
+    hourly = ts.spec_of(Kept).rollups[0]
+    try:
+        hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+        events = kept_events(Kept, hour, 4)
+        assert db.save_all(events).ok
+        everything = Kept.range(hour - timedelta(days=5), hour + timedelta(hours=1),
+                                allow_scan=True).using(db)
+        assert sorted((e.host, e.time) for e in everything) == sorted(
+            (e.host, e.time) for e in events)
+        horizon = us(datetime.now(UTC) - timedelta(days=2))
+        stored: Stored = {((e.host,), us(e.time)): {"cpu": e.cpu, "n": e.n} for e in events}
+        want = {slot: row for slot, row in oracle_buckets(stored, HOUR_US, ["cpu", "n"],
+                                                          {"n"}).items()
+                if slot[1] >= horizon + HOUR_US}
+        got = rollup_rows(Kept, "1h", db, ["host"], ["cpu", "n"])
+        assert {k: v for k, v in got.items() if k[1] >= horizon + HOUR_US} == want
+        # No row of a bucket past the rollup's retention was written (read raw, no filter).
+        starts = [ts.spec_of(hourly.model).codec.time_of(row)
+                  for request in [ReadRequest(hourly.table)]
+                  for raw in backend.read_rows(request)
+                  for row in ts.spec_of(hourly.model).codec.decode(hourly.model, raw)]
+        assert starts and min(starts) >= horizon - HOUR_US, (min(starts), horizon)
+    finally:
+        db.drop_tables(Kept)
+
+
+def test_events_past_the_models_own_retention_are_refused_and_never_read(
+        backend: Backend) -> None:
+    """Issue 26, item 2: the refusal names the model's own table; with
+    accept_expired=True they are written, and no read returns them (the docs)."""
+    Kept = kept_model(model_retention=timedelta(days=3))
+    db = ts.Connection(backend, batch_size=100)
+    db.create_tables(Kept)
+    spec = ts.spec_of(Kept)
+    try:
+        hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+        events = kept_events(Kept, hour, 5)
+        horizon = us(datetime.now(UTC) - timedelta(days=3))
+        expired = [e for e in events if us(e.time) < horizon]
+        with pytest.raises(ts.RetentionError, match="accept_expired") as caught:
+            db.save_all(events)
+        assert {p.table for p in caught.value.problems} == {spec.table}
+        assert sorted(p.entity.time for p in caught.value.problems) == sorted(
+            e.time for e in expired)
+        assert f"of {spec.table}:F" in str(caught.value)
+        assert db.save_all(events, accept_expired=True).ok
+        start, end = hour - timedelta(days=6), hour + timedelta(hours=1)
+        got = {(e.host, e.time) for e in Kept.range(start, end, allow_scan=True).using(db)}
+        kept = {(e.host, e.time) for e in events if us(e.time) >= horizon + 60_000_000}
+        assert kept <= got and not got & {(e.host, e.time) for e in expired}
+        windows = Kept.range(start, end, host="a").using(db).resample("1h")
+        assert all(us(w.start) >= horizon - HOUR_US for w in windows)
+    finally:
+        db.drop_tables(Kept)
+
+
 # -- declarations and queries (no backend) -----------------------------------------------
 
 

@@ -475,8 +475,15 @@ class Reference:
         return out
 
     def rollup(self, every: int) -> dict[Any, dict[str, Any]]:
-        """What the rollup table of bucket size ``every`` holds: the stored events' buckets."""
-        return self.buckets(self.visible(), every)
+        """What the rollup table of bucket size ``every`` holds: the stored events' buckets,
+        but none older than the rollup's retention (docs/rollups.md: "A bucket older
+        than it has no row")."""
+        rows = self.buckets(self.visible(), every)
+        keep = self.shape.rollup_retention
+        if keep is None:
+            return rows
+        horizon = (datetime.now(UTC) - _EPOCH) // timedelta(microseconds=1) - keep
+        return {slot: row for slot, row in rows.items() if slot[1] >= horizon}
 
     # -- raw tables -----------------------------------------------------------------
 

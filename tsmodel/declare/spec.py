@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -10,13 +11,11 @@ from tsmodel import errors
 from tsmodel.backends.base import ReadFilter
 from tsmodel.encoding.buckets import Bucket
 from tsmodel.encoding.keys import BucketSegment, KeyLayout, SaltSegment, TimestampSegment
-from tsmodel.encoding.timestamps import from_micros
+from tsmodel.encoding.timestamps import ceil_to, from_micros
 from tsmodel.encoding.values import ValueEncoder, ValueSpec
 from tsmodel.layouts import Layout, Rows, TableCodec, rows
 
 if TYPE_CHECKING:
-    from datetime import timedelta
-
     from tsmodel.encoding.serialization import BoundSerialization
 
 __all__ = ["ValueSpec", "ModelSpec", "SnapshotSpec", "RollupSpec", "spec_of", "instance_spec",
@@ -133,6 +132,14 @@ class ModelSpec:
                           versions_kept=None if read_versions else self.max_versions,
                           **filters)
 
+    def horizon(self, now_us: int) -> int | None:
+        """The oldest cell timestamp (µs, whole ms) the ``retention`` keeps at ``now_us``,
+        or ``None`` without one: an older cell is deleted by garbage collection
+        and never read, collected or not."""
+        if self.retention is None:
+            return None
+        return ceil_to(now_us - self.retention // timedelta(microseconds=1), 1_000)
+
     @property
     def reversed_time(self) -> bool:
         """Whether newer events sort first in the row key (reversed timestamps)."""
@@ -241,6 +248,12 @@ class RollupSpec:
     def start(self, us: int) -> int:
         """The start of the bucket holding ``us``."""
         return us - us % self.every
+
+    def kept_from(self, now_us: int) -> int | None:
+        """The oldest bucket start its ``retention`` keeps at ``now_us``, or ``None``
+        (kept forever): a row is stamped with its bucket start, so an older
+        bucket's row is deleted by garbage collection and never read."""
+        return self.spec.horizon(now_us)
 
 
 def spec_of(model: Any) -> ModelSpec:

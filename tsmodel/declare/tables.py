@@ -10,7 +10,7 @@ from __future__ import annotations
 from tsmodel.backends.base import GcRule, TableSpec
 from tsmodel.declare.spec import ModelSpec
 
-__all__ = ["table_specs"]
+__all__ = ["table_specs", "event_table_specs"]
 
 
 def table_specs(spec: ModelSpec) -> list[TableSpec]:
@@ -31,6 +31,19 @@ def table_specs(spec: ModelSpec) -> list[TableSpec]:
         The main table, the alternate-key tables, the current-value table,
         if any, then the rollup tables; families sorted by name.
     """
+    tables = event_table_specs(spec)
+    for rollup in spec.rollups:
+        for table in table_specs(rollup.spec):
+            if rollup.mode == "increment":  # its family holds int64 sums
+                table = TableSpec(table.name, table.families, table.family_names())
+            tables.append(table)
+    return tables
+
+
+def event_table_specs(spec: ModelSpec) -> list[TableSpec]:
+    """The tables that hold the model's events, with families and GC rules: the
+    main table, the alternate-key tables and the current-value table (not the
+    rollup tables, whose rows are aggregates of their own retention)."""
     main_rule = GcRule(max_versions=spec.max_versions, max_age=spec.retention)
     tables = [TableSpec(t.table, tuple((f, main_rule) for f in spec.families))
               for t in (spec, *spec.alternates)]
@@ -38,9 +51,4 @@ def table_specs(spec: ModelSpec) -> list[TableSpec]:
         one_version = GcRule(max_versions=1)
         tables.append(TableSpec(spec.current_table,
                                 tuple((f, one_version) for f in spec.families)))
-    for rollup in spec.rollups:
-        for table in table_specs(rollup.spec):
-            if rollup.mode == "increment":  # its family holds int64 sums
-                table = TableSpec(table.name, table.families, table.family_names())
-            tables.append(table)
     return tables

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any, Generic, TypeVar
 
 import attrs
@@ -620,8 +620,9 @@ class _Compiler:
 
     def _horizon(self) -> int:
         """The oldest cell timestamp the model's max age keeps, now."""
-        assert self.spec.retention is not None
-        return ceil_to(self.now_us - self.spec.retention // timedelta(microseconds=1), _MS)
+        horizon = self.spec.horizon(self.now_us)
+        assert horizon is not None  # called only with a retention
+        return horizon
 
     def _client_checks(self, leftover: list[str]) -> tuple[
             tuple[str, ...], Callable[[Any], bool], Callable[[Any], bool]]:

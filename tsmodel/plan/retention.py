@@ -10,9 +10,11 @@ error message:
     if problems:
         raise ValueError(tsmodel.plan.retention.retention_message(problems))
 
-`retention_horizons()` lists a model's families where age alone surely
-deletes a cell; what a GC rule surely deletes is decided in
-`tsmodel.backends.gc`.
+`retention_horizons()` lists the families of a model's event tables where
+age alone surely deletes a cell; what a GC rule surely deletes is decided
+in `tsmodel.backends.gc`. A rollup's ``retention`` is no reason to refuse an
+event: the model keeps the event, and the rollup keeps no row of a bucket
+older than its retention (`tsmodel.plan.rollups`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import attrs
 
 from tsmodel.backends.gc import MICROSECOND, format_duration, max_age_of
 from tsmodel.declare.spec import ModelSpec, instance_spec
-from tsmodel.declare.tables import table_specs
+from tsmodel.declare.tables import event_table_specs
 from tsmodel.encoding.timestamps import from_micros, to_micros
 
 __all__ = [
@@ -37,16 +39,18 @@ __all__ = [
 
 
 def retention_horizons(spec: ModelSpec) -> tuple[tuple[str, str, timedelta], ...]:
-    """``(table, family, max age)`` of every family of the model whose GC rule has a max age.
+    """``(table, family, max age)`` of every family holding the model's events (its
+    main, alternate-key and current-value tables) whose GC rule has a max age.
 
     Args:
         spec: the model's spec (`tsmodel.spec_of()`).
 
     Returns:
         Only the families where age alone surely deletes a cell (see
-        `tsmodel.backends.gc.max_age_of()`), shortest age first.
+        `tsmodel.backends.gc.max_age_of()`), shortest age first; not the
+        rollup tables'.
     """
-    found = [(t.name, family, age) for t in table_specs(spec) for family, rule in t.families
+    found = [(t.name, family, age) for t in event_table_specs(spec) for family, rule in t.families
              if (age := max_age_of(rule)) is not None]
     return tuple(sorted(found, key=lambda item: item[2]))
 

@@ -12,6 +12,12 @@ it exactly as if the events had come once, in order.
 `Accumulator` is the one aggregation, used by the refresh and by
 `tsmodel.QuerySet.resample()` over raw events or rollup rows.
 
+A rollup declared with a ``retention`` keeps no row of a bucket older than
+it (the row's cells are stamped with the bucket start, so garbage
+collection would delete it at once, and no read returns it): refreshes
+and increments leave such buckets alone, and `compile_resample()` reads the
+raw events for them where the model keeps its events longer.
+
 Aggregates, per value field ``f`` of a bucket: ``f_count`` (events with a
 value), ``f_sum`` (an exact int for int fields; for float fields the
 correctly rounded sum, `math.fsum()`, whatever the order of the
@@ -22,6 +28,7 @@ value of the newest event with one) and ``f_mean`` (``f_sum / f_count``).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -47,7 +54,7 @@ from tsmodel.encoding.timestamps import from_micros
 from tsmodel.plan.reads import QueryState, ReadPlan, compile_query
 
 __all__ = ["Stats", "Window", "Accumulator", "RollupRefresh", "Increments", "ResamplePlan",
-           "compile_resample", "windows", "rollup_row", "increment_row"]
+           "compile_resample", "windows", "rollup_row", "increment_row", "expired_slot"]
 
 
 @attrs.frozen
@@ -224,10 +231,14 @@ class RollupRefresh:
 
     Args:
         features: the backend's capabilities.
+        now_us: the time retention is counted from (default: the clock): a
+            slot of a bucket older than its rollup's ``retention`` keeps no
+            row and is left out.
     """
 
-    def __init__(self, features: Features | None = None) -> None:
+    def __init__(self, features: Features | None = None, now_us: int | None = None) -> None:
         self.features = features
+        self.now_us = time.time_ns() // 1_000 if now_us is None else now_us
         self._slots: dict[_Slot, tuple[ModelSpec, RollupSpec, type, list[int]]] = {}
         self._plans: dict[_Slot, ReadPlan] = {}
         self.requests: list[ReadRequest] = []
@@ -251,7 +262,10 @@ class RollupRefresh:
     def add_slot(self, spec: ModelSpec, rollup: RollupSpec, model: type,
                  key: tuple[tuple[str, Any], ...], start: int,
                  members: Iterable[int] = ()) -> None:
-        """One (entity, bucket) of a rollup of ``spec`` (of the model class ``model``)."""
+        """One (entity, bucket) of a rollup of ``spec`` (of the model class ``model``);
+        none of a bucket older than the rollup's retention."""
+        if expired_slot(rollup, start, self.now_us):
+            return
         slot = (rollup.table, key, start)
         found = self._slots.get(slot)
         if found is None:
@@ -267,7 +281,7 @@ class RollupRefresh:
         items = list(self._slots.items())
         out = []
         for i in range(0, len(items), max(1, size)):
-            part = RollupRefresh(self.features)
+            part = RollupRefresh(self.features, self.now_us)
             part._slots = {slot: (s, r, m, list(members))
                            for slot, (s, r, m, members) in items[i:i + size]}
             out.append(part)
@@ -338,6 +352,13 @@ class RollupRefresh:
         return by_table, refused
 
 
+def expired_slot(rollup: RollupSpec, start: int, now_us: int) -> bool:
+    """Whether ``rollup`` keeps no row for the bucket starting at ``start`` (µs) at
+    ``now_us``: it is older than the rollup's retention (refreshes skip it)."""
+    kept_from = rollup.kept_from(now_us)
+    return kept_from is not None and start < kept_from
+
+
 def rollup_row(rollup: RollupSpec, slot: _Slot, events: Mapping[int, Any]) -> RowMutation:
     """The whole rollup row of a slot, (rollup table, entity key, bucket start): its
     events' aggregates (``events``: by time in µs), or no row without events.
@@ -405,10 +426,13 @@ class Increments:
 
     `add()` the events saved (with the entities each stands for); `rows()`
     gives one row mutation per (rollup table, entity, bucket), its events'
-    ``count``, ``f_count`` and ``f_sum`` summed in one `AddToCell` each.
+    ``count``, ``f_count`` and ``f_sum`` summed in one `AddToCell` each; none
+    for a bucket older than the rollup's retention (at ``now_us``, default: the
+    clock).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, now_us: int | None = None) -> None:
+        self.now_us = time.time_ns() // 1_000 if now_us is None else now_us
         self._sums: dict[_Slot, tuple[RollupSpec, dict[str, int], list[int]]] = {}
 
     def add(self, spec: ModelSpec, entity: Any, members: Iterable[int]) -> None:
@@ -417,7 +441,7 @@ class Increments:
         us = spec.codec.time_of(entity)
         members = list(members)
         for rollup in spec.rollups:
-            if rollup.mode != "increment":
+            if rollup.mode != "increment" or expired_slot(rollup, rollup.start(us), self.now_us):
                 continue
             slot = (rollup.table, key, rollup.start(us))
             found = self._sums.get(slot)
@@ -487,9 +511,12 @@ def compile_resample(spec: ModelSpec, state: QueryState, every: int,
 
     A rollup serves when its bucket size divides ``every``, the range's start
     and end are multiples of its bucket size, it aggregates every field
-    asked for, its key holds the fields the query names, and the query has
-    no ``where()`` condition. Among those, the largest buckets win (fewest
-    rows).
+    asked for, its key holds the fields the query names, the query has
+    no ``where()`` condition, and it still keeps the range's buckets: a
+    rollup whose ``retention`` is shorter than the model's (or the model
+    keeps its events forever) serves no range starting before its horizon,
+    whose windows the raw events hold and it does not. Among those, the
+    largest buckets win (fewest rows).
 
     Raises:
         QueryError: not a ``range(...)`` query, a limit or ``newest_first``,
@@ -514,6 +541,8 @@ def compile_resample(spec: ModelSpec, state: QueryState, every: int,
     if not names:
         raise errors.QueryError(f"{spec.name}: resample(): no int or float value field")
     assert state.start_us is not None and state.end_us is not None
+    if now_us is None:
+        now_us = time.time_ns() // 1_000
     given = {name for name, _ in state.fields}
     why = "no rollup declared"
     best: RollupSpec | None = None
@@ -532,6 +561,9 @@ def compile_resample(spec: ModelSpec, state: QueryState, every: int,
             why = f"rollup {rollup.table!r} lacks a field asked for"
         elif not given <= set(rollup.spec.key_fields):
             why = f"rollup {rollup.table!r}'s key lacks a field the query names"
+        elif _outlived(spec, rollup, state.start_us, now_us):
+            why = (f"the range starts before rollup {rollup.table!r}'s retention keeps its "
+                   "buckets, the model's raw events longer")
         elif best is None or _rank(rollup) > _rank(best):
             best = rollup
     if best is not None:
@@ -541,6 +573,16 @@ def compile_resample(spec: ModelSpec, state: QueryState, every: int,
                             f"rollup {best.table!r} ({best.label} buckets) covers the range")
     read = compile_query(spec, attrs.evolve(state, only=names), features, now_us)
     return ResamplePlan(every, names, None, read, why)
+
+
+def _outlived(spec: ModelSpec, rollup: RollupSpec, start_us: int, now_us: int) -> bool:
+    """Whether the model's events reach further back than ``rollup``'s rows, from
+    ``start_us`` on: the range's oldest buckets are then in the raw events only."""
+    kept_from = rollup.kept_from(now_us)
+    if kept_from is None or start_us >= kept_from:
+        return False
+    raw_from = spec.horizon(now_us)
+    return raw_from is None or raw_from < kept_from
 
 
 def _rank(rollup: RollupSpec) -> tuple[bool, int]:

@@ -59,7 +59,7 @@ from tsmodel.jobs.snapshots import period_read
 from tsmodel.jobs.splits import DEFAULT_MOST
 from tsmodel.jobs.steps import require_tables, run_job
 from tsmodel.plan.reads import time_span
-from tsmodel.plan.rollups import rollup_row
+from tsmodel.plan.rollups import expired_slot, rollup_row
 from tsmodel.plan.writes import EncodedEvent, encode_event
 from tsmodel.run.connection import connect
 from tsmodel.run.query import QuerySet
@@ -648,10 +648,11 @@ class _HeldSlots(WorkerDoFn):
 
 class _SlotRow:
     """A slot's whole rollup row from its events (the refresh's `rollup_row()`), or
-    nothing for a slot with neither an event of the span nor a rollup row."""
+    nothing for a slot with neither an event of the span nor a rollup row, or of a
+    bucket older than the rollup's retention at ``now_us`` (as the refresh skips it)."""
 
-    def __init__(self, model: type) -> None:
-        self.model = model
+    def __init__(self, model: type, now_us: int) -> None:
+        self.model, self.now_us = model, now_us
 
     def __call__(self, grouped: tuple[_Slot, Iterable[Any]]) -> Iterator[tuple[str, Any]]:
         slot, found = grouped
@@ -664,8 +665,8 @@ class _SlotRow:
             us, entity, inside = item
             events[us] = entity
             wanted = wanted or inside
-        if wanted:
-            (rollup,) = [r for r in spec_of(self.model).rollups if r.table == slot[0]]
+        (rollup,) = [r for r in spec_of(self.model).rollups if r.table == slot[0]]
+        if wanted and not expired_slot(rollup, slot[2], self.now_us):
             yield slot[0], rollup_row(rollup, slot, events)
 
 
@@ -731,6 +732,7 @@ def rebuild_rollups(url: str, model: type, start: datetime, end: datetime, *,
             max(r.start(span[1] - 1) + r.every for r in spec.rollups))
     _prepare(url, spec.name, [spec.table], _tables(spec, [r.table for r in spec.rollups]))
     counters: dict[str, int] = {}
+    now_us = time.time_ns() // 1_000  # retention counted from one instant on every worker
 
     def build(p: beam.Pipeline) -> None:
         slots = [p | "Read main" >> ReadEvents(
@@ -743,7 +745,7 @@ def rebuild_rollups(url: str, model: type, start: datetime, end: datetime, *,
                              _HeldSlots(url, model, rollup.table, prefix)))
         _ = (slots | "All slots" >> beam.Flatten()
              | "Per slot" >> beam.GroupByKey()
-             | "Rollup rows" >> beam.FlatMap(_SlotRow(model))
+             | "Rollup rows" >> beam.FlatMap(_SlotRow(model, now_us))
              | "Batch" >> beam.BatchElements(min_batch_size=batch_size,
                                              max_batch_size=batch_size)
              | "Write" >> beam.ParDo(_WriteRows(url)))
