@@ -170,6 +170,8 @@ def test_companion_failure_is_partial_and_repair_converges(
     for mine, theirs in ((spec.current_table, clean.current_table),
                          (spec.alternates[0].table, clean.alternates[0].table)):
         assert table_cells(backend, mine) == table_cells(backend, theirs)
+    # Every current-value row was lost, and each was restored: counted (issue 26, item 7).
+    assert report.current_rows_fixed == len(table_cells(backend, clean.current_table)) > 0
     # Repairing again changes nothing.
     again = ts.repair(Game, MARCH, MARCH + timedelta(days=31), connection=conn)
     assert again.alternate_events_deleted == 0 and again.current_rows_fixed == 0

@@ -166,6 +166,104 @@ def test_repair_equals_the_single_process_repair(stores: tuple[str, str]) -> Non
     assert report.counters["current_rows_fixed"] == 1
 
 
+def lose_and_haunt_current_rows(url: str) -> None:
+    """Five current-value rows lost, three behind their newest event, two holding an
+    event the main table lacks (newer than any)."""
+    spec = Reading.__tsmodel__
+    with ts.connect(url, default=False) as conn:
+        mutations = []
+        for m in range(10):
+            at = DAY + timedelta(days=9) if m >= 8 else DAY - timedelta(days=1)
+            ev = encode_event(spec, Reading(meter=f"m{m:02d}", site=f"s{m % 3}", time=at,
+                                            kwh=-1.0))
+            assert ev.current_key is not None
+            mutations.append(RowMutation(ev.current_key, (DeleteRow(),) if m < 5 else (
+                DeleteRow(), *ev.current_mutations)))
+        assert all(o.ok for o in conn.backend.mutate_rows("B_CURRENT_READING", mutations))
+
+
+def counted_from_tables(url: str, start: datetime, end: datetime) -> dict[str, int]:
+    """What a repair of [start, end) has to do, counted from the raw tables: events
+    in the range, entities, alternate-key events the main table lacks, current rows
+    not holding their entity's newest event of the range (missing, behind, or an
+    event the main table lacks)."""
+    lo, hi = int(start.timestamp() * 1e6), int(end.timestamp() * 1e6)
+    main: dict[tuple[bytes, bytes], set[int]] = {}
+    for key, cells in raw(url, "B_READING"):
+        _, meter, site, _ = key.split(b"#")
+        t = cells[0][2]  # a row per event: its cells carry the event time
+        if lo <= t < hi:
+            main.setdefault((meter, site), set()).add(t)
+    alternates = raw(url, "B_READING_BY_SITE")
+    lacking = sum(1 for key, cells in alternates
+                  if cells[0][2] not in main.get(tuple(key.split(b"#")[2::-2]), set()))
+    current = {tuple(key.split(b"#")): max(c[2] for c in cells)
+               for key, cells in raw(url, "B_CURRENT_READING")}
+    stale = sum(1 for entity, times in main.items()
+                if current.get(entity, -1) < max(times)
+                or (current[entity] not in times and lo <= current[entity] < hi))
+    stale += sum(1 for entity, t in current.items() if entity not in main and lo <= t < hi)
+    events = sum(len(times) for times in main.values())
+    return {"events_read": events, "events_replayed": events, "events_written": len(main),
+            "alternate_events_deleted": lacking, "current_rows_fixed": stale,
+            "dead_letters": 0, "failed": 0}
+
+
+def test_repair_counters_are_what_the_tables_needed(stores: tuple[str, str]) -> None:
+    """Issue 26, item 7: every documented counter, each as counted from the tables
+    before the repair (restored current rows included); ts.repair reports the same."""
+    job, oracle = stores
+    seed(job, oracle)
+    for url in stores:
+        damage(url)
+        lose_and_haunt_current_rows(url)
+    start, end = DAY - timedelta(days=2), DAY + timedelta(days=30)
+    want = counted_from_tables(job, start, end)
+    assert want["current_rows_fixed"] == 5 + 3 + 2 and want["alternate_events_deleted"] == 1
+    report = tsbeam.repair(job, Reading, start, end, options=OPTIONS, batch_size=64)
+    assert {name: report.counters[name] for name in want} == want, report
+    with ts.connect(oracle, default=False) as conn:
+        single = ts.repair(Reading, start, end, connection=conn, progress=False)
+    assert (single.events, single.alternate_events_deleted, single.current_rows_fixed,
+            single.failed) == (want["events_replayed"], want["alternate_events_deleted"],
+                               want["current_rows_fixed"], 0)
+    for table in ("B_READING_BY_SITE", "B_CURRENT_READING"):
+        assert raw(job, table) == raw(oracle, table), table
+    # Clean now: a second run finds nothing to fix, and says so with zeros.
+    again = tsbeam.repair(job, Reading, start, end, options=OPTIONS, batch_size=64)
+    assert again.counters["current_rows_fixed"] == again.counters["dead_letters"] == 0
+    assert again.counters["alternate_events_deleted"] == 0
+
+
+def test_every_job_reports_its_documented_counters(tmp_path: Path) -> None:
+    """Issue 26, item 7: present, 0 when nothing happened (no KeyError)."""
+    url = f"sqlite:///{tmp_path / 'counters.db'}"
+    seed(url)
+    in_day = len([r for r in readings() if DAY <= r.time < DAY + timedelta(days=1)])
+    snapshot = tsbeam.snapshot(url, Reading, DAY, options=OPTIONS)
+    assert (snapshot.counters["events_read"], snapshot.counters["events_written"],
+            snapshot.counters["dead_letters"]) == (in_day, in_day, 0)
+    backfill = tsbeam.backfill(url, Reading, options=OPTIONS)
+    assert backfill.counters["dead_letters"] == 0
+    assert backfill.counters["events_read"] == len(readings())
+    migrate = tsbeam.migrate(url, Reading, ReadingV2, options=OPTIONS, spot_checks=0)
+    assert (migrate.counters["events_read"], migrate.counters["events_written"],
+            migrate.counters["dead_letters"]) == (len(readings()),) * 2 + (0,)
+    with ts.connect(url, default=False) as conn:
+        conn.create_tables(Metric)
+        conn.save_all(metrics())
+    start, end = DAY, DAY + timedelta(hours=2)
+    rollups = tsbeam.rebuild_rollups(url, Metric, start, end, options=OPTIONS)
+    # Read over the range widened to whole days (the daily rollup); writes no event.
+    widened = [m for m in metrics() if DAY <= m.time < DAY + timedelta(days=1)]
+    assert (rollups.counters["events_read"], rollups.counters["events_written"],
+            rollups.counters["dead_letters"], rollups.counters["failed"]) == (
+        len(widened), 0, 0, 0)
+    hours = {(m.host, m.time.replace(minute=0)) for m in metrics() if start <= m.time < end}
+    assert rollups.counters["rollup_rows_written"] == len(hours) + 4  # and a day per host
+    assert rollups.counters["rollup_rows_deleted"] == 0
+
+
 def test_backfill_of_new_companions_equals_a_repair(stores: tuple[str, str]) -> None:
     job, oracle = stores
     seed(job, oracle)

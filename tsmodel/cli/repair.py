@@ -65,7 +65,7 @@ def _run(args: argparse.Namespace) -> int:
         print_json(report)
     else:
         print(f"{spec.name}: replayed {report.events} events into the companion tables; "
-              f"deleted {report.alternate_events_deleted} alternate-key events and fixed "
-              f"{report.current_rows_fixed} current values the main table lacks; "
+              f"deleted {report.alternate_events_deleted} alternate-key events the main "
+              f"table lacks and restored {report.current_rows_fixed} current-value rows; "
               f"{report.failed} writes failed ({time.monotonic() - began:.2f} s)")
     return 0 if report.ok else 1

@@ -110,8 +110,9 @@ class RepairReport:
     Attributes:
         events: main-table events replayed into the companions.
         alternate_events_deleted: alternate-key events the main table lacks.
-        current_rows_fixed: current-value rows that held an event the main
-            table lacks.
+        current_rows_fixed: current-value rows rewritten because they did not
+            hold the entity's newest event of the range: missing (restored),
+            holding an older event, or holding an event the main table lacks.
         failed: companion writes that failed (run the repair again).
         rollup_rows_written: rollup rows recomputed (written anew or deleted).
     """
@@ -206,7 +207,9 @@ def repair_steps(model: type, start: datetime, end: datetime, *, features: Featu
         failed += bad
     close(bar)
     _progress(spec, events, failed)
-    failed += (yield from replay_current(spec, list(newest.values()), batch_size))[0]
+    bad_current, _, restored = yield from replay_current(spec, list(newest.values()),
+                                                         batch_size)
+    failed += bad_current
     deleted = 0
     for alt in spec.alternates:
         request = alternate_request(scope, alt)
@@ -215,12 +218,13 @@ def repair_steps(model: type, start: datetime, end: datetime, *, features: Featu
         close(bar)
         deleted += doomed
         failed += bad
-    fixed = 0
+    fixed = restored
     if spec.current_codec is not None:
         request = current_request(scope)
         bar = yield from bars.counted(f"{spec.current_codec.table} (check)", [request])
-        fixed, bad = yield from fix_current(scope, request, batch_size, bar)
+        replaced, bad = yield from fix_current(scope, request, batch_size, bar)
         close(bar)
+        fixed += replaced
         failed += bad
     rolled = 0
     if spec.rollups:
@@ -387,20 +391,22 @@ def replay_companions(
     return plan.failures(), bad
 
 
-def replay_current(spec: ModelSpec, newest: Sequence[EncodedEvent],
-                   batch_size: int) -> JobSteps[tuple[int, dict[int, MutationOutcome]]]:
+def replay_current(spec: ModelSpec, newest: Sequence[EncodedEvent], batch_size: int,
+                   ) -> JobSteps[tuple[int, dict[int, MutationOutcome], int]]:
     """Write each row's newest event of the range into the current-value table,
     unless the row holds a newer event (one after the range): an older event
     never replaces it, nor leaves cells beside it.
 
     Returns:
         As `replay_companions()`: the failures, and the indexes (in
-        ``newest``) of the events they were for.
+        ``newest``) of the events they were for; then the rows restored:
+        written with their event and APPLIED where the row was missing or
+        held an older event.
     """
     codec = spec.current_codec
     if codec is None or not newest:
-        return 0, {}
-    failed, bad = 0, dict[int, MutationOutcome]()
+        return 0, {}, 0
+    failed, bad, restored = 0, dict[int, MutationOutcome](), 0
     for i in range(0, len(newest), batch_size):
         chunk = newest[i:i + batch_size]
         request = ReadRequest(codec.table, RowSet(keys=tuple(ev.current_key for ev in chunk
@@ -416,7 +422,12 @@ def replay_current(spec: ModelSpec, newest: Sequence[EncodedEvent],
             [chunk[j]._replace(alternates=()) for j in due])
         failed += count
         bad.update((i + due[j], out) for j, out in failures.items())
-    return failed, bad
+        for n, j in enumerate(due):
+            ev = chunk[j]
+            if n not in failures and held.get(ev.current_key, -1) < cell_time(  # type: ignore[arg-type]
+                    ev.timestamp):
+                restored += 1
+    return failed, bad, restored
 
 
 def alternate_request(scope: RepairScope, alt: ModelSpec) -> ReadRequest:

@@ -327,11 +327,14 @@ class Companions:
             ``None`` for every one; ``()`` for none.
         current: write the current-value table: give each row's newest event
             only (one per entity); an older one never replaces a newer one.
+        restored: the Beam counter (tsmodel's namespace) of the current-value
+            rows written where they were missing or held an older event
+            (`tsmodel.jobs.repair.replay_current()`), if any.
     """
 
     def __init__(self, model: type, alternates: Sequence[str] | None = None,
-                 current: bool = False) -> None:
-        self.model, self.current = model, current
+                 current: bool = False, restored: str | None = None) -> None:
+        self.model, self.current, self.restored = model, current, restored
         self.alternates = None if alternates is None else tuple(alternates)
 
     def write(self, conn: Connection, entities: Sequence[Any]) -> list[Failure]:
@@ -339,7 +342,9 @@ class Companions:
         events = [encode_event(spec, e) for e in entities]
         bad: dict[int, MutationOutcome]
         if self.current:
-            _, bad = run_job(replay_current(spec, events, len(events) or 1), conn)
+            _, bad, restored = run_job(replay_current(spec, events, len(events) or 1), conn)
+            if self.restored:
+                beam.metrics.Metrics.counter(NAMESPACE, self.restored).inc(restored)
         else:
             keep = self.alternates
             events = [ev._replace(current_table=None, current_key=None, current_mutations=(),

@@ -103,7 +103,10 @@ class BeamReport:
         counters: ``events_read``, ``events_written``, ``dead_letters`` and
             the job's own (repair: ``events_replayed``,
             ``alternate_events_deleted``, ``current_rows_fixed``,
-            ``failed``).
+            ``failed``; rollups: ``rollup_rows_written``,
+            ``rollup_rows_deleted``, ``failed``), each present (0 when
+            nothing happened); other counters Beam reported (``parts``,
+            ``rows_read``) when there were any.
         seconds: wall time, pipelines included.
         verification: a migration's verification pass, if run.
     """
@@ -156,6 +159,19 @@ def _run(job: str, build: Callable[[beam.Pipeline], None], options: Options,
         value = counter.committed if counter.committed is not None else counter.attempted
         counters[counter.key.metric.name] = counters.get(counter.key.metric.name, 0) + value
     log.info("%s: pipeline done: %s", job, counters)
+
+
+#: The counters every report holds, 0 when nothing happened.
+_COUNTERS = ("events_read", "events_written", "dead_letters")
+
+
+def _report(job: str, counters: dict[str, int], began: float, own: Sequence[str] = (),
+            verification: Verification | None = None) -> BeamReport:
+    """The report of a job: its counters, with every documented one (``own``: the
+    job's) present."""
+    for name in (*_COUNTERS, *own):
+        counters.setdefault(name, 0)
+    return BeamReport(job, counters, time.monotonic() - began, verification)
 
 
 def _dead_letters(written: Any, path: str | None, label: str = "Dead letters") -> None:
@@ -254,7 +270,7 @@ def snapshot(url: str, model: type, period: datetime, *, options: Options = None
         _dead_letters(written, dead_letters)
 
     _run(f"snapshot {target.table}", build, options, counters)
-    return BeamReport(f"snapshot {target.table}", counters, time.monotonic() - began)
+    return _report(f"snapshot {target.table}", counters, began)
 
 
 # -- backfill ----------------------------------------------------------------------------
@@ -351,7 +367,7 @@ def backfill(url: str, model: type, *, tables: Sequence[str] | None = None,
             _newest_into_current(url, model, events, batch_size, dead_letters, "Current")
 
     _run(f"backfill {spec.name}", build, options, counters)
-    return BeamReport(f"backfill {', '.join(chosen)}", counters, time.monotonic() - began)
+    return _report(f"backfill {', '.join(chosen)}", counters, began)
 
 
 # -- repair ------------------------------------------------------------------------------
@@ -386,6 +402,7 @@ class _ReplayPart(_RepairDoFn):
         newest: dict[bytes, EncodedEvent] = {}
         events, failed = run_job(replay_main(self.scope, part, self.batch_size, newest),
                                  self.db())
+        self.count("events_read", events)  # each event the part reads is replayed
         self.count("events_replayed", events)
         self.count("failed", failed)
         for key, event in newest.items():
@@ -459,7 +476,8 @@ def repair(url: str, model: type, start: datetime, end: datetime, *,
             latest = (newest | "Newest per row" >> beam.CombinePerKey(_Newest(model))
                       | "Newest" >> beam.Values())
             written = latest | "Current" >> WriteModel(
-                url, to=Companions(model, alternates=(), current=True), batch_size=batch_size)
+                url, to=Companions(model, alternates=(), current=True,
+                                   restored="current_rows_fixed"), batch_size=batch_size)
             _dead_letters(written, dead_letters)
 
     def prune(p: beam.Pipeline) -> None:
@@ -475,8 +493,14 @@ def repair(url: str, model: type, start: datetime, end: datetime, *,
     _run(f"repair {spec.name}", replay, options, counters)
     if spec.alternates or spec.current_codec is not None:
         _run(f"repair {spec.name}", prune, options, counters)
-    counters["failed"] = counters.get("failed", 0) + counters.pop("dead_letters", 0)
-    return BeamReport(f"repair {spec.name}", counters, time.monotonic() - began)
+    # A current-value write that still failed is a dead letter, and a write not applied.
+    counters["failed"] = counters.get("failed", 0) + counters.get("dead_letters", 0)
+    return _report(f"repair {spec.name}", counters, began, _REPAIR_COUNTERS)
+
+
+#: The repair's own counters.
+_REPAIR_COUNTERS = ("events_replayed", "alternate_events_deleted", "current_rows_fixed",
+                    "failed")
 
 
 # -- migration ---------------------------------------------------------------------------
@@ -599,7 +623,7 @@ def migrate(url: str, source: type, target: type, *, to_url: str | None = None,
         verification = Verification(checks.get("source_events", 0),
                                     checks.get("target_events", 0),
                                     checks.get("checked", 0), checks.get("mismatches", 0))
-    return BeamReport(name, counters, time.monotonic() - began, verification)
+    return _report(name, counters, began, verification=verification)
 
 
 # -- rollups -----------------------------------------------------------------------------
@@ -751,4 +775,6 @@ def rebuild_rollups(url: str, model: type, start: datetime, end: datetime, *,
              | "Write" >> beam.ParDo(_WriteRows(url)))
 
     _run(f"rollups {spec.name}", build, options, counters)
-    return BeamReport(f"rollups {spec.name}", counters, time.monotonic() - began)
+    # It writes rollup rows, not events: events_written stays 0.
+    return _report(f"rollups {spec.name}", counters, began,
+                   ("rollup_rows_written", "rollup_rows_deleted", "failed"))
