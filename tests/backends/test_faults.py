@@ -64,6 +64,7 @@ from typing import Any, Optional
 
 import pytest
 from google.cloud.bigtable.data.exceptions import RetryExceptionGroup
+from google.rpc import code_pb2
 
 import tsmodel as ts
 from tests.faults.proxy import READ_FATAL_KINDS, FaultProxy, Faults
@@ -811,6 +812,68 @@ def test_a_failed_read_before_writing_fails_its_entities(
     assert all(len(r.tables) == 1 for r in result.failed), "companions not attempted"
     direct = Direct(emulator.host_port, shape.tables)
     assert direct.rows == {table: {} for table in shape.tables}
+    direct_conn.drop_tables(shape.model)
+
+
+class FamilyCheckFaults(FaultProxy):
+    """Answers the first ``calls`` MutateRows of each table with ``status`` for every
+    entry (after forwarding it: the emulator applies it): the family check of a
+    backend's first write to the table, and its checks again if it retries."""
+
+    def __init__(self, target: str, status: int, calls: int) -> None:
+        super().__init__(target)
+        self.status, self.left = status, calls
+
+    def _write_fault(self) -> tuple[str, Any]:
+        if self.left > 0:
+            self.left -= 1
+            return "entries", None
+        return "none", None
+
+    def _entry_plan(self, count: int) -> list[tuple[str, int]]:
+        return [("error", self.status)] * count
+
+
+@pytest.mark.parametrize("status", ["INTERNAL", "ABORTED"])
+def test_a_transient_error_of_the_family_check_is_retried(
+        emulator: Any, direct_conn: ts.Connection, status: str) -> None:
+    """Issue 26, item 6: a transient status on the first write's family check was taken
+    for a missing family ("table ... has no column family ..."), failing the batch."""
+    shape = Outcomes(uuid.uuid4().hex[:8])
+    direct_conn.create_tables(shape.model)
+    events = shape.events(random.Random(SEED), 5)
+    with FamilyCheckFaults(emulator.host_port, getattr(code_pb2, status), calls=1) as proxy:
+        conn = ts.Connection(BigtableBackend(PROJECT, INSTANCE, emulator_host=proxy.host_port))
+        result = conn.save_all(events, raise_on_failure=False)
+        conn.close()
+    assert result.ok, [str(r.error) for r in result.results if r.error is not None]
+    assert sorted(map(repr, direct_conn.range(
+        shape.model, T0 - timedelta(days=1), T0 + timedelta(days=30), allow_scan=True))) \
+        == sorted(map(repr, {ts.row_key(e): e for e in events}.values()))
+    direct_conn.drop_tables(shape.model)
+
+
+def test_a_family_check_that_keeps_failing_is_no_missing_family(
+        emulator: Any, direct_conn: ts.Connection) -> None:
+    """Issue 26, item 6: the check's retries spent, the batch is FAILED (nothing of it
+    was sent: the proxy forwarded only the checks) with the check's error, not a
+    false "no column family"; a family that is missing is still said so."""
+    shape = Outcomes(uuid.uuid4().hex[:8])
+    direct_conn.create_tables(shape.model)
+    events = shape.events(random.Random(SEED), 3)
+    with FamilyCheckFaults(emulator.host_port, code_pb2.INTERNAL, calls=100) as proxy:
+        conn = ts.Connection(BigtableBackend(PROJECT, INSTANCE, emulator_host=proxy.host_port))
+        result = conn.save_all(events, raise_on_failure=False)
+        conn.close()
+    assert [r.status for r in result.results] == [ts.WriteStatus.FAILED] * len(events)
+    for r in result.results:
+        assert "no column family" not in str(r.error) and "cannot check" in str(r.error)
+    assert not any(table == shape.model.__tsmodel__.table and not key.startswith(b"\xff\xff")
+                   for table, key in proxy.forwarded), "only family checks were sent"
+    # A family the table truly lacks: the emulator's refusal, said as such.
+    direct_conn.backend.delete_family(shape.model.__tsmodel__.table, "F")
+    missing = direct_conn.save_all(events[:1], raise_on_failure=False)
+    assert "has no column family 'F'" in str(missing.results[0].error)
     direct_conn.drop_tables(shape.model)
 
 

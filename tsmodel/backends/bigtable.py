@@ -562,30 +562,57 @@ def _absent_families(backend: Any, target: _Target, table: str,
 
     Families not known to exist yet are checked with one ``MutateRows``
     call that changes nothing (`_bigtable_wire.family_check_request()`);
-    those found are remembered in ``backend._families``.
+    those found are remembered in ``backend._families``. Only the
+    emulator's own refusal (``INTERNAL``, "unknown family") says a family is
+    missing; any other failure of a check (a transient ``INTERNAL`` or
+    ``ABORTED``, a call that broke) is checked again, up to
+    `FAMILY_CHECK_ATTEMPTS` times (the check changes nothing: it may be
+    sent again), then reported as a check that could not be made.
 
     Raises:
         TableNotFoundError: the table does not exist.
     """
     known = backend._families.get(table, frozenset())
-    unchecked = sorted(families - known)
-    if not unchecked:
-        return {}
-    failures = yield wire.family_check_request(target.name, backend.app_profile_id, unchecked)
-    if _table_missing(failures, len(unchecked)):
-        raise TableNotFoundError(f"table {table!r} not found") from failures[0]
+    pending = sorted(families - known)
+    found: set[str] = set()
     absent: dict[str, Exception] = {}
-    for position, error in failures.items():
-        family = unchecked[position]
-        if _is_entry_status(error, core_exceptions.InternalServerError):
-            absent[family] = BackendError(
-                f"table {table!r} has no column family {family!r} ({error})")
-        else:
-            absent[family] = BackendError(
-                f"cannot check that table {table!r} has column family {family!r}: {error}")
-        absent[family].__cause__ = error
-    backend._families[table] = known.union(unchecked).difference(absent)
+    attempt = 0
+    while pending:
+        attempt += 1
+        failures = yield wire.family_check_request(target.name, backend.app_profile_id, pending)
+        if _table_missing(failures, len(pending)):
+            raise TableNotFoundError(f"table {table!r} not found") from failures[0]
+        again = []
+        for position, family in enumerate(pending):
+            error = failures.get(position)
+            if error is None:
+                found.add(family)
+            elif _unknown_family(error):
+                absent[family] = BackendError(
+                    f"table {table!r} has no column family {family!r} ({error})")
+                absent[family].__cause__ = error
+            elif attempt < FAMILY_CHECK_ATTEMPTS:
+                again.append(family)
+            else:
+                absent[family] = BackendError(
+                    f"cannot check that table {table!r} has column family {family!r} "
+                    f"({attempt} attempts; the last: {error}); the rows writing to it "
+                    "were not sent")
+                absent[family].__cause__ = error
+        pending = again
+    backend._families[table] = known.union(found)
     return absent
+
+
+#: Attempts at checking a family whose check failed otherwise than by its absence.
+FAMILY_CHECK_ATTEMPTS = 3
+
+
+def _unknown_family(error: BaseException) -> bool:
+    """Whether ``error`` is the emulator's refusal of a family the table lacks: an
+    entry's ``INTERNAL`` status reading ``unknown family "NAME"``."""
+    return (_is_entry_status(error, core_exceptions.InternalServerError)
+            and str(getattr(error, "message", "")).startswith("unknown family"))
 
 
 def read_error(exc: core_exceptions.GoogleAPIError, request: ReadRequest) -> BackendError:
