@@ -473,12 +473,22 @@ def test_events_older_than_a_rollups_retention_are_saved_and_kept(backend: Backe
                 if slot[1] >= horizon + HOUR_US}
         got = rollup_rows(Kept, "1h", db, ["host"], ["cpu", "n"])
         assert {k: v for k, v in got.items() if k[1] >= horizon + HOUR_US} == want
-        # No row of a bucket past the rollup's retention was written (read raw, no filter).
+        # No row of a bucket past the rollup's retention was written (read raw, no filter),
+        # by the save nor by a repair over every event.
+        report = ts.repair(Kept, hour - timedelta(days=5), hour + timedelta(hours=1),
+                           connection=db)
+        assert report.ok and report.events == len(events)
         starts = [ts.spec_of(hourly.model).codec.time_of(row)
                   for request in [ReadRequest(hourly.table)]
                   for raw in backend.read_rows(request)
                   for row in ts.spec_of(hourly.model).codec.decode(hourly.model, raw)]
         assert starts and min(starts) >= horizon - HOUR_US, (min(starts), horizon)
+        later = us(datetime.now(UTC) - timedelta(days=2))  # an hour may start in between
+
+        def kept(since: int) -> int:
+            return len({(k, t - t % HOUR_US) for k, t in stored if t - t % HOUR_US >= since})
+
+        assert kept(later) <= report.rollup_rows_written <= kept(horizon)
     finally:
         db.drop_tables(Kept)
 
