@@ -372,6 +372,42 @@ def test_rollup_rebuild_equals_the_single_process_repair(stores: tuple[str, str]
     assert report.counters["rollup_rows_deleted"] == 2  # the stray and the emptied hour
 
 
+@ts.model(table="B_KEPT", family="M", rollups=[ts.rollup("B_KEPT_1H", "1h",
+                                                         retention=timedelta(days=2))])
+class Kept:
+    """Events kept forever, hourly rollup rows two days."""
+
+    host: str = ts.key()
+    time: datetime = ts.timestamp(unit="ms")
+    reqs: int = ts.value("R")
+
+
+def test_rollup_rebuild_writes_no_row_past_the_rollups_retention(
+        stores: tuple[str, str]) -> None:
+    """Issue 26, item 2: as ts.repair, no rollup row of a bucket older than the rollup's
+    retention (garbage collection would delete it at once, and no read returns it)."""
+    job, oracle = stores
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    events = [Kept(host=f"h{h}", time=hour - timedelta(minutes=50 * i), reqs=i)
+              for h in range(2) for i in range(1, 4 * 24 * 60 // 50)]
+    for url in stores:
+        with ts.connect(url, default=False) as conn:
+            conn.create_tables(Kept)
+            assert conn.save_all(events).ok  # the model keeps them all
+            conn.backend.delete_table("B_KEPT_1H")  # the rollup, lost
+            conn.create_tables(Kept)
+    start, end = hour - timedelta(days=5), hour + timedelta(hours=1)
+    report = tsbeam.rebuild_rollups(job, Kept, start, end, options=OPTIONS)
+    with ts.connect(oracle, default=False) as conn:
+        single = ts.repair(Kept, start, end, connection=conn, progress=False)
+    horizon = int((datetime.now(UTC) - timedelta(days=2)).timestamp() * 1e6)
+    starts = sorted(cells[0][2] for _, cells in raw(job, "B_KEPT_1H"))
+    assert starts and starts[0] >= horizon - 3_600_000_000
+    assert raw(job, "B_KEPT_1H") == raw(oracle, "B_KEPT_1H")
+    assert report.ok and report.counters["rollup_rows_written"] == single.rollup_rows_written
+    assert report.counters["events_read"] == len(events)
+
+
 def test_sink_sends_what_cannot_be_written_to_dead_letters(tmp_path: Path) -> None:
     url, empty = f"sqlite:///{tmp_path / 'sink.db'}", f"sqlite:///{tmp_path / 'empty.db'}"
     with ts.connect(url, default=False) as conn:
