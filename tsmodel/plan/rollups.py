@@ -48,6 +48,7 @@ from tsmodel.backends.base import (
     RowSet,
     SetCell,
 )
+from tsmodel.backends.gc import format_duration
 from tsmodel.declare.rollups import label_of as _label
 from tsmodel.declare.spec import ModelSpec, RollupSpec
 from tsmodel.encoding.timestamps import from_micros
@@ -561,9 +562,11 @@ def compile_resample(spec: ModelSpec, state: QueryState, every: int,
             why = f"rollup {rollup.table!r} lacks a field asked for"
         elif not given <= set(rollup.spec.key_fields):
             why = f"rollup {rollup.table!r}'s key lacks a field the query names"
-        elif _outlived(spec, rollup, state.start_us, now_us):
-            why = (f"the range starts before rollup {rollup.table!r}'s retention keeps its "
-                   "buckets, the model's raw events longer")
+        elif (keep := rollup.spec.retention) is not None and _outlived(
+                spec, rollup, state.start_us, now_us):
+            why = (f"the range starts before the horizon of rollup {rollup.table!r} "
+                   f"(retention {format_duration(keep)}); the model keeps "
+                   "its raw events longer")
         elif best is None or _rank(rollup) > _rank(best):
             best = rollup
     if best is not None:
