@@ -6,6 +6,10 @@
   (``[project.optional-dependencies]`` but test, docs, dev): tests/extras,
   where a missing extra fails instead of skipping (``TSMODEL_REQUIRE_EXTRAS=1``),
   and the unit tests again, on the extras' versions of shared dependencies.
+* ``deep`` (not in the default run): the soak tier, ``TSMODEL_TEST_TIER=deep``
+  (tests/budget.py): the oracle and differential machines at high example
+  counts, the fault harness at 100,000 entities, the error fuzzing at scale,
+  the Beam jobs on several worker processes.
 * ``package``: builds the sdist and the wheel and checks their metadata.
 * ``lint``: ruff and mypy, and the typing tests (mypy on user-style files).
 
@@ -52,6 +56,25 @@ def extras(session: nox.Session) -> None:
     session.install(*EDITABLE, f".[{','.join(['test', *feature_extras()])}]")
     session.run("python", "-m", "pytest", *(session.posargs or ["tests/extras", "tests/unit"]),
                 env={"TSMODEL_REQUIRE_EXTRAS": "1"})
+
+
+#: The tests whose budget the tier sets (tests/budget.py).
+DEEP_TESTS = [
+    "tests/backends/test_oracle.py",
+    "tests/backends/test_oracle_differential.py",
+    "tests/backends/test_faults.py",
+    "tests/unit/test_error_fuzz.py",
+    "tests/extras/test_beam.py",
+]
+
+
+@nox.session
+def deep(session: nox.Session) -> None:
+    """The deep tier: the harnesses of tests/budget.py at soak budgets, Beam included."""
+    session.install(*EDITABLE, ".[test,beam]")
+    session.run("python", "-m", "pytest", "-p", "no:cacheprovider",
+                *(session.posargs or DEEP_TESTS),
+                env={"TSMODEL_TEST_TIER": "deep", "TSMODEL_REQUIRE_EXTRAS": "1"})
 
 
 @nox.session

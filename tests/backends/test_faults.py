@@ -36,13 +36,14 @@ latest; current) run through the proxy with read faults: each answer is
 exactly the oracle's, or a ``BackendError`` is raised; a read that met only
 retryable faults must answer exactly (streams are resumed).
 
-The CI budget is 3,000 entities (600 in the storm; about 35 s on 2 cores);
-scale it up for a long local run, e.g.::
+The budget is the test tier's (tests/budget.py): 3,000 entities (600 in the
+storm) and 3 rounds of faulted queries by default, 100,000 entities in the
+deep tier (``TSMODEL_TEST_TIER=deep``); ``TSMODEL_FAULT_ENTITIES``,
+``TSMODEL_FAULT_SEED`` and ``TSMODEL_FAULT_ROUNDS`` override it, e.g.::
 
     TSMODEL_FAULT_ENTITIES=100000 TSMODEL_FAULT_SEED=7 \\
         .venv/bin/python -m pytest -p no:cacheprovider tests/backends/test_faults.py
 
-``TSMODEL_FAULT_ROUNDS`` sets the rounds of faulted queries (default 3).
 The figures (entities, faults injected by kind, outcomes by status,
 mismatches) are printed at the end of the module.
 """
@@ -67,6 +68,7 @@ from google.cloud.bigtable.data.exceptions import RetryExceptionGroup
 from google.rpc import code_pb2
 
 import tsmodel as ts
+from tests.budget import BUDGET
 from tests.faults.proxy import READ_FATAL_KINDS, FaultProxy, Faults
 from tsmodel.backends import _bigtable_rpc as rpc_module
 from tsmodel.backends.base import MutationStatus
@@ -75,9 +77,8 @@ from tsmodel.backends.bigtable import BigtableBackend
 pytestmark = pytest.mark.emulator
 
 UTC = timezone.utc
-ENTITIES = int(os.environ.get("TSMODEL_FAULT_ENTITIES", "3000"))
-SEED = int(os.environ.get("TSMODEL_FAULT_SEED", "10"))
-ROUNDS = int(os.environ.get("TSMODEL_FAULT_ROUNDS", "3"))
+#: The test tier's budget (tests/budget.py; TSMODEL_FAULT_* override it).
+ENTITIES, SEED, ROUNDS = BUDGET.fault_entities, BUDGET.fault_seed, BUDGET.fault_rounds
 BATCH = 50  # small batches: many calls, so many faults
 PROJECT, INSTANCE = "tsmodel-faults", "faults"
 T0 = datetime(2021, 3, 7, tzinfo=UTC)

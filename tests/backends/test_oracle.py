@@ -8,9 +8,10 @@ current, snapshots, with every refinement), repair, build snapshots and
 read raw tables; every answer is compared with the pure-Python reference
 (tests/oracle/reference.py).
 
-The budget fits CI (about 35 s on the embedded store, 45 s on the emulator,
-on 2 cores); for a long local run raise it, e.g.::
+The budget is the test tier's (tests/budget.py): the default tier's for CI;
+for a long local run choose the deep tier, or set the examples and steps::
 
+    TSMODEL_TEST_TIER=deep .venv/bin/python -m pytest tests/backends/test_oracle.py
     TSMODEL_ORACLE_EXAMPLES=500 TSMODEL_ORACLE_STEPS=50 \\
         .venv/bin/python -m pytest -p no:cacheprovider tests/backends/test_oracle.py
 
@@ -28,21 +29,19 @@ import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
 import tsmodel as ts
+from tests.budget import BUDGET
 from tests.oracle.machine import Side, machine_for, oracle_settings
 from tests.oracle.reference import Ev, Reference
 from tests.oracle.shapes import SALTED_TIME, SHAPES, Shape, us_of
 from tsmodel.backends.base import Backend
-
-#: Examples per shape on one backend, and steps per example, in CI.
-EXAMPLES = {"embedded": 100, "emulator": 40}
-STEPS = 30
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
 def test_oracle(backend: Backend, shape: Shape, request: pytest.FixtureRequest) -> None:
     kind = request.node.callspec.params["backend"]
     machine = machine_for(shape, [Side(kind, backend)])
-    run_state_machine_as_test(machine, settings=oracle_settings(EXAMPLES[kind], STEPS))
+    budget = oracle_settings(BUDGET.oracle_examples[kind], BUDGET.oracle_steps)
+    run_state_machine_as_test(machine, settings=budget)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)

@@ -5,7 +5,7 @@ Cloud Bigtable emulator; each answer is compared with the reference, and the
 two backends' answers with each other (exactly: order, values, errors), so a
 difference shows even where the reference allows a choice (the events a
 version limit may drop). Under ``CI=true`` a missing emulator fails the run
-(tests/backends/conftest.py).
+(tests/backends/conftest.py). The budget is the test tier's (tests/budget.py).
 """
 
 from __future__ import annotations
@@ -15,14 +15,11 @@ from collections.abc import Iterator
 import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
+from tests.budget import BUDGET
 from tests.oracle.machine import Side, machine_for, oracle_settings
 from tests.oracle.shapes import SHAPES, Shape
 from tsmodel.backends.bigtable import BigtableBackend
 from tsmodel.backends.embedded import EmbeddedBackend
-
-#: Examples per shape, and steps per example, in CI.
-EXAMPLES = 40
-STEPS = 30
 
 
 @pytest.fixture(scope="module")
@@ -40,4 +37,5 @@ def sides(emulator: object) -> Iterator[list[Side]]:
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
 def test_oracle_differential(sides: list[Side], shape: Shape) -> None:
     machine = machine_for(shape, sides)
-    run_state_machine_as_test(machine, settings=oracle_settings(EXAMPLES, STEPS))
+    budget = oracle_settings(BUDGET.differential_examples, BUDGET.oracle_steps)
+    run_state_machine_as_test(machine, settings=budget)

@@ -26,6 +26,7 @@ from apache_beam.testing.util import assert_that, equal_to  # noqa: E402
 
 import tsmodel as ts  # noqa: E402
 from tests.backends.conftest import emulator  # noqa: E402, F401
+from tests.budget import BUDGET  # noqa: E402
 from tsmodel.backends import embedded  # noqa: E402
 from tsmodel.backends.base import DeleteRow, ReadRequest, RowMutation, SetCell  # noqa: E402
 from tsmodel.jobs import beam as tsbeam  # noqa: E402
@@ -35,7 +36,8 @@ from tsmodel.plan.writes import encode_event  # noqa: E402
 
 UTC = timezone.utc
 DAY = datetime(2017, 7, 26, tzinfo=UTC)
-OPTIONS = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
+#: The DirectRunner's: one worker in memory, several processes in the deep tier.
+OPTIONS = list(BUDGET.beam_options)
 
 
 @ts.model(table="B_READING", family="R", current="B_CURRENT_READING",

@@ -26,7 +26,6 @@ never with what another call of tsmodel returns; with two sides
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -44,21 +43,17 @@ from tests.oracle.reference import Answer, Ev, Reference, Refused, iso
 from tests.oracle.shapes import Shape, us_of
 from tsmodel.backends.base import Backend, ReadFilter, ReadRequest
 
-__all__ = ["Side", "machine_for", "oracle_settings", "EXAMPLES", "STEPS"]
+__all__ = ["Side", "machine_for", "oracle_settings"]
 
 UTC = timezone.utc
 #: The last millisecond a rollup query can name (datetime's end).
 _LAST_US = 253402300799999000
 
-#: Examples per shape and backend (CI budget by default; raise it for long runs).
-EXAMPLES = int(os.environ.get("TSMODEL_ORACLE_EXAMPLES", "0") or 0)
-#: Steps per example.
-STEPS = int(os.environ.get("TSMODEL_ORACLE_STEPS", "0") or 0)
 
 
-def oracle_settings(examples: int, steps: int = 25) -> settings:
-    """Settings of one run: ``TSMODEL_ORACLE_EXAMPLES`` / ``_STEPS`` override the budget."""
-    return settings(max_examples=EXAMPLES or examples, stateful_step_count=STEPS or steps,
+def oracle_settings(examples: int, steps: int) -> settings:
+    """Settings of one run: the budget comes from the test tier (tests/budget.py)."""
+    return settings(max_examples=examples, stateful_step_count=steps,
                     deadline=None, print_blob=True,
                     suppress_health_check=[HealthCheck.too_slow,
                                            HealthCheck.filter_too_much,

@@ -8,14 +8,14 @@ and blobs) either work or raise a ``ts.TsModelError`` subclass: a
 ``TypeError``) on save, a ``KeyDecodingError`` or ``CellDecodingError`` (both
 ``ValueError``) on read. What does encode reads back equal.
 
-The example counts are modest so the suite stays fast; to hunt, raise them
-with the environment variable ``FUZZ_N`` (e.g. ``FUZZ_N=3000``).
+The example counts are the test tier's (tests/budget.py): modest by default,
+so the suite stays fast; to hunt, choose the deep tier
+(``TSMODEL_TEST_TIER=deep``) or set ``FUZZ_N`` (e.g. ``FUZZ_N=3000``).
 """
 
 from __future__ import annotations
 
 import math
-import os
 from datetime import datetime, timezone
 from typing import Any
 
@@ -25,10 +25,11 @@ from hypothesis import strategies as st
 
 import tsmodel as ts
 from tests import strategies as tst
+from tests.budget import BUDGET
 from tsmodel.backends.base import Cell, Row
 from tsmodel.plan.writes import encode_event
 
-FUZZ = settings(max_examples=int(os.environ.get("FUZZ_N", 100)), deadline=None,
+FUZZ = settings(max_examples=BUDGET.fuzz_examples, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 UTC = timezone.utc
 
