@@ -1,6 +1,10 @@
-"""The ``tsmodel`` command, run for real: ``python -m tsmodel`` and the console script.
+"""The ``tsmodel`` command: what it prints and the status it exits with.
 
-Every test starts a new process, as a user would. The ``console`` blocks of
+Each test runs the command as ``python -m tsmodel`` would, in the test's own
+process (tests/inprocess.py: its working directory, environment and
+``sys.path``, output captured, ``SystemExit`` as the status); a few start real
+processes: the console script, ``python -m tsmodel``'s exit statuses, a
+closed pipe. The ``console`` blocks of
 docs/cli.md run here too: each ``$ tsmodel ...`` line is run from a scratch
 directory that sees the repository's ``examples/``, and what it prints
 (standard output, then standard error) must be the text under it.
@@ -21,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.inprocess import Done, run_tsmodel
 from tsmodel.backends.base import GcRule, TableSpec
 from tsmodel.backends.embedded import EmbeddedBackend
 
@@ -57,10 +62,11 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def run(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None,
-        command: list[str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``tsmodel ARGS`` in a new process."""
-    base = command if command is not None else [sys.executable, "-m", "tsmodel"]
-    return subprocess.run([*base, *args], cwd=cwd, env=env or _env(), capture_output=True,
+        command: list[str] | None = None) -> Done | subprocess.CompletedProcess[str]:
+    """``tsmodel ARGS``: in this process, or in a new one running ``command``."""
+    if command is None:
+        return run_tsmodel(*args, cwd=cwd, env=env or _env())
+    return subprocess.run([*command, *args], cwd=cwd, env=env or _env(), capture_output=True,
                           text=True, timeout=120)
 
 
@@ -135,6 +141,20 @@ def test_console_script_runs_the_same_command() -> None:
     assert ok(*args, command=[script]) == ok(*args)
     assert fails("keys", "decode", EXAMPLE, "nope", command=[script]).startswith(
         "tsmodel: error: ServerMetric: row key b'nope'")
+
+
+@pytest.mark.parametrize(("args", "status"), [
+    (["--version"], 0),
+    (["keys", "decode", EXAMPLE, "nope"], 1),
+    (["frobnicate"], 2),
+], ids=["ok", "error", "usage"])
+def test_python_m_tsmodel_exits_with_the_status_of_main(args: list[str], status: int) -> None:
+    """The real ``python -m tsmodel``: the other tests call `main` in their own process."""
+    done = run(*args, command=[sys.executable, "-m", "tsmodel"])
+    assert done.returncode == status, done.stderr
+    assert "Traceback" not in done.stderr
+    assert (done.stdout if status == 0 else done.stderr).startswith(
+        "tsmodel " if status == 0 else "tsmodel: error: "), done.stdout + done.stderr
 
 
 # -- the examples of docs/cli.md --------------------------------------------------------

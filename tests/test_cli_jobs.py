@@ -1,9 +1,11 @@
-"""The real ``tsmodel snapshot`` and ``tsmodel repair`` commands, on a file-backed store."""
+"""The ``tsmodel snapshot`` and ``tsmodel repair`` commands, on a file-backed store.
+
+Run as ``python -m tsmodel`` would, in the test's process (tests/inprocess.py).
+"""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -11,10 +13,12 @@ from pathlib import Path
 import pytest
 
 import tsmodel as ts
+from tests.inprocess import Done, run_tsmodel
 
 MODELS = '''
 from datetime import datetime, timedelta
 import tsmodel as ts
+from tests.inprocess import Done, run_tsmodel
 
 @ts.model(table="SENSOR", family="METER", layout=ts.offsets(timedelta(minutes=15)),
           current="CURRENT_SENSOR", snapshot=ts.snapshot("SENSOR_{period:%Y%m%d}"))
@@ -26,9 +30,8 @@ class Meter:
 DAY = datetime(2017, 7, 26, tzinfo=timezone.utc)
 
 
-def tsmodel(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tsmodel", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=120)
+def tsmodel(*args: str, cwd: Path) -> Done:
+    return run_tsmodel(*args, cwd=cwd)
 
 
 @pytest.fixture

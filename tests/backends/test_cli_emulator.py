@@ -1,8 +1,9 @@
 """The ``tsmodel`` command against the Cloud Bigtable emulator.
 
 ``schema plan/apply`` run against the session's emulator (each test on an
-instance of its own); ``tsmodel emulator`` starts its own and must stop it
-on SIGTERM and on Ctrl-C (SIGINT).
+instance of its own), as ``python -m tsmodel`` would, in the test's process
+(tests/inprocess.py); ``tsmodel emulator`` runs in a process of its own,
+starts its own emulator and must stop it on SIGTERM and on Ctrl-C (SIGINT).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.inprocess import Done, run_tsmodel
 from tsmodel.backends.base import GcRule, TableSpec
 from tsmodel.backends.bigtable import BigtableBackend
 
@@ -33,9 +35,8 @@ def _env() -> dict[str, str]:
             if k not in ("TSMODEL_URL", "BIGTABLE_EMULATOR_HOST")}
 
 
-def tsmodel(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tsmodel", *args], cwd=ROOT, env=_env(),
-                          capture_output=True, text=True, timeout=120)
+def tsmodel(*args: str) -> Done:
+    return run_tsmodel(*args, cwd=ROOT, env=_env())
 
 
 @pytest.fixture
@@ -91,7 +92,7 @@ def test_schema_changes_rules_and_drops_on_the_emulator(emulator: Any,
         backend.close()
 
 
-def _one_line_error(done: subprocess.CompletedProcess[str]) -> str:
+def _one_line_error(done: Done) -> str:
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
     (line,) = done.stderr.strip().splitlines()
@@ -205,7 +206,5 @@ def test_the_emulator_command_takes_a_port_and_prints_json(emulator: Any) -> Non
 
 def test_the_emulator_command_reports_a_busy_port(emulator: Any) -> None:
     host, _, port = emulator.host_port.rpartition(":")
-    done = subprocess.run([sys.executable, "-m", "tsmodel", "emulator", "--port", port],
-                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
-    line = _one_line_error(done)
+    line = _one_line_error(tsmodel("emulator", "--port", port))
     assert f"cannot start the emulator on 127.0.0.1:{port}: the port is in use" in line, line
