@@ -2,10 +2,11 @@
 
 Each test writes a small project of a user (models, application code, tests
 using the ``tsmodel_*`` fixtures) into a temporary directory and runs pytest
-on it in a process of its own, on the embedded store and on the emulator. The
-plugin is named with ``-p``, as the entry point of an installed tsmodel names
-it; ``test_an_installed_tsmodel_loads_the_plugin_by_itself`` checks the entry
-point itself.
+on it, on the embedded store and on the emulator: in this process (a process
+of its own costs a second or two more), with a configuration and a session of
+its own. The plugin is named with ``-p``, as the entry point of an installed
+tsmodel names it; ``test_an_installed_tsmodel_loads_the_plugin_by_itself``
+checks the entry point itself, in a process of its own.
 """
 
 from __future__ import annotations
@@ -15,6 +16,12 @@ import os
 from pathlib import Path
 
 import pytest
+
+# pytester forgets the modules that a test imports: the Bigtable client's, imported
+# again by the next in-process run, would register its protobuf files twice.
+import tsmodel.backends._bigtable_admin  # noqa: F401
+import tsmodel.backends.bigtable  # noqa: F401
+import tsmodel.backends.bigtable_async  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = "tsmodel.testing.plugin"
@@ -50,7 +57,7 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("-p", PLUGIN, "-p", "no:cacheprovider", "-v", *args)
+    return pytester.runpytest_inprocess("-p", PLUGIN, "-p", "no:cacheprovider", "-v", *args)
 
 
 def test_a_users_tests_run_on_both_backends_with_the_default_connection(
