@@ -171,11 +171,32 @@ def unicode_text() -> st.SearchStrategy[str]:
 # Events, corrections, instants and queries drawn from the small universe a
 # shape (tests/oracle/shapes.py) declares, so that saves collide. Composite
 # strategies, so that a failing run prints each step's values as they read.
+#
+# The strategies a draw uses are built once per shape (`_per_shape`): a new
+# strategy object is validated and labelled again at its first draw, which
+# cost the oracle machine more than the steps themselves. The draws are the
+# same choices either way.
 
 #: UTC offsets (minutes) events and query bounds are given in.
 _ORACLE_ZONES = (0, 330, -480, 840, -720)
 #: The last microsecond a datetime holds, 9999-12-31T23:59:59.999999Z.
 _DATETIME_MAX_US = 253_402_300_799_999_999
+
+_ZONES = st.sampled_from(_ORACLE_ZONES)
+_SCANS = st.sampled_from((False, False, True))
+_LIMITS = st.one_of(st.none(), st.integers(0, 4))
+_RUNS = st.sampled_from(("list", "list", "count", "first", "exists", "slice"))
+_BACKWARDS = st.integers(0, 9)
+
+_built: dict[tuple[int, str], tuple[Any, Any]] = {}
+
+
+def _per_shape(shape: Any, what: str, build: Any) -> Any:
+    """``build(shape)``, once per shape (shapes hold dicts: keyed by identity, kept alive)."""
+    key = (id(shape), what)
+    if key not in _built:
+        _built[key] = (shape, build(shape))
+    return _built[key][1]
 
 
 def _oracle_event(shape: Any, entity: dict[str, Any], t: int, values: dict[str, Any],
@@ -187,15 +208,17 @@ def _oracle_event(shape: Any, entity: dict[str, Any], t: int, values: dict[str, 
 
 
 def _oracle_values(shape: Any) -> st.SearchStrategy[dict[str, Any]]:
-    return st.fixed_dictionaries({v.name: st.sampled_from(v.choices) for v in shape.values})
+    return _per_shape(shape, "values", lambda shape: st.fixed_dictionaries(
+        {v.name: st.sampled_from(v.choices) for v in shape.values}))
 
 
 @st.composite
 def oracle_events(draw: st.DrawFn, shape: Any) -> Any:
     """One event of the shape's universe: an entity, a time, values, a time zone."""
-    return _oracle_event(shape, draw(st.sampled_from(shape.entities)),
-                         draw(st.sampled_from(shape.times)), draw(_oracle_values(shape)),
-                         draw(st.sampled_from(_ORACLE_ZONES)))
+    entities, times = _per_shape(shape, "event", lambda shape: (
+        st.sampled_from(shape.entities), st.sampled_from(shape.times)))
+    return _oracle_event(shape, draw(entities), draw(times), draw(_oracle_values(shape)),
+                         draw(_ZONES))
 
 
 def oracle_batches(shape: Any) -> st.SearchStrategy[list[Any]]:
@@ -208,11 +231,15 @@ def oracle_batches(shape: Any) -> st.SearchStrategy[list[Any]]:
 def oracle_correction(draw: st.DrawFn, shape: Any, old: Any) -> Any:
     """The same identity (key fields and time) with values drawn again."""
     return _oracle_event(shape, dict(old.keys), old.t, draw(_oracle_values(shape)),
-                         draw(st.sampled_from(_ORACLE_ZONES)))
+                         draw(_ZONES))
 
 
 def oracle_instants(shape: Any) -> st.SearchStrategy[int]:
     """Query bounds (µs): event times and their neighbours, bucket edges, the extremes."""
+    return _per_shape(shape, "instants", _instants)
+
+
+def _instants(shape: Any) -> st.SearchStrategy[int]:
     jitters = [0, 0, 1, -1, 1000, -1000]
     if shape.bucketed:
         jitters += [shape.time.bucket // 2, -shape.time.bucket]
@@ -242,36 +269,57 @@ def _promoted(shape: Any) -> set[str]:
     return {s.field for key in shape.alternates for s in key if s.field in names}
 
 
-@st.composite
-def oracle_key_fields(draw: st.DrawFn, shape: Any, *, current: bool = False) -> tuple[Any, ...]:
+def oracle_key_fields(shape: Any, *, current: bool = False) -> st.SearchStrategy[Any]:
     """Key fields of a query: any subset of the queryable fields, known or absent values."""
+    def build(shape: Any) -> st.SearchStrategy[Any]:
+        values = _queryable(shape, current)
+        names = st.lists(st.sampled_from(list(values)), unique=True) if values else st.just([])
+        return _key_fields(names, values)
+
+    return _per_shape(shape, f"key_fields:{current}", build)
+
+
+def _queryable(shape: Any, current: bool) -> dict[str, st.SearchStrategy[Any]]:
+    """The queryable fields, in key order, each with its values: known, or absent."""
     segs: dict[str, Any] = {}
     for key in (shape.key,) if current else (shape.key, *shape.alternates):
         for seg in key:
             if seg.kind not in ("const", "salt", "time") and seg.field not in segs:
                 segs[seg.field] = seg
-    names = draw(st.lists(st.sampled_from(list(segs)), unique=True)) if segs else []
-    fields = []
-    for name in (n for n in segs if n in names):
+    values: dict[str, st.SearchStrategy[Any]] = {}
+    for name, seg in segs.items():
         if name in shape.key_fields:
             known = sorted({e[name] for e in shape.entities}, key=repr)
         else:  # a value promoted into an alternate key
             known = [c for c in shape.value(name).choices if c is not None]
-        fields.append((name, draw(st.sampled_from([*known, _absent(segs[name])]))))
-    return tuple(fields)
+        values[name] = st.sampled_from([*known, _absent(seg)])
+    return values
 
 
 @st.composite
-def oracle_refinements(draw: st.DrawFn, shape: Any) -> Any:
+def _key_fields(draw: st.DrawFn, names_of: st.SearchStrategy[list[str]],
+                values: dict[str, st.SearchStrategy[Any]]) -> tuple[Any, ...]:
+    names = draw(names_of) if values else []
+    return tuple((name, draw(values[name])) for name in values if name in names)
+
+
+def oracle_refinements(shape: Any) -> st.SearchStrategy[Any]:
     """Limit, newest first, only(...) and the way the QuerySet is run."""
+    return _per_shape(shape, "refinements", lambda shape: _refinements(
+        [v.name for v in shape.values],
+        st.lists(st.sampled_from([v.name for v in shape.values]), min_size=1, unique=True)
+        if shape.values else st.nothing()))
+
+
+@st.composite
+def _refinements(draw: st.DrawFn, names: list[str], onlys: st.SearchStrategy[list[str]]) -> Any:
     from tests.oracle.ops import Refine
 
-    names = [v.name for v in shape.values]
     only = None
     if names and draw(st.booleans()):
-        only = tuple(draw(st.lists(st.sampled_from(names), min_size=1, unique=True)))
-    limit = draw(st.one_of(st.none(), st.integers(0, 4)))
-    run = draw(st.sampled_from(["list", "list", "count", "first", "exists", "slice"]))
+        only = tuple(draw(onlys))
+    limit = draw(_LIMITS)
+    run = draw(_RUNS)
     return Refine(limit, draw(st.booleans()), only, run)
 
 
@@ -282,10 +330,10 @@ def oracle_range_queries(draw: st.DrawFn, shape: Any) -> Any:
 
     a, b = draw(oracle_instants(shape)), draw(oracle_instants(shape))
     lo, hi = min(a, b), max(a, b)
-    if draw(st.integers(0, 9)) == 0:
+    if draw(_BACKWARDS) == 0:
         lo, hi = hi, lo  # start after end: a QueryError
     fields = draw(oracle_key_fields(shape))
-    scan = draw(st.sampled_from([False, False, True]))
+    scan = draw(_SCANS)
     refine = draw(oracle_refinements(shape))
     named = {n for n, _ in fields}
     promoted = _promoted(shape)
@@ -293,7 +341,7 @@ def oracle_range_queries(draw: st.DrawFn, shape: Any) -> Any:
         # Read from the alternate key: whether only() blanks a value the key
         # holds is left open by the docs, so only() keeps every promoted value.
         refine = Refine(refine.limit, refine.newest_first, None, refine.run)
-    return RangeQuery(lo, hi, fields, scan, refine, draw(st.sampled_from(_ORACLE_ZONES)))
+    return RangeQuery(lo, hi, fields, scan, refine, draw(_ZONES))
 
 
 @st.composite
@@ -302,7 +350,7 @@ def oracle_current_queries(draw: st.DrawFn, shape: Any) -> Any:
     from tests.oracle.ops import CurrentQuery, Refine
 
     fields = draw(oracle_key_fields(shape, current=True))
-    scan = draw(st.sampled_from([False, False, True]))
+    scan = draw(_SCANS)
     refine = draw(oracle_refinements(shape))
     return CurrentQuery(fields, scan, Refine(refine.limit, False, refine.only, refine.run))
 
