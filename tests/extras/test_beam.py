@@ -38,6 +38,27 @@ UTC = timezone.utc
 DAY = datetime(2017, 7, 26, tzinfo=UTC)
 #: The DirectRunner's: one worker in memory, several processes in the deep tier.
 OPTIONS = list(BUDGET.beam_options)
+#: For a test whose workers must run in this process, in either tier: one that
+#: changes the job's code or sampling here, the command's one-line output (worker
+#: processes log on their own standard error) or a model file the command imports
+#: under a name of its own.
+IN_MEMORY = ["--direct_num_workers=1", "--direct_running_mode=in_memory"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _workers_import_this_module() -> Iterator[None]:
+    """Worker processes (the deep tier) unpickle the models of this module by its name."""
+    previous = os.environ.get("PYTHONPATH")
+    here = [str(ROOT), str(Path(__file__).parent)]
+    os.environ["PYTHONPATH"] = os.pathsep.join([*here, *filter(None, [previous])])
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = previous
 
 
 @ts.model(table="B_READING", family="R", current="B_CURRENT_READING",
@@ -112,10 +133,10 @@ def test_snapshot_interrupted_then_rerun_equals_the_single_process_job(
 
     monkeypatch.setattr(beam_io.SnapshotRows, "write", interrupted)
     with pytest.raises(Exception, match="worker lost"):
-        tsbeam.snapshot(job, Reading, DAY, options=OPTIONS, batch_size=50)
+        tsbeam.snapshot(job, Reading, DAY, options=IN_MEMORY, batch_size=50)
     monkeypatch.setattr(beam_io.SnapshotRows, "write", write)
     half = raw(job, "B_READING_20170726")
-    report = tsbeam.snapshot(job, Reading, DAY, options=OPTIONS, batch_size=50)
+    report = tsbeam.snapshot(job, Reading, DAY, options=IN_MEMORY, batch_size=50)
 
     with ts.connect(oracle, default=False) as conn:
         single = ts.build_snapshot(Reading, DAY, connection=conn, progress=False)
@@ -446,17 +467,17 @@ def test_job_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     seed(url)
     status = main(["job", "snapshot", "tests/extras/test_beam.py:Reading", "--period",
                    "2017-07-26T12:00", "--url", url, "--json", "--",
-                   *OPTIONS])
+                   *IN_MEMORY])
     out = capsys.readouterr().out
     assert status == 0, out
     assert '"events_written": 432' in out
     assert len(raw(url, "B_READING_20170726")) == 12 * 36
 
 
-def tsmodel_job(*args: str) -> subprocess.CompletedProcess[str]:
+def tsmodel_job(*args: str, options: list[str] = OPTIONS) -> subprocess.CompletedProcess[str]:
     """``tsmodel job ...`` in a process of its own: what a user's terminal shows."""
     env = {k: v for k, v in os.environ.items() if k != "TSMODEL_DEBUG"}
-    return subprocess.run([sys.executable, "-m", "tsmodel", "job", *args, "--", *OPTIONS],
+    return subprocess.run([sys.executable, "-m", "tsmodel", "job", *args, "--", *options],
                           capture_output=True, text=True, timeout=300, env=env)
 
 
@@ -516,7 +537,8 @@ def test_a_job_failing_in_a_worker_prints_one_line(tmp_path: Path) -> None:
         (outcome,) = conn.backend.mutate_rows("B_READING", [RowMutation(key, (
             SetCell("R", b"KWH", 1_501_027_200_000_000, b"bad"),))])
         assert outcome.ok
-    done = tsmodel_job("snapshot", f"{HERE}:Reading", "--period", "2017-07-26", "--url", url)
+    done = tsmodel_job("snapshot", f"{HERE}:Reading", "--period", "2017-07-26", "--url", url,
+                       options=IN_MEMORY)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr, done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("tsmodel: error: "), done.stderr
