@@ -32,6 +32,10 @@ class Budget:
 
     #: Examples per shape of the oracle machine, by backend kind (test_oracle.py).
     oracle_examples: dict[str, int]
+    #: More examples for some (backend kind, shape) of the oracle machine: where the
+    #: revert check of docs/contributing.md found the kind's count too few to catch
+    #: a landed fix's bug. Dropped when TSMODEL_ORACLE_EXAMPLES is given.
+    oracle_more: dict[tuple[str, str], int]
     #: Steps per example of the oracle machine, on one backend and in differential mode.
     oracle_steps: int
     #: Examples per shape in differential mode (test_oracle_differential.py).
@@ -51,6 +55,9 @@ class Budget:
 _TIERS = {
     "default": Budget(
         oracle_examples={"embedded": 100, "emulator": 40}, oracle_steps=30,
+        # 053ba94 (a rewritten current row keeps no cell newer than its event)
+        # was found at 400 examples of `columns` on the embedded store, not 100.
+        oracle_more={("embedded", "columns"): 400},
         differential_examples=40,
         fault_entities=3000, fault_rounds=3, fault_seed=10,
         fuzz_examples=100,
@@ -58,6 +65,7 @@ _TIERS = {
     ),
     "deep": Budget(
         oracle_examples={"embedded": 500, "emulator": 200}, oracle_steps=50,
+        oracle_more={("embedded", "columns"): 1000},
         differential_examples=200,
         fault_entities=100_000, fault_rounds=10, fault_seed=10,
         fuzz_examples=3000,
@@ -91,8 +99,10 @@ def _budget(tier: str) -> Budget:
     base = _TIERS[tier]
     oracle = {kind: _override("TSMODEL_ORACLE_EXAMPLES", n)
               for kind, n in base.oracle_examples.items()}
+    given = bool(os.environ.get("TSMODEL_ORACLE_EXAMPLES", "").strip("0 "))
     return Budget(
         oracle_examples=oracle,
+        oracle_more={} if given else base.oracle_more,
         oracle_steps=_override("TSMODEL_ORACLE_STEPS", base.oracle_steps),
         differential_examples=_override("TSMODEL_ORACLE_EXAMPLES", base.differential_examples),
         fault_entities=_override("TSMODEL_FAULT_ENTITIES", base.fault_entities),

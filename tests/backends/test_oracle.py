@@ -40,7 +40,8 @@ from tsmodel.backends.base import Backend
 def test_oracle(backend: Backend, shape: Shape, request: pytest.FixtureRequest) -> None:
     kind = request.node.callspec.params["backend"]
     machine = machine_for(shape, [Side(kind, backend)])
-    budget = oracle_settings(BUDGET.oracle_examples[kind], BUDGET.oracle_steps)
+    examples = BUDGET.oracle_more.get((kind, shape.name), BUDGET.oracle_examples[kind])
+    budget = oracle_settings(examples, BUDGET.oracle_steps)
     run_state_machine_as_test(machine, settings=budget)
 
 
