@@ -8,7 +8,6 @@ a rule added here holds everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -71,16 +70,6 @@ class ValueSpec:
         return t if isinstance(t, tuple) else (t,)
 
 
-@attrs.frozen
-class _Column:
-    """A `ValueSpec` with what its checks need, worked out once."""
-
-    spec: ValueSpec
-    encode: Callable[[Any], bytes]
-    #: Types accepted without a closer look (the common case: exactly int, float, str).
-    exact: frozenset[type]
-
-
 class ValueEncoder:
     """Checks and encodes the value fields of one model.
 
@@ -89,49 +78,24 @@ class ValueEncoder:
         values: the value fields, in declaration order.
     """
 
-    __slots__ = ("model", "values", "_columns")
+    __slots__ = ("model", "values")
 
     def __init__(self, model: str, values: tuple[ValueSpec, ...]) -> None:
         self.model = model
         self.values = values
-        self._columns = tuple(_Column(v, v.codec.encode, frozenset(v.accepted_types))
-                              for v in values)
 
-    def encode(self, entity: Any) -> dict[str, bytes]:
-        """The encoded bytes of the non-``None`` values of ``entity``, by field.
+    def checked(self, v: ValueSpec, item: Any) -> bytes:
+        """Encode ``item`` of field ``v`` with every check, raising the documented errors.
+
+        The generated encoders (`tsmodel.layouts.render_write`) take a fast path
+        for a value of exactly an accepted type that the codec takes, and
+        this one for anything else.
 
         Raises:
             FieldTypeError: a value of the wrong type.
             ValidationError: ``None`` for a required value, a NaN not allowed,
-                a value the codec refuses, or one over ~10 MB encoded.
+                or a value the codec refuses.
         """
-        encoded: dict[str, bytes] = {}
-        for col in self._columns:
-            name = col.spec.name
-            item = getattr(entity, name)
-            # item == item is False for NaN only: NaN takes the checked path (as does a
-            # signalling Decimal NaN, whose comparison raises).
-            try:
-                plain = type(item) in col.exact and item == item
-            except ArithmeticError:
-                plain = False
-            if plain:
-                try:
-                    data = col.encode(item)
-                except (ValueError, OverflowError, UnicodeError):
-                    data = self._checked(col.spec, item)
-            elif item is None and col.spec.optional:
-                continue
-            else:
-                data = self._checked(col.spec, item)
-            if len(data) > MAX_VALUE_BYTES:
-                raise too_big(self.model, col.spec.family, col.spec.qualifier, len(data),
-                              field=name)
-            encoded[name] = data
-        return encoded
-
-    def _checked(self, v: ValueSpec, item: Any) -> bytes:
-        """Encode ``item`` with every check, raising the documented errors."""
         if item is None:
             raise errors.ValidationError(
                 "None given for a required value; annotate the field Optional[...] "

@@ -20,13 +20,14 @@ from tsmodel import errors
 from tsmodel.backends.base import Cell, DeleteCells, Mutation, SetCell
 from tsmodel.encoding.codecs import Bool, Float64, Int64
 from tsmodel.encoding.timestamps import from_micros
+from tsmodel.layouts._fragment import Fragment
 
 if TYPE_CHECKING:
     from tsmodel.encoding.buckets import Bucket
     from tsmodel.encoding.serialization import BoundSerialization
     from tsmodel.encoding.values import ValueSpec
 
-__all__ = ["Layout", "TableShape", "Event", "Writer", "Reader", "TimeCheck", "value_cell_writer",
+__all__ = ["Layout", "TableShape", "Event", "Writer", "Reader", "TimeCheck", "render_value_cells",
            "value_columns", "missing_value", "not_event_time",
            "column_name",
            "newest_cells", "value_bytes", "CELL_OVERHEAD", "MS"]
@@ -125,16 +126,46 @@ class Layout(abc.ABC):
         return _whole_ms
 
 
-    @abc.abstractmethod
-    def writer(self, shape: TableShape) -> Writer:
-        """The function that writes one event's cells, compiled for ``shape``.
+    def render_writer(self, shape: TableShape, src: Fragment, values: Mapping[str, str]) -> str:
+        """Render, into the table codec's generated encoder, how an event's cells are laid out.
 
-        The writer takes the event time ``us`` (microseconds), the model
-        instance (its values as given, for serializations), and the
-        non-``None`` value fields encoded by their codecs; it returns the
-        row's mutations. It is called for every event written:
-        work out what is the same for every event here, once.
+        The table codec's encoder is Python source generated once per table
+        at declaration (`tsmodel.layouts.render_write`); each layout adds the
+        lines that lay out one event's cells. They run with the locals ``us``
+        (the event time in µs, checked by `time_check`), ``entity`` (the
+        instance, for a serialization that needs the values as given) and,
+        for each value field, the local ``values[name]``: its bytes, encoded
+        and checked by its codec, or ``None`` (an optional value that is
+        ``None``). Emit lines with ``src.emit(line, depth)``, bind objects
+        with ``src.bind(obj, hint)`` and take fresh locals with
+        ``src.local(hint)``; work out here what is the same for every event.
+
+        Returns:
+            The expression of the event's mutations (a tuple).
+
+        By default, a call of the function `writer()` returns (for a layout
+        that writes its cells by hand).
         """
+        write = src.bind(self.writer(shape), f"write_{self.name}")
+        present = [f"{name!r}: {local}" for name, local in values.items()]
+        optional = {v.name for v in shape.values if v.optional}
+        if optional:
+            encoded = ("{k: v for k, v in ((" + "), (".join(
+                f"{name!r}, {local}" for name, local in values.items()) + "),) if v is not None}")
+        else:
+            encoded = "{" + ", ".join(present) + "}"
+        return f"{write}(us, entity, {encoded})"
+
+    def writer(self, shape: TableShape) -> Writer:
+        """The function that writes one event's cells, for a layout without `render_writer`.
+
+        It takes the event time ``us`` (microseconds), the model instance and
+        the non-``None`` value fields encoded by their codecs (a dict); it
+        returns the row's mutations. The shipped layouts render their writing
+        into the generated encoder instead (`render_writer`).
+        """
+        raise NotImplementedError(f"layout {self.name!r} implements neither render_writer() "
+                                  "nor writer()")
 
     # -- reads ------------------------------------------------------------------------
 
@@ -255,9 +286,12 @@ def value_bytes(v: ValueSpec) -> int:
 MARKER = b""
 
 
-def value_cell_writer(shape: TableShape, *, erase_older: bool = False,
-                      exact_times: bool = False) -> Writer:
-    """A writer of a column per value field (or one serialized cell).
+def render_value_cells(shape: TableShape, src: Fragment, values: Mapping[str, str], *,
+                       erase_older: bool = False, exact_times: bool = False) -> str:
+    """Render the cells of a column per value field (or of one serialized cell).
+
+    The shared `Layout.render_writer` of `rows()` and `cells()`: see there for
+    ``src`` and ``values``; returns the expression of the event's mutations.
 
     Args:
         erase_older: a ``None`` value erases every older version of its column
@@ -269,59 +303,67 @@ def value_cell_writer(shape: TableShape, *, erase_older: bool = False,
             microsecond time (current-value rows of ``unit="us"`` models);
             else the event time floored to the millisecond.
     """
-
+    ts = src.local("ts")
+    src.emit(f"{ts} = us * {MS}" if exact_times else f"{ts} = us // {MS} * {MS}")
     ser = shape.serialization
     if ser is not None:
-        family, qualifier, serialize = ser.family, ser.qualifier, ser.encode_entity
-
-        def write_blob(us: int, entity: Any,
-                       encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
-            return (SetCell(family, qualifier, us * MS if exact_times else us // MS * MS,
-                            serialize(entity)),)
-
-        return write_blob
-    columns = tuple((v.name, v.family, v.qualifier) for v in shape.values)
-    count = len(columns)
-    marker_family = shape.family
-    if not columns:
+        serialize = src.bind(ser.encode_entity, "serialize")
+        cell = src.build(SetCell, repr(ser.family), repr(ser.qualifier), ts, f"{serialize}(entity)")
+        return f"({cell},)"
+    if not shape.values:
         # Every field is in the row key (an alternate key promoting every value):
         # one empty cell makes the row exist.
+        return f"({src.build(SetCell, repr(shape.family), repr(MARKER), ts, repr(b''))},)"
 
-        def write_marker(us: int, entity: Any,
-                         encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
-            return (SetCell(marker_family, MARKER, us * MS if exact_times else us // MS * MS,
-                            b""),)
+    def put(v: ValueSpec) -> str:
+        return src.build(SetCell, repr(v.family), repr(v.qualifier), ts, values[v.name])
 
-        return write_marker
-    # When every value is optional, an event whose values are all None has no
-    # value cell: the empty marker cell makes it exist (else it would be lost).
-    # Events with a value erase the marker at their time (a corrected event),
-    # and a row of one event keeps no older event's marker.
-    markers = not any(not v.optional for v in shape.values)
-
-    def write(us: int, entity: Any, encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
-        ts = us * MS if exact_times else us // MS * MS
-        out: list[Mutation] = []
-        if len(encoded) == count and not markers:  # no None value: the common case
-            for name, family, qualifier in columns:
-                out.append(SetCell(family, qualifier, ts, encoded[name]))
-            return tuple(out)
-        erase_from = 0 if erase_older else ts
-        for name, family, qualifier in columns:
-            data = encoded.get(name)
-            # Erase the cell of a None value, so a re-save with None is exact and idempotent.
-            out.append(DeleteCells(family, qualifier, erase_from, ts + MS) if data is None
-                       else SetCell(family, qualifier, ts, data))
-        if markers:
-            if encoded:
-                out.append(DeleteCells(marker_family, MARKER, erase_from, ts + MS))
-            else:
-                if erase_older and ts:  # (an end of 0 would mean "no end" on Bigtable)
-                    out.append(DeleteCells(marker_family, MARKER, 0, ts))
-                out.append(SetCell(marker_family, MARKER, ts, b""))
-        return tuple(out)
-
-    return write
+    optional = [v for v in shape.values if v.optional]
+    cells = src.local("cells")
+    if not optional:  # every value has a cell
+        src.emit(f"{cells} = (")
+        for v in shape.values:
+            src.emit(put(v) + ",", 1)
+        src.emit(")")
+        return cells
+    # A None value erases its column's cell at the event's time (all older versions
+    # too with erase_older), so a re-save with None is exact and idempotent. When
+    # every value is optional, an event whose values are all None has no value
+    # cell: the empty marker cell makes it exist (else it would be lost). Events
+    # with a value erase the marker at their time (a corrected event), and a row
+    # of one event keeps no older event's marker.
+    delete = src.bind(DeleteCells, "DeleteCells")
+    markers = len(optional) == len(shape.values)
+    erase_from = "0" if erase_older else ts
+    if not markers:
+        src.emit("if " + " and ".join(f"{values[v.name]} is not None" for v in optional)
+                 + ":")
+        src.emit(f"{cells} = (" + "".join(put(v) + ", " for v in shape.values) + ")", 1)
+        src.emit("else:")
+        depth = 1
+    else:
+        depth = 0
+    src.emit(f"{cells} = (", depth)
+    for v in shape.values:
+        if v.optional:
+            src.emit(f"{delete}({v.family!r}, {v.qualifier!r}, {erase_from}, {ts} + {MS}) "
+                     f"if {values[v.name]} is None else {put(v)},", depth + 1)
+        else:
+            src.emit(put(v) + ",", depth + 1)
+    src.emit(")", depth)
+    if markers:
+        family = shape.family
+        src.emit("if " + " is None and ".join(values[v.name] for v in shape.values)
+                 + " is None:")
+        if erase_older:  # (an end of 0 would mean "no end" on Bigtable)
+            src.emit(f"if {ts}:", 1)
+            src.emit(f"{cells} += ({delete}({family!r}, {MARKER!r}, 0, {ts}),)", 2)
+        src.emit(f"{cells} += ({src.build(SetCell, repr(family), repr(MARKER), ts, repr(b''))},)",
+                 1)
+        src.emit("else:")
+        src.emit(f"{cells} += ({delete}({family!r}, {MARKER!r}, {erase_from}, {ts} + {MS}),)",
+                 1)
+    return cells
 
 
 def value_columns(shape: TableShape) -> frozenset[tuple[str, bytes]]:

@@ -7,17 +7,18 @@ each event is a new version of those cells, at its event time.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 
 import attrs
 
 from tsmodel.backends.base import Cell
+from tsmodel.layouts._fragment import Fragment
 from tsmodel.layouts.base import (
     Event,
     Layout,
     Reader,
     TableShape,
-    Writer,
-    value_cell_writer,
+    render_value_cells,
     value_columns,
 )
 from tsmodel.layouts.render_read import render_values
@@ -41,8 +42,8 @@ class Cells(Layout):
     def describe(self) -> str:
         return "a bucket row, a new cell version per event"
 
-    def writer(self, shape: TableShape) -> Writer:
-        return value_cell_writer(shape)
+    def render_writer(self, shape: TableShape, src: Fragment, values: Mapping[str, str]) -> str:
+        return render_value_cells(shape, src, values)
 
     def read_columns(self, shape: TableShape) -> frozenset[tuple[str, bytes]] | None:
         # The reader takes events from these columns only: a read need not fetch

@@ -19,7 +19,7 @@ from tsmodel import errors
 from tsmodel.backends.base import Cell, Mutation, Row, RowMutation, SetCell
 from tsmodel.encoding.keys import ConstantSegment, KeyLayout, SegmentValueError
 from tsmodel.encoding.timestamps import EPOCH, to_micros
-from tsmodel.encoding.values import MAX_VALUE_BYTES, ValueEncoder, ValueSpec, too_big
+from tsmodel.encoding.values import MAX_VALUE_BYTES, ValueEncoder, ValueSpec
 from tsmodel.layouts.base import (
     Event,
     Layout,
@@ -28,6 +28,7 @@ from tsmodel.layouts.base import (
     newest_cells,
 )
 from tsmodel.layouts.render_read import render_columns, render_raw_columns, render_rows
+from tsmodel.layouts.render_write import render_event_encoder, render_row_encoder
 
 __all__ = ["TableCodec", "EncodedRow", "MAX_VALUE_BYTES", "SALT_FIELD"]
 
@@ -83,10 +84,10 @@ class TableCodec:
     """
 
     __slots__ = ("shape", "table", "key", "layout", "time_field", "values",
-                 "_encoders", "_constants", "_joins_plainly", "_join", "_write", "_read",
+                 "_encoders", "_constants", "_joins_plainly", "_join", "_read",
                  "_time_check", "_like", "_required", "_defaulted", "witness", "_key_columns",
                  "_version_field", "_history", "_owns", "_rendered_records",
-                 "_rendered_decode", "_rendered_columns")
+                 "_rendered_decode", "_rendered_columns", "encode", "_events")
 
     def __init__(self, shape: TableShape, *, table: str, key: KeyLayout, layout: Layout,
                  time_field: str, values: ValueEncoder, like: TableCodec | None = None,
@@ -106,7 +107,6 @@ class TableCodec:
                            for seg in key.segments if isinstance(seg, ConstantSegment)}
         self._joins_plainly = key.salt() is None
         self._join = self._joiner()
-        self._write = layout.writer(shape)
         self._read = layout.reader(shape)
         self._time_check = layout.time_check(shape)
         self._like = like if like is not None and like.layout == layout else None
@@ -128,6 +128,13 @@ class TableCodec:
         # The one decoding of the table's rows, rendered from all of the above.
         self._rendered_records, self._rendered_decode = render_rows(self)
         self._rendered_columns: dict[tuple[str, ...], tuple[Any, Any]] = {}
+        #: The generated encoder of this table (`tsmodel.layouts.render_write`):
+        #: ``encode(entity)`` validates ``entity`` and returns its `EncodedRow`
+        #: (raises `ValidationError`: a `FieldTypeError` for a wrong type, a
+        #: `KeyEncodingError` for a key field).
+        self.encode: Callable[[Any], EncodedRow] = render_row_encoder(self, EncodedRow)
+        self._events: dict[tuple[TableCodec | None, Callable[..., Any]],
+                           Callable[[Any], Any]] = {}
 
     @property
     def model(self) -> str:
@@ -135,16 +142,20 @@ class TableCodec:
 
     # -- writes ---------------------------------------------------------------------
 
-    def encode(self, entity: Any) -> EncodedRow:
-        """Validate ``entity`` and encode it for this table.
+    def event_encoder(self, current: TableCodec | None,
+                      make: Callable[..., M]) -> Callable[[Any], M]:
+        """The generated encoder of a whole event of this (main) table's model.
 
-        Raises:
-            ValidationError: a value cannot be stored (a `FieldTypeError`
-                for a wrong type, a `KeyEncodingError` for a key field).
+        It validates an instance and returns ``make(entity, table, key, us,
+        cells)``, with a current-value table ``make(..., current.table,
+        current_key, current_cells)``: the rows share the event's time, key
+        segments and encoded values (and cells, where both lay them out
+        alike). Rendered once per ``(current, make)``.
         """
-        us = self.time_of(entity)
-        parts = self.key_parts(entity, us)
-        return self.row(entity, parts, us, self.values.encode(entity))
+        found = self._events.get((current, make))
+        if found is None:
+            found = self._events[(current, make)] = render_event_encoder(self, current, make)
+        return found
 
     def time_of(self, entity: Any) -> int:
         """The event time of ``entity`` in microseconds."""
@@ -192,38 +203,6 @@ class TableCodec:
         except SegmentValueError as exc:  # another program's salt function refused the key
             raise errors.key_error(exc, model=self.model, field=getattr(exc, "field", None),
                                    value=getattr(exc, "value", None)) from exc.__cause__
-
-    def row(self, entity: Any, parts: Mapping[str, bytes], us: int,
-            encoded: Mapping[str, bytes], like: EncodedRow | None = None) -> EncodedRow:
-        """This table's row of an event whose key segments and values are encoded.
-
-        A model's tables share one encoding of the event: the current-value
-        table's row reuses the main table's segments and values.
-
-        Args:
-            like: the event's row in the table of the codec this one was
-                built ``like``; where both lay cells out alike, its cells are
-                shared instead of written again.
-        """
-        if like is not None and self._like is not None:
-            return EncodedRow(self.table, self._join(parts), us, like.mutations)
-        problem = None if self._time_check is None else self._time_check(us)
-        if problem is not None:
-            raw = getattr(entity, self.time_field)
-            raise errors.ValidationError(f"{raw} {problem}", model=self.model,
-                                         field=self.time_field, value=raw)
-        mutations = self._write(us, entity, encoded)
-        if self._key_columns:
-            mutations += self._key_cells(entity, us)
-        if self._version_field is not None:
-            version = self._version_time(entity)
-            mutations = tuple(SetCell(m.family, m.qualifier, version, m.value)
-                              if type(m) is SetCell else m for m in mutations)
-        if self.shape.serialization is not None:  # a blob of values checked one by one
-            for m in mutations:
-                if type(m) is SetCell and len(m.value) > MAX_VALUE_BYTES:
-                    raise too_big(self.model, m.family, m.qualifier, len(m.value))
-        return EncodedRow(self.table, self._join(parts), us, mutations)
 
     def _version_time(self, entity: Any) -> int:
         """The version time of ``entity`` (µs): the timestamp of its cells."""

@@ -7,11 +7,11 @@ the encoded value and whose cell is empty, at the event time.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import attrs
 
-from tsmodel.backends.base import Cell, Mutation, SetCell
+from tsmodel.backends.base import Cell, SetCell
+from tsmodel.layouts._fragment import Fragment
 from tsmodel.layouts.base import (
     CELL_OVERHEAD,
     MS,
@@ -19,7 +19,6 @@ from tsmodel.layouts.base import (
     Layout,
     Reader,
     TableShape,
-    Writer,
     value_bytes,
 )
 
@@ -48,14 +47,10 @@ class Columns(Layout):
     def describe(self) -> str:
         return "a bucket row, a new column per event (the value in the qualifier)"
 
-    def writer(self, shape: TableShape) -> Writer:
-        v = shape.values[0]
-        name, family = v.name, v.family
-
-        def write(us: int, entity: Any, encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
-            return (SetCell(family, encoded[name], us // MS * MS, b""),)
-
-        return write
+    def render_writer(self, shape: TableShape, src: Fragment, values: Mapping[str, str]) -> str:
+        v = shape.values[0]  # required (checked): its bytes are the qualifier
+        cell = src.build(SetCell, repr(v.family), values[v.name], f"us // {MS} * {MS}", "b''")
+        return f"({cell},)"
 
     def reader(self, shape: TableShape) -> Reader:
         v = shape.values[0]

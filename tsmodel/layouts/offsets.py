@@ -17,8 +17,9 @@ from typing import Any
 import attrs
 
 from tsmodel import errors
-from tsmodel.backends.base import Cell, Mutation, SetCell
+from tsmodel.backends.base import Cell, SetCell
 from tsmodel.encoding.buckets import Bucket, FixedBucket, MonthBucket, WeekBucket
+from tsmodel.layouts._fragment import Fragment
 from tsmodel.layouts.base import (
     CELL_OVERHEAD,
     MS,
@@ -27,7 +28,6 @@ from tsmodel.layouts.base import (
     Reader,
     TableShape,
     TimeCheck,
-    Writer,
     column_name,
     newest_cells,
     not_event_time,
@@ -113,20 +113,20 @@ class Offsets(Layout):
             return None
         return shape.values[0].family, None  # every offset column holds the one value
 
-    def writer(self, shape: TableShape) -> Writer:
+    def render_writer(self, shape: TableShape, src: Fragment, values: Mapping[str, str]) -> str:
         bucket = shape.bucket
         assert bucket is not None
         ser = shape.serialization
-        v = shape.values[0]
-
-        def write(us: int, entity: Any, encoded: Mapping[str, bytes]) -> tuple[Mutation, ...]:
-            qualifier = self.qualifier(bucket, us)
-            ts = us // MS * MS
-            if ser is not None:
-                return (SetCell(ser.family, qualifier, ts, ser.encode_entity(entity)),)
-            return (SetCell(v.family, qualifier, ts, encoded[v.name]),)
-
-        return write
+        qualifier = src.bind(functools.partial(self.qualifier, bucket), "offset_qualifier")
+        ts = f"us // {MS} * {MS}"
+        if ser is not None:
+            serialize = src.bind(ser.encode_entity, "serialize")
+            cell = src.build(SetCell, repr(ser.family), f"{qualifier}(us)", ts,
+                             f"{serialize}(entity)")
+        else:
+            v = shape.values[0]  # required (checked)
+            cell = src.build(SetCell, repr(v.family), f"{qualifier}(us)", ts, values[v.name])
+        return f"({cell},)"
 
     def qualifier(self, bucket: Bucket, us: int) -> bytes:
         """The offset column of time ``us``: clock time within the bucket, or a step index."""

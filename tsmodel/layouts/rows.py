@@ -7,12 +7,13 @@ serialized" patterns. Every cell of an event carries the event time
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
 
 from tsmodel.backends.base import Cell
+from tsmodel.layouts._fragment import Fragment
 from tsmodel.layouts.base import (
     MS,
     Event,
@@ -20,10 +21,9 @@ from tsmodel.layouts.base import (
     Reader,
     TableShape,
     TimeCheck,
-    Writer,
     newest_cells,
     not_event_time,
-    value_cell_writer,
+    render_value_cells,
     value_columns,
 )
 from tsmodel.layouts.render_read import render_values
@@ -73,10 +73,11 @@ class Rows(Layout):
     def cell_timestamp(self, us: int) -> int:
         return us * MS if self.exact_times else us // MS * MS
 
-    def writer(self, shape: TableShape) -> Writer:
+    def render_writer(self, shape: TableShape, src: Fragment, values: Mapping[str, str]) -> str:
         # A row holds one event: a None value erases its column's older versions too,
         # so a current-value row holds exactly the newest event's cells.
-        return value_cell_writer(shape, erase_older=True, exact_times=self.exact_times)
+        return render_value_cells(shape, src, values, erase_older=True,
+                                  exact_times=self.exact_times)
 
     def history_reader(self, shape: TableShape) -> Reader | None:
         if self.exact_times:

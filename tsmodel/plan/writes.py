@@ -134,23 +134,23 @@ def encode_event(spec: ModelSpec, entity: Any) -> EncodedEvent:
 
 
 def _encode(spec: ModelSpec, entity: Any) -> EncodedEvent:
-    codec = spec.codec
-    us = codec.time_of(entity)
-    parts = codec.key_parts(entity, us)
-    encoded = codec.values.encode(entity)
-    main = codec.row(entity, parts, us, encoded)
-    current = None
-    if spec.current_codec is not None:
-        current = spec.current_codec.row(entity, parts, us, encoded, like=main)
+    return _encoder(spec)(entity)
+
+
+def _encoder(spec: ModelSpec) -> Callable[[Any], EncodedEvent]:
+    """The encoder of ``spec``'s events: the main table's generated event encoder
+    (main and current-value rows), then the alternate-key rows where there are."""
+    event = spec.codec.event_encoder(spec.current_codec, EncodedEvent)
     if not spec.alternates and not spec.corrections_read_first and not spec.rollups:
-        # the common case, inline
-        if current is None:
-            return EncodedEvent(entity, main.table, main.key, us, main.mutations)
-        return EncodedEvent(entity, main.table, main.key, us, main.mutations, current.table,
-                            current.key, current.mutations)
-    alternates = tuple(alt.codec.encode(entity) for alt in spec.alternates)
-    return EncodedEvent.of(entity, main, current, alternates,
-                           spec if spec.corrections_read_first or spec.rollups else None)
+        return event  # the common case: the generated function alone
+    alternates = tuple(alt.codec.encode for alt in spec.alternates)
+    marked = spec if spec.corrections_read_first or spec.rollups else None
+
+    def encode(entity: Any) -> EncodedEvent:
+        main = event(entity)
+        return main._replace(alternates=tuple(alt(entity) for alt in alternates), spec=marked)
+
+    return encode
 
 
 @attrs.frozen
@@ -614,13 +614,13 @@ def _status(out: _Outcomes) -> WriteStatus:
 
 def encode_all(entities: Iterable[Any]) -> list[EncodedEvent]:
     """Encode every entity before anything is written (so nothing is half-written)."""
-    specs: dict[type, ModelSpec] = {}  # spec_of once per model class of the call
+    encoders: dict[type, Callable[[Any], EncodedEvent]] = {}  # once per model class
     out = []
     for e in entities:
-        spec = specs.get(type(e))
-        if spec is None:
-            spec = specs[type(e)] = instance_spec(e)
-        out.append(_encode(spec, e))
+        encode = encoders.get(type(e))
+        if encode is None:
+            encode = encoders[type(e)] = _encoder(instance_spec(e))
+        out.append(encode(e))
     return out
 
 

@@ -1,0 +1,274 @@
+"""The write half of the generated codecs: a table's declaration rendered into an encoder.
+
+At declaration, each `TableCodec` renders its declaration (key layout, value
+encoders, `Layout`) into the Python source of one function that validates
+an instance and encodes it for the table, and compiles it once
+(`tsmodel.layouts._source`: the source shows in tracebacks, and
+``tsmodel codec MODULE:Model`` prints it). A model's main table also renders
+the encoder of a whole event: its row there and in the current-value
+table, sharing the event's time, key segments and encoded values.
+
+What the bytes mean is declared once: the key segments' encoders, the value
+codecs and their checks (`ValueEncoder.checked`), the layout's rendering of
+its cells (`Layout.render_writer`). The generator only joins them, unrolled
+for the model's fields, so that no generic code walks the declaration per
+event. Validation is exactly that of the declaration: the fast path of a
+value is taken only for a value of exactly an accepted type that its codec
+takes; anything else goes through the full check, which raises the error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from tsmodel import errors
+from tsmodel.backends.base import SetCell
+from tsmodel.encoding.codecs import Bool, Float64, Int64
+from tsmodel.encoding.keys import ConstantSegment, SaltSegment, SegmentValueError
+from tsmodel.encoding.timestamps import EPOCH
+from tsmodel.encoding.values import MAX_VALUE_BYTES, too_big
+from tsmodel.layouts._fragment import Fragment
+from tsmodel.layouts._source import compile_function
+
+#: A `tsmodel.layouts.codec.TableCodec` (which imports this module).
+TableCodec = Any
+
+__all__ = ["render_row_encoder", "render_event_encoder"]
+
+#: Types whose values always equal themselves (no NaN): no ``item == item`` test.
+_NEVER_NAN = frozenset({int, str, bytes, bool})
+#: Codecs whose every encoding has a fixed size well under the value limit.
+_FIXED_SIZE = (Int64, Float64, Bool)
+_US = timedelta(microseconds=1)
+
+
+class _Locals:
+    """The locals of an event's shared encoding: time, key segments, values."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, str] = {}
+        self.values: dict[str, str] = {}
+
+
+def _key_failed(model: str, field: str, entity: Any, exc: SegmentValueError) -> Exception:
+    """The tsmodel error of a key segment that refused its field's value."""
+    return errors.key_error(exc, model=model, field=field, value=getattr(entity, field, None))
+
+
+def _time_refused(model: str, field: str, entity: Any, problem: str) -> Exception:
+    """The tsmodel error of an event time the layout cannot store."""
+    raw = getattr(entity, field)
+    return errors.ValidationError(f"{raw} {problem}", model=model, field=field, value=raw)
+
+
+def _render_time(src: Fragment, codec: TableCodec) -> None:
+    """``us``: the event time in µs (a UTC datetime inline, else the checked path)."""
+    dt, utc, epoch = (src.bind(datetime, "datetime"), src.bind(timezone.utc, "UTC"),
+                      src.bind(EPOCH, "EPOCH"))
+    src.emit(f"raw = entity.{codec.time_field}")
+    src.emit(f"if type(raw) is {dt} and raw.tzinfo is {utc}:")
+    src.emit(f"us = (raw - {epoch}) // {src.bind(_US, 'US')}", 1)
+    src.emit("else:")
+    src.emit(f"us = {src.bind(codec.time_of, 'time_of')}(entity)", 1)
+
+
+def _render_keys(src: Fragment, codec: TableCodec, out: _Locals) -> None:
+    """A local per key segment of a field, each refusal named by its field."""
+    failed = src.bind(_key_failed, "key_failed")
+    refused = src.bind(SegmentValueError, "SegmentValueError")
+    for name, encode, is_time in codec._encoders:
+        local = out.keys.get(name) or src.local(f"k_{name}")
+        out.keys[name] = local
+        encoder = src.bind(encode, f"key_{name}")
+        src.emit("try:")
+        src.emit(f"{local} = {encoder}({'us' if is_time else f'entity.{name}'})", 1)
+        src.emit(f"except {refused} as exc:")
+        src.emit(f"raise {failed}({codec.model!r}, {name!r}, entity, exc) from None", 1)
+
+
+def _render_values(src: Fragment, codec: TableCodec, out: _Locals) -> None:
+    """A local per value field: its bytes, or ``None`` for an optional ``None``."""
+    checked = src.bind(codec.values.checked, "checked")
+    for v in codec.values.values:
+        local = src.local(f"v_{v.name}")
+        out.values[v.name] = local
+        spec = src.bind(v, f"spec_{v.name}")
+        encode = src.bind(v.codec.encode, f"encode_{v.name}")
+        exact = tuple(v.accepted_types)
+        item = src.local(f"item_{v.name}")
+        src.emit(f"{item} = entity.{v.name}")
+        if len(exact) == 1:
+            test = f"type({item}) is {src.bind(exact[0], exact[0].__name__)}"
+        else:
+            test = f"type({item}) in {src.bind(frozenset(exact), f'types_{v.name}')}"
+        if set(exact) <= _NEVER_NAN:
+            src.emit(f"if {test}:")
+            depth = 1
+        else:
+            # item == item is False for NaN only: NaN takes the checked path (as does a
+            # signalling Decimal NaN, whose comparison raises).
+            plain = src.local("plain")
+            src.emit("try:")
+            src.emit(f"{plain} = {test} and {item} == {item}", 1)
+            src.emit("except ArithmeticError:")
+            src.emit(f"{plain} = False", 1)
+            src.emit(f"if {plain}:")
+            depth = 1
+        src.emit("try:", depth)
+        src.emit(f"{local} = {encode}({item})", depth + 1)
+        src.emit("except (ValueError, OverflowError, UnicodeError):", depth)
+        src.emit(f"{local} = {checked}({spec}, {item})", depth + 1)
+        if v.optional:
+            src.emit(f"elif {item} is None:")
+            src.emit(f"{local} = None", 1)
+        src.emit("else:")
+        src.emit(f"{local} = {checked}({spec}, {item})", 1)
+        if not isinstance(v.codec, _FIXED_SIZE):
+            size = src.bind(too_big, "too_big")
+            guard = f"{local} is not None and " if v.optional else ""
+            src.emit(f"if {guard}len({local}) > {MAX_VALUE_BYTES}:")
+            src.emit(f"raise {size}({codec.model!r}, {v.family!r}, {v.qualifier!r}, "
+                     f"len({local}), field={v.name!r})", 1)
+
+
+def _render_join(src: Fragment, codec: TableCodec, keys: dict[str, str]) -> str:
+    """The expression of the row key from the segments' locals."""
+    if codec.key.salt() is not None:  # the salt is computed from the other segments
+        parts = {**{f"{n!r}": local for n, local in keys.items()},
+                 **{repr(k): repr(v) for k, v in codec._constants.items()}}
+        join = src.bind(codec._join_salted, "join_salted")
+        return f"{join}({{" + ", ".join(f"{k}: {v}" for k, v in parts.items()) + "})"
+    pieces = []
+    for seg in codec.key.segments:
+        if isinstance(seg, ConstantSegment):
+            pieces.append(repr(seg.encode(None)))
+        else:
+            assert seg.field is not None and not isinstance(seg, SaltSegment)
+            pieces.append(keys[seg.field])
+    sep = codec.key.separator
+    return f" + {sep!r} + ".join(pieces)
+
+
+def _render_row(src: Fragment, codec: TableCodec, out: _Locals, prefix: str,
+                like: str | None = None) -> tuple[str, str]:
+    """The row of ``codec``: lines computing its cells and key; their locals.
+
+    Args:
+        like: the local of the cells of the row of the codec ``codec`` was
+            built ``like`` (the main table's), shared where both lay cells
+            out alike.
+    """
+    key, cells = src.local(f"{prefix}key"), src.local(f"{prefix}cells")
+    if like is not None and codec._like is not None:
+        src.emit(f"{key} = {_render_join(src, codec, out.keys)}")
+        return key, like
+    if codec._time_check is not None:
+        check = src.bind(codec._time_check, f"{prefix}time_check")
+        problem = src.local("problem")
+        src.emit(f"{problem} = {check}(us)")
+        src.emit(f"if {problem} is not None:")
+        src.emit(f"raise {src.bind(_time_refused, 'time_refused')}({codec.model!r}, "
+                 f"{codec.time_field!r}, entity, {problem})", 1)
+    laid_out = codec.layout.render_writer(codec.shape, src, out.values)
+    if laid_out.isidentifier():
+        cells = laid_out
+    else:
+        src.emit(f"{cells} = {laid_out}")
+    if codec._key_columns:
+        src.emit(f"{cells} += {src.bind(codec._key_cells, f'{prefix}key_cells')}(entity, us)")
+    if codec._version_field is not None:
+        version = src.local("version")
+        set_cell = src.bind(SetCell, "SetCell")
+        stamped = src.build(SetCell, "m.family", "m.qualifier", version, "m.value")
+        src.emit(f"{version} = {src.bind(codec._version_time, 'version_time')}(entity)")
+        src.emit(f"{cells} = tuple({stamped} if type(m) is {set_cell} else m for m in {cells})")
+    if codec.shape.serialization is not None:  # a blob of values checked one by one
+        set_cell = src.bind(SetCell, "SetCell")
+        src.emit(f"for m in {cells}:")
+        src.emit(f"if type(m) is {set_cell} and len(m.value) > {MAX_VALUE_BYTES}:", 1)
+        src.emit(f"raise {src.bind(too_big, 'too_big')}({codec.model!r}, m.family, "
+                 "m.qualifier, len(m.value))", 2)
+    src.emit(f"{key} = {_render_join(src, codec, out.keys)}")
+    return key, cells
+
+
+def _shared(src: Fragment, codec: TableCodec) -> _Locals:
+    out = _Locals()
+    for reserved in ("entity", "us", "raw", "exc", "m"):
+        src.local(reserved)
+    _render_time(src, codec)
+    _render_keys(src, codec, out)
+    _render_values(src, codec, out)
+    return out
+
+
+def _label(codec: TableCodec) -> str:
+    return f"{codec.model}.{codec.table}"
+
+
+def render_row_encoder(codec: TableCodec, make_row: Callable[..., Any]) -> Callable[[Any], Any]:
+    """The generated ``encode(entity)`` of one table: its `EncodedRow`.
+
+    Raises (from the encoder):
+        ValidationError: a value cannot be stored, as the declaration checks it.
+    """
+    src = Fragment()
+    out = _shared(src, codec)
+    key, cells = _render_row(src, codec, out, "")
+    src.emit(f"return {src.build(make_row, repr(codec.table), key, 'us', cells)}")
+    name = "encode_" + _identifier(codec.table)
+    source = src.source(f"def {name}(entity):")
+    return compile_function(source, name, src.namespace,
+                            f"<tsmodel codec {_label(codec)} encode>")
+
+
+def render_event_encoder(main: TableCodec, current: TableCodec | None,
+                         make_event: Callable[..., Any]) -> Callable[[Any], Any]:
+    """The generated encoder of a whole event: its rows in the main and current tables.
+
+    The encoder returns ``make_event(entity, table, key, us, cells)``, and with
+    a current-value table ``..., current_table, current_key, current_cells)``:
+    the write planner's event, built once.
+    """
+    src = Fragment()
+    out = _shared(src, main)
+    key, cells = _render_row(src, main, out, "")
+    fields = len(getattr(make_event, "_fields", ()))
+    if current is None:
+        rest = ["None", "None", "()", "()", "None"][:fields - 5]
+        event = src.build(make_event, "entity", repr(main.table), key, "us", cells, *rest)
+        src.emit(f"return {event}")
+    else:
+        extra = [n for n, _, _ in current._encoders if n not in out.keys]
+        if extra:  # a current key of fields the main key lacks: encode them too
+            _render_extra_keys(src, current, out, extra)
+        ckey, ccells = _render_row(src, current, out, "current_", like=cells)
+        rest = ["()", "None"][:fields - 8]
+        event = src.build(make_event, "entity", repr(main.table), key, "us", cells,
+                          repr(current.table), ckey, ccells, *rest)
+        src.emit(f"return {event}")
+    name = "encode_event_" + _identifier(main.table)
+    source = src.source(f"def {name}(entity):")
+    return compile_function(source, name, src.namespace,
+                            f"<tsmodel codec {_label(main)} encode_event>")
+
+
+def _render_extra_keys(src: Fragment, codec: TableCodec, out: _Locals, names: list[str]) -> None:
+    failed = src.bind(_key_failed, "key_failed")
+    refused = src.bind(SegmentValueError, "SegmentValueError")
+    for name, encode, is_time in codec._encoders:
+        if name not in names:
+            continue
+        local = out.keys[name] = src.local(f"k_{name}")
+        src.emit("try:")
+        src.emit(f"{local} = {src.bind(encode, f'current_key_{name}')}"
+                 f"({'us' if is_time else f'entity.{name}'})", 1)
+        src.emit(f"except {refused} as exc:")
+        src.emit(f"raise {failed}({codec.model!r}, {name!r}, entity, exc) from None", 1)
+
+
+def _identifier(text: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in text)
+
