@@ -53,7 +53,7 @@ class Fragment:
         self._bound[id(obj)] = name
         return name
 
-    def build(self, cls: type, *args: str) -> str:
+    def build(self, cls: Any, *args: str) -> str:
         """The expression of a named tuple ``cls(*args)``, built by ``tuple.__new__``.
 
         The same tuple, without the Python-level ``__new__`` a named tuple

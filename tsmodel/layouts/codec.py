@@ -87,7 +87,7 @@ class TableCodec:
                  "_encoders", "_constants", "_joins_plainly", "_join", "_read",
                  "_time_check", "_like", "_required", "_defaulted", "witness", "_key_columns",
                  "_version_field", "_history", "_owns", "_rendered_records",
-                 "_rendered_decode", "_rendered_columns", "encode", "_events")
+                 "_rendered_decode", "_rendered_columns", "_encode", "_events")
 
     def __init__(self, shape: TableShape, *, table: str, key: KeyLayout, layout: Layout,
                  time_field: str, values: ValueEncoder, like: TableCodec | None = None,
@@ -128,11 +128,8 @@ class TableCodec:
         # The one decoding of the table's rows, rendered from all of the above.
         self._rendered_records, self._rendered_decode = render_rows(self)
         self._rendered_columns: dict[tuple[str, ...], tuple[Any, Any]] = {}
-        #: The generated encoder of this table (`tsmodel.layouts.render_write`):
-        #: ``encode(entity)`` validates ``entity`` and returns its `EncodedRow`
-        #: (raises `ValidationError`: a `FieldTypeError` for a wrong type, a
-        #: `KeyEncodingError` for a key field).
-        self.encode: Callable[[Any], EncodedRow] = render_row_encoder(self, EncodedRow)
+        #: The generated encoder of this table, rendered at its first use.
+        self._encode: Callable[[Any], EncodedRow] | None = None
         self._events: dict[tuple[TableCodec | None, Callable[..., Any]],
                            Callable[[Any], Any]] = {}
 
@@ -141,6 +138,34 @@ class TableCodec:
         return self.shape.name
 
     # -- writes ---------------------------------------------------------------------
+
+    def encode(self, entity: Any) -> EncodedRow:
+        """Validate ``entity`` and encode it for this table.
+
+        Through the encoder generated from the table's declaration
+        (`encoder()`).
+
+        Raises:
+            ValidationError: a value cannot be stored (a `FieldTypeError`
+                for a wrong type, a `KeyEncodingError` for a key field).
+        """
+        return (self._encode or self.encoder())(entity)
+
+    def encoder(self) -> Callable[[Any], EncodedRow]:
+        """The generated ``encode(entity)`` of this table (`tsmodel.layouts.render_write`),
+        rendered and compiled once, at its first use."""
+        if self._encode is None:
+            self._encode = render_row_encoder(self, EncodedRow)
+        return self._encode
+
+    def generated(self) -> list[Callable[..., Any]]:
+        """The functions generated so far for this table's codec (their source: `rendered()`)."""
+        found = [self.encoder(), *self._events.values()]
+        for slot in self.__slots__:
+            value = getattr(self, slot, None)
+            if callable(value) and hasattr(value, "__tsmodel_source__") and value not in found:
+                found.append(value)
+        return found
 
     def event_encoder(self, current: TableCodec | None,
                       make: Callable[..., M]) -> Callable[[Any], M]:

@@ -1,0 +1,129 @@
+"""The generated encoders hold to the declaration on every oracle shape.
+
+Each table codec's encoder is rendered from its declaration
+(`tsmodel.layouts.render_write`). Two oracles hold it there:
+
+* the reference model (`tests/oracle/reference.py`), written from the docs
+  without tsmodel: the row keys, the current-value key and the cells of a
+  column per value field;
+* the generic walk of the declaration that the generated code replaced
+  (`tests/walk_encoder.py`, kept for tests only): every cell of every table
+  and every error (class, message, model, field, value) for the same input,
+  bad values included.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tsmodel as ts
+from tests import walk_encoder
+from tests.oracle.ops import aware
+from tests.oracle.reference import Reference, encode_value
+from tests.oracle.shapes import MS, SHAPES, Shape
+from tests.strategies import junk, oracle_events
+from tsmodel.backends.base import SetCell
+from tsmodel.layouts._source import rendered
+from tsmodel.plan.writes import EncodedEvent, encode_event
+
+_MODELS: dict[str, type] = {}
+
+
+def _model(shape: Shape) -> type:
+    if shape.name not in _MODELS:
+        _MODELS[shape.name] = shape.make_model("GEN")
+    return _MODELS[shape.name]
+
+
+def _outcome(fn: Any, *args: Any) -> Any:
+    """What ``fn(*args)`` returns, or the error it raises as comparable facts."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - every error is compared
+        return ("raised", type(exc), str(exc), getattr(exc, "model", None),
+                getattr(exc, "field", None), repr(getattr(exc, "value", None)))
+
+
+def _codecs(spec: Any) -> list[Any]:
+    codecs = [spec.codec, *(alt.codec for alt in spec.alternates)]
+    if spec.current_codec is not None:
+        codecs.append(spec.current_codec)
+    if spec.snapshot is not None:
+        codecs.append(spec.snapshot.template.codec)
+    return codecs
+
+
+def _event_rows(spec: Any, entity: Any) -> Any:
+    """The main and current rows of the generated event encoder (alternates aside)."""
+    ev = spec.codec.event_encoder(spec.current_codec, EncodedEvent)(entity)
+    return (ev.main, ev.current)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_generated_encoders_write_what_the_declaration_says(shape: Shape, data: Any) -> None:
+    model = _model(shape)
+    spec = ts.spec_of(model)
+    e = data.draw(oracle_events(shape))
+    fields = {**e.fields(), "time": aware(e.t, e.zone)}
+    entity = model(**fields)
+    ev = encode_event(spec, entity)
+    # The reference (written from the docs): keys and a column per value field.
+    ref = Reference(shape)
+    assert ev.key == ref.key_of(shape.key, e)
+    assert ev.timestamp == e.t
+    if shape.current:
+        assert ev.current_key == ref.key_of(ref.current_segs(), e)
+    cells = {tuple(m) for m in ev.mutations if type(m) is SetCell}
+    # Key columns of adopted tables (a copy of a key field beside the events) aside:
+    key_columns = {(k.family, k.qualifier) for k in spec.key_columns}
+    cells = {c for c in cells if (c[0], c[1]) not in key_columns}
+    if shape.serialized:
+        assert len(cells) == 1 and {c[2] for c in cells} == {e.t // MS * MS}
+    elif shape.layout == "columns":
+        (v,) = shape.values
+        assert cells == {(shape.family, encode_value(v.kind, e.get(v.name)), e.t // MS * MS,
+                          b"")}
+    elif shape.layout == "offsets":
+        (v,) = shape.values
+        assert [(c[0], c[2], c[3]) for c in cells] == [
+            (shape.family, e.t // MS * MS, encode_value(v.kind, e.get(v.name)))]
+    elif any(e.get(v.name) is not None for v in shape.values):
+        assert cells == ref.value_cells(e)
+    # The walk of the declaration it replaced: every table, every cell.
+    assert _event_rows(spec, entity) == walk_encoder.encode_event(spec, entity)
+    for codec in _codecs(spec):
+        assert codec.encode(entity) == walk_encoder.encode(codec, entity)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_generated_encoders_refuse_as_the_declaration_does(shape: Shape, data: Any) -> None:
+    model = _model(shape)
+    spec = ts.spec_of(model)
+    e = data.draw(oracle_events(shape))
+    fields: dict[str, Any] = {**e.fields(), "time": aware(e.t, e.zone)}
+    name = data.draw(st.sampled_from(sorted(fields)))
+    fields[name] = data.draw(junk() | st.sampled_from([float("nan"), 2**64, -1, "", "a#b",
+                                                       "\ud800", b"x", True, 1.5]))
+    entity = model(**fields)
+    assert _outcome(_event_rows, spec, entity) == _outcome(walk_encoder.encode_event, spec,
+                                                           entity)
+    for codec in _codecs(spec):
+        assert _outcome(codec.encode, entity) == _outcome(walk_encoder.encode, codec, entity)
+
+
+def test_each_generated_function_shows_its_source() -> None:
+    spec = ts.spec_of(_model(SHAPES[0]))
+    encoder = spec.codec.event_encoder(spec.current_codec, EncodedEvent)
+    source = rendered(encoder)
+    assert source.startswith("def encode_event_")
+    assert encoder.__code__.co_filename.startswith("<tsmodel codec ")
+    assert encoder in spec.codec.generated()
+    assert spec.codec.encoder() in spec.codec.generated()
