@@ -41,6 +41,8 @@ __all__ = [
     "oracle_key_prefixes",
     "oracle_periods",
     "oracle_repair_spans",
+    "neutral_mutations",
+    "row_mutations",
 ]
 
 #: First code point a variable-width segment accepts with the ``#`` separator
@@ -512,3 +514,55 @@ def _mutate(data: bytes, at: int, insert: bytes) -> bytes:
     at = at % (len(data) + 1)
     return data[:at] + insert + data[at + 1:]
 
+
+
+# -- neutral mutations, for the wire encoders ---------------------------------------
+
+#: Timestamps at the edges: 0, small, whole ms, not whole ms, the int64 edge, beyond it.
+_EDGE_TIMES = (0, 1, 999, 1_000, 1_425_213_901_001_000, 2**63 - 1_000, 2**63 - 1, 2**63,
+               2**64, -1, -(2**63))
+
+
+def _times() -> st.SearchStrategy[int]:
+    return st.sampled_from(_EDGE_TIMES) | st.integers(0, 2**63 - 1) | st.integers(-5, 5)
+
+
+def _families() -> st.SearchStrategy[str]:
+    return st.sampled_from(["F", "METRIC", "", "é", "\U0001f600", "a" * 200]) | st.text(
+        max_size=8)
+
+
+def _qualifiers() -> st.SearchStrategy[bytes]:
+    return st.sampled_from([b"", b"Q", b"\x00", "é".encode(), b"x" * 300]) | st.binary(
+        max_size=12)
+
+
+def _values() -> st.SearchStrategy[bytes]:
+    return st.sampled_from([b"", b"\x00" * 8, b"v" * 127, b"v" * 128, b"v" * 20_000]) | \
+        st.binary(max_size=40)
+
+
+def neutral_mutations() -> st.SearchStrategy[Any]:
+    """Any neutral mutation, edge values included (empty qualifier and value, int64
+    edges and beyond, negative times, non-ASCII names, long values)."""
+    from tsmodel.backends.base import AddToCell, DeleteCells, DeleteFamily, DeleteRow, SetCell
+
+    optional_times = st.none() | _times()
+    return st.one_of(
+        st.builds(SetCell, _families(), _qualifiers(), _times(), _values()),
+        st.builds(AddToCell, _families(), _qualifiers(), _times(),
+                  st.integers(-(2**63), 2**63 - 1) | st.sampled_from([2**63, -(2**63) - 1])),
+        st.builds(DeleteCells, _families(), _qualifiers(), optional_times, optional_times),
+        st.builds(DeleteFamily, _families()),
+        st.just(DeleteRow()),
+    )
+
+
+def row_mutations() -> st.SearchStrategy[Any]:
+    """An entry of a bulk write: a key (empty and over 4 KB among them) and 0-6 mutations."""
+    from tsmodel.backends.base import RowMutation
+
+    keys = st.sampled_from([b"", b"k", b"\xff" * 4096, b"x" * 4097, "é".encode()]) | \
+        st.binary(min_size=1, max_size=20)
+    return st.builds(RowMutation, keys,
+                     st.lists(neutral_mutations(), max_size=6).map(tuple))

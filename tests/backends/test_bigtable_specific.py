@@ -20,6 +20,7 @@ import pytest
 from google.api_core import exceptions as core_exceptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud.bigtable.data.exceptions import RetryExceptionGroup
+from google.cloud.bigtable_v2.types import bigtable as bigtable_types
 from google.cloud.bigtable_v2.types import feature_flags
 
 import tsmodel as ts
@@ -46,6 +47,8 @@ from tsmodel.backends.base import (
 from tsmodel.backends.bigtable import BigtableBackend, gc_rule_from_proto, gc_rule_to_proto
 from tsmodel.backends.emulator import Emulator
 from tsmodel.errors import BackendError, BackendUnreachableError, TableNotFoundError
+
+MutateRowsRequest: Any = bigtable_types.MutateRowsRequest.pb()
 
 pytestmark = pytest.mark.emulator
 
@@ -310,7 +313,8 @@ def test_deletion_bounds_between_milliseconds_apply_whole(bt: BigtableBackend,
     [(request, _)] = list(wire.entry_requests(
         "t", None, [RowMutation(b"r", (DeleteCells("cf", b"q", T0 - 999, 2**63 - 1),))], [0],
         100, 10_000, pytest.fail))
-    span = request.entries[0].mutations[0].delete_from_column.time_range
+    sent = MutateRowsRequest.FromString(request.SerializeToString())
+    span = sent.entries[0].mutations[0].delete_from_column.time_range
     assert (span.start_timestamp_micros, span.end_timestamp_micros) == (T0, 0)  # 0: no end
 
 
@@ -349,9 +353,10 @@ def test_large_input_is_split_into_requests(
     assert len(requests) > 10
     assert [i for _, positions in requests for i in positions] == list(range(60))
     for request, positions in requests:
-        assert [e.row_key for e in request.entries] == [entries[i].key for i in positions]
-        assert sum(len(e.mutations) for e in request.entries) <= 7
-        assert len(positions) == 1 or request.ByteSize() <= 2_000
+        sent = MutateRowsRequest.FromString(request.SerializeToString())
+        assert [e.row_key for e in sent.entries] == [entries[i].key for i in positions]
+        assert sum(len(e.mutations) for e in sent.entries) <= 7
+        assert len(positions) == 1 or sent.ByteSize() <= 2_000
     entries.insert(30, RowMutation(b"bad", (put("nope", b"q", 1, b"x"),)))
     outcomes = bt.mutate_rows(table, entries)
     assert [o.status for o in outcomes] == [APPLIED] * 30 + [FAILED] + [APPLIED] * 30
@@ -595,10 +600,19 @@ class FaultyStream:
         return bool(self.call.cancel())
 
 
+def as_message(request: Any) -> Any:
+    """A copy of ``request`` as a protobuf message (a ``MutateRows`` one from its wire bytes)."""
+    if isinstance(request, wire.MutateRequest):
+        return MutateRowsRequest.FromString(request.SerializeToString())
+    copy = type(request)()
+    copy.CopyFrom(request)
+    return copy
+
+
 def is_family_check(request: Any) -> bool:
     """Whether ``request`` is the emulator's family check before a write (never faulted)."""
-    return hasattr(request, "entries") and all(
-        e.row_key.startswith(wire.CHECK_ROW_PREFIX) for e in request.entries)
+    return isinstance(request, wire.MutateRequest) and all(
+        e.row_key.startswith(wire.CHECK_ROW_PREFIX) for e in as_message(request).entries)
 
 
 class FaultyChannel:
@@ -623,9 +637,7 @@ class FaultyChannel:
             self.metadata.append(dict(call_kwargs.get("metadata", ())))
             if not method.endswith(self.method):
                 return real(request, **call_kwargs)
-            copy = type(request)()
-            copy.CopyFrom(request)
-            self.requests.append(copy)
+            self.requests.append(as_message(request))
             fault = self.faults.pop(0) if self.faults else None
             stream = FaultyStream(real(request, **call_kwargs), fault)
             self.streams.append(stream)
@@ -997,6 +1009,7 @@ def test_mutation_protobuf_matches_the_neutral_mutations() -> None:
     [(request, positions)] = list(wire.entry_requests(
         "projects/p/instances/i/tables/t", "prof", [entry], [0], 100, 10_000, pytest.fail))
     assert positions == [0]
+    request = MutateRowsRequest.FromString(request.SerializeToString())
     assert (request.table_name, request.app_profile_id) == ("projects/p/instances/i/tables/t",
                                                             "prof")
     [pb] = request.entries

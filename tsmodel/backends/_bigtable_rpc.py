@@ -207,8 +207,7 @@ class _MutateOperation:
         self.pending = list(range(len(request.entries)))
         #: Entries that add (``AddToCell``): not idempotent, so never sent twice. One
         #: whose outcome is in doubt stays so (UNKNOWN), as the official client does.
-        self.once = frozenset(i for i, entry in enumerate(request.entries)
-                              if any(m.HasField("add_to_cell") for m in entry.mutations))
+        self.once: frozenset[int] = request.adds
         self.deadline = time.monotonic() + policy.operation_timeout
         self.delays = policy.delays()
         self.attempts = 0
@@ -219,7 +218,7 @@ class _MutateOperation:
 
     def attempt(self) -> _MutateAttempt:
         pending, request = self.pending, self.request
-        sent = request if len(pending) == len(request.entries) else _subset(request, pending)
+        sent = request if len(pending) == len(request.entries) else request.subset(pending)
         timeout = min(self.policy.attempt_timeout,
                       max(self.deadline - time.monotonic(), 0.001))
         self.attempts += 1
@@ -508,11 +507,3 @@ class AsyncDataRpc(_Rpc):
 def _serialize(message: Any) -> bytes:
     data: bytes = message.SerializeToString()
     return data
-
-
-def _subset(request: Any, positions: list[int]) -> Any:
-    """A copy of ``request`` with only the entries at ``positions``."""
-    out = wire.MutateRowsRequest(table_name=request.table_name,
-                                 app_profile_id=request.app_profile_id)
-    out.entries.extend(request.entries[i] for i in positions)
-    return out

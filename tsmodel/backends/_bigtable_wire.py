@@ -9,6 +9,7 @@ what it builds. Only the Bigtable backend imports it.
 from __future__ import annotations
 
 import base64
+import operator
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -33,7 +34,7 @@ from tsmodel.backends.base import (
 )
 
 __all__ = [
-    "MutateRowsRequest", "MutateRowsResponse", "ReadRowsRequest", "ReadRowsResponse",
+    "MutateRequest", "entry_bytes", "MutateRowsResponse", "ReadRowsRequest", "ReadRowsResponse",
     "SampleRowKeysRequest", "SampleRowKeysResponse", "sample_request",
     "FEATURES_METADATA", "routing_metadata", "entry_requests", "does_something",
     "family_check_request", "read_request", "table_check_request", "row_filter",
@@ -45,7 +46,6 @@ MAX_ROW_KEY = 4096
 #: The largest int64 that is a whole number of milliseconds.
 _MAX_MS_MICROS = (2**63 - 1) // 1000 * 1000
 
-MutateRowsRequest: Any = bigtable_types.MutateRowsRequest.pb()
 MutateRowsResponse: Any = bigtable_types.MutateRowsResponse.pb()
 ReadRowsRequest: Any = bigtable_types.ReadRowsRequest.pb()
 ReadRowsResponse: Any = bigtable_types.ReadRowsResponse.pb()
@@ -105,12 +105,49 @@ def _deletion_range(mutation: DeleteCells) -> tuple[int, int] | None:
     return start, 0 if end > _MAX_MS_MICROS else end  # beyond int64: no cell is that late
 
 
+class MutateRequest:
+    """A ``MutateRowsRequest`` as its protobuf wire bytes, one slice per entry.
+
+    Built straight from the neutral mutations (`entry_bytes()`), without a
+    message object per cell; sent with `SerializeToString()` as the gRPC
+    request serializer asks. The bytes are those the ``google.bigtable.v2``
+    message of the same request serializes to (fields in number order).
+
+    Attributes:
+        table_name: the table's full name.
+        app_profile_id: the app profile, ``""`` for the default.
+        entries: each entry's bytes, tagged as field 2 of the request.
+        adds: positions of the entries that add (``AddToCell``): never sent twice.
+    """
+
+    __slots__ = ("table_name", "app_profile_id", "entries", "adds", "_head", "_tail")
+
+    def __init__(self, table_name: str, app_profile_id: str | None,
+                 entries: list[bytes] | None = None, adds: frozenset[int] = frozenset()) -> None:
+        self.table_name = table_name
+        self.app_profile_id = app_profile_id or ""
+        self.entries: list[bytes] = [] if entries is None else entries
+        self.adds = adds
+        self._head = _string_field(b"\x0a", table_name)
+        self._tail = _string_field(b"\x1a", self.app_profile_id)
+
+    def subset(self, positions: Sequence[int]) -> MutateRequest:
+        """The request of only the entries at ``positions``."""
+        entries = self.entries
+        adds = frozenset(i for i, p in enumerate(positions) if p in self.adds)
+        return MutateRequest(self.table_name, self.app_profile_id,
+                             [entries[p] for p in positions], adds)
+
+    def SerializeToString(self) -> bytes:  # noqa: N802 - the name gRPC serializers call
+        return b"".join((self._head, *self.entries, self._tail))
+
+
 def entry_requests(
     table_name: str, app_profile_id: str | None, entries: Sequence[RowMutation],
     indices: Sequence[int], max_mutations: int, max_bytes: int,
     refuse: Callable[[int, Exception], None],
-) -> Iterator[tuple[Any, list[int]]]:
-    """``MutateRowsRequest`` messages for ``entries[i]`` of ``indices``, within the limits.
+) -> Iterator[tuple[MutateRequest, list[int]]]:
+    """``MutateRows`` requests for ``entries[i]`` of ``indices``, within the limits.
 
     Yields each request with the positions (in ``entries``) of its entries.
     An entry that cannot be encoded, or has no mutation (Cloud Bigtable
@@ -119,34 +156,29 @@ def entry_requests(
     silently: it is trivially applied. An entry larger than the limits goes
     alone in its request.
     """
-    def new_request() -> Any:
-        return MutateRowsRequest(table_name=table_name, app_profile_id=app_profile_id or "")
-
-    request, mutations, size = new_request(), 0, 0
+    chunk: list[bytes] = []
+    adds: set[int] = set()
     positions: list[int] = []
+    mutations = size = 0
     for index in indices:
-        entry = entries[index]
-        pb = request.entries.add()
         try:
-            count = _fill_entry(pb, entry)
+            data, count, entry_size, adding = entry_bytes(entries[index])
         except (TypeError, ValueError, OverflowError) as exc:
-            del request.entries[-1]
             refuse(index, exc)
             continue
         if not count:
-            del request.entries[-1]
             continue
-        entry_size = pb.ByteSize()
         if positions and (mutations + count > max_mutations or size + entry_size > max_bytes):
-            moved = request.entries.pop()
-            yield request, positions
-            request, positions, mutations, size = new_request(), [], 0, 0
-            request.entries.append(moved)
+            yield MutateRequest(table_name, app_profile_id, chunk, frozenset(adds)), positions
+            chunk, adds, positions, mutations, size = [], set(), [], 0, 0
+        if adding:
+            adds.add(len(chunk))
+        chunk.append(data)
         positions.append(index)
         mutations += count
         size += entry_size
     if positions:
-        yield request, positions
+        yield MutateRequest(table_name, app_profile_id, chunk, frozenset(adds)), positions
 
 
 #: Where family checks write: a fresh key after this prefix each time.
@@ -154,7 +186,7 @@ CHECK_ROW_PREFIX = b"\xff\xfftsmodel-family-check-"
 
 
 def family_check_request(table_name: str, app_profile_id: str | None,
-                         families: Sequence[str]) -> Any:
+                         families: Sequence[str]) -> MutateRequest:
     """A ``MutateRowsRequest`` whose entry ``i`` fails exactly when ``families[i]`` is missing.
 
     Each entry deletes a column of the family in a row that does not exist
@@ -164,68 +196,193 @@ def family_check_request(table_name: str, app_profile_id: str | None,
     failed entry (reads skip it). Never sent to Cloud Bigtable, which
     applies an entry whole or not at all.
     """
-    request = MutateRowsRequest(table_name=table_name, app_profile_id=app_profile_id or "")
+    entries = []
     for family in families:
-        entry = request.entries.add()
-        entry.row_key = CHECK_ROW_PREFIX + uuid.uuid4().bytes
-        entry.mutations.add().delete_from_column.family_name = family
-    return request
+        deletion = _message(b"\x12", _string_field(b"\x0a", family))  # delete_from_column
+        body = _bytes_field(b"\x0a", CHECK_ROW_PREFIX + uuid.uuid4().bytes) + \
+            _message(b"\x12", deletion)
+        entries.append(_message(b"\x12", body))
+    return MutateRequest(table_name, app_profile_id, entries)
 
 
-def _fill_entry(pb: Any, entry: RowMutation) -> int:
-    """Fill a raw ``MutateRowsRequest.Entry``; return how many mutations it got.
+# -- protobuf wire format of an entry ----------------------------------------------
+# Field tags: (number << 3) | wire type (0 varint, 2 length-delimited). Proto3
+# leaves out a scalar holding its default (0, empty) unless it is a oneof
+# member; a message field set is written even when empty.
+
+#: One-byte varints.
+_SMALL = [bytes((i,)) for i in range(128)]
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+#: ``family_name`` and ``column_qualifier`` fields of a set_cell, by column.
+_COLUMN_HEADS: dict[tuple[Any, Any], bytes] = {}
+_TIMESTAMP_VARINTS: dict[int, bytes] = {}
+
+
+def _varint(n: int) -> bytes:
+    """The varint of ``0 <= n < 2**64``."""
+    if n < 128:
+        return _SMALL[n]
+    out = bytearray()
+    while n > 127:
+        out.append(n & 127 | 128)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _int64(n: Any) -> bytes:
+    """The varint of an int64 field (negative: 10 bytes of two's complement)."""
+    if type(n) is not int:
+        if isinstance(n, bool):
+            raise TypeError(f"expected an int, got a boolean: {n!r}")
+        n = operator.index(n)
+    if not _INT64_MIN <= n <= _INT64_MAX:
+        raise ValueError(f"Value out of range: {n}")
+    return _varint(n if n >= 0 else n + 2**64)
+
+
+def _bytes(data: Any) -> bytes:
+    if type(data) is not bytes:
+        raise TypeError(f"expected bytes, {type(data).__name__} found")
+    return data
+
+
+def _string(text: Any) -> bytes:
+    if type(text) is str:
+        return text.encode("utf-8")
+    if type(text) is bytes:
+        return text
+    raise TypeError(f"expected str, {type(text).__name__} found")
+
+
+def _message(tag: bytes, body: bytes) -> bytes:
+    """A length-delimited field, written even when empty."""
+    return tag + _varint(len(body)) + body
+
+
+def _bytes_field(tag: bytes, data: Any) -> bytes:
+    data = _bytes(data)
+    return tag + _varint(len(data)) + data if data else b""
+
+
+def _string_field(tag: bytes, text: Any) -> bytes:
+    data = _string(text)
+    return tag + _varint(len(data)) + data if data else b""
+
+
+def _column_head(family: Any, qualifier: Any) -> bytes:
+    head = _string_field(b"\x0a", family) + _bytes_field(b"\x12", qualifier)
+    if len(_COLUMN_HEADS) < 65_536:
+        _COLUMN_HEADS[(family, qualifier)] = head
+    return head
+
+
+def entry_bytes(entry: RowMutation) -> tuple[bytes, int, int, bool]:
+    """One entry of a ``MutateRowsRequest`` as wire bytes, tagged as the request's field 2.
+
+    Returns:
+        ``(bytes, mutations, size, adds)``: the mutations it holds (empty
+        deletions are left out), the size of the entry message (untagged:
+        what the request's byte budget counts), and whether it adds
+        (``AddToCell``).
 
     Raises:
         ValueError: a row key that Bigtable refuses, no mutation, a negative
-            timestamp.
+            timestamp, an int64 out of range.
         TypeError: a value of the wrong type.
     """
     key = entry.key
     if not key or len(key) > MAX_ROW_KEY:
         raise ValueError(f"row key must be 1 to {MAX_ROW_KEY} bytes, got {len(key)}")
-    if not entry.mutations:
+    mutations = entry.mutations
+    if not mutations:
         # Cloud Bigtable: INVALID_ARGUMENT "No mutations provided"; the
         # emulator would apply it, the official client refuses it first.
         raise ValueError(f"row {key!r:.80}: an entry needs at least one mutation")
-    pb.row_key = key
-    add = pb.mutations.add
+    head = _bytes_field(b"\x0a", key)
+    # A model's tables share one tuple of cells where they lay them out alike (the
+    # current-value row's are the main row's): written once, sent twice.
+    known = _SHARED.get(id(mutations))
+    if known is not None and known[0] is mutations:
+        _, body, count, adds = known
+    else:
+        body, count, adds = _mutations_bytes(mutations)
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.clear()
+        _SHARED[id(mutations)] = (mutations, body, count, adds)
+    size = len(head) + len(body)
+    return (b"\x12" + (_SMALL[size] if size < 128 else _varint(size)) + head + body, count,
+            size, adds)
+
+
+#: The bytes of recently written tuples of mutations, by identity (each kept with
+#: its tuple, so that an identity is never another tuple's while it is here).
+_SHARED: dict[int, tuple[tuple[Mutation, ...], bytes, int, bool]] = {}
+_SHARED_MAX = 16_384
+
+
+def _mutations_bytes(mutations: tuple[Mutation, ...]) -> tuple[bytes, int, bool]:
+    """The entry's ``mutations`` fields, how many, and whether one adds."""
+    parts = []
     count = 0
-    for mutation in entry.mutations:
+    adds = False
+    heads, stamps = _COLUMN_HEADS, _TIMESTAMP_VARINTS
+    for mutation in mutations:
         if type(mutation) is SetCell:
-            if mutation.timestamp < 0:
-                raise ValueError(f"cell timestamp {mutation.timestamp} is negative; tsmodel "
+            family, qualifier, timestamp, value = mutation
+            if timestamp < 0:
+                raise ValueError(f"cell timestamp {timestamp} is negative; tsmodel "
                                  "writes explicit timestamps so that retries are idempotent")
-            cell = add().set_cell
-            cell.family_name = mutation.family
-            cell.column_qualifier = mutation.qualifier
-            cell.timestamp_micros = mutation.timestamp
-            cell.value = mutation.value
+            head = heads.get((family, qualifier))
+            if head is None or type(family) is not str or type(qualifier) is not bytes:
+                head = _column_head(family, qualifier)
+            stamp = stamps.get(timestamp)
+            if stamp is None or type(timestamp) is not int:
+                stamp = b"\x18" + _int64(timestamp) if timestamp else _int64(timestamp)[:0]
+                if len(stamps) >= 4096:
+                    stamps.clear()
+                stamps[timestamp] = stamp
+            if type(value) is not bytes:
+                _bytes(value)
+            if value:
+                n = len(value)
+                body = head + stamp + b"\x22" + (_SMALL[n] if n < 128 else _varint(n)) + value
+            else:
+                body = head + stamp
+            n = len(body)
+            if n < 126:  # set_cell (field 1 of the mutation), then the entry's field 2
+                parts.append(b"\x12" + _SMALL[n + 2] + b"\x0a" + _SMALL[n] + body)
+            else:
+                parts.append(_message(b"\x12", _message(b"\x0a", body)))
         elif type(mutation) is AddToCell:
             if mutation.timestamp < 0:
                 raise ValueError(f"cell timestamp {mutation.timestamp} is negative")
-            added = add().add_to_cell
-            added.family_name = mutation.family
-            added.column_qualifier.raw_value = mutation.qualifier
-            added.timestamp.raw_timestamp_micros = mutation.timestamp
-            added.input.int_value = mutation.value
+            added = (_string_field(b"\x0a", mutation.family)
+                     + _message(b"\x12", _message(b"\x42", _bytes(mutation.qualifier)))
+                     + _message(b"\x1a", b"\x48" + _int64(mutation.timestamp))
+                     + _message(b"\x22", b"\x30" + _int64(mutation.value)))
+            parts.append(_message(b"\x12", _message(b"\x2a", added)))
+            adds = True
         elif type(mutation) is DeleteCells:
             span = _deletion_range(mutation)
             if span is None:
                 continue
-            column = add().delete_from_column
-            column.family_name = mutation.family
-            column.column_qualifier = mutation.qualifier
             start, end = span
-            column.time_range.start_timestamp_micros = start
-            column.time_range.end_timestamp_micros = end
+            time_range = ((b"\x08" + _int64(start) if start else b"")
+                          + (b"\x10" + _int64(end) if end else b""))
+            column = (_string_field(b"\x0a", mutation.family)
+                      + _bytes_field(b"\x12", mutation.qualifier)
+                      + _message(b"\x1a", time_range))
+            parts.append(_message(b"\x12", _message(b"\x12", column)))
         elif type(mutation) is DeleteFamily:
-            add().delete_from_family.family_name = mutation.family
+            parts.append(_message(b"\x12", _message(b"\x1a",
+                                                     _string_field(b"\x0a", mutation.family))))
         elif type(mutation) is DeleteRow:
-            add().delete_from_row.SetInParent()
+            parts.append(b"\x12\x02\x22\x00")
         else:
             raise TypeError(f"not a tsmodel mutation: {mutation!r:.200}")
         count += 1
-    return count
+    return b"".join(parts), count, adds
 
 
 # -- reads -------------------------------------------------------------------

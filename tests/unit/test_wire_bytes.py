@@ -1,0 +1,222 @@
+"""``MutateRows`` requests written as wire bytes equal the message-built ones.
+
+The Bigtable backend writes each entry's protobuf wire bytes straight from
+the neutral mutations (`tsmodel.backends._bigtable_wire.entry_bytes`). The
+oracle is the encoder it replaced, kept here only: one raw
+``google.bigtable.v2`` message per request, entry and cell, serialized by
+protobuf. Both must give the same bytes for every entry (every layout shape
+of the oracle, arbitrary neutral mutations, edge values), split requests
+alike, and refuse the same entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+from google.cloud.bigtable_v2.types import bigtable as bigtable_types
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tsmodel as ts
+from tests.oracle.ops import aware
+from tests.oracle.shapes import SHAPES, Shape
+from tests.strategies import oracle_events, row_mutations
+from tsmodel.backends import _bigtable_wire as wire
+from tsmodel.backends.base import (
+    AddToCell,
+    DeleteCells,
+    DeleteFamily,
+    DeleteRow,
+    RowMutation,
+    SetCell,
+)
+from tsmodel.plan.writes import encode_event
+
+MutateRowsRequest: Any = bigtable_types.MutateRowsRequest.pb()
+
+
+# -- the oracle: the message-built encoder the wire bytes replaced ------------------
+
+def _fill_entry(pb: Any, entry: RowMutation) -> int:
+    key = entry.key
+    if not key or len(key) > wire.MAX_ROW_KEY:
+        raise ValueError(f"row key must be 1 to {wire.MAX_ROW_KEY} bytes, got {len(key)}")
+    if not entry.mutations:
+        raise ValueError(f"row {key!r:.80}: an entry needs at least one mutation")
+    pb.row_key = key
+    add = pb.mutations.add
+    count = 0
+    for mutation in entry.mutations:
+        if type(mutation) is SetCell:
+            if mutation.timestamp < 0:
+                raise ValueError(f"cell timestamp {mutation.timestamp} is negative; tsmodel "
+                                 "writes explicit timestamps so that retries are idempotent")
+            cell = add().set_cell
+            cell.family_name = mutation.family
+            cell.column_qualifier = mutation.qualifier
+            cell.timestamp_micros = mutation.timestamp
+            cell.value = mutation.value
+        elif type(mutation) is AddToCell:
+            if mutation.timestamp < 0:
+                raise ValueError(f"cell timestamp {mutation.timestamp} is negative")
+            added = add().add_to_cell
+            added.family_name = mutation.family
+            added.column_qualifier.raw_value = mutation.qualifier
+            added.timestamp.raw_timestamp_micros = mutation.timestamp
+            added.input.int_value = mutation.value
+        elif type(mutation) is DeleteCells:
+            span = wire._deletion_range(mutation)
+            if span is None:
+                continue
+            column = add().delete_from_column
+            column.family_name = mutation.family
+            column.column_qualifier = mutation.qualifier
+            start, end = span
+            column.time_range.start_timestamp_micros = start
+            column.time_range.end_timestamp_micros = end
+        elif type(mutation) is DeleteFamily:
+            add().delete_from_family.family_name = mutation.family
+        elif type(mutation) is DeleteRow:
+            add().delete_from_row.SetInParent()
+        else:
+            raise TypeError(f"not a tsmodel mutation: {mutation!r:.200}")
+        count += 1
+    return count
+
+
+def message_requests(
+    table_name: str, app_profile_id: str | None, entries: Sequence[RowMutation],
+    indices: Sequence[int], max_mutations: int, max_bytes: int,
+    refuse: Callable[[int, Exception], None],
+) -> Iterator[tuple[Any, list[int]]]:
+    def new_request() -> Any:
+        return MutateRowsRequest(table_name=table_name, app_profile_id=app_profile_id or "")
+
+    request, mutations, size = new_request(), 0, 0
+    positions: list[int] = []
+    for index in indices:
+        entry = entries[index]
+        pb = request.entries.add()
+        try:
+            count = _fill_entry(pb, entry)
+        except (TypeError, ValueError, OverflowError) as exc:
+            del request.entries[-1]
+            refuse(index, exc)
+            continue
+        if not count:
+            del request.entries[-1]
+            continue
+        entry_size = pb.ByteSize()
+        if positions and (mutations + count > max_mutations or size + entry_size > max_bytes):
+            moved = request.entries.pop()
+            yield request, positions
+            request, positions, mutations, size = new_request(), [], 0, 0
+            request.entries.append(moved)
+        positions.append(index)
+        mutations += count
+        size += entry_size
+    if positions:
+        yield request, positions
+
+
+# -- the comparison ------------------------------------------------------------------
+
+def _both(entries: Sequence[RowMutation], max_mutations: int = 100_000,
+          max_bytes: int = 20 * 1024 * 1024, table: str = "projects/p/instances/i/tables/t",
+          profile: str | None = None) -> None:
+    """Both encoders give the same requests, positions and refusals."""
+    refused: dict[str, list[tuple[int, type, str]]] = {"wire": [], "message": []}
+
+    def refuse(side: str) -> Callable[[int, Exception], None]:
+        return lambda i, exc: refused[side].append((i, type(exc), _message(exc)))
+
+    got = [(r.SerializeToString(), p) for r, p in wire.entry_requests(
+        table, profile, entries, range(len(entries)), max_mutations, max_bytes,
+        refuse("wire"))]
+    expected = [(r.SerializeToString(), p) for r, p in message_requests(
+        table, profile, entries, range(len(entries)), max_mutations, max_bytes,
+        refuse("message"))]
+    assert got == expected
+    assert refused["wire"] == refused["message"]
+
+
+def _message(exc: Exception) -> str:
+    """The message of a refusal: exact for tsmodel's own, the type's for protobuf's."""
+    text = str(exc)
+    if isinstance(exc, ValueError) and ("row key" in text or "negative" in text
+                                        or "at least one mutation" in text):
+        return text
+    return ""
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(row_mutations(), max_size=8), st.sampled_from([None, "", "profile-é"]))
+def test_arbitrary_entries_give_the_message_built_bytes(entries: list[RowMutation],
+                                                         profile: str | None) -> None:
+    _both(entries, profile=profile)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(row_mutations(), max_size=12), st.integers(1, 8), st.integers(1, 3_000))
+def test_requests_split_at_the_same_limits(entries: list[RowMutation], max_mutations: int,
+                                           max_bytes: int) -> None:
+    _both(entries, max_mutations, max_bytes)
+
+
+_MODELS: dict[str, type] = {}
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_every_shape_sends_the_message_built_bytes(shape: Shape, data: Any) -> None:
+    model = _MODELS.get(shape.name) or _MODELS.setdefault(shape.name, shape.make_model("W"))
+    spec = ts.spec_of(model)
+    events = data.draw(st.lists(oracle_events(shape), min_size=1, max_size=6))
+    entries = []
+    for e in events:
+        ev = encode_event(spec, model(**{**e.fields(), "time": aware(e.t, e.zone)}))
+        entries.append(ev.row_mutation())
+        current = ev.current_row_mutation()
+        if current is not None:
+            entries.append(current)
+        entries += [alt.row_mutation() for alt in ev.alternates]
+    _both(entries)
+
+
+def test_bad_types_are_refused_as_protobuf_refuses_them() -> None:
+    bad = [RowMutation(b"k", (m,)) for m in (
+        SetCell("f", "q", 0, b""), SetCell("f", b"q", 0, bytearray(b"v")),  # type: ignore[arg-type]
+        SetCell("f", b"q", 1.0, b""), SetCell("f", b"q", True, b""),  # type: ignore[arg-type]
+        SetCell("f\ud800", b"q", 0, b""), SetCell("f", b"q", 2**63, b""),
+        SetCell(None, b"q", 0, b""), AddToCell("f", b"q", 0, 1.5),  # type: ignore[arg-type]
+        DeleteCells("f", "q", 0, 5000), DeleteCells("f", b"q", 1.5, 5000),  # type: ignore[arg-type]
+        "not a mutation",  # type: ignore[arg-type]
+    )] + [RowMutation("k", (SetCell("f", b"q", 0, b""),))]  # type: ignore[arg-type]
+    _both(bad)
+
+
+def test_family_checks_delete_a_column_of_each_family() -> None:
+    request = wire.family_check_request("t", "p", ["A", "é"])
+    pb = MutateRowsRequest.FromString(request.SerializeToString())
+    assert (pb.table_name, pb.app_profile_id) == ("t", "p")
+    assert [e.row_key.startswith(wire.CHECK_ROW_PREFIX) for e in pb.entries] == [True, True]
+    assert [[m.WhichOneof("mutation") for m in e.mutations] for e in pb.entries] == [
+        ["delete_from_column"], ["delete_from_column"]]
+    assert [e.mutations[0].delete_from_column.family_name for e in pb.entries] == ["A", "é"]
+    assert not pb.entries[0].mutations[0].delete_from_column.HasField("time_range")
+
+
+def test_a_subset_of_a_request_keeps_its_entries_and_adds() -> None:
+    entries = [RowMutation(b"a", (SetCell("f", b"q", 0, b"1"),)),
+               RowMutation(b"b", (AddToCell("f", b"q", 0, 1),)),
+               RowMutation(b"c", (AddToCell("f", b"q", 0, 2),))]
+    [(request, _)] = wire.entry_requests("t", None, entries, range(3), 100, 10_000, pytest.fail)
+    assert request.adds == frozenset({1, 2})
+    part = request.subset([2, 0])
+    assert part.adds == frozenset({0})
+    [(expected, _)] = message_requests("t", None, [entries[2], entries[0]], range(2), 100,
+                                       10_000, pytest.fail)
+    assert part.SerializeToString() == expected.SerializeToString()
