@@ -541,3 +541,15 @@ def test_cli_modules_share_only_public_helpers_and_never_grpc(path: Path) -> Non
         assert module.split(".")[0] not in ("grpc", "google"), (path.name, module)
         if module.startswith("tsmodel.cli"):
             assert not name.startswith("_"), f"{path.name} imports {module}.{name}"
+
+
+def test_codec_prints_the_source_generated_for_each_table() -> None:
+    out = ok("codec", EXAMPLE)
+    assert "# table METRIC: <tsmodel codec ServerMetric.METRIC encode_event>" in out
+    assert "# table METRIC: <tsmodel codec ServerMetric.METRIC encode>" in out
+    assert "# table CURRENT_METRIC: <tsmodel codec ServerMetric.CURRENT_METRIC encode>" in out
+    blocks = out.split("# table ")[1:]
+    for block in blocks:  # each block is one function's whole source
+        source = block.split("\n", 1)[1]
+        compile(source, "<printed>", "exec")
+    fails("codec", "examples/server_metrics.py:NoSuchModel")

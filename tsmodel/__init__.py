@@ -66,6 +66,7 @@ from tsmodel.jobs.snapshots import (
     build_snapshot_async,
 )
 from tsmodel.layouts import Layout, cells, columns, offsets, rows
+from tsmodel.plan.codecs import codec_source
 from tsmodel.plan.cursors import Page
 from tsmodel.plan.reads import LatestManyPlan, LatestResult
 from tsmodel.plan.rollups import ResamplePlan, Stats, Window
@@ -98,6 +99,7 @@ __all__ = [
     "Codec", "Int64", "Float64", "Utf8", "Bool", "Raw", "Text",
     # row keys
     "row_key", "current_row_key", "encode_row_key", "decode_row_key", "floor_timestamp",
+    "codec_source",
     # connections and writes
     "connect", "Connection", "get_default_connection", "set_default_connection",
     "WriteResult", "EntityResult", "WriteStatus", "WriteFlow", "table_specs", "Settings",

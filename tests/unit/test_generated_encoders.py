@@ -127,3 +127,18 @@ def test_each_generated_function_shows_its_source() -> None:
     assert encoder.__code__.co_filename.startswith("<tsmodel codec ")
     assert encoder in spec.codec.generated()
     assert spec.codec.encoder() in spec.codec.generated()
+
+
+def test_codec_source_lists_every_generated_function_of_a_model() -> None:
+    shape = next(s for s in SHAPES if s.current and s.alternates and s.snapshot)
+    model = _model(shape)
+    spec = ts.spec_of(model)
+    text = ts.codec_source(model)
+    tables = [spec.table, spec.current_table, *(a.table for a in spec.alternates),
+              spec.snapshot.template.table]
+    for table in tables:
+        assert f"<tsmodel codec {spec.name}.{table} encode>" in text
+    assert f"<tsmodel codec {spec.name}.{spec.table} encode_event>" in text
+    for function in (spec.codec.encoder(), spec.codec.event_encoder(spec.current_codec,
+                                                                       EncodedEvent)):
+        assert rendered(function) in text

@@ -7,13 +7,24 @@ import difflib
 import re
 from typing import NoReturn
 
-from tsmodel.cli import advise, emulator, explain, job, keys, layout, repair, schema, snapshot
+from tsmodel.cli import (
+    advise,
+    codec,
+    emulator,
+    explain,
+    job,
+    keys,
+    layout,
+    repair,
+    schema,
+    snapshot,
+)
 from tsmodel.cli._common import print_error, wrap
 
 __all__ = ["build_parser"]
 
 #: The command modules, in the order ``tsmodel --help`` lists them.
-COMMANDS = (schema, explain, keys, layout, advise, emulator, snapshot, repair, job)
+COMMANDS = (schema, explain, keys, layout, codec, advise, emulator, snapshot, repair, job)
 
 
 #: argparse's message for a word that is not one of a subparser's choices.

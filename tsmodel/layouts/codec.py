@@ -161,10 +161,14 @@ class TableCodec:
     def generated(self) -> list[Callable[..., Any]]:
         """The functions generated so far for this table's codec (their source: `rendered()`)."""
         found = [self.encoder(), *self._events.values()]
-        for slot in self.__slots__:
+        for slot in self.__slots__:  # the read side's, wherever they are kept
             value = getattr(self, slot, None)
-            if callable(value) and hasattr(value, "__tsmodel_source__") and value not in found:
-                found.append(value)
+            items = value.values() if isinstance(value, dict) else \
+                value if isinstance(value, (tuple, list)) else (value,)
+            for item in items:
+                if callable(item) and hasattr(item, "__tsmodel_source__") and \
+                        all(item is not f for f in found):
+                    found.append(item)
         return found
 
     def event_encoder(self, current: TableCodec | None,

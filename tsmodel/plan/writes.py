@@ -137,10 +137,15 @@ def _encode(spec: ModelSpec, entity: Any) -> EncodedEvent:
     return _encoder(spec)(entity)
 
 
+def event_encoder(spec: ModelSpec) -> Callable[[Any], EncodedEvent]:
+    """The generated encoder of ``spec``'s events in its main and current-value tables."""
+    return spec.codec.event_encoder(spec.current_codec, EncodedEvent)
+
+
 def _encoder(spec: ModelSpec) -> Callable[[Any], EncodedEvent]:
     """The encoder of ``spec``'s events: the main table's generated event encoder
     (main and current-value rows), then the alternate-key rows where there are."""
-    event = spec.codec.event_encoder(spec.current_codec, EncodedEvent)
+    event = event_encoder(spec)
     if not spec.alternates and not spec.corrections_read_first and not spec.rollups:
         return event  # the common case: the generated function alone
     alternates = tuple(alt.codec.encode for alt in spec.alternates)
