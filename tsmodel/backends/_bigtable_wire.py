@@ -213,8 +213,8 @@ def family_check_request(table_name: str, app_profile_id: str | None,
 #: One-byte varints.
 _SMALL = [bytes((i,)) for i in range(128)]
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-#: ``family_name`` and ``column_qualifier`` fields of a set_cell, by column.
-_COLUMN_HEADS: dict[tuple[Any, Any], bytes] = {}
+#: The bytes around a set_cell's timestamp, by column and sizes (`_set_cell_head()`).
+_COLUMN_HEADS: dict[tuple[Any, Any, int, int], tuple[bytes, bytes]] = {}
 _TIMESTAMP_VARINTS: dict[int, bytes] = {}
 
 
@@ -270,11 +270,18 @@ def _string_field(tag: bytes, text: Any) -> bytes:
     return tag + _varint(len(data)) + data if data else b""
 
 
-def _column_head(family: Any, qualifier: Any) -> bytes:
-    head = _string_field(b"\x0a", family) + _bytes_field(b"\x12", qualifier)
+def _set_cell_head(family: Any, qualifier: Any, stamp: int, size: int) -> tuple[bytes, bytes]:
+    """A set_cell's ``mutations`` field around its timestamp (``stamp`` bytes) and value
+    (``size`` bytes): what goes before the timestamp (tags, lengths, family,
+    qualifier), and what goes between it and the value (the value's tag and length)."""
+    column = _string_field(b"\x0a", family) + _bytes_field(b"\x12", qualifier)
+    value = (b"\x22" + _varint(size)) if size else b""
+    body = len(column) + stamp + len(value) + size
+    cell = b"\x0a" + _varint(body)
+    head = b"\x12" + _varint(len(cell) + body) + cell + column
     if len(_COLUMN_HEADS) < 65_536:
-        _COLUMN_HEADS[(family, qualifier)] = head
-    return head
+        _COLUMN_HEADS[(family, qualifier, stamp, size)] = (head, value)
+    return head, value
 
 
 def entry_bytes(entry: RowMutation) -> tuple[bytes, int, int, bool]:
@@ -333,9 +340,6 @@ def _mutations_bytes(mutations: tuple[Mutation, ...]) -> tuple[bytes, int, bool]
             if timestamp < 0:
                 raise ValueError(f"cell timestamp {timestamp} is negative; tsmodel "
                                  "writes explicit timestamps so that retries are idempotent")
-            head = heads.get((family, qualifier))
-            if head is None or type(family) is not str or type(qualifier) is not bytes:
-                head = _column_head(family, qualifier)
             stamp = stamps.get(timestamp)
             if stamp is None or type(timestamp) is not int:
                 stamp = b"\x18" + _int64(timestamp) if timestamp else _int64(timestamp)[:0]
@@ -344,16 +348,12 @@ def _mutations_bytes(mutations: tuple[Mutation, ...]) -> tuple[bytes, int, bool]
                 stamps[timestamp] = stamp
             if type(value) is not bytes:
                 _bytes(value)
-            if value:
-                n = len(value)
-                body = head + stamp + b"\x22" + (_SMALL[n] if n < 128 else _varint(n)) + value
-            else:
-                body = head + stamp
-            n = len(body)
-            if n < 126:  # set_cell (field 1 of the mutation), then the entry's field 2
-                parts.append(b"\x12" + _SMALL[n + 2] + b"\x0a" + _SMALL[n] + body)
-            else:
-                parts.append(_message(b"\x12", _message(b"\x0a", body)))
+            # Everything before the value, by column and the sizes of stamp and value.
+            shape = (family, qualifier, len(stamp), len(value))
+            known = heads.get(shape)
+            if known is None or type(family) is not str or type(qualifier) is not bytes:
+                known = _set_cell_head(*shape)
+            parts.append(known[0] + stamp + known[1] + value)
         elif type(mutation) is AddToCell:
             if mutation.timestamp < 0:
                 raise ValueError(f"cell timestamp {mutation.timestamp} is negative")
