@@ -24,6 +24,11 @@ from tsmodel.plan.writes import encode_event
 from tsmodel.run.cache import CachingBackend
 
 BASE_MAIN, BASE_CURRENT = "BASE_METRIC", "BASE_CURRENT_METRIC"
+LIMIT_MAIN, LIMIT_CURRENT = "LIMIT_METRIC", "LIMIT_CURRENT_METRIC"
+#: Events per MutateRows request of the write limit: tsmodel's default batch size.
+LIMIT_BATCH = 1_000
+#: Requests in flight at once in the write limit: tsmodel's default WriteFlow.batches.
+LIMIT_IN_FLIGHT = 4
 #: The host of the events (f) saves one at a time: outside every range read.
 SAVE_HOST = "single.save.host"
 #: Saves one event at a time; returns the seconds each save took.
@@ -140,6 +145,98 @@ class BigtableSuite:
             assert a == b, f"{ours} and {theirs} differ"
         return ("tsmodel and the baseline wrote the same cells (checked cell by cell; tsmodel "
                 "also writes the current table once per batch of 1,000 events)")
+
+    def write_limit(self) -> Result:
+        """(a) beside what the transport takes: the same cells, serialized before the clock.
+
+        The main table's rows and, per batch of 1,000 events, the current-value
+        row of each host's newest event (what ``save_all`` writes), as
+        ``MutateRows`` requests of 1,000 entries serialized with protobuf before
+        the clock starts, sent on a raw gRPC channel to the emulator, four
+        requests in flight as tsmodel's default ``WriteFlow`` allows, each
+        response stream drained. No encoding, no validation, no outcomes.
+        """
+        requests = self._limit_requests()
+        ours, limits = [], []
+        for run in range(self.runs):
+            pair = [self._tsmodel_write, lambda: self._limit_write(requests)]
+            if run % 2:
+                pair.reverse()
+            seconds = [fn() for fn in pair]
+            if run % 2:
+                seconds.reverse()
+            ours.append(len(self.events) / seconds[0])
+            limits.append(len(self.events) / seconds[1])
+            self.log(f"  (a) limit run {run + 1}: tsmodel {ours[-1]:,.0f} events/s, "
+                     f"raw MutateRows {limits[-1]:,.0f} events/s")
+        result = ratio_result("a0", "", "events/s", ours, limits, 0.5, target=">= 0.5")
+        result.what = (f"save {len(self.events):,} events / the write limit (same cells, "
+                       "pre-serialized MutateRows on a raw channel)")
+        result.notes.append(self._without_collector(median(limits)))
+        return result
+
+    def _without_collector(self, limit: float) -> str:
+        """The same save with Python's cyclic garbage collector off (by this script, as an
+        application may choose to: tsmodel leaves the process-wide collector alone)."""
+        import gc
+
+        rates = []
+        for _ in range(self.runs):
+            gc.collect()
+            gc.disable()
+            try:
+                rates.append(len(self.events) / self._tsmodel_write())
+            finally:
+                gc.enable()
+        return (f"with the cyclic garbage collector off during the save: "
+                f"{median(rates):,.0f} events/s, {median(rates) / limit:.2f} of the limit")
+
+    def _limit_requests(self) -> list[tuple[str, bytes]]:
+        from google.cloud.bigtable_v2.types import bigtable as bigtable_types
+
+        request_type: Any = bigtable_types.MutateRowsRequest.pb()
+        prefix = "projects/bench/instances/bench/tables/"
+        out = []
+        for start in range(0, len(self.events), LIMIT_BATCH):
+            batch = self.events[start:start + LIMIT_BATCH]
+            for table, rows in ((LIMIT_MAIN, _data.plain_rows(batch)),
+                                (LIMIT_CURRENT, _data.plain_current_rows(batch))):
+                request = request_type(table_name=prefix + table)
+                for key, cells in rows:
+                    entry = request.entries.add()
+                    entry.row_key = key
+                    for family, qualifier, stamp, value in cells:
+                        cell = entry.mutations.add().set_cell
+                        cell.family_name, cell.column_qualifier = family, qualifier
+                        cell.timestamp_micros, cell.value = stamp, value
+                out.append((prefix + table, request.SerializeToString()))
+        return out
+
+    def _limit_write(self, requests: list[tuple[str, bytes]]) -> float:
+        import concurrent.futures
+
+        import grpc
+
+        for name in (LIMIT_MAIN, LIMIT_CURRENT):
+            self.conn.backend.delete_table(name)
+            self.conn.backend.create_table(TableSpec(name, self.families))
+        channel = grpc.insecure_channel(self.host_port)
+        mutate = channel.unary_stream("/google.bigtable.v2.Bigtable/MutateRows",
+                                      request_serializer=lambda data: data,
+                                      response_deserializer=lambda data: data)
+
+        def send(item: tuple[str, bytes]) -> int:
+            table, data = item
+            metadata = (("x-goog-request-params", f"table_name={table}&app_profile_id="),)
+            return sum(len(r) for r in mutate(data, metadata=metadata))
+
+        try:
+            send(requests[0])  # the channel connected before the clock starts
+            with concurrent.futures.ThreadPoolExecutor(LIMIT_IN_FLIGHT) as pool:
+                seconds, _ = timed(lambda: list(pool.map(send, requests)))
+        finally:
+            channel.close()
+        return seconds
 
     # -- (b) range reads ----------------------------------------------------------------
 

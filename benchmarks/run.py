@@ -40,10 +40,11 @@ sys.path.insert(0, str(HERE.parent))
 from _common import Result, environment, median, table  # noqa: E402
 
 #: Every figure: a writes, b range reads, c latest lookups, d embedded store,
-#: e memory, f save() of one event, g asyncio API, h salted range reads, i columnar.
-ALL = "abcdefghi"
+#: e memory, f save() of one event, g asyncio API, h salted range reads, i columnar,
+#: p each storage pattern's saves.
+ALL = "abcdefghip"
 #: The figures measured on the emulator, and those of them --rtt runs through the proxy.
-ON_EMULATOR, PROXIED = "abcfghi", "abfgh"
+ON_EMULATOR, PROXIED = "abcfghip", "abfgh"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,6 +169,9 @@ def _measure(args: argparse.Namespace, host_port: str, only: set[str],
         if "a" in only:
             log(f"(a) writes{at}")
             results.append(suite.writes())
+            if rtt is None:
+                log("(a) writes against the write limit")
+                results.append(suite.write_limit())
         if "b" in only:
             log(f"(b) range reads{at}")
             results.append(suite.reads())
@@ -199,6 +203,13 @@ def _measure(args: argparse.Namespace, host_port: str, only: set[str],
                 results.append(salted.run())
             finally:
                 salted.close()
+        if "p" in only and rtt is None:
+            from _patterns import PatternSuite
+
+            log("(p) each storage pattern's saves, embedded store and emulator")
+            results += PatternSuite("embedded", None, args.runs, log).run()
+            results += PatternSuite("emulator", f"bigtable-emulator://{host_port}/bench/bench",
+                                    args.runs, log).run()
         if "i" in only:
             from _columnar import ColumnarSuite
 
