@@ -535,17 +535,13 @@ def _emulator_refusals(backend: Any, target: _Target, table: str,
         TableNotFoundError: the table does not exist.
     """
     refused: dict[int, Exception] = {}
-    families_of: dict[int, set[str]] = {}
+    families_of: dict[int, frozenset[str]] = {}
     for index, entry in enumerate(entries):
-        families = set()
-        for mutation in entry.mutations:
-            if isinstance(mutation, (SetCell, AddToCell)) and mutation.timestamp % 1000:
-                refused[index] = BackendError(
-                    f"timestamp {mutation.timestamp} is not a whole number of milliseconds")
-            family = getattr(mutation, "family", None)  # DeleteRow has none
-            if family is not None:
-                families.add(family)
-        if index not in refused:
+        bad, families = _entry_facts(entry.mutations)
+        if bad is not None:
+            refused[index] = BackendError(
+                f"timestamp {bad} is not a whole number of milliseconds")
+        else:
             families_of[index] = families
     absent = yield from _absent_families(backend, target, table,
                                          set().union(*families_of.values()))
@@ -554,6 +550,32 @@ def _emulator_refusals(backend: Any, target: _Target, table: str,
         if missing:
             refused[index] = absent[missing[0]]
     return refused
+
+
+#: `_entry_facts()` of recently sent tuples of mutations, by identity (each kept with
+#: its tuple): a model's tables that share one tuple of cells check it once.
+_FACTS: dict[int, tuple[tuple[Any, ...], int | None, frozenset[str]]] = {}
+
+
+def _entry_facts(mutations: tuple[Any, ...]) -> tuple[int | None, frozenset[str]]:
+    """The last timestamp of ``mutations`` that is no whole millisecond (or ``None``),
+    and the families they name."""
+    known = _FACTS.get(id(mutations))
+    if known is not None and known[0] is mutations:
+        return known[1], known[2]
+    bad = None
+    families = set()
+    for mutation in mutations:
+        if isinstance(mutation, (SetCell, AddToCell)) and mutation.timestamp % 1000:
+            bad = mutation.timestamp
+        family = getattr(mutation, "family", None)  # DeleteRow has none
+        if family is not None:
+            families.add(family)
+    found = frozenset(families)
+    if len(_FACTS) >= 16_384:
+        _FACTS.clear()
+    _FACTS[id(mutations)] = (mutations, bad, found)
+    return bad, found
 
 
 def _absent_families(backend: Any, target: _Target, table: str,
