@@ -216,9 +216,23 @@ class StrSegment(Segment):
         return data + filler if self.align == "left" else filler + data
 
     def decode(self, data: bytes) -> str:
-        if self.width is None and not data:
-            raise SegmentValueError(f"{self.field}: empty variable-width segment")
-        if self.width is not None:
+        """The value of a segment's bytes.
+
+        A variable-width segment holding the separator or a byte below it is
+        refused as `encode()` refuses such a value: it is no key of this
+        layout (a foreign or damaged row such as ``h13#x`` as the last segment).
+        """
+        if self.width is None:
+            if not data:
+                raise SegmentValueError(f"{self.field}: empty variable-width segment")
+            if _bytes_up_to(self.separator[0]).search(data) is not None:
+                low = min(data)
+                what = (f"the separator {self.separator.decode()!r}"
+                        if low == self.separator[0] else f"byte {bytes([low])!r}")
+                raise SegmentValueError(
+                    f"{self.field}: segment {data!r} contains {what}, which no value of a "
+                    "variable-width segment holds (a foreign or damaged row key)")
+        else:
             pad = self.pad.encode("utf-8")
             data = data.rstrip(pad) if self.align == "left" else data.lstrip(pad)
         try:
