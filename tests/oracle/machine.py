@@ -9,7 +9,8 @@ model afresh (tables of its own), and every step runs on each side:
   same-millisecond events (the shape's time universe makes them common);
 * queries of every kind: ``range`` with key-field prefixes, scans,
   ``limit``/``[:n]``, ``newest_first``, ``only``, ``count``, ``first``,
-  ``exists``; ``latest``; ``current``; snapshot reads;
+  ``exists``; ``latest`` (and as of a time, ``latest_many`` too); ``current``;
+  snapshot reads;
 * deletes (docs/deleting.md): ``delete_all`` of saved events, named with
   their stored values or others, in batches of any size; ``range(...)
   .delete()`` behind its scan guard; ``update`` of one event's value fields
@@ -254,6 +255,39 @@ def machine_for(shape: Shape, sides: Sequence[Side]) -> type[RuleBasedStateMachi
                 return [self._event(self.model.using(conn).latest(**key))]
 
             self._compare(f"latest({key})", want, Refine(), run)
+
+        @rule(key=tst.oracle_entities(shape), as_of=tst.oracle_instants(shape),
+              zone=st.sampled_from([0, 330, -480]))
+        def query_latest_as_of(self, key: dict[str, Any], as_of: int, zone: int) -> None:
+            try:
+                want: Answer | Refused = Answer((self.ref.latest_as_of(key, as_of),))
+            except Refused as refused:
+                want = refused
+
+            def run(conn: ts.Connection) -> Any:
+                when = aware(as_of, zone)
+                return [self._event(self.model.using(conn).latest(as_of=when, **key))]
+
+            self._compare(f"latest(as_of={iso(as_of)}, {key})", want, Refine(), run)
+
+        @rule(keys=st.lists(tst.oracle_entities(shape), min_size=1, max_size=3),
+              as_of=tst.oracle_instants(shape))
+        def query_latest_many_as_of(self, keys: list[dict[str, Any]], as_of: int) -> None:
+            """``latest_many(keys, as_of=t)``: each entity's ``latest(as_of=t)``."""
+            names = shape.key_fields
+            want: dict[tuple[Any, ...], Ev] = {}
+            for key in keys:
+                try:
+                    want[tuple(key[n] for n in names)] = self.ref.latest_as_of(key, as_of)
+                except Refused:
+                    pass
+            for side in sides:
+                found = self.model.using(side.conn()).latest_many(keys, as_of=aware(as_of, 0))
+                got = {k: self._event(v) for k, v in found.found.items()}
+                assert {k: e.strict() for k, e in got.items()} == {
+                    k: e.strict() for k, e in want.items()}, (
+                    f"{side.name}: latest_many({keys}, as_of={iso(as_of)}): {got!r}\n"
+                    f"  expected {want!r}")
 
         def _run(self, qs: Any, refine: Refine) -> Any:
             if refine.newest_first:

@@ -14,7 +14,8 @@ tsmodel. Events go in, tables and answers come out:
   table), in that table's row-key order; salted reads that reach the time
   are merged by event time;
 * ``latest(**key)`` is the entity's event with the greatest event time (full
-  precision), ``current(**prefix)`` the newest event of each entity in key
+  precision), ``latest(as_of=t, **key)`` the greatest at or before ``t`` of
+  those reads return, ``current(**prefix)`` the newest event of each entity in key
   order;
 * bucket rows keep ``max_versions`` versions per column, and reads answer
   as if garbage collection had run: an event a version limit drops is
@@ -379,6 +380,15 @@ class Reference:
         if found is None:
             raise Refused("DoesNotExist")
         return found
+
+    def latest_as_of(self, key: dict[str, Any], as_of: int) -> Ev:
+        """docs/queries.md "As of a time": the entity's newest event at or before
+        ``as_of`` among those reads return, or DoesNotExist."""
+        entity = tuple((n, key[n]) for n in self.shape.key_fields)
+        found = [e for e in self.visible() if e.entity == entity and e.t <= as_of]
+        if not found:
+            raise Refused("DoesNotExist")
+        return max(found, key=lambda e: e.t)
 
     # -- snapshots and repair -------------------------------------------------------
 

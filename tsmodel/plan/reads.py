@@ -39,7 +39,7 @@ from tsmodel.encoding.keys import (
     TimestampSegment,
 )
 from tsmodel.encoding.ordering import Interval
-from tsmodel.encoding.timestamps import ceil_to, to_micros
+from tsmodel.encoding.timestamps import ceil_to, from_micros, to_micros
 from tsmodel.encoding.values import ValueSpec
 from tsmodel.layouts import Layout, TableCodec
 
@@ -894,12 +894,26 @@ MAX_KEY_BYTES_PER_READ = 256 * 1024
 MAX_CONCURRENT_READS = 8
 
 
-def latest_state(spec: ModelSpec, fields: tuple[tuple[str, Any], ...]) -> QueryState:
-    """What `latest()` reads of one entity without a current table:
-    its whole time span, newest first, one event."""
+def latest_state(spec: ModelSpec, fields: tuple[tuple[str, Any], ...],
+                 as_of_us: int | None = None) -> QueryState:
+    """What `latest()` reads of one entity in the main table: its time span
+    (up to ``as_of_us`` included, if given), newest first, one event.
+
+    The range compiler makes it the fewest reads the key order allows: a
+    reversed timestamp reads one row from the key of the end of the span, a
+    forward one reads backwards from it (a reversed scan) with a limit of one
+    row, where rows hold one event each.
+    """
     lo, hi = time_span(spec)
+    if as_of_us is not None:
+        hi = max(lo, min(hi, as_of_us + 1))
     return QueryState(mode="range", start_us=lo, end_us=hi, fields=fields,
                       newest_first=True, limit=1)
+
+
+def _iso(us: int) -> str:
+    """A time in µs as ISO 8601 text, for plans."""
+    return from_micros(us).isoformat()
 
 
 @attrs.frozen
@@ -948,6 +962,8 @@ class LatestManyPlan:
         table: the table read.
         current: whether the plan reads current rows by key (``requests``),
             else each entity's plan (``entities``).
+        as_of_us: the newest event at or before this time (µs) is asked for,
+            read from the main table; ``None``: the newest event.
         fields: the key fields of each key, in order.
         keys: the distinct keys asked for, as value tuples, in the order given.
         requests: the reads of current rows (current-value table).
@@ -969,6 +985,7 @@ class LatestManyPlan:
     concurrency: int = MAX_CONCURRENT_READS
     keys_per_read: int = MAX_KEYS_PER_READ
     codec: TableCodec | None = attrs.field(default=None, eq=False, repr=False)
+    as_of_us: int | None = None
 
     @property
     def round_trips(self) -> int:
@@ -979,8 +996,10 @@ class LatestManyPlan:
         n = len(self.keys)
         head = f"{self.model}: latest of {n} entit{'y' if n == 1 else 'ies'}"
         if not self.current:
+            why = ("no current-value table" if self.as_of_us is None else
+                   f"as of {_iso(self.as_of_us)}, which the current-value table cannot answer")
             lines = [f"{head}, read table {self.table!r}",
-                     "  why: no current-value table: the newest row of each entity, "
+                     f"  why: {why}: the newest row of each entity, "
                      f"{self.concurrency} reads at once"]
             for key, plan in zip(self.keys, self.entities, strict=True):
                 lines.append(f"  {key!r}: {plan.reason}")
@@ -1025,11 +1044,14 @@ class LatestManyPlan:
 
 def compile_latest_many(spec: ModelSpec, keys: Iterable[Any], features: Features | None = None,
                         now_us: int | None = None, *,
-                        keys_per_read: int = MAX_KEYS_PER_READ) -> LatestManyPlan:
+                        keys_per_read: int = MAX_KEYS_PER_READ,
+                        as_of_us: int | None = None) -> LatestManyPlan:
     """The plan of the newest event of each entity named in ``keys``.
 
     Every key is checked and encoded before the plan is made, so a bad one
-    stops the lookup before any read. A key named twice is read once.
+    stops the lookup before any read. A key named twice is read once. The
+    newest event at or before ``as_of_us`` is each entity's newest main row
+    of that span (the current-value table holds only the newest event).
 
     Args:
         spec: the model's spec.
@@ -1039,6 +1061,7 @@ def compile_latest_many(spec: ModelSpec, keys: Iterable[Any], features: Features
         features: the backend's capabilities.
         now_us: the current time (µs; default: the clock).
         keys_per_read: the most row keys one read names.
+        as_of_us: the newest event at or before this time (µs), if given.
 
     Raises:
         QueryError: a key is not a mapping or tuple, names an unknown field,
@@ -1054,10 +1077,11 @@ def compile_latest_many(spec: ModelSpec, keys: Iterable[Any], features: Features
     layout = spec.current_key if spec.current_key is not None else None
     fields = layout.fields if layout is not None else spec.key_fields
     distinct = list(dict.fromkeys(_key_values(spec, fields, item) for item in keys))
-    if spec.current_key is None:
+    if spec.current_key is None or as_of_us is not None:
         return LatestManyPlan(spec.name, spec.table, False, fields, tuple(distinct),
-                              entities=tuple(
-            compile_query(spec, latest_state(spec, tuple(zip(fields, key, strict=True))),
+                              as_of_us=as_of_us, entities=tuple(
+            compile_query(spec, latest_state(spec, tuple(zip(fields, key, strict=True)),
+                                             as_of_us),
                           features, now_us) for key in distinct))
     row_keys: list[bytes] = []
     row_filter: ReadFilter | None = None

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Generator, Iterable
+from datetime import datetime
 from operator import methodcaller
 from typing import Any, TypeVar
 
@@ -403,17 +404,20 @@ class AsyncConnection:
         """``model.snapshot(...)`` on this connection: an async QuerySet."""
         return self._queries(model).snapshot(period, **kwargs)
 
-    async def latest(self, model: type[M], **key_fields: Any) -> M:
-        """The newest event of one entity (see `tsmodel.QuerySet.latest()`).
+    async def latest(self, model: type[M], *, as_of: datetime | None = None,
+                     **key_fields: Any) -> M:
+        """The newest event of one entity, at or before ``as_of`` if given (see
+        `tsmodel.QuerySet.latest()`).
 
         Raises:
             QueryError: key fields are missing.
             DoesNotExist: the entity has no event (``Model.DoesNotExist``).
         """
-        found: M = await self._queries(model).latest(**key_fields)
+        found: M = await self._queries(model).latest(as_of=as_of, **key_fields)
         return found
 
-    async def latest_many(self, model: type[M], keys: Iterable[Any]) -> Any:
+    async def latest_many(self, model: type[M], keys: Iterable[Any], *,
+                          as_of: datetime | None = None) -> Any:
         """The newest event of each of many entities (a `LatestResult`;
         see `tsmodel.QuerySet.latest_many()`).
 
@@ -421,7 +425,7 @@ class AsyncConnection:
             QueryError: a key names an unknown field or lacks one; nothing was read.
             ValidationError: a value does not fit its key field; nothing was read.
         """
-        return await self._queries(model).latest_many(keys)
+        return await self._queries(model).latest_many(keys, as_of=as_of)
 
     def _queries(self, model: type) -> Any:
         """``model.using(self)``, called by name: this layer does not import the queries."""

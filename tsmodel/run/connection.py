@@ -14,6 +14,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from datetime import datetime
 from operator import methodcaller
 from typing import Any, TypeVar
 
@@ -510,14 +511,16 @@ class Connection:
         """``model.current(...)`` on this connection."""
         return self._queries(model).current(**kwargs)
 
-    def latest(self, model: type[M], **key_fields: Any) -> M:
-        """``model.latest(...)`` on this connection."""
-        found: M = self._queries(model).latest(**key_fields)
+    def latest(self, model: type[M], *, as_of: datetime | None = None,
+               **key_fields: Any) -> M:
+        """``model.latest(...)`` on this connection (at or before ``as_of``)."""
+        found: M = self._queries(model).latest(as_of=as_of, **key_fields)
         return found
 
-    def latest_many(self, model: type[M], keys: Iterable[Any]) -> Any:
+    def latest_many(self, model: type[M], keys: Iterable[Any], *,
+                    as_of: datetime | None = None) -> Any:
         """``model.latest_many(keys)`` on this connection (a `LatestResult`)."""
-        return self._queries(model).latest_many(keys)
+        return self._queries(model).latest_many(keys, as_of=as_of)
 
     def _queries(self, model: type) -> Any:
         """``model.using(self)``: the model's QuerySet on this connection.

@@ -642,18 +642,30 @@ class QuerySet(Generic[M]):
         """The first matching instance (after the cursor, if any), or ``None``."""
         return _first(self._stream(1))
 
-    def latest(self, **key_fields: Any) -> M:
-        """The newest event of one entity.
+    def latest(self, *, as_of: datetime | None = None, **key_fields: Any) -> M:
+        """The newest event of one entity, or its newest event at or before ``as_of``.
 
         Reads the current-value table when the model has one (one row read),
-        else the newest row of the entity's range in the main table.
+        else the newest row of the entity's range in the main table. With
+        ``as_of``, the main table, which keeps every event (the current-value
+        table holds only the newest): one row read from the key of ``as_of``
+        where the key's timestamp is reversed, a reversed scan from it with a
+        limit of one row where it is not.
+
+        Args:
+            as_of: a timezone-aware time: the newest event whose event time
+                is at or before it.
+            **key_fields: every key field of the entity.
 
         Raises:
             QueryError: key fields are missing.
-            DoesNotExist: the entity has no event (``Model.DoesNotExist``).
+            ValidationError: ``as_of`` is naive (`FieldTypeError`: not a
+                ``datetime``).
+            DoesNotExist: the entity has no event (at or before ``as_of``)
+                (``Model.DoesNotExist``).
         """
         cache = self._conn().cache
-        if cache is not None and self._spec.current_key is not None:
+        if cache is not None and self._spec.current_key is not None and as_of is None:
             # The decoded instance is kept, tied to its current-value row, so
             # this connection's writes drop it; callers get copies. A hit
             # builds no query: the key fields were checked when it was kept.
@@ -664,7 +676,7 @@ class QuerySet(Generic[M]):
             token = ("latest", self.model, tuple(key_fields.items()))
             found = cache.memoize(token, lookup)
             return self._found(None if found is None else _copy(found), key_fields)
-        return self._found(self._latest_query(key_fields).first(), key_fields)
+        return self._found(self._latest_query(key_fields, as_of).first(), key_fields)
 
     def delete(self, *, allow_scan: bool = False, raise_on_failure: bool = True) -> WriteResult:
         """Delete every event the query selects, from every table of the model.
@@ -788,31 +800,38 @@ class QuerySet(Generic[M]):
                 f"the events of every such entity; pass {what}(allow_scan=True) to do it")
         return self._clone(only=None, history=False)
 
-    def _latest_query(self, key_fields: dict[str, Any]) -> Self:
-        """The query `latest()` runs: the current-value row, or the newest main row."""
+    def _latest_query(self, key_fields: dict[str, Any], as_of: datetime | None = None) -> Self:
+        """The query `latest()` runs: the current-value row, or the newest main row
+        (at or before ``as_of``)."""
         spec = self._spec
         base = type(self)(self.model, connection=self._connection)
-        if spec.current_key is not None:
+        if spec.current_key is not None and as_of is None:
             self._check_complete(key_fields, spec.current_key.fields)
             return base.current(**key_fields)
         self._check_complete(key_fields, spec.key_fields)
         # The plan latest_many() makes of each entity: the same state.
-        state = latest_state(spec, tuple(key_fields.items()))
+        state = latest_state(spec, tuple(key_fields.items()), self._as_of_us(as_of))
         return base._chosen(**attrs.asdict(state, recurse=False))
 
-    def latest_many(self, keys: Iterable[Mapping[str, Any] | tuple[Any, ...]],
-                    ) -> LatestResult[M]:
+    def _as_of_us(self, as_of: datetime | None) -> int | None:
+        return None if as_of is None else self._time_bound("as_of", as_of)
+
+    def latest_many(self, keys: Iterable[Mapping[str, Any] | tuple[Any, ...]], *,
+                    as_of: datetime | None = None) -> LatestResult[M]:
         """The newest event of each of many entities, in as few reads as the model allows.
 
         With a current-value table: one read of up to 500 current rows by key
-        (more keys: more reads, side by side). Without one: the newest row of
-        each entity, as `latest()` reads it, up to 8 reads at once.
+        (more keys: more reads, side by side). Without one, or with
+        ``as_of``: the newest row of each entity (at or before ``as_of``) in
+        the main table, as `latest()` reads it, up to 8 reads at once.
 
         Args:
             keys: each entity's key: ``{"hostname": "h1"}`` (every key field,
                 of the current-value table's key when there is one), or a
                 tuple of the values in key field order (``("h1",)``). A key
                 given twice is read once.
+            as_of: a timezone-aware time: each entity's newest event whose
+                event time is at or before it.
 
         Returns:
             A `LatestResult`: ``found`` maps each key tuple
@@ -821,10 +840,12 @@ class QuerySet(Generic[M]):
 
         Raises:
             QueryError: a key names an unknown field or lacks one; nothing was read.
-            ValidationError: a value does not fit its key field; nothing was read.
+            ValidationError: a value does not fit its key field, or ``as_of`` is
+                naive; nothing was read.
         """
         conn = self._conn()
-        plan = compile_latest_many(self._spec, keys, conn.features)
+        plan = compile_latest_many(self._spec, keys, conn.features,
+                                   as_of_us=self._as_of_us(as_of))
         return run_latest_many(plan, conn, self.model,
                                lambda entity: _first_of(entity, conn, self.model))
 
@@ -1008,14 +1029,16 @@ class AsyncQuerySet(QuerySet[M]):
         """The first matching instance (after the cursor, if any), or ``None``."""
         return await _afirst(self._astream(1))
 
-    async def latest(self, **key_fields: Any) -> M:  # type: ignore[override]
-        """The newest event of one entity; see `QuerySet.latest()`.
+    async def latest(self, *, as_of: datetime | None = None,  # type: ignore[override]
+                     **key_fields: Any) -> M:
+        """The newest event of one entity (at or before ``as_of``); see `QuerySet.latest()`.
 
         Raises:
             QueryError: key fields are missing.
+            ValidationError: ``as_of`` is naive.
             DoesNotExist: the entity has no event (``Model.DoesNotExist``).
         """
-        return self._found(await self._latest_query(key_fields).first(), key_fields)
+        return self._found(await self._latest_query(key_fields, as_of).first(), key_fields)
 
     async def delete(self, *, allow_scan: bool = False,  # type: ignore[override]
                      raise_on_failure: bool = True) -> WriteResult:
@@ -1047,15 +1070,17 @@ class AsyncQuerySet(QuerySet[M]):
         return conn
 
     async def latest_many(self,  # type: ignore[override]
-                          keys: Iterable[Mapping[str, Any] | tuple[Any, ...]],
-                          ) -> LatestResult[M]:
-        """The newest event of each of many entities; see `QuerySet.latest_many()`.
+                          keys: Iterable[Mapping[str, Any] | tuple[Any, ...]], *,
+                          as_of: datetime | None = None) -> LatestResult[M]:
+        """The newest event of each of many entities (at or before ``as_of``); see
+        `QuerySet.latest_many()`.
 
         The reads go out as tasks, at most 8 at once.
         """
         conn = self._connection
         assert isinstance(conn, AsyncConnection)
-        plan = compile_latest_many(self._spec, keys, conn.features)
+        plan = compile_latest_many(self._spec, keys, conn.features,
+                                   as_of_us=self._as_of_us(as_of))
         return await arun_latest_many(plan, conn, self.model,
                                       lambda entity: _afirst_of(entity, conn, self.model))
 
@@ -1133,15 +1158,17 @@ class Model:
         return QuerySet(cls).range(start, end, allow_scan=allow_scan, **key_fields)
 
     @classmethod
-    def latest(cls, **key_fields: Any) -> Self:
-        """The newest event of one entity; see `tsmodel.QuerySet.latest()`."""
-        return QuerySet(cls).latest(**key_fields)
+    def latest(cls, *, as_of: datetime | None = None, **key_fields: Any) -> Self:
+        """The newest event of one entity (at or before ``as_of``); see
+        `tsmodel.QuerySet.latest()`."""
+        return QuerySet(cls).latest(as_of=as_of, **key_fields)
 
     @classmethod
-    def latest_many(cls, keys: Iterable[Mapping[str, Any] | tuple[Any, ...]],
-                    ) -> LatestResult[Self]:
-        """The newest event of each of many entities; see `tsmodel.QuerySet.latest_many()`."""
-        return QuerySet(cls).latest_many(keys)
+    def latest_many(cls, keys: Iterable[Mapping[str, Any] | tuple[Any, ...]], *,
+                    as_of: datetime | None = None) -> LatestResult[Self]:
+        """The newest event of each of many entities (at or before ``as_of``); see
+        `tsmodel.QuerySet.latest_many()`."""
+        return QuerySet(cls).latest_many(keys, as_of=as_of)
 
     @classmethod
     def snapshot(cls, period: datetime, **key_prefix: Any) -> QuerySet[Self]:
