@@ -37,6 +37,20 @@ def test_four_slashes_is_an_absolute_path(tmp_path: Path) -> None:
     assert target.exists()
 
 
+@pytest.mark.parametrize("url", ["sqlite:///", "sqlite:///?telemetry=false", "embedded:///"])
+def test_an_empty_file_path_is_refused_naming_the_fix(url: str) -> None:
+    """Issue 26 item 8: ``sqlite:///`` (a file URL whose path was left out, say of an
+    unset variable) silently opened an in-memory store that loses every write."""
+    scheme = url.split(":")[0]
+    with pytest.raises(ts.ConfigurationError) as info:
+        open_backend(url)
+    message = str(info.value)
+    assert repr(url) in message
+    assert f"{scheme}:///path/to/file.db" in message and "memory://" in message
+    with pytest.raises(ts.ConfigurationError):
+        ts.connect(url, default=False)
+
+
 @pytest.mark.parametrize("url", ["sqlite://data.db", "postgres://x", "bigtable://onlyproject",
                                  "bigtable-emulator:///p/i", "nonsense"])
 def test_bad_urls_are_configuration_errors(url: str) -> None:

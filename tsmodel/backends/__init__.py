@@ -89,9 +89,14 @@ def backend_for(url: str | None, settings: Settings = DEFAULT_SETTINGS) -> Backe
                 "sqlite:///relative/path.db or sqlite:////absolute/path.db (three slashes, "
                 "then the path)"
             )
-        path = parts.path[1:]  # drop the slash that ends the empty authority
-        if not path or path == ":memory:":
-            path = ":memory:"
+        if parts.path == "/":  # the file's path left out (an unset variable?)
+            raise ConfigurationError(
+                f"cannot open {_urls.redact(url)!r}: the path of the database file is empty; "
+                f"write {parts.scheme}:///path/to/file.db (relative) or "
+                f"{parts.scheme}:////path/to/file.db (absolute) for a file, or memory:// for "
+                "an in-memory store that keeps nothing when closed"
+            )
+        path = parts.path[1:] or ":memory:"  # drop the slash that ends the empty authority
         from tsmodel.backends.embedded import EmbeddedBackend
 
         return EmbeddedBackend(path)
