@@ -229,9 +229,10 @@ class StrSegment(Segment):
                 low = min(data)
                 what = (f"the separator {self.separator.decode()!r}"
                         if low == self.separator[0] else f"byte {bytes([low])!r}")
+                text = data.decode("utf-8", "backslashreplace")
                 raise SegmentValueError(
-                    f"{self.field}: segment {data!r} contains {what}, which no value of a "
-                    "variable-width segment holds (a foreign or damaged row key)")
+                    f"{text!r} contains {what}, which no value of the variable-width "
+                    f"segment {self.field} holds (a foreign or damaged row key)")
         else:
             pad = self.pad.encode("utf-8")
             data = data.rstrip(pad) if self.align == "left" else data.lstrip(pad)
