@@ -1,6 +1,6 @@
 """count() reads no value where each row is one event, on both backends.
 
-The count plan keeps one cell per row and strips its value; these tests
+The count plan reads the cells a read would with values stripped; these tests
 check the answer against the events written, that no value byte comes
 back (rows as the backend hands them over, and on the emulator's channel,
 counted by a proxy that parses the ReadRows responses), and that models
@@ -97,8 +97,8 @@ def test_a_count_of_rows_reads_no_value(models: Any, name: str, fields: dict[str
     qs = model.range(T0 + timedelta(minutes=10), T0 + timedelta(minutes=100),
                      allow_scan=True, **fields).using(conn)
     plan = qs.explain(count=True)
-    assert all(r.filter.strip_values and r.filter.cells_per_row == 1 for r in plan.requests)
-    assert "strip values" in str(plan) and "cells per row=1" in str(plan)
+    assert all(r.filter.strip_values for r in plan.requests)
+    assert "strip values" in str(plan)
     counter.rows = counter.values = 0
     # Salted's key is the time alone: the hosts' events at one time are one event.
     want = _expected(10, 100, (fields["host"],) if fields else
@@ -194,4 +194,5 @@ def test_no_value_byte_crosses_the_emulator_channel(emulator: Any) -> None:
     assert counted["rows"] == iterated["rows"] == len(events)
     assert counted["values"] == 0
     assert iterated["values"] == 16 * len(events)  # two 8-byte values per event
-    assert counted["bytes"] < iterated["bytes"] / 2
+    # The same cells, their values stripped: no more than iterating less its value bytes.
+    assert counted["bytes"] <= iterated["bytes"] - iterated["values"]

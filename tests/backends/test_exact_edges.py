@@ -59,3 +59,53 @@ def test_a_current_key_the_model_would_refuse_is_refused(conn: ts.Connection, ba
         list(Metric.range(T0, T0 + timedelta(seconds=1), allow_scan=True).using(conn))
     with pytest.raises(ts.KeyDecodingError, match="h13"):
         list(Metric.using(conn).current())
+
+
+# -- 8d: count() refuses what iteration refuses ---------------------------------------
+
+
+def _damaged(backend: Backend, table: str, key: bytes, *cells: SetCell) -> None:
+    backend.mutate_rows(table, [RowMutation(key, cells)])
+
+
+@pytest.mark.parametrize("damage", ["no required cell", "another clock", "unknown column",
+                                    "no value at all"])
+def test_count_refuses_the_rows_iteration_refuses(conn: ts.Connection, backend: Backend,
+                                                  damage: str) -> None:
+    """Item 8: ``count()`` of a row per event counted rows that iteration refuses (a
+    required value's cell missing, cells of another clock...): it answered a number
+    where reading the same events raises."""
+    all_optional = damage == "no value at all"
+
+    @ts.model(table=_name("C"), family="M", unknown_columns="error")
+    class Metric:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        if not all_optional:
+            cpu: float = ts.value()
+        note: str | None = ts.value(default=None)
+
+    conn.create_tables(Metric)
+    values = {} if all_optional else {"cpu": 0.5}
+    events = [Metric(host="h", time=T0 + timedelta(seconds=i), **values) for i in range(3)]
+    conn.save_all(events)
+    qs = Metric.range(T0, T0 + timedelta(minutes=1), host="h").using(conn)
+    assert qs.count() == len(list(qs)) == 3
+    at = T0 + timedelta(seconds=30)
+    key = f"h#{_ms(at) // 1000}".encode()
+    table = Metric.__tsmodel__.table
+    if damage == "no required cell":
+        _damaged(backend, table, key, SetCell("M", b"note", _ms(at), b"x"))
+    elif damage == "another clock":
+        _damaged(backend, table, key, SetCell("M", b"cpu", _ms(at) + 5_000_000,
+                                              ts.Float64().encode(1.0)))
+    elif damage == "unknown column":
+        _damaged(backend, table, key, SetCell("M", b"cpu", _ms(at), ts.Float64().encode(1.0)),
+                 SetCell("M", b"retired", _ms(at), b"x"))
+    else:
+        _damaged(backend, table, key, SetCell("M", b"other", _ms(at), b"x"))
+    with pytest.raises(ts.CellDecodingError) as read:
+        list(qs)
+    with pytest.raises(ts.CellDecodingError) as counted:
+        qs.count()
+    assert str(counted.value) == str(read.value)

@@ -16,20 +16,22 @@ import abc
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+import attrs
+
 from tsmodel import errors
 from tsmodel.backends.base import Cell, DeleteCells, Mutation, SetCell
 from tsmodel.encoding.codecs import Bool, Float64, Int64
+from tsmodel.encoding.serialization import BoundSerialization
 from tsmodel.encoding.timestamps import from_micros
 from tsmodel.layouts._fragment import Fragment
 
 if TYPE_CHECKING:
     from tsmodel.encoding.buckets import Bucket
-    from tsmodel.encoding.serialization import BoundSerialization
     from tsmodel.encoding.values import ValueSpec
 
 __all__ = ["Layout", "TableShape", "Event", "Writer", "Reader", "TimeCheck", "render_value_cells",
            "value_columns", "missing_value", "not_event_time",
-           "column_name",
+           "column_name", "stripped_shape",
            "newest_cells", "value_bytes", "CELL_OVERHEAD", "MS"]
 
 MS = 1_000
@@ -389,6 +391,55 @@ def newest_cells(cells: tuple[Cell, ...]) -> dict[tuple[str, bytes], Cell]:
         if col not in newest or cell.timestamp > newest[col].timestamp:
             newest[col] = cell
     return newest
+
+
+class _Present:
+    """The codec of a cell read with its value stripped: there, its value unknown."""
+
+    python_type: type | tuple[type, ...] = object
+    name = "present"
+
+    def encode(self, value: Any) -> bytes:
+        raise TypeError("a cell read with its value stripped is never written")
+
+    def decode(self, data: bytes) -> bool:
+        return True
+
+
+class _StrippedBlob(BoundSerialization):
+    """A serialized event read with its value stripped: every value there."""
+
+    def decode(self, data: bytes) -> dict[str, Any]:
+        return {v.name: True for v in self.fields}
+
+
+@attrs.frozen
+class _StrippedShape:
+    name: str
+    family: str
+    timestamp_field: str
+    bucket: Bucket | None
+    values: tuple[ValueSpec, ...]
+    serialization: BoundSerialization | None
+    event_time_cells: bool
+
+
+def stripped_shape(shape: TableShape) -> TableShape:
+    """``shape`` as a read with values stripped sees it (``count()``).
+
+    Each value cell decodes as ``True`` (there), a serialized event as every
+    value there: a layout's reader of this shape refuses a row for what its
+    cells' columns and timestamps say, as its reader of ``shape`` does the
+    row read whole (a required value's cell missing, cells of another
+    clock, no value cell nor marker), without the value bytes.
+    """
+    ser = shape.serialization
+    blob = None if ser is None else _StrippedBlob(ser.family, ser.qualifier, ser.message_class,
+                                                  ser.fields)
+    present = _Present()
+    return _StrippedShape(shape.name, shape.family, shape.timestamp_field, shape.bucket,
+                          tuple(attrs.evolve(v, codec=present) for v in shape.values), blob,
+                          shape.event_time_cells)
 
 
 def missing_value(shape: TableShape, name: str) -> errors.CellDecodingError:

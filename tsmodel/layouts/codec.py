@@ -23,9 +23,12 @@ from tsmodel.encoding.values import MAX_VALUE_BYTES, ValueEncoder, ValueSpec
 from tsmodel.layouts.base import (
     Event,
     Layout,
+    Reader,
     TableShape,
     column_name,
+    missing_value,
     newest_cells,
+    stripped_shape,
 )
 from tsmodel.layouts.render_read import render_columns, render_raw_columns, render_rows
 from tsmodel.layouts.render_write import render_event_encoder, render_row_encoder
@@ -87,7 +90,8 @@ class TableCodec:
                  "_encoders", "_constants", "_joins_plainly", "_join", "_read",
                  "_time_check", "_like", "_required", "_defaulted", "witness", "_key_columns",
                  "_version_field", "_history", "_owns", "_rendered_records",
-                 "_rendered_decode", "_rendered_columns", "_encode", "_events")
+                 "_rendered_decode", "_rendered_columns", "_encode", "_events",
+                 "_stripped_read")
 
     def __init__(self, shape: TableShape, *, table: str, key: KeyLayout, layout: Layout,
                  time_field: str, values: ValueEncoder, like: TableCodec | None = None,
@@ -125,6 +129,8 @@ class TableCodec:
             self._like = None  # cells stamped with version times are this table's own
         #: The test of a column some field declares, when unknown columns are refused.
         self._owns = layout.owns_column(shape) if strict_columns else None
+        #: The reader of rows read with values stripped (`count_events()`), made on first use.
+        self._stripped_read: Reader | None = None
         # The one decoding of the table's rows, rendered from all of the above.
         self._rendered_records, self._rendered_decode = render_rows(self)
         self._rendered_columns: dict[tuple[str, ...], tuple[Any, Any]] = {}
@@ -349,6 +355,46 @@ class TableCodec:
         """The generated functions of `records()` and `decode()` (their source:
         `tsmodel.layouts._source.rendered`)."""
         return self._rendered_records, self._rendered_decode
+
+    def count_events(self, row: Row, only: tuple[str, ...] | None = None) -> int:
+        """How many events `records()` gives of ``row``, read with values stripped.
+
+        The row is refused as `records()` refuses it for its key and for
+        what its cells' columns and timestamps say (a required value's cell
+        missing, cells of another clock, a column no field declares); the
+        value bytes, stripped, are not checked.
+
+        Raises:
+            KeyDecodingError, CellDecodingError: as `records()`.
+        """
+        try:
+            _, key_time = self._row_keys(row)
+            if self._stripped_read is None:
+                self._stripped_read = self.layout.reader(stripped_shape(self.shape))
+            per_event = not self.layout.bucketed
+            n = 0
+            witness = self.witness
+            for _, values in self._stripped_read(row.cells, key_time):
+                missing = next((name for name in self._required if values[name] is None and (
+                    only is None or name in only or name == witness)), None)
+                if missing is not None and per_event:
+                    raise missing_value(self.shape, missing)
+                n += missing is None
+            return n
+        except errors.CellDecodingError as exc:
+            exc.locate(model=self.model, table=self.table, row_key=row.key)
+            raise
+
+    def _row_keys(self, row: Row) -> tuple[dict[str, Any], int | None]:
+        """The key fields of ``row`` and its key's time, its key and columns checked."""
+        keys = self.decode_key(row.key)
+        if not self._joins_plainly:
+            self._check_salt(row.key, keys)
+        keys.pop(SALT_FIELD, None)
+        key_time = keys.pop(self.time_field, None)
+        if self._owns is not None:
+            self._check_columns(row.cells)
+        return keys, key_time
 
     def _check_columns(self, cells: tuple[Cell, ...]) -> None:
         """Refuse a cell of a column no field declares (``unknown_columns="error"``)."""

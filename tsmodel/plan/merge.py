@@ -81,7 +81,7 @@ class ReadMerge(Generic[M]):
             ``"records"`` (each event's ``{field: value}`` record, times in
             µs: `records()`, for the columnar
             results of `tsmodel.io`), or ``"keys"`` (the row key,
-            checked, one per row: for a count plan whose rows are events,
+            checked, once per event: for a count plan whose rows are events,
             read without their values), or ``"rows"`` (each row as read, for
             a plan that `reads_whole_rows()`: the columnar results decode them).
     """
@@ -266,9 +266,9 @@ class ReadMerge(Generic[M]):
         assert plan.codec is not None
         only, history = plan.only, plan.history
         decode: Any = plan.codec.decode
-        if self.sink == "keys":  # M is bytes then: the row key, checked, one per row
-            check: Any = plan.codec.check_key
-            decode = lambda model, row, only, history: [check(row.key)]  # noqa: E731
+        if self.sink == "keys":  # M is bytes then: the row key, checked, once per event
+            count: Any = plan.codec.count_events
+            decode = lambda model, row, only, history: [row.key] * count(row, only)  # noqa: E731
         elif self.sink == "rows":  # M is Row then: a row is one item, marked whole
             decode = lambda model, row, only, history: [row]  # noqa: E731
         elif self.sink == "records":  # M is the record type then

@@ -248,21 +248,20 @@ def count_plan(plan: ReadPlan) -> ReadPlan | None:
 
     Where each row holds one event (a row per event, not its history) and
     no check is left to the client, the count is the number of rows: each
-    request keeps one cell per row with its value stripped, so no value
-    byte is read. Row keys are still checked as a read checks them; a row
-    lacking a required value's cell (a damaged row, which a read refuses)
-    is counted. Elsewhere (bucket rows, client-side checks, ``history()``)
-    counting decodes the events: ``None``.
+    request reads the cells the read would, with their values stripped, so
+    no value byte is read. Each row is checked as a read checks it, but for
+    its value bytes (`TableCodec.count_events`): a row a read refuses (a
+    foreign key, a required value's cell missing, cells of another clock)
+    raises the same error. Elsewhere (bucket rows, client-side checks,
+    ``history()``) counting decodes the events: ``None``.
     """
     codec = plan.codec
     if codec is None or codec.layout.bucketed or plan.client_filters or plan.history:
         return None
-    requests = tuple(attrs.evolve(r, filter=attrs.evolve(r.filter, strip_values=True,
-                                                         cells_per_row=1))
+    requests = tuple(attrs.evolve(r, filter=attrs.evolve(r.filter, strip_values=True))
                      for r in plan.requests)
     return attrs.evolve(plan, requests=requests, merge="concat", reverse_after=False,
-                        reason=plan.reason + "; count: a row per event, one cell per row, "
-                        "values stripped")
+                        reason=plan.reason + "; count: a row per event, values stripped")
 
 
 def _best_table(spec: ModelSpec, state: QueryState, reverse_scan: bool,

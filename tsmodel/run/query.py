@@ -550,9 +550,13 @@ class QuerySet(Generic[M]):
         """How many events match; nothing is cached.
 
         Where each row holds one event and no check is left to the client,
-        the rows are counted without their values (one cell per row, its
-        value stripped: no value byte is read; ``explain(count=True)`` shows
-        the plan); otherwise the events are read and decoded.
+        the rows are counted without their values (the cells a read takes,
+        values stripped: no value byte is read; ``explain(count=True)`` shows
+        the plan), each checked as iterating checks it but for its value
+        bytes; otherwise the events are read and decoded.
+
+        Raises:
+            KeyDecodingError, CellDecodingError: a row iterating refuses.
         """
         conn = self._conn()
         plan = compile_query(self._spec, self._state, conn.features)
