@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import tsmodel as ts
-from tsmodel.backends.base import Backend, RowMutation, SetCell
+from tsmodel.backends.base import Backend, ReadRequest, RowMutation, SetCell
 
 UTC = timezone.utc
 T0 = datetime(2015, 3, 16, tzinfo=UTC)
@@ -109,3 +109,37 @@ def test_count_refuses_the_rows_iteration_refuses(conn: ts.Connection, backend: 
     with pytest.raises(ts.CellDecodingError) as counted:
         qs.count()
     assert str(counted.value) == str(read.value)
+
+
+# -- 8c: a delete named with other alternate-key values --------------------------------
+
+
+def test_a_delete_named_with_other_alternate_values_cleans_the_stored_alternate_row(
+        conn: ts.Connection, backend: Backend) -> None:
+    """Item 8: a delete given an instance whose promoted alternate-key value differs
+    from the stored one read the version-limit timestamps of the given value's
+    alternate row, not the stored one's: an event past the limit there came back."""
+    alt = _name("ALT")
+
+    @ts.model(table=_name("LIM"), family="F", layout=ts.cells(), max_versions=2,
+              alternates=[ts.alternate(alt, "site", "time", "host")])
+    class Reading:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(bucket="hour")
+        site: str = ts.value("S")
+        value: int = ts.value("V")
+
+    conn.create_tables(Reading)
+    e1, e2, e3 = (Reading(host="h", time=T0 + timedelta(minutes=m), site="a", value=7)
+                  for m in (1, 2, 3))
+    conn.save_all([e1, e2, e3])
+    by_site = Reading.range(T0, T0 + timedelta(hours=1), site="a").using(conn)
+    assert by_site.explain(backend.features).table == alt
+    assert list(by_site) == [e2, e3]  # e1 is past the limit of 2
+    named = Reading(host="h", time=e3.time, site="b", value=0)  # not the stored values
+    conn.delete(named)
+    # e3 is gone from both tables; e1, pushed past the limit by e3, is gone for good.
+    assert list(Reading.range(T0, T0 + timedelta(hours=1), host="h").using(conn)) == [e2]
+    assert list(by_site) == [e2]
+    stored = {c.timestamp for row in backend.read_rows(ReadRequest(alt)) for c in row.cells}
+    assert stored == {_ms(e2.time)}

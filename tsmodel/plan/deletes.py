@@ -6,7 +6,9 @@ reads and writes a delete needs (`ReadStep`,
 `StepSchedule` hands them to the executors that run a save
 (``Connection.delete_all``, ``AsyncConnection.delete_all``).
 
-A batch of deletes takes up to four round trips (six with rollups):
+A batch of deletes takes up to four round trips (six with rollups; one
+more where an event is named with other values of an alternate key's
+fields than stored, and that table keeps a version limit):
 
 1. read the events' main rows (every stored version of each event, and
    the other events of a row they share), their current-value rows and
@@ -303,6 +305,37 @@ class DeletePlan:
                 kept.update(_cells(snap.codec.encode(other).mutations))
         self._snapshots[i] = (snap.table, key, _erase(cells - kept))
 
+    def _stored(self, i: int) -> list[EncodedEvent]:
+        """The stored versions of entity ``i``'s event, or the given event where none
+        was read (its deletion retried after the main row went: its own rows)."""
+        return self._versions[i][1:] or self._versions[i]
+
+    def alternate_stamp_reads(self, batch: range) -> list[ReadRequest]:
+        """The cell timestamps of the stored events' version-limited alternate rows
+        that `stored_reads()` did not read: an entity given with other values of
+        the alternate key's fields than stored names other rows (rare: a second
+        round trip only then)."""
+        limited: dict[str, tuple[ModelSpec, set[bytes]]] = {}
+        for i in self._pending(batch):
+            spec = self.events[i].spec
+            assert spec is not None
+            for v in self._versions[i][1:]:
+                for alt, row in zip(spec.alternates, v.alternates, strict=True):
+                    if version_limit(alt) is not None and alt.table not in self._unstamped \
+                            and (alt.table, row.key) not in self._stamps:
+                        limited.setdefault(alt.table, (alt, set()))[1].add(row.key)
+        return [timestamps_read(spec, keys) for spec, keys in limited.values()]
+
+    def absorb_stamps(self, requests: Sequence[ReadRequest],
+                      answers: Sequence[Sequence[Row] | BaseException]) -> None:
+        """Take in the rows `alternate_stamp_reads()` asked for (a failed read fails
+        the table's alternate deletions: PARTIAL)."""
+        for request, answer in zip(requests, answers, strict=True):
+            if isinstance(answer, BaseException):
+                self._unstamped[request.table] = answer
+            else:
+                self._stamps.update(((request.table, row.key), row) for row in answer)
+
     @staticmethod
     def _slot(ev: EncodedEvent) -> tuple[str, bytes] | None:
         if ev.current_table is None or ev.current_key is None:
@@ -411,7 +444,7 @@ class DeletePlan:
         for i in live:
             rows: dict[tuple[str, bytes], list[_CellId]] = {}
             specs = {a.table: a for a in self.events[i].spec.alternates}  # type: ignore[union-attr]
-            for v in self._versions[i]:
+            for v in self._stored(i):  # the rows the stored event wrote, not the given one's
                 for alt in v.alternates:
                     rows.setdefault((alt.table, alt.key), []).extend(_cells(alt.mutations))
             for (table, key), cells in rows.items():
@@ -512,6 +545,9 @@ def delete_steps(plan: DeletePlan, batch_size: int,
         batch = range(start, min(start + batch_size, n))
         reads = plan.stored_reads(batch)
         plan.absorb(batch, reads, (yield ReadStep(tuple(reads))))
+        stamps = plan.alternate_stamp_reads(batch)
+        if stamps:  # the stored events' alternate rows are not the given ones
+            plan.absorb_stamps(stamps, (yield ReadStep(tuple(stamps))))
         main = plan.main_writes(batch)
         if main:
             outcomes = yield WriteStep(tuple(main))
