@@ -143,3 +143,56 @@ def test_a_delete_named_with_other_alternate_values_cleans_the_stored_alternate_
     assert list(by_site) == [e2]
     stored = {c.timestamp for row in backend.read_rows(ReadRequest(alt)) for c in row.cells}
     assert stored == {_ms(e2.time)}
+
+
+# -- 8b: corrections and the version limit of alternate rows ---------------------------
+
+
+def _limited_by_site(conn: ts.Connection) -> type:
+    @ts.model(table=_name("LIM"), family="F", layout=ts.cells(), max_versions=2,
+              alternates=[ts.alternate(_name("ALT"), "site", "time", "host")])
+    class Reading:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(bucket="hour")
+        site: str = ts.value("S")
+        value: int = ts.value("V")
+        note: str | None = ts.value("N", default=None)
+
+    conn.create_tables(Reading)
+    return Reading
+
+
+@pytest.mark.parametrize("batch", ["alone", "with the others again"])
+def test_a_correction_moving_an_alternate_row_leaves_no_version_past_the_limit(
+        conn: ts.Connection, backend: Backend, batch: str) -> None:
+    """Item 8: a correction that moves an event out of a version-limited alternate
+    row (a promoted value changed) erased the events past the limit in the main row
+    only: in the alternate row, an event pushed past the limit came back."""
+    Reading = _limited_by_site(conn)
+    e1, e2, e3 = (Reading(host="h", time=T0 + timedelta(minutes=m), site="a", value=7)
+                  for m in (1, 2, 3))
+    conn.save_all([e1, e2, e3])
+    by_site = Reading.range(T0, T0 + timedelta(hours=1), site="a").using(conn)
+    assert list(by_site) == [e2, e3]  # e1 is past the limit of 2
+    moved = Reading(host="h", time=e3.time, site="b", value=7)
+    conn.save_all([moved] if batch == "alone" else [e2, moved])
+    # The oracle: e1 was pushed past the limit of row a by e3; leaving, e3 takes it along.
+    assert list(by_site) == [e2]
+    assert list(Reading.range(T0, T0 + timedelta(hours=1), site="b").using(conn)) == [moved]
+    assert list(Reading.range(T0, T0 + timedelta(hours=1), host="h").using(conn)) == [e2, moved]
+
+
+def test_a_correction_emptying_an_alternate_column_leaves_no_version_past_the_limit(
+        conn: ts.Connection, backend: Backend) -> None:
+    """Item 8, in place: a correction to None deletes the event's cell of a column of
+    its alternate row; the event past the limit of that column must not come back."""
+    Reading = _limited_by_site(conn)
+    e1, e2, e3 = (Reading(host="h", time=T0 + timedelta(minutes=m), site="a", value=7,
+                          note="n") for m in (1, 2, 3))
+    conn.save_all([e1, e2, e3])
+    by_site = Reading.range(T0, T0 + timedelta(hours=1), site="a").using(conn)
+    assert list(by_site) == [e2, e3]
+    cleared = Reading(host="h", time=e3.time, site="a", value=7, note=None)
+    conn.save(cleared)
+    main = list(Reading.range(T0, T0 + timedelta(hours=1), host="h").using(conn))
+    assert list(by_site) == main  # the alternate answers as the main table does

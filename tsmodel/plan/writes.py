@@ -296,6 +296,9 @@ class WritePlan:
         #: Per entity correcting an event in a bucket row with a version limit:
         #: the main-table cells it deletes (see `stamp_reads()`).
         self._moved: dict[int, list[tuple[str, bytes, int]]] = {}
+        #: Per entity correcting an event in alternate rows with a version limit:
+        #: (the alternate's spec, the row key, the cells it deletes there).
+        self._moved_alt: dict[int, list[tuple[ModelSpec, bytes, list[tuple[str, bytes, int]]]]] = {}
 
     def extend(self, events: Sequence[EncodedEvent]) -> None:
         """Plan more events after those planned (a streamed save's next batch)."""
@@ -311,6 +314,7 @@ class WritePlan:
         for i in batch:
             self._stale.pop(i, None)
             self._moved.pop(i, None)
+            self._moved_alt.pop(i, None)
 
     # -- corrections ------------------------------------------------------------------
 
@@ -364,12 +368,14 @@ class WritePlan:
         """FAIL the events of ``batch`` in main table ``table``: nothing is sent for them.
 
         For a prior read of ``table`` that failed: without it, a correction
-        could leave cells of the event it replaces. Their companions are not
-        attempted either, as for any FAILED main write.
+        could leave cells of the event it replaces (or, an alternate-key
+        table's timestamps, bring back an event past its version limit).
+        Their companions are not attempted either, as for any FAILED main write.
         """
         pair = (table, MutationOutcome(MutationStatus.FAILED, error))
         for i in batch:
-            if self.events[i].table == table:
+            if self.events[i].table == table or any(
+                    alt.table == table for alt, _, _ in self._moved_alt.get(i, ())):
                 self._outcomes[i].append(pair)
                 self._refused.add(i)
 
@@ -379,7 +385,9 @@ class WritePlan:
         the events pushed past the limit of those columns go with them.
 
         Only corrections that move an event to other cells (``ts.columns()``: a
-        new value is a new column) have any. Hand the rows to `absorb_stamps()`.
+        new value is a new column; a promoted value changed: another alternate
+        row) or delete a cell of it have any, in the main table and in the
+        alternate-key tables alike. Hand the rows to `absorb_stamps()`.
         """
         wanted: dict[str, tuple[ModelSpec, set[bytes]]] = {}
         for i in batch:
@@ -387,6 +395,8 @@ class WritePlan:
                 ev = self.events[i]
                 assert ev.spec is not None
                 wanted.setdefault(ev.table, (ev.spec, set()))[1].add(ev.key)
+            for alt, key, _ in self._moved_alt.get(i, ()):
+                wanted.setdefault(alt.table, (alt, set()))[1].add(key)
         return [timestamps_read(spec, keys) for spec, keys in wanted.values()]
 
     def absorb_stamps(self, batch: range, found: Mapping[tuple[str, bytes], Row]) -> None:
@@ -399,9 +409,10 @@ class WritePlan:
         for i in batch:
             ev = self.events[i]
             if i not in self._refused:
-                written.setdefault((ev.table, ev.key), set()).update(
-                    (m.family, m.qualifier, m.timestamp) for m in ev.mutations
-                    if isinstance(m, SetCell))
+                for encoded in (ev.main, *ev.alternates):
+                    written.setdefault((encoded.table, encoded.key), set()).update(
+                        (m.family, m.qualifier, m.timestamp) for m in encoded.mutations
+                        if isinstance(m, SetCell))
         for i in batch:
             cells = self._moved.pop(i, None)
             ev = self.events[i]
@@ -412,6 +423,28 @@ class WritePlan:
             past = past_limit(ev.spec, row.cells, cells) - written[(ev.table, ev.key)]
             if past:
                 self.events[i] = ev._replace(mutations=erase(past) + ev.mutations)
+        for i in batch:
+            for alt, key, deleted in self._moved_alt.pop(i, ()):
+                stamps = found.get((alt.table, key))
+                if stamps is None or i in self._refused:
+                    continue
+                past = past_limit(alt, stamps.cells, deleted) - written.get((alt.table, key),
+                                                                            set())
+                if past:
+                    self._erase_with(i, alt.table, key, erase(past))
+
+    def _erase_with(self, i: int, table: str, key: bytes, erased: tuple[Mutation, ...]) -> None:
+        """Prepend ``erased`` to entity ``i``'s write of alternate row (table, key)."""
+        ev = self.events[i]
+        alternates = tuple(row._replace(mutations=erased + row.mutations)
+                           if (row.table, row.key) == (table, key) else row
+                           for row in ev.alternates)
+        if alternates != ev.alternates:
+            self.events[i] = ev._replace(alternates=alternates)
+            return
+        self._stale[i] = [row._replace(mutations=erased + row.mutations)
+                          if (row.table, row.key) == (table, key) else row
+                          for row in self._stale.get(i, ())]
 
     def _correct(self, i: int, ev: EncodedEvent, old: EncodedEvent) -> EncodedEvent:
         mutations = _stale(old.main, ev.main) + ev.mutations
@@ -421,14 +454,20 @@ class WritePlan:
             if stale:
                 self._moved.setdefault(i, []).extend(stale)
         alternates = []
-        for before, after in zip(old.alternates, ev.alternates, strict=True):
+        assert ev.spec is not None
+        for alt, before, after in zip(ev.spec.alternates, old.alternates, ev.alternates,
+                                      strict=True):
             if before.key == after.key:
-                alternates.append(after._replace(mutations=_stale(before, after) +
-                                                 after.mutations))
+                gone = _stale(before, after)
+                alternates.append(after._replace(mutations=gone + after.mutations))
             else:
+                gone = _stale(before, None)
                 alternates.append(after)
-                self._stale.setdefault(i, []).append(
-                    before._replace(mutations=_stale(before, None)))
+                self._stale.setdefault(i, []).append(before._replace(mutations=gone))
+            if gone and version_limit(alt) is not None:  # events past the limit go too
+                self._moved_alt.setdefault(i, []).append((alt, before.key, [
+                    (m.family, m.qualifier, m.timestamp_start or 0) for m in gone
+                    if isinstance(m, DeleteCells)]))
         return ev._replace(mutations=mutations, alternates=tuple(alternates))
 
     def main_writes(self, batch: range) -> list[TableWrite]:
