@@ -459,6 +459,38 @@ def test_failed_entry_is_not_applied_and_others_are(backend: Backend, table: str
     assert read(backend, table) == [(b"a", [good]), (b"c", [good])]
 
 
+def test_an_entry_unless_newer_applies_only_to_a_row_without_a_newer_cell(
+        backend: Backend, table: str) -> None:
+    """``RowMutation.unless_newer``: checked and applied atomically, per entry, beside
+    unconditional entries; a row holding a cell at or after the time is left as it is
+    (APPLIED); an invalid entry fails alone."""
+    write(backend, table, {b"new": [cell("cf", b"a", 5, b"5")],
+                           b"old": [cell("cf", b"a", 1, b"1")]})
+    late = (set_cell(cell("cf2", b"b", 3, b"late")), DeleteCells("cf", b"a", ts(0), ts(4)))
+    statuses = apply(
+        backend, table,
+        RowMutation(b"new", late, unless_newer=ts(4)),  # a cell at 5: left as it is
+        RowMutation(b"old", late, unless_newer=ts(4)),  # nothing at or after 4: applied
+        RowMutation(b"none", late, unless_newer=ts(4)),  # no row: applied
+        RowMutation(b"edge", (set_cell(cell("cf", b"a", 4, b"4")),)),
+        RowMutation(b"bad", (SetCell("nope", b"q", ts(1), b"x"),), unless_newer=ts(4)),
+    )
+    assert statuses == [APPLIED, APPLIED, APPLIED, APPLIED, FAILED]
+    assert read(backend, table) == [
+        (b"edge", [cell("cf", b"a", 4, b"4")]),
+        (b"new", [cell("cf", b"a", 5, b"5")]),
+        (b"none", [cell("cf2", b"b", 3, b"late")]),
+        (b"old", [cell("cf2", b"b", 3, b"late")]),
+    ]
+    # A cell exactly at the time counts as newer; one just before does not.
+    assert apply(backend, table,
+                 RowMutation(b"edge", (set_cell(cell("cf2", b"b", 3, b"x")),), unless_newer=ts(4)),
+                 RowMutation(b"edge", (set_cell(cell("cf2", b"c", 3, b"y")),), unless_newer=ts(5)),
+                 ) == [APPLIED, APPLIED]
+    assert read(backend, table)[0] == (b"edge", [cell("cf", b"a", 4, b"4"),
+                                                 cell("cf2", b"c", 3, b"y")])
+
+
 def test_failed_entry_leaves_existing_row_untouched(backend: Backend, table: str) -> None:
     old = cell("cf", b"q", 1, b"old")
     write(backend, table, {b"r": [old]})

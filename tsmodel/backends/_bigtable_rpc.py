@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import grpc
@@ -61,6 +61,7 @@ __all__ = ["DataRpc", "AsyncDataRpc", "RetryPolicy", "Policies", "is_retryable",
 _MUTATE_ROWS = "/google.bigtable.v2.Bigtable/MutateRows"
 _READ_ROWS = "/google.bigtable.v2.Bigtable/ReadRows"
 _SAMPLE_ROW_KEYS = "/google.bigtable.v2.Bigtable/SampleRowKeys"
+_CHECK_AND_MUTATE_ROW = "/google.bigtable.v2.Bigtable/CheckAndMutateRow"
 
 MUTATE_RETRYABLE: tuple[type[Exception], ...] = (
     core_exceptions.DeadlineExceeded, core_exceptions.ServiceUnavailable)
@@ -354,6 +355,51 @@ class _Rpc:
         return self.channel().unary_stream(method, request_serializer=_serialize,
                                            response_deserializer=response_type.FromString)
 
+    def _unary(self, method: str, response_type: Any) -> Any:
+        """`_call()` of a unary-unary method."""
+        return self.channel().unary_unary(method, request_serializer=_serialize,
+                                          response_deserializer=response_type.FromString)
+
+
+class _Conditional:
+    """The attempts of `DataRpc.check_and_mutate_rows()`: what is pending, what failed,
+    and how long to wait before the next attempt (the mutate policy's back-off)."""
+
+    def __init__(self, rpc: _Rpc, requests: Sequence[Any]) -> None:
+        self.policy = rpc.policies.mutate
+        self.table_name = requests[0].table_name if requests else ""
+        self.deadline = time.monotonic() + self.policy.operation_timeout
+        self.delays = self.policy.delays()
+        self.attempt = 0
+        self.pending: list[int] = list(range(len(requests)))
+        self.failed: dict[int, Exception] = {}
+
+    def timeout(self) -> float:
+        self.attempt += 1
+        return min(self.policy.attempt_timeout, max(self.deadline - time.monotonic(), 0.001))
+
+    def answered(self, answers: dict[int, Exception | None]) -> float | None:
+        """Take one attempt's answers; the wait before retrying what is left, or ``None``."""
+        retry = [i for i, error in answers.items()
+                 if error is not None and is_retryable(error, MUTATE_RETRYABLE)]
+        self.failed.update({i: error for i, error in answers.items()
+                            if error is not None and i not in retry})
+        self.pending = retry
+        if not retry:
+            return None
+        cause = answers[retry[0]]
+        delay: float = next(self.delays)
+        if time.monotonic() + delay >= self.deadline or (
+                self.policy.attempts is not None and self.attempt >= self.policy.attempts):
+            _gave_up("CheckAndMutateRow", self.table_name, self.attempt, cause,
+                     "the rows may or may not be written")
+            self.failed.update({i: cast(Exception, answers[i]) for i in retry})
+            self.pending = []
+            return None
+        _retrying(None, "CheckAndMutateRow", self.table_name, self.attempt, cause, delay,
+                  f"{len(retry)} call(s)")
+        return delay
+
 
 class DataRpc(_Rpc):
     """Raw ReadRows and MutateRows on a (sync) gRPC channel.
@@ -397,6 +443,37 @@ class DataRpc(_Rpc):
             if delay is None:
                 return operation.result()
             self.sleep(delay)
+
+    def check_and_mutate_rows(self, requests: Sequence[Any],
+                              metadata: Sequence[tuple[str, str]]) -> dict[int, Exception]:
+        """Send ``CheckAndMutateRowRequest`` s side by side (gRPC futures).
+
+        tsmodel's conditional entries are idempotent (a timestamp predicate,
+        explicit cell timestamps): a call that fails with a retryable status
+        is made again, with back-off, under the mutate policy.
+
+        Returns:
+            The error of each request (by its index) not applied in the end
+            (or perhaps not); requests not listed were applied.
+        """
+        attempts = _Conditional(self, requests)
+        while attempts.pending:
+            call = self._unary(_CHECK_AND_MUTATE_ROW, wire.CheckAndMutateRowResponse)
+            timeout = attempts.timeout()
+            futures = [(i, call.future(requests[i], timeout=timeout,
+                                       metadata=(*self.metadata, *metadata)))
+                       for i in attempts.pending]
+            answers: dict[int, Exception | None] = {}
+            for i, future in futures:
+                try:
+                    future.result()
+                    answers[i] = None
+                except grpc.RpcError as rpc_error:
+                    answers[i] = _from_grpc_error(rpc_error)
+            delay = attempts.answered(answers)
+            if delay is not None:
+                self.sleep(delay)
+        return attempts.failed
 
     def sample_row_keys(self, request: Any,
                         metadata: Sequence[tuple[str, str]]) -> list[tuple[bytes, int]]:
@@ -502,6 +579,31 @@ class AsyncDataRpc(_Rpc):
             if delay is None:
                 return operation.result()
             await asyncio.sleep(delay)
+
+    async def check_and_mutate_rows(self, requests: Sequence[Any],
+                                    metadata: Sequence[tuple[str, str]]
+                                    ) -> dict[int, Exception]:
+        """See `DataRpc.check_and_mutate_rows()`: the calls as tasks."""
+        attempts = _Conditional(self, requests)
+        while attempts.pending:
+            call = self._unary(_CHECK_AND_MUTATE_ROW, wire.CheckAndMutateRowResponse)
+            timeout = attempts.timeout()
+            pending = attempts.pending
+            results = await asyncio.gather(
+                *(call(requests[i], timeout=timeout, metadata=(*self.metadata, *metadata))
+                  for i in pending), return_exceptions=True)
+            answers: dict[int, Exception | None] = {}
+            for i, result in zip(pending, results, strict=True):
+                if isinstance(result, grpc.RpcError):
+                    answers[i] = _from_grpc_error(result)
+                elif isinstance(result, BaseException):
+                    raise result
+                else:
+                    answers[i] = None
+            delay = attempts.answered(answers)
+            if delay is not None:
+                await asyncio.sleep(delay)
+        return attempts.failed
 
 
 def _serialize(message: Any) -> bytes:

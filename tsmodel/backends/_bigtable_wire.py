@@ -38,7 +38,8 @@ __all__ = [
     "SampleRowKeysRequest", "SampleRowKeysResponse", "sample_request",
     "FEATURES_METADATA", "routing_metadata", "entry_requests", "does_something",
     "family_check_request", "read_request", "table_check_request", "row_filter",
-    "resume_request",
+    "resume_request", "CheckAndMutateRowRequest", "CheckAndMutateRowResponse",
+    "conditional_request",
 ]
 
 #: Bigtable's limit on the size of a row key.
@@ -51,6 +52,8 @@ ReadRowsRequest: Any = bigtable_types.ReadRowsRequest.pb()
 ReadRowsResponse: Any = bigtable_types.ReadRowsResponse.pb()
 SampleRowKeysRequest: Any = bigtable_types.SampleRowKeysRequest.pb()
 SampleRowKeysResponse: Any = bigtable_types.SampleRowKeysResponse.pb()
+CheckAndMutateRowRequest: Any = bigtable_types.CheckAndMutateRowRequest.pb()
+CheckAndMutateRowResponse: Any = bigtable_types.CheckAndMutateRowResponse.pb()
 _RowFilter: Any = data_types.RowFilter.pb()
 _RowSet: Any = data_types.RowSet.pb()
 _to_grpc_metadata: Any = routing_header.to_grpc_metadata
@@ -179,6 +182,31 @@ def entry_requests(
         size += entry_size
     if positions:
         yield MutateRequest(table_name, app_profile_id, chunk, frozenset(adds)), positions
+
+
+def conditional_request(table_name: str, app_profile_id: str | None,
+                        entry: RowMutation) -> Any | None:
+    """The ``CheckAndMutateRowRequest`` of an entry with ``unless_newer``: its
+    mutations applied when the row holds no cell at or after that timestamp.
+
+    ``None`` for an entry whose mutations are all empty deletions (trivially
+    applied).
+
+    Raises:
+        ValueError, TypeError: as for `entry_requests()`'s refusals.
+    """
+    since = entry.unless_newer
+    assert since is not None
+    if since < 0:
+        raise ValueError(f"unless_newer={since} is negative")
+    pb = MutateRowsRequest.Entry()
+    if not _fill_entry(pb, entry):
+        return None
+    request = CheckAndMutateRowRequest(table_name=table_name,
+                                       app_profile_id=app_profile_id or "", row_key=entry.key)
+    request.predicate_filter.timestamp_range_filter.start_timestamp_micros = since
+    request.false_mutations.extend(pb.mutations)
+    return request
 
 
 #: Where family checks write: a fresh key after this prefix each time.

@@ -298,10 +298,23 @@ Mutation = SetCell | AddToCell | DeleteCells | DeleteFamily | DeleteRow
 
 @attrs.frozen
 class RowMutation:
-    """Mutations applied atomically to one row."""
+    """Mutations applied atomically to one row.
+
+    Attributes:
+        key: the row key.
+        mutations: the mutations.
+        unless_newer: apply the mutations only if the row holds no cell with
+            a timestamp at or after this (µs, a whole number of ms), checked
+            and applied atomically; a row holding one is left as it is (the
+            entry is still ``APPLIED``: the row holds a newer event). Cloud
+            Bigtable: a ``CheckAndMutateRow`` call of its own (a timestamp
+            range predicate, the mutations when it matches nothing), not a
+            ``MutateRows`` entry. ``None``: unconditional.
+    """
 
     key: bytes
     mutations: tuple[Mutation, ...]
+    unless_newer: int | None = None
 
 
 class MutationStatus(enum.Enum):
@@ -445,7 +458,8 @@ class Backend(Protocol):
         """Apply each entry atomically to its row; entries are independent.
 
         Returns one outcome per entry, in order. An entry with no mutation is
-        ``FAILED`` (Cloud Bigtable refuses it). Never raises for the failure
+        ``FAILED`` (Cloud Bigtable refuses it). An entry with ``unless_newer``
+        is checked and applied atomically (`RowMutation`). Never raises for the failure
         of single entries; raises `BackendError` only when the call
         could not be attempted at all (then nothing was applied), e.g. with
         `TableNotFoundError` for a missing table.

@@ -351,7 +351,9 @@ class BigtableBackend(_BigtableBase):
         try:
             request = next(steps)
             while True:
-                request = steps.send(self._rpc.mutate_rows(request, target.metadata))
+                send = self._rpc.check_and_mutate_rows if isinstance(request, list) else \
+                    self._rpc.mutate_rows
+                request = steps.send(send(request, target.metadata))
         except StopIteration as done:
             outcomes: list[MutationOutcome] = done.value
             return outcomes
@@ -488,7 +490,9 @@ def mutate_steps(backend: Any, target: _Target, table: str,
 
     A generator: it yields each request (the emulator's family check first,
     when one is needed), receives that request's failures, and returns one
-    outcome per entry. `BigtableBackend.mutate_rows()` drives it with
+    outcome per entry. Entries with ``unless_newer`` come last, as one list
+    of ``CheckAndMutateRow`` requests sent side by side.
+    `BigtableBackend.mutate_rows()` drives it with
     blocking calls, the async backend with awaited ones: the batching,
     refusals and classification are written once.
 
@@ -510,11 +514,31 @@ def mutate_steps(backend: Any, target: _Target, table: str,
         for index, error in refused.items():
             refuse(index, error)
         sendable = [i for i in sendable if i not in refused]
-    requests = wire.entry_requests(target.name, backend.app_profile_id, entries, sendable,
+    plain = [i for i in sendable if entries[i].unless_newer is None]
+    requests = wire.entry_requests(target.name, backend.app_profile_id, entries, plain,
                                    MAX_MUTATIONS_PER_REQUEST, MAX_BYTES_PER_REQUEST, refuse)
+    number = -1
     for number, (request, positions) in enumerate(requests):
         failures = yield request
         if number == 0 and _table_missing(failures, len(positions)):
+            raise TableNotFoundError(f"table {table!r} not found") from failures[0]
+        for position, failure in failures.items():
+            outcomes[positions[position]] = MutationOutcome(classify(failure), failure)
+    conditional, positions = [], []
+    for index in sendable:
+        if entries[index].unless_newer is not None:
+            try:
+                request = wire.conditional_request(target.name, backend.app_profile_id,
+                                                   entries[index])
+            except (TypeError, ValueError, OverflowError) as exc:
+                refuse(index, exc)
+                continue
+            if request is not None:
+                conditional.append(request)
+                positions.append(index)
+    if conditional:
+        failures = yield conditional
+        if number < 0 and _table_missing(failures, len(positions)):
             raise TableNotFoundError(f"table {table!r} not found") from failures[0]
         for position, failure in failures.items():
             outcomes[positions[position]] = MutationOutcome(classify(failure), failure)

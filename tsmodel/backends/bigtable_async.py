@@ -131,7 +131,9 @@ class AsyncBigtableBackend(_BigtableBase):
         try:
             request = next(steps)
             while True:
-                request = steps.send(await self._rpc.mutate_rows(request, target.metadata))
+                send = self._rpc.check_and_mutate_rows if isinstance(request, list) else \
+                    self._rpc.mutate_rows
+                request = steps.send(await send(request, target.metadata))
         except StopIteration as done:
             outcomes: list[MutationOutcome] = done.value
             return outcomes

@@ -25,7 +25,9 @@ from contextlib import contextmanager
 from datetime import timedelta
 from itertools import chain, groupby, islice
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypeAlias
+
+import attrs
 
 from tsmodel.backends import _embedded_read as _read
 from tsmodel.backends import gc
@@ -74,7 +76,16 @@ _CELLS_DDL = (
 # constraint, which would make it sort instead of following the primary key.
 
 #: A delete statement with its parameters, or a run of cells to insert.
-_Step = tuple[str, tuple[Any, ...]] | list[_read.Raw]
+_Step: TypeAlias = "tuple[str, tuple[Any, ...]] | list[_read.Raw] | _Conditional"
+
+
+@attrs.frozen
+class _Conditional:
+    """The steps of an entry applied only if its row holds no cell at or after ``since``."""
+
+    key: bytes
+    since: int
+    steps: list[_Step]
 
 
 # -- GC rules -------------------------------------------------------------------
@@ -567,6 +578,15 @@ def _compile_entry(meta: _read.Table, entry: RowMutation, steps: list[_Step]) ->
         raise BackendError(f"row key must be 1 to {_MAX_ROW_KEY} bytes, got {key!r:.80}")
     if not entry.mutations:
         raise BackendError(f"row {key!r:.80}: an entry needs at least one mutation")
+    since = entry.unless_newer
+    if since is not None:
+        if not isinstance(since, int) or not 0 <= since < _read.NO_LIMIT or since % 1000:
+            raise BackendError(f"row {key!r:.80}: unless_newer={since!r} is not a timestamp "
+                               "of whole milliseconds")
+        own: list[_Step] = [[]]
+        _append_mutations(meta, key, entry.mutations, own)
+        steps.extend((_Conditional(key, since, own), []))
+        return
     mark, run = len(steps), steps[-1]
     assert isinstance(run, list)
     run_mark = len(run)
@@ -675,6 +695,12 @@ def _execute_steps(con: sqlite3.Connection, meta: _read.Table, steps: list[_Step
         if pending:
             con.executemany(meta.insert_sql, pending)
             pending = []
+        if isinstance(step, _Conditional):
+            newer = con.execute(f"SELECT 1 FROM {meta.sql_name} WHERE row_key = ? AND ts >= ? "
+                                "LIMIT 1", (step.key, step.since)).fetchone()
+            if newer is None:
+                _execute_steps(con, meta, step.steps)
+            continue
         con.execute(*step)
     if pending:
         con.executemany(meta.insert_sql, pending)
