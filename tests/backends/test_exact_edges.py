@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import tsmodel as ts
-from tsmodel.backends.base import Backend, ReadRequest, RowMutation, SetCell
+from tsmodel.backends.base import Backend, ReadFilter, ReadRequest, RowMutation, SetCell
 
 UTC = timezone.utc
 T0 = datetime(2015, 3, 16, tzinfo=UTC)
@@ -196,3 +196,81 @@ def test_a_correction_emptying_an_alternate_column_leaves_no_version_past_the_li
     conn.save(cleared)
     main = list(Reading.range(T0, T0 + timedelta(hours=1), host="h").using(conn))
     assert list(by_site) == main  # the alternate answers as the main table does
+
+
+# -- 3: the current-value row holds exactly the newest event's cells ---------------------
+
+
+def _current_cells(backend: Backend, table: str) -> dict[bytes, dict[bytes, tuple[int, bytes]]]:
+    """Each current row's newest cell per column, as another reader (cbt, a client) sees it."""
+    request = ReadRequest(table, filter=ReadFilter(cells_per_column=1))
+    return {row.key: {c.qualifier: (c.timestamp, c.value) for c in row.cells}
+            for row in backend.read_rows(request)}
+
+
+def _newest_cells(events: list, encode: dict) -> dict[bytes, dict[bytes, tuple[int, bytes]]]:
+    """The oracle: per host, the cells of its newest event (None values: no cell)."""
+    newest: dict[str, object] = {}
+    for e in events:
+        if e.host not in newest or e.time > newest[e.host].time:  # type: ignore[attr-defined]
+            newest[e.host] = e
+    out = {}
+    for host, e in newest.items():
+        cells = {q: (_ms(e.time), code(getattr(e, name)))  # type: ignore[attr-defined]
+                 for name, (q, code) in encode.items() if getattr(e, name) is not None}
+        out[host.encode()] = cells or {b"": (_ms(e.time), b"")}  # type: ignore[attr-defined]
+    return out
+
+
+def _metric_model() -> type:
+    @ts.model(table=_name("M"), family="M", current=_name("CUR"))
+    class Metric:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        cpu: float = ts.value()
+        note: str | None = ts.value(default=None)
+
+    return Metric
+
+
+_METRIC_CELLS = {"cpu": (b"cpu", ts.Float64().encode), "note": (b"note", str.encode)}
+
+
+@pytest.mark.parametrize("how", ["one by one", "in one batch", "newest saved again",
+                                 "async"])
+def test_a_late_older_event_leaves_no_cell_in_the_current_row(conn: ts.Connection,
+                                                              backend: Backend,
+                                                              how: str) -> None:
+    """Item 3: the newest event has None for an optional value; an older event with a
+    value arrives later: its cell stayed in the current row, where every reader outside
+    tsmodel saw two events mixed."""
+    Metric = _metric_model()
+    conn.create_tables(Metric)
+    newest = Metric(host="h", time=T0 + timedelta(seconds=2), cpu=0.7)
+    late = Metric(host="h", time=T0 + timedelta(seconds=1), cpu=0.5, note="reboot")
+    other = Metric(host="g", time=T0, cpu=0.1, note="x")
+    if how == "one by one":
+        conn.save_all([newest, other])
+        conn.save(late)
+    elif how == "in one batch":
+        conn.save_all([newest])
+        conn.save_all([late, other, late])
+    elif how == "newest saved again":  # a retry of the newest, then the late one again
+        conn.save_all([newest, other])
+        conn.save_all([late])
+        conn.save_all([newest])
+        conn.save_all([late])
+    else:
+        from tests.backends.conftest import asynchronous
+
+        async def main() -> None:
+            async with asynchronous(backend) as ab:
+                adb = ts.AsyncConnection(ab)
+                await adb.save_all([newest, other])
+                await adb.save(late)
+
+        import asyncio
+        asyncio.run(main())
+    table = Metric.__tsmodel__.current_table
+    assert _current_cells(backend, table) == _newest_cells([newest, late, other], _METRIC_CELLS)
+    assert Metric.using(conn).latest(host="h") == newest

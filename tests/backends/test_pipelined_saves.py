@@ -37,6 +37,7 @@ from tsmodel.backends.base import (
     Backend,
     MutationOutcome,
     MutationStatus,
+    ReadFilter,
     ReadRequest,
     Row,
     RowMutation,
@@ -63,11 +64,18 @@ def tables_of(model: type) -> list[str]:
 
 
 def dump(backend: Backend, model: type) -> list[dict[bytes, list[tuple[Any, ...]]]]:
-    """Every cell of every table the model writes, table by table (names left out)."""
+    """Every cell of every table the model writes, table by table (names left out).
+
+    The current-value table as its GC rule keeps it, one version per column:
+    an older event landing after a newer one is not written there (its row
+    holds a newer cell), landing before it leaves versions GC collects.
+    """
     out = []
+    current = ts.spec_of(model).current_table
     for table in tables_of(model):
         rows: dict[bytes, list[tuple[Any, ...]]] = {}
-        for row in backend.read_rows(ReadRequest(table, RowSet())):
+        kept = ReadFilter(cells_per_column=1) if table == current else ReadFilter()
+        for row in backend.read_rows(ReadRequest(table, RowSet(), kept)):
             rows[row.key] = sorted((c.family, c.qualifier, c.timestamp, c.value)
                                    for c in row.cells)
         out.append(rows)

@@ -22,10 +22,9 @@ tsmodel. Events go in, tables and answers come out:
   missing, never half-filled (:meth:`Reference.visible`), and gone for
   good: deleting the newer events later does not bring it back
   (:meth:`Reference.save`);
-* a current-value row holds the newest event's cells, plus what late older
-  events left in the columns the newest event has ``None`` for
-  (:meth:`Reference.current_row_problem`); row keys are encoded as
-  docs/row-keys.md prints them.
+* a current-value row holds exactly the newest event's cells, whatever the
+  order of arrival (:meth:`Reference.current_row_problem`); row keys are
+  encoded as docs/row-keys.md prints them.
 
 Where the docs leave a semantic open, the choice made here says so.
 """
@@ -199,10 +198,17 @@ class Reference:
         A value writes its cell at the event's cell timestamp; ``None``
         deletes the column's versions up to the event's millisecond ("in a
         row that holds one event ... it deletes every older version of the
-        column too").
+        column too"). An event with a value of an optional field is written
+        only if the row holds no newer cell (docs/writes.md "The current-value
+        table": "a late, older event ... is not written there"), so that the
+        row holds exactly the newest event's cells.
         """
         row = self.current_cells.setdefault(e.entity, {})
         ts = self.current_timestamp(e.t)
+        if not self.shape.serialized and any(
+                v.optional and e.get(v.name) is not None for v in self.shape.values) and any(
+                t > ts for column in row.values() for t in column):
+            return
         for v in self.shape.values:
             column = row.setdefault(v.qualifier.encode(), {})
             value = e.get(v.name)
@@ -573,12 +579,11 @@ class Reference:
     def current_row_problem(self, key: bytes, got: dict[bytes, tuple[int, bytes]]) -> str | None:
         """Why a current row read with one version per column is wrong, or ``None``.
 
-        The row holds the newest event's cells and, where that event has
-        ``None``, the newest version a late older event left (docs/writes.md:
-        "A late older event ... still leaves that cell in the current-value
-        row"). After a repair covering the entity the row may instead be
-        rewritten with the newest event's cells only: until its newest event
-        is written again, a ``None`` column may hold either.
+        The row holds the newest event's cells, and no other (a late older
+        event is not written where a newer one stands). After a repair
+        covering the entity the row is rewritten with the newest event's
+        cells: until its newest event is written again, a ``None`` column may
+        hold what the cells written say.
         """
         want = self.current_rows()[key]
         if got == want:

@@ -548,8 +548,7 @@ class WritePlan:
             by_table.setdefault(slot[0], []).append(slot)
         out = []
         for table, slots in by_table.items():
-            rows = tuple([RowMutation(s[1], events[newest[s]].current_mutations)
-                          for s in slots])
+            rows = tuple([_current_row(events[newest[s]]) for s in slots])
             out.append(TableWrite(table, rows, tuple(tuple(members[s]) for s in slots),
                                   grouped=True))
         return out
@@ -626,6 +625,43 @@ def _by_time(spec: ModelSpec, cls: Callable[..., Any], row: Row) -> dict[int, li
     for old in codec.decode(cls, row):
         out.setdefault(codec.time_of(old), []).append(old)
     return out
+
+
+def _current_row(ev: EncodedEvent) -> RowMutation:
+    """An event's write of its current-value row: exactly its cells, for every reader.
+
+    The newest event erases the older cells of the columns it has no value
+    for, but a late, older event written after it would leave its cells
+    there, under no newer cell: another reader would see two events mixed.
+    An event with a cell in a column the newest event may lack (an optional
+    value's, or the empty marker of an event without values) is therefore
+    written only if the row holds no newer cell, checked and applied
+    atomically (`RowMutation.unless_newer`): a ``CheckAndMutateRow`` call on
+    Cloud Bigtable instead of an entry of the batch's ``MutateRows``. Its
+    retry is as safe as a plain write's, whatever arrives between; other
+    events (no such cell: theirs are hidden under a newer event's) go as
+    before.
+    """
+    assert ev.current_key is not None
+    mutations = ev.current_mutations
+    spec = ev.spec or instance_spec(ev.entity)
+    late = _may_lack(spec)
+    if late:
+        for m in mutations:
+            if type(m) is SetCell and (m.family, m.qualifier) in late:
+                return RowMutation(ev.current_key, mutations, unless_newer=m.timestamp + _MS)
+    return RowMutation(ev.current_key, mutations)
+
+
+def _may_lack(spec: ModelSpec) -> frozenset[tuple[str, bytes]]:
+    """The current-value columns an event may have no cell in: its optional values'
+    and, where every value is optional, the empty marker's (none, serialized)."""
+    if spec.serialization is not None:
+        return frozenset()
+    columns = {(v.family, v.qualifier) for v in spec.values if v.optional}
+    if columns and len(columns) == len(spec.values):
+        columns.add((spec.family, b""))
+    return frozenset(columns)
 
 
 def _stale(old: EncodedRow, new: EncodedRow | None) -> tuple[Mutation, ...]:
