@@ -818,7 +818,7 @@ class QuerySet(Generic[M]):
         return base._chosen(**attrs.asdict(state, recurse=False))
 
     def _as_of_us(self, as_of: datetime | None) -> int | None:
-        return None if as_of is None else self._time_bound("as_of", as_of)
+        return None if as_of is None else self._time_bound("as_of", as_of, "latest()")
 
     def latest_many(self, keys: Iterable[Mapping[str, Any] | tuple[Any, ...]], *,
                     as_of: datetime | None = None) -> LatestResult[M]:
@@ -869,14 +869,14 @@ class QuerySet(Generic[M]):
             return conn
         return get_default_connection()
 
-    def _time_bound(self, which: str, dt: datetime) -> int:
+    def _time_bound(self, which: str, dt: datetime, what: str = "range") -> int:
         try:
             return to_micros(dt)
         except TypeError as exc:
-            raise errors.FieldTypeError(f"range {which}: {exc}", model=self._spec.name,
+            raise errors.FieldTypeError(f"{what} {which}: {exc}", model=self._spec.name,
                                         value=dt) from None
         except ValueError as exc:
-            raise errors.ValidationError(f"range {which}: {exc}", model=self._spec.name,
+            raise errors.ValidationError(f"{what} {which}: {exc}", model=self._spec.name,
                                          value=dt) from None
 
     def _check_fields(self, given: dict[str, Any], allowed: tuple[str, ...]) -> None:
