@@ -53,6 +53,8 @@ ReadRowsResponse: Any = bigtable_types.ReadRowsResponse.pb()
 SampleRowKeysRequest: Any = bigtable_types.SampleRowKeysRequest.pb()
 SampleRowKeysResponse: Any = bigtable_types.SampleRowKeysResponse.pb()
 CheckAndMutateRowRequest: Any = bigtable_types.CheckAndMutateRowRequest.pb()
+#: Only to read an entry's mutations back from its bytes (`conditional_request()`).
+_MutateRowsRequest: Any = bigtable_types.MutateRowsRequest.pb()
 CheckAndMutateRowResponse: Any = bigtable_types.CheckAndMutateRowResponse.pb()
 _RowFilter: Any = data_types.RowFilter.pb()
 _RowSet: Any = data_types.RowSet.pb()
@@ -199,13 +201,16 @@ def conditional_request(table_name: str, app_profile_id: str | None,
     assert since is not None
     if since < 0:
         raise ValueError(f"unless_newer={since} is negative")
-    pb = MutateRowsRequest.Entry()
-    if not _fill_entry(pb, entry):
+    data, count, _, _ = entry_bytes(entry)  # the one encoding of an entry's mutations
+    if not count:
         return None
+    # The bytes are a MutateRowsRequest holding the entry (its field 2): parsed
+    # back, its mutations are those the conditional request sends.
+    (parsed,) = _MutateRowsRequest.FromString(data).entries
     request = CheckAndMutateRowRequest(table_name=table_name,
                                        app_profile_id=app_profile_id or "", row_key=entry.key)
     request.predicate_filter.timestamp_range_filter.start_timestamp_micros = since
-    request.false_mutations.extend(pb.mutations)
+    request.false_mutations.extend(parsed.mutations)
     return request
 
 

@@ -528,13 +528,13 @@ def mutate_steps(backend: Any, target: _Target, table: str,
     for index in sendable:
         if entries[index].unless_newer is not None:
             try:
-                request = wire.conditional_request(target.name, backend.app_profile_id,
-                                                   entries[index])
+                check = wire.conditional_request(target.name, backend.app_profile_id,
+                                                 entries[index])
             except (TypeError, ValueError, OverflowError) as exc:
                 refuse(index, exc)
                 continue
-            if request is not None:
-                conditional.append(request)
+            if check is not None:
+                conditional.append(check)
                 positions.append(index)
     if conditional:
         failures = yield conditional
