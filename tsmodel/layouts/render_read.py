@@ -26,7 +26,7 @@ reference of the oracle harness on every layout shape, values and errors.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -336,20 +336,7 @@ def _plain_instance(src: _Source, codec: TableCodec, ns: dict[str, Any]) -> None
     src("if t != ts:")
     src("    plain = False")
     src("    break")
-    by_family: dict[str, list[Any]] = {}
-    for v in values:
-        by_family.setdefault(v.family, []).append(v)
-    first = True
-    for family, vs in by_family.items():
-        src(f"{'if' if first else 'elif'} family == {family!r}:")
-        first = False
-        src.indent()
-        branch = "if"
-        for v in vs:
-            src(f"{branch} qualifier == {v.qualifier!r} and {slot[v.name]} is None:")
-            src(f"    {slot[v.name]} = value")
-            branch = "elif"
-        src.dedent()
+    _render_cell_slots(src, values, slot)
     src.dedent()
     missing = [f"{slot[v.name]} is None" for v in values if v.stored or v.has_default]
     if missing:
@@ -519,20 +506,7 @@ def render_raw_columns(codec: TableCodec,
     src.indent()
     src("if t != ts:")
     src("    return False  # cells of another time: the reader's to sort out")
-    by_family: dict[str, list[Any]] = {}
-    for v in read:
-        by_family.setdefault(v.family, []).append(v)
-    first = True
-    for family, vs in by_family.items():
-        src(f"{'if' if first else 'elif'} family == {family!r}:")
-        first = False
-        src.indent()
-        branch = "if"
-        for v in vs:
-            src(f"{branch} qualifier == {v.qualifier!r} and {slot[v.name]} is None:")
-            src(f"    {slot[v.name]} = value")
-            branch = "elif"
-        src.dedent()
+    _render_cell_slots(src, read, slot)
     src.dedent()
     for v in read:
         if v.stored:
@@ -551,3 +525,22 @@ def render_raw_columns(codec: TableCodec,
     src("return True")
     return compile_function(src.text(), "raw_columns", ns,
                             f"<tsmodel codec {codec.model}.{codec.table} raw columns>")
+
+
+def _render_cell_slots(src: Any, values: Sequence[Any], slot: Mapping[str, str]) -> None:
+    """Render the branches that put a cell's value in its field's slot (the first
+    cell of each column: the newest), by family, then qualifier."""
+    by_family: dict[str, list[Any]] = {}
+    for v in values:
+        by_family.setdefault(v.family, []).append(v)
+    first = True
+    for family, vs in by_family.items():
+        src(f"{'if' if first else 'elif'} family == {family!r}:")
+        first = False
+        src.indent()
+        branch = "if"
+        for v in vs:
+            src(f"{branch} qualifier == {v.qualifier!r} and {slot[v.name]} is None:")
+            src(f"    {slot[v.name]} = value")
+            branch = "elif"
+        src.dedent()
