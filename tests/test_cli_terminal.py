@@ -18,8 +18,8 @@ from tsmodel.cli._style import enabled, paint
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = "examples/server_metrics.py:ServerMetric"
 ESC = "\033["
-COMMANDS = ["schema", "explain", "keys", "layout", "advise", "emulator", "snapshot", "repair",
-            "job"]
+COMMANDS = ["schema", "explain", "keys", "layout", "codec", "advise", "emulator", "snapshot",
+            "repair", "job"]
 
 
 class Terminal(io.StringIO):

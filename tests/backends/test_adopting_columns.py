@@ -318,9 +318,10 @@ def test_write_time_cells_refused_loudly_by_a_default_model(conn: ts.Connection)
     qs = Metric.range(hour, hour + timedelta(hours=1), hostname="server1.bbb.com").using(conn)
     with pytest.raises(ts.CellDecodingError, match="event_time_cells=False"):
         qs.first()
-    # count() reads one stripped cell per row and decodes none: it counts the rows
-    # the key range selects, each one event, without the check (docs/adopting.md).
-    assert qs.count() == 3
+    # count() agrees with iteration (issue 26, item 8d): it refuses the same rows,
+    # where it used to count them without the check.
+    with pytest.raises(ts.CellDecodingError, match="event_time_cells=False"):
+        qs.count()
 
 
 def test_tsmodel_writes_event_time_cells_under_either_declaration(conn: ts.Connection) -> None:
