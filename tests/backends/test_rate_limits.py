@@ -167,10 +167,10 @@ def check_pace(phases: tuple[list[WriteCall], list[WriteCall], list[WriteCall]],
     for earlier, later in zip(cuts, cuts[1:], strict=False):  # each: the one before x 0.7
         assert later.rate == pytest.approx(earlier.rate * MIN_FACTOR)
         assert later.time - earlier.time >= PERIOD - 0.01  # at most once per period
-    # How many periods saw an answer depends on how fast the machine writes
-    # (a loaded one may send nothing for a whole period after the first cut):
-    # the repeated cuts themselves are held by tests/unit/test_pacing.py's clock.
-    assert 1 <= len(cuts) <= CUTTING / PERIOD + 1, cuts
+    # How many periods saw an answer depends on how fast the machine writes and
+    # when an answer's rate limit reaches the pacer (a loaded machine may send
+    # nothing for a period, or hand over answers late): the count of cuts is
+    # not checked here; tests/unit/test_pacing.py's clock holds it.
     fastest = first.rate
     # Main-table writes let go after the first cut wait for the rows before them at
     # the fastest rate decided, at least: over any run of up to 16 consecutive ones,
