@@ -20,7 +20,7 @@ from _common import Result, median, ratio_result, timed
 import tsmodel as ts
 from tsmodel.backends import open_backend
 from tsmodel.backends.base import GcRule, ReadFilter, ReadRequest, RowRange, RowSet, TableSpec
-from tsmodel.plan.writes import encode_event
+from tsmodel.plan.events import encode_event
 from tsmodel.run.cache import CachingBackend
 
 BASE_MAIN, BASE_CURRENT = "BASE_METRIC", "BASE_CURRENT_METRIC"

@@ -19,7 +19,7 @@ from _common import Result, ratio_result, timed
 import tsmodel as ts
 from tsmodel.backends.base import ReadRequest, RowRange, RowSet
 from tsmodel.backends.embedded import EmbeddedBackend
-from tsmodel.plan.writes import encode_event
+from tsmodel.plan.events import encode_event
 
 BATCH = 1000
 _DDL = ("CREATE TABLE cells (row_key BLOB NOT NULL, family TEXT NOT NULL, qualifier BLOB NOT NULL,"

@@ -158,7 +158,7 @@ def encode(codec: TableCodec, entity: Any) -> EncodedRow:
 
 
 def encode_event(spec: Any, entity: Any) -> tuple[EncodedRow, EncodedRow | None]:
-    """The main and current-value rows of an event, as ``plan.writes._encode`` made them."""
+    """The main and current-value rows of an event, as ``plan.events._encode`` made them."""
     codec = spec.codec
     us = time_of(codec, entity)
     parts = key_parts(codec, entity, us)

@@ -256,7 +256,7 @@ class SaveError(TsModelError, RuntimeError):
     """
 
     def __init__(self, message: str, result: Any) -> None:
-        # ``result`` is a WriteResult (tsmodel.plan.writes); typed Any because this
+        # ``result`` is a WriteResult (tsmodel.plan.results); typed Any because this
         # module is the lowest layer and imports nothing of tsmodel.
         super().__init__(message)
         self.result = result

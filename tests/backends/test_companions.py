@@ -27,7 +27,7 @@ from tsmodel.backends.base import (
     RowMutation,
 )
 from tsmodel.encoding.timestamps import to_micros
-from tsmodel.plan.writes import encode_event
+from tsmodel.plan.events import encode_event
 
 UTC = timezone.utc
 MARCH = datetime(2015, 3, 1, tzinfo=UTC)

@@ -1,6 +1,6 @@
 """Pipelined saves: batches out at once, landing in any order, store what one at a time does.
 
-:class:`~tsmodel.plan.writes.SaveSchedule` hands out the calls of several
+:class:`~tsmodel.plan.schedule.SaveSchedule` hands out the calls of several
 batches at once, and companion writes with their main writes. Here an
 executor lands the calls it was handed in a random order (a call handed
 out early may land after ones handed out later), and the tables must then
@@ -45,7 +45,9 @@ from tsmodel.backends.base import (
     TableSpec,
 )
 from tsmodel.backends.embedded import EmbeddedBackend
-from tsmodel.plan.writes import SaveSchedule, TableWrite, WriteFlow, prepare_save
+from tsmodel.plan.results import TableWrite
+from tsmodel.plan.schedule import SaveSchedule, WriteFlow
+from tsmodel.plan.writes import prepare_save
 
 UTC = timezone.utc
 T0 = datetime(2015, 3, 1, tzinfo=UTC)

@@ -31,8 +31,8 @@ from tsmodel.backends import embedded  # noqa: E402
 from tsmodel.backends.base import DeleteRow, ReadRequest, RowMutation, SetCell  # noqa: E402
 from tsmodel.jobs import beam as tsbeam  # noqa: E402
 from tsmodel.jobs.beam import io as beam_io  # noqa: E402
+from tsmodel.plan.events import encode_event  # noqa: E402
 from tsmodel.plan.rollups import rollup_row  # noqa: E402
-from tsmodel.plan.writes import encode_event  # noqa: E402
 
 UTC = timezone.utc
 DAY = datetime(2017, 7, 26, tzinfo=UTC)

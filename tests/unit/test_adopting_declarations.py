@@ -86,7 +86,7 @@ def test_event_time_cells_must_be_a_bool() -> None:
 
 
 def cells_of(model: type, entity: object) -> list[tuple[bytes, int, bytes]]:
-    from tsmodel.plan.writes import encode_event
+    from tsmodel.plan.events import encode_event
 
     event = encode_event(ts.spec_of(model), entity)
     return sorted((m.qualifier, m.timestamp, m.value) for m in event.mutations)
@@ -316,7 +316,7 @@ def test_a_version_field_stamps_every_cell_and_reads_filter_by_key() -> None:
 ])
 def test_bad_version_times_are_refused_before_writing(entered: object, error: type,
                                                       words: str) -> None:
-    from tsmodel.plan.writes import encode_event
+    from tsmodel.plan.events import encode_event
 
     Close = declare(close_body(), CLOSE_TYPES)
     close = Close(symbol="ZXZZT", time=datetime(2015, 3, 1, tzinfo=UTC), price=1.0,

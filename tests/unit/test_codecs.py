@@ -17,7 +17,7 @@ import tsmodel as ts
 from tests import strategies as tst
 from tsmodel.backends.base import Cell, Row, SetCell
 from tsmodel.encoding.codecs import codec_for
-from tsmodel.plan.writes import encode_event
+from tsmodel.plan.events import encode_event
 
 PROPS = settings(max_examples=200, deadline=None)
 DAY = datetime(2015, 3, 16, tzinfo=timezone.utc)

@@ -14,7 +14,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 import tsmodel as ts
 from tsmodel.backends.base import Cell, Row
 from tsmodel.encoding.keys import SegmentValueError, StrSegment
-from tsmodel.plan.writes import encode_event
+from tsmodel.plan.events import encode_event
 
 UTC = timezone.utc
 T0 = datetime(2021, 3, 5, 12, 0, tzinfo=UTC)

@@ -27,7 +27,7 @@ import tsmodel as ts
 from tests import strategies as tst
 from tests.budget import BUDGET
 from tsmodel.backends.base import Cell, Row
-from tsmodel.plan.writes import encode_event
+from tsmodel.plan.events import encode_event
 
 FUZZ = settings(max_examples=BUDGET.fuzz_examples, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

@@ -28,7 +28,7 @@ from tests.oracle.shapes import MS, SHAPES, Shape
 from tests.strategies import junk, oracle_events
 from tsmodel.backends.base import SetCell
 from tsmodel.layouts._source import rendered
-from tsmodel.plan.writes import EncodedEvent, encode_event
+from tsmodel.plan.events import EncodedEvent, encode_event
 
 _MODELS: dict[str, type] = {}
 

@@ -3,7 +3,7 @@
 The weather-balloon pattern of the reference: row key
 ``us-west2#3698#2021-03-05-1200``, one column ``measurements_blob`` holding a
 protobuf message. Nothing here does I/O: mutations come from
-``tsmodel.plan.writes.encode_event`` and rows are built by hand for ``decode_row``.
+``tsmodel.plan.events.encode_event`` and rows are built by hand for ``decode_row``.
 """
 
 from datetime import datetime, timezone
@@ -13,7 +13,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 import tsmodel as ts
 from tsmodel.backends.base import Cell, Row, SetCell
-from tsmodel.plan.writes import encode_event
+from tsmodel.plan.events import encode_event
 
 UTC = timezone.utc
 T0 = datetime(2021, 3, 5, 12, 0, tzinfo=UTC)

@@ -12,7 +12,7 @@ import pytest
 
 import tsmodel as ts
 from tsmodel.backends.base import DeleteCells, ReadRequest, SetCell
-from tsmodel.plan.writes import encode_event
+from tsmodel.plan.events import encode_event
 
 UTC = timezone.utc
 T0 = datetime(2015, 3, 16, 19, 53, 32, 156000, tzinfo=UTC)

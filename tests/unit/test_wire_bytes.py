@@ -32,7 +32,7 @@ from tsmodel.backends.base import (
     RowMutation,
     SetCell,
 )
-from tsmodel.plan.writes import encode_event
+from tsmodel.plan.events import encode_event
 
 MutateRowsRequest: Any = bigtable_types.MutateRowsRequest.pb()
 

@@ -26,7 +26,7 @@ from tsmodel.encoding.codecs import Codec
 from tsmodel.encoding.keys import IntSegment, StrSegment
 from tsmodel.errors import TsModelError
 from tsmodel.layouts.codec import TableCodec
-from tsmodel.plan.writes import encode_event
+from tsmodel.plan.events import encode_event
 
 __all__ = ["add_command", "TableSample", "SampleCell", "sample_events", "sample_tables"]
 

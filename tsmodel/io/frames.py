@@ -26,7 +26,8 @@ import attrs
 
 from tsmodel import errors
 from tsmodel.io import require
-from tsmodel.plan.writes import WriteResult, prepare_save
+from tsmodel.plan.results import WriteResult
+from tsmodel.plan.writes import prepare_save
 
 __all__ = ["Chunk", "chunks", "is_stream", "row_count", "FrameSave", "DEFAULT_FRAME_ROWS"]
 

@@ -76,18 +76,13 @@ from tsmodel.jobs.steps import (
     run_job,
     run_job_async,
 )
+from tsmodel.plan.events import EncodedEvent, encode_event
 from tsmodel.plan.merge import check_guard
 from tsmodel.plan.reads import QueryState, ReadPlan, compile_query
-from tsmodel.plan.rollups import RollupRefresh
+from tsmodel.plan.results import ReadStep, TableWrite
+from tsmodel.plan.rollups import RollupRefresh, refresh_steps
 from tsmodel.plan.versions import erase, past_limit, timestamps_read, version_limit
-from tsmodel.plan.writes import (
-    EncodedEvent,
-    ReadStep,
-    TableWrite,
-    WritePlan,
-    encode_event,
-    refresh_steps,
-)
+from tsmodel.plan.writes import WritePlan
 from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection, get_default_connection
 from tsmodel.run.query import QuerySet

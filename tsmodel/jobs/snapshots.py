@@ -55,7 +55,9 @@ from tsmodel.jobs.steps import (
     run_job_async,
 )
 from tsmodel.plan.calls import CreateTable, MutateRows
-from tsmodel.plan.writes import EncodedEvent, WritePlan, WriteResult, WriteStatus
+from tsmodel.plan.events import EncodedEvent
+from tsmodel.plan.results import WriteResult, WriteStatus
+from tsmodel.plan.writes import WritePlan
 from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection, get_default_connection
 

@@ -2,7 +2,7 @@
 
 A job (`tsmodel.jobs.repair`, `tsmodel.jobs.snapshots`) is written
 once, as a generator: it yields each call it needs (the step classes here)
-and receives the answer, like `tsmodel.plan.writes.save_steps()` and
+and receives the answer, like `tsmodel.plan.deletes.delete_steps()` and
 `tsmodel.plan.schema.plan_steps()`. It does no I/O itself.
 `run_job()` answers with blocking calls on a
 `Connection`; `run_job_async()` awaits the
@@ -27,7 +27,7 @@ import attrs
 from tsmodel import errors
 from tsmodel.backends.base import MutationOutcome, ReadRequest, Row
 from tsmodel.plan.calls import BackendCall, ListTables
-from tsmodel.plan.writes import TableWrite, WriteResult
+from tsmodel.plan.results import TableWrite, WriteResult
 from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection
 from tsmodel.run.query import QuerySet

@@ -14,7 +14,7 @@ from typing import Any
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.layouts import TableCodec
 from tsmodel.layouts._source import rendered
-from tsmodel.plan.writes import event_encoder
+from tsmodel.plan.events import event_encoder
 
 __all__ = ["codec_source", "generated_functions", "table_codecs"]
 

@@ -61,22 +61,12 @@ from tsmodel.backends.base import (
     SetCell,
 )
 from tsmodel.declare.spec import ModelSpec, instance_spec
+from tsmodel.plan.events import EncodedEvent, _encode, encode_event
 from tsmodel.plan.reads import QueryState, compile_query, time_span
-from tsmodel.plan.rollups import RollupRefresh
+from tsmodel.plan.results import EntityResult, ReadStep, TableWrite, WriteResult, WriteStep, _status
+from tsmodel.plan.rollups import RollupRefresh, refresh_steps
 from tsmodel.plan.versions import erase as _erase
 from tsmodel.plan.versions import past_limit, timestamps_read, version_limit
-from tsmodel.plan.writes import (
-    EncodedEvent,
-    EntityResult,
-    ReadStep,
-    TableWrite,
-    WriteResult,
-    WriteStep,
-    _encode,
-    _status,
-    encode_event,
-    refresh_steps,
-)
 
 __all__ = ["DeletePlan", "delete_steps", "StepSchedule"]
 

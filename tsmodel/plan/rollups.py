@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -53,9 +53,11 @@ from tsmodel.declare.rollups import label_of as _label
 from tsmodel.declare.spec import ModelSpec, RollupSpec
 from tsmodel.encoding.timestamps import from_micros
 from tsmodel.plan.reads import QueryState, ReadPlan, compile_query
+from tsmodel.plan.results import ReadStep, TableWrite, WriteStep
 
 __all__ = ["Stats", "Window", "Accumulator", "RollupRefresh", "Increments", "ResamplePlan",
-           "compile_resample", "windows", "rollup_row", "increment_row", "expired_slot"]
+           "compile_resample", "windows", "rollup_row", "increment_row", "expired_slot",
+           "refresh_steps"]
 
 
 @attrs.frozen
@@ -228,7 +230,7 @@ class RollupRefresh:
     slots' events in the main table, one per table, bucket size and bucket
     start (every entity's rows in it); `rows()` turns their answers
     into the rollup rows, each standing for the entities of its slot
-    (`tsmodel.plan.writes.refresh_steps()` sends them).
+    (`refresh_steps()` sends them).
 
     Args:
         features: the backend's capabilities.
@@ -647,3 +649,23 @@ def windows(spec: ModelSpec, plan: ResamplePlan, items: Iterable[Any]) -> list[W
     for item in items:
         fold.feed(item)
     return fold.finish()
+
+
+def refresh_steps(refresh: RollupRefresh, record: Callable[[TableWrite, Sequence[
+        MutationOutcome]], None]) -> Generator[ReadStep | WriteStep, Any, None]:
+    """Recompute rollup rows: read their buckets' events, then write them whole.
+
+    The steps of a save's batch, a delete's and a repair's: ``record`` takes
+    each write's outcomes (a failed read FAILS its slots' rows: ``PARTIAL``).
+    """
+    reads = refresh.plan_reads()
+    answers = yield ReadStep(tuple(reads))
+    rows, refused = refresh.rows(answers)
+    for table, members, outcome in refused:
+        record(TableWrite(table, (), (members,), grouped=True), (outcome,))
+    writes = [TableWrite(table, tuple(r for _, r in items), tuple(m for m, _ in items),
+                         grouped=True) for table, items in rows.items()]
+    if writes:
+        outcomes = yield WriteStep(tuple(writes))
+        for write, outcome in zip(writes, outcomes, strict=True):
+            record(write, outcome)

@@ -12,7 +12,7 @@ from tsmodel.encoding.keys import SegmentValueError
 from tsmodel.encoding.timestamps import from_micros
 from tsmodel.layouts import TableCodec
 from tsmodel.layouts.codec import SALT_FIELD
-from tsmodel.plan.writes import encode_event
+from tsmodel.plan.events import encode_event
 
 __all__ = ["row_key", "current_row_key", "encode_row_key", "decode_row_key"]
 

@@ -44,12 +44,11 @@ from tsmodel.plan import schema
 from tsmodel.plan.cursors import secret_bytes
 from tsmodel.plan.deletes import DeletePlan, StepSchedule
 from tsmodel.plan.pacing import WritePacer
-from tsmodel.plan.writes import (
+from tsmodel.plan.results import TableWrite, WriteResult
+from tsmodel.plan.schedule import (
     DEFAULT_FLOW,
     SaveSchedule,
-    TableWrite,
     WriteFlow,
-    WriteResult,
     check_write_options,
     schedule_save,
 )

@@ -37,18 +37,15 @@ from tsmodel.plan import schema
 from tsmodel.plan.cursors import secret_bytes
 from tsmodel.plan.deletes import DeletePlan, StepSchedule
 from tsmodel.plan.pacing import WritePacer
-from tsmodel.plan.writes import (
+from tsmodel.plan.results import EntityResult, TableWrite, WriteResult, WriteStatus
+from tsmodel.plan.schedule import (
     DEFAULT_FLOW,
-    EntityResult,
     SaveSchedule,
-    TableWrite,
     WriteFlow,
-    WritePlan,
-    WriteResult,
-    WriteStatus,
     check_write_options,
     schedule_save,
 )
+from tsmodel.plan.writes import WritePlan
 from tsmodel.run.cache import CachingBackend
 from tsmodel.run.observe import Observer, Operation, kind_of_read, rate_changed
 from tsmodel.run.progress import Progress, WriteProgress, watch_delete, watch_save

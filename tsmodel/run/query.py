@@ -45,7 +45,7 @@ from tsmodel.plan.reads import (
     latest_state,
     queryable_fields,
 )
-from tsmodel.plan.writes import WriteResult
+from tsmodel.plan.results import WriteResult
 from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection, get_default_connection
 from tsmodel.run.fanout import AStreamed, Streamed, astream, stream

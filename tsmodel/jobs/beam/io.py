@@ -36,9 +36,11 @@ from tsmodel.jobs.repair import replay_companions, replay_current
 from tsmodel.jobs.snapshots import period_events, period_read, write_period
 from tsmodel.jobs.splits import DEFAULT_MOST, cut_points, split_requests
 from tsmodel.jobs.steps import run_job
+from tsmodel.plan.events import encode_event
 from tsmodel.plan.merge import check_guard
 from tsmodel.plan.reads import QueryState, ReadPlan, compile_query
-from tsmodel.plan.writes import WriteStatus, encode_event, prepare_save
+from tsmodel.plan.results import WriteStatus
+from tsmodel.plan.writes import prepare_save
 from tsmodel.run.connection import Connection, connect
 from tsmodel.run.query import QuerySet
 

@@ -58,9 +58,9 @@ from tsmodel.jobs.repair import (
 from tsmodel.jobs.snapshots import period_read
 from tsmodel.jobs.splits import DEFAULT_MOST
 from tsmodel.jobs.steps import require_tables, run_job
+from tsmodel.plan.events import EncodedEvent, encode_event
 from tsmodel.plan.reads import time_span
 from tsmodel.plan.rollups import expired_slot, rollup_row
-from tsmodel.plan.writes import EncodedEvent, encode_event
 from tsmodel.run.connection import connect
 from tsmodel.run.query import QuerySet
 
