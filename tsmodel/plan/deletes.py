@@ -61,12 +61,11 @@ from tsmodel.backends.base import (
     SetCell,
 )
 from tsmodel.declare.spec import ModelSpec, instance_spec
-from tsmodel.plan.events import EncodedEvent, _encode, encode_event
+from tsmodel.plan.events import EncodedEvent, encode, encode_event
 from tsmodel.plan.reads import QueryState, compile_query, time_span
-from tsmodel.plan.results import EntityResult, ReadStep, TableWrite, WriteResult, WriteStep, _status
+from tsmodel.plan.results import Outcomes, ReadStep, TableRole, TableWrite, WriteResult, WriteStep
 from tsmodel.plan.rollups import RollupRefresh, refresh_steps
-from tsmodel.plan.versions import erase as _erase
-from tsmodel.plan.versions import past_limit, timestamps_read, version_limit
+from tsmodel.plan.versions import erase, past_limit, timestamps_read, version_limit
 
 __all__ = ["DeletePlan", "delete_steps", "StepSchedule"]
 
@@ -108,7 +107,8 @@ class DeletePlan:
             events.append(encode_event(spec, e)._replace(spec=spec))
         self.events: list[EncodedEvent] = events
         self.features = features
-        self._outcomes: list[list[tuple[str, MutationOutcome]]] = [[] for _ in events]
+        #: Per entity: its main outcome and each table's.
+        self.outcomes = Outcomes(len(events))
         #: Per entity: its stored versions, encoded (the given event among them).
         self._versions: list[list[EncodedEvent]] = [[ev] for ev in events]
         #: Per entity: cells its main row keeps for other events (survivors).
@@ -227,15 +227,15 @@ class DeletePlan:
             spec = ev.spec
             assert spec is not None
             if ev.table in failed:
-                self._outcomes[i].append(
-                    (ev.table, MutationOutcome(MutationStatus.FAILED, failed[ev.table])))
+                self.outcomes.add(i, TableRole.MAIN, ev.table,
+                                  MutationOutcome(MutationStatus.FAILED, failed[ev.table]))
                 continue
             row = found.get((ev.table, ev.key))
             if row is not None:
                 gone = doomed[(ev.table, ev.key)]
                 kept = self._kept.setdefault(i, set())
                 for old in spec.codec.decode(type(ev.entity), row, history=True):
-                    encoded = _encode(spec, old)
+                    encoded = encode(spec, old)
                     if encoded.timestamp == ev.timestamp:
                         self._versions[i].append(encoded)
                     elif encoded.timestamp not in gone:
@@ -257,7 +257,7 @@ class DeletePlan:
             if shown:
                 self._shown[slot] = codec.time_of(shown[0])
                 # Its cells are erased with the deleted event's, if it is one of them.
-                encoded = _encode(spec, shown[0])
+                encoded = encode(spec, shown[0])
                 for j in batch:
                     if self._slot(self.events[j]) == slot and \
                             self.events[j].timestamp == encoded.timestamp:
@@ -293,7 +293,7 @@ class DeletePlan:
         for other in held:
             if snap.codec.time_of(other) not in gone:
                 kept.update(_cells(snap.codec.encode(other).mutations))
-        self._snapshots[i] = (snap.table, key, _erase(cells - kept))
+        self._snapshots[i] = (snap.table, key, erase(cells - kept))
 
     def _stored(self, i: int) -> list[EncodedEvent]:
         """The stored versions of entity ``i``'s event, or the given event where none
@@ -346,9 +346,9 @@ class DeletePlan:
             if past:
                 cells.extend(past)
                 self._pushed[i] = {ts for _, _, ts in past}
-            by_table.setdefault(ev.table, []).append((i, RowMutation(ev.key, _erase(cells))))
-        return [TableWrite(table, tuple(r for _, r in rows), tuple(i for i, _ in rows))
-                for table, rows in by_table.items()]
+            by_table.setdefault(ev.table, []).append((i, RowMutation(ev.key, erase(cells))))
+        return [TableWrite(table, tuple(r for _, r in rows), tuple(i for i, _ in rows),
+                           role=TableRole.MAIN) for table, rows in by_table.items()]
 
     def _past_limit(self, spec: ModelSpec, key: bytes, cells: list[_CellId]) -> set[_CellId]:
         """The cells of events past the version limit that go with ``cells``."""
@@ -357,13 +357,12 @@ class DeletePlan:
 
     def _pending(self, batch: range) -> list[int]:
         """The entities of ``batch`` with nothing recorded yet (not refused)."""
-        return [i for i in batch if not self._outcomes[i]]
+        return [i for i in batch if not self.outcomes.recorded(i)]
 
     def _live(self, batch: range) -> list[int]:
         """The entities whose main deletion was not refused."""
-        return [i for i in batch
-                if self._outcomes[i] and self._outcomes[i][0][1].status is not
-                MutationStatus.FAILED]
+        recorded, failed = self.outcomes.recorded, self.outcomes.failed
+        return [i for i in batch if recorded(i) and not failed(i)]
 
     # -- round trip 3: the newest remaining events --------------------------------
 
@@ -415,14 +414,14 @@ class DeletePlan:
                     us = spec.codec.time_of(entity)
                     best = self._newest[slot]
                     if best is None or us > best.timestamp:
-                        self._newest[slot] = _encode(spec, entity)
+                        self._newest[slot] = encode(spec, entity)
         for slot, error in failed.items():
             self._newest.pop(slot, None)
             self._unread.add(slot)
             for i in self._live(batch):
                 if self._slot(self.events[i]) == slot:
-                    self._outcomes[i].append(
-                        (slot[0], MutationOutcome(MutationStatus.FAILED, error)))
+                    self.outcomes.add(i, TableRole.CURRENT, slot[0],
+                                      MutationOutcome(MutationStatus.FAILED, error))
 
     # -- round trip 4: the companions ---------------------------------------------
 
@@ -431,6 +430,7 @@ class DeletePlan:
         live entities."""
         live = self._live(batch)
         alternates: dict[str, list[tuple[int, RowMutation]]] = {}
+        roles: dict[str, TableRole] = {}
         for i in live:
             rows: dict[tuple[str, bytes], list[_CellId]] = {}
             specs = {a.table: a for a in self.events[i].spec.alternates}  # type: ignore[union-attr]
@@ -440,22 +440,24 @@ class DeletePlan:
             for (table, key), cells in rows.items():
                 error = self._unstamped.get(table)
                 if error is not None:  # its versions past the limit are unknown: send nothing
-                    self._outcomes[i].append(
-                        (table, MutationOutcome(MutationStatus.FAILED, error)))
+                    self.outcomes.add(i, TableRole.ALTERNATE, table,
+                                      MutationOutcome(MutationStatus.FAILED, error))
                     continue
                 cells.extend(self._past_limit(specs[table], key, cells))
-                alternates.setdefault(table, []).append((i, RowMutation(key, _erase(cells))))
+                alternates.setdefault(table, []).append((i, RowMutation(key, erase(cells))))
+                roles[table] = TableRole.ALTERNATE
             snapshot = self._snapshots.get(i)
             if isinstance(snapshot, BaseException):  # its snapshot row could not be read
                 table = self.events[i].spec.snapshot.table_for(  # type: ignore[union-attr]
                     self.events[i].timestamp)
-                self._outcomes[i].append(
-                    (table, MutationOutcome(MutationStatus.FAILED, snapshot)))
+                self.outcomes.add(i, TableRole.SNAPSHOT, table,
+                                  MutationOutcome(MutationStatus.FAILED, snapshot))
             elif snapshot is not None:
                 alternates.setdefault(snapshot[0], []).append(
                     (i, RowMutation(snapshot[1], snapshot[2])))
-        out = [TableWrite(table, tuple(r for _, r in rows_), tuple(i for i, _ in rows_))
-               for table, rows_ in alternates.items()]
+                roles[snapshot[0]] = TableRole.SNAPSHOT
+        out = [TableWrite(table, tuple(r for _, r in rows_), tuple(i for i, _ in rows_),
+                          role=roles[table]) for table, rows_ in alternates.items()]
         # A current-value row holds one entity, each event's cells at its own time:
         # every column at a deleted event's time goes (a version whose current write
         # a newer event of its batch stood for may have left cells there).
@@ -483,7 +485,7 @@ class DeletePlan:
             assert codec is not None
             lo = 0 if newest is None else codec.layout.cell_timestamp(newest.timestamp) + _MS
             hi = max(times) + _MS
-            mutations = _erase((f, q, t) for f, q in columns for t in times)
+            mutations = erase((f, q, t) for f, q in columns for t in times)
             if slot in self._newest and lo < hi:
                 # Rewritten with the newest remaining event (or gone): no cell newer than
                 # it, up to the deleted ones, is of an event the main table holds (an
@@ -495,7 +497,8 @@ class DeletePlan:
             by_table.setdefault(slot[0], []).append((tuple(members),
                                                      RowMutation(slot[1], mutations)))
         out.extend(TableWrite(table, tuple(r for _, r in rows_), tuple(m for m, _ in rows_),
-                              grouped=True) for table, rows_ in by_table.items())
+                              grouped=True, role=TableRole.CURRENT)
+                   for table, rows_ in by_table.items())
         return out
 
     # -- round trip 5: the rollups ---------------------------------------------------
@@ -513,14 +516,11 @@ class DeletePlan:
 
     def record(self, write: TableWrite, outcomes: Sequence[MutationOutcome]) -> None:
         """Record the backend's outcome of each row of ``write``."""
-        for members, outcome in zip(write.members, outcomes, strict=True):
-            for i in (members if isinstance(members, tuple) else (members,)):
-                self._outcomes[i].append((write.table, outcome))
+        self.outcomes.record(write, outcomes)
 
     def result(self) -> WriteResult:
         """One `EntityResult` per event, in input order."""
-        return WriteResult(tuple(EntityResult(ev.entity, _status(out), tuple(out))
-                                 for ev, out in zip(self.events, self._outcomes, strict=True)),
+        return WriteResult(self.outcomes.results([ev.entity for ev in self.events]),
                            action="delete")
 
 

@@ -18,7 +18,7 @@ from tsmodel.backends.base import (
 from tsmodel.declare.spec import ModelSpec, instance_spec
 from tsmodel.layouts import EncodedRow
 
-__all__ = ["EncodedEvent", "encode_event", "event_encoder", "encode_all"]
+__all__ = ["EncodedEvent", "encode_event", "encode", "encoder", "event_encoder", "encode_all"]
 
 
 class EncodedEvent(NamedTuple):
@@ -98,11 +98,13 @@ def encode_event(spec: ModelSpec, entity: Any) -> EncodedEvent:
             f"expected a {spec.name} instance, got {type(entity).__name__}",
             model=spec.name, value=entity,
         )
-    return _encode(spec, entity)
+    return encode(spec, entity)
 
 
-def _encode(spec: ModelSpec, entity: Any) -> EncodedEvent:
-    return _encoder(spec)(entity)
+def encode(spec: ModelSpec, entity: Any) -> EncodedEvent:
+    """Encode an instance of ``spec``'s model (one decoded from its rows, say): no
+    check of its class, as `encode_event()` makes."""
+    return encoder(spec)(entity)
 
 
 def event_encoder(spec: ModelSpec) -> Callable[[Any], EncodedEvent]:
@@ -110,7 +112,7 @@ def event_encoder(spec: ModelSpec) -> Callable[[Any], EncodedEvent]:
     return spec.codec.event_encoder(spec.current_codec, EncodedEvent)
 
 
-def _encoder(spec: ModelSpec) -> Callable[[Any], EncodedEvent]:
+def encoder(spec: ModelSpec) -> Callable[[Any], EncodedEvent]:
     """The encoder of ``spec``'s events: the main table's generated event encoder
     (main and current-value rows), then the alternate-key rows where there are."""
     event = event_encoder(spec)
@@ -134,7 +136,7 @@ def encode_all(entities: Iterable[Any]) -> list[EncodedEvent]:
     for e in entities:
         encode = encoders.get(type(e))
         if encode is None:
-            encode = encoders[type(e)] = _encoder(instance_spec(e))
+            encode = encoders[type(e)] = encoder(instance_spec(e))
         out.append(encode(e))
     return out
 

@@ -8,7 +8,8 @@ per entity (`WriteResult`).
 from __future__ import annotations
 
 import enum
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple, cast
 
 import attrs
 
@@ -20,8 +21,23 @@ from tsmodel.backends.base import (
     RowMutation,
 )
 
-__all__ = ["TableWrite", "WriteStatus", "EntityResult", "WriteResult", "ReadStep",
-           "WriteStep"]
+__all__ = ["TableRole", "TableWrite", "TableOutcome", "Outcomes", "WriteStatus",
+           "EntityResult", "WriteResult", "ReadStep", "WriteStep", "entity_status"]
+
+
+class TableRole(enum.Enum):
+    """What a table is to the entities a write stands for."""
+
+    #: The model's main table: its outcome decides whether an entity was written.
+    MAIN = "main"
+    #: The current-value table.
+    CURRENT = "current"
+    #: An alternate-key table.
+    ALTERNATE = "alternate"
+    #: The snapshot table of a period.
+    SNAPSHOT = "snapshot"
+    #: A rollup table.
+    ROLLUP = "rollup"
 
 
 @attrs.frozen
@@ -35,12 +51,22 @@ class TableWrite:
             with ``grouped``, the indexes of the entities it stands for.
         grouped: whether a row stands for several entities (a current-value
             row stands for the batch's events of one entity key).
+        role: what the table is to those entities (its outcome in the main
+            table decides an entity's status; see `Outcomes`).
     """
 
     table: str
     rows: tuple[RowMutation, ...]
     members: tuple[int, ...] | tuple[tuple[int, ...], ...]
     grouped: bool = False
+    role: TableRole = TableRole.MAIN
+
+
+class TableOutcome(NamedTuple):
+    """An entity's outcome in one table (a ``(table, outcome)`` pair)."""
+
+    table: str
+    outcome: MutationOutcome
 
 
 class WriteStatus(enum.Enum):
@@ -66,14 +92,15 @@ class EntityResult:
     Attributes:
         entity: the instance given.
         status: the overall `WriteStatus`.
-        tables: the outcome in each table written, main table first.
+        tables: the outcome in each table written, main table first: a
+            `TableOutcome` (a ``(table, outcome)`` pair) each.
         row: the entity's row in the frame of a ``save_frame()`` (from 0),
             else ``None``.
     """
 
     entity: Any
     status: WriteStatus
-    tables: tuple[tuple[str, MutationOutcome], ...]
+    tables: tuple[TableOutcome, ...]
     row: int | None = None
 
     @property
@@ -137,21 +164,95 @@ class WriteResult:
             )
 
 
-_Outcomes = list[tuple[str, MutationOutcome]]
 
+def entity_status(main: MutationOutcome | None,
+                  tables: Sequence[TableOutcome]) -> WriteStatus:
+    """An entity's status from its main-table outcome and every table's.
 
-def _status(out: _Outcomes) -> WriteStatus:
-    main = out[0][1].status
-    if main is MutationStatus.FAILED:
-        return WriteStatus.FAILED
-    if main is MutationStatus.UNKNOWN:
-        return WriteStatus.UNKNOWN
-    for _, companion in out[1:]:  # a loop: all() of a generator costs more per entity
-        if companion.status is not MutationStatus.APPLIED:
+    ``None`` for ``main``: no main write was recorded (a repair replays
+    companions alone); the companions decide.
+    """
+    if main is not None:
+        if main.status is MutationStatus.FAILED:
+            return WriteStatus.FAILED
+        if main.status is MutationStatus.UNKNOWN:
+            return WriteStatus.UNKNOWN
+    # The main outcome is APPLIED: any other table's not APPLIED makes it PARTIAL.
+    for _, outcome in tables:  # a loop: all() of a generator costs more per entity
+        if outcome.status is not MutationStatus.APPLIED:
             return WriteStatus.PARTIAL
     return WriteStatus.WRITTEN
 
 
+class Outcomes:
+    """The outcomes recorded for the entities of a plan, by entity index.
+
+    Attributes:
+        main: per entity, its main-table outcome (or the failure that refused
+            it before anything was sent), ``None`` until recorded: the outcome
+            that decides whether the entity was written.
+        tables: per entity, each `TableOutcome` in the order recorded.
+    """
+
+    __slots__ = ("main", "tables")
+
+    def __init__(self, n: int = 0) -> None:
+        self.main: list[MutationOutcome | None] = [None] * n
+        self.tables: list[list[TableOutcome]] = [[] for _ in range(n)]
+
+    def extend(self, n: int) -> None:
+        """Room for ``n`` more entities."""
+        self.main.extend([None] * n)
+        self.tables.extend([] for _ in range(n))
+
+    def add(self, i: int, role: TableRole, table: str, outcome: MutationOutcome) -> None:
+        """Entity ``i``'s outcome in ``table``."""
+        if role is TableRole.MAIN and self.main[i] is None:
+            self.main[i] = outcome
+        self.tables[i].append(TableOutcome(table, outcome))
+
+    def record(self, write: TableWrite, outcomes: Sequence[MutationOutcome]) -> None:
+        """The backend's outcome of each row of ``write``, for the entities it stands for."""
+        tables, main = self.tables, self.main
+        is_main = write.role is TableRole.MAIN
+        pair: TableOutcome | None = None
+        if write.grouped:
+            for members, outcome in zip(write.members, outcomes, strict=True):
+                # Backends return one shared APPLIED outcome: its rows share one pair
+                # too, rather than keeping a tuple per entity and table alive.
+                if pair is None or pair.outcome is not outcome:
+                    pair = TableOutcome(write.table, outcome)
+                for i in cast("tuple[int, ...]", members):
+                    tables[i].append(pair)
+                    if is_main and main[i] is None:
+                        main[i] = outcome
+            return
+        for i, outcome in zip(cast("tuple[int, ...]", write.members), outcomes, strict=True):
+            if pair is None or pair.outcome is not outcome:
+                pair = TableOutcome(write.table, outcome)
+            tables[i].append(pair)
+            if is_main and main[i] is None:
+                main[i] = outcome
+
+    def recorded(self, i: int) -> bool:
+        """Whether entity ``i`` has a main outcome (written, or refused)."""
+        return self.main[i] is not None
+
+    def failed(self, i: int) -> bool:
+        """Whether entity ``i``'s main write FAILED (or it was refused)."""
+        main = self.main[i]
+        return main is not None and main.status is MutationStatus.FAILED
+
+    def failures(self) -> int:
+        """How many recorded row outcomes were not APPLIED (a repair's count)."""
+        return sum(1 for out in self.tables for _, o in out
+                   if o.status is not MutationStatus.APPLIED)
+
+    def results(self, entities: Sequence[Any]) -> tuple[EntityResult, ...]:
+        """One `EntityResult` per entity, in index order."""
+        return tuple(EntityResult(entity, entity_status(main, tables), tuple(tables))
+                     for entity, main, tables in zip(entities, self.main, self.tables,
+                                                     strict=True))
 
 
 @attrs.frozen

@@ -53,7 +53,7 @@ from tsmodel.declare.rollups import label_of as _label
 from tsmodel.declare.spec import ModelSpec, RollupSpec
 from tsmodel.encoding.timestamps import from_micros
 from tsmodel.plan.reads import QueryState, ReadPlan, compile_query
-from tsmodel.plan.results import ReadStep, TableWrite, WriteStep
+from tsmodel.plan.results import ReadStep, TableRole, TableWrite, WriteStep
 
 __all__ = ["Stats", "Window", "Accumulator", "RollupRefresh", "Increments", "ResamplePlan",
            "compile_resample", "windows", "rollup_row", "increment_row", "expired_slot",
@@ -662,9 +662,10 @@ def refresh_steps(refresh: RollupRefresh, record: Callable[[TableWrite, Sequence
     answers = yield ReadStep(tuple(reads))
     rows, refused = refresh.rows(answers)
     for table, members, outcome in refused:
-        record(TableWrite(table, (), (members,), grouped=True), (outcome,))
+        record(TableWrite(table, (), (members,), grouped=True, role=TableRole.ROLLUP),
+               (outcome,))
     writes = [TableWrite(table, tuple(r for _, r in items), tuple(m for m, _ in items),
-                         grouped=True) for table, items in rows.items()]
+                         grouped=True, role=TableRole.ROLLUP) for table, items in rows.items()]
     if writes:
         outcomes = yield WriteStep(tuple(writes))
         for write, outcome in zip(writes, outcomes, strict=True):

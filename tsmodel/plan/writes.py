@@ -14,7 +14,7 @@ into one `EntityResult` per entity (`tsmodel.plan.results`);
 """
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from tsmodel import errors
 from tsmodel.backends.base import (
@@ -31,8 +31,8 @@ from tsmodel.backends.base import (
 )
 from tsmodel.declare.spec import ModelSpec, instance_spec
 from tsmodel.layouts import EncodedRow
-from tsmodel.plan.events import EncodedEvent, _encode, encode_all, encode_event
-from tsmodel.plan.results import EntityResult, TableWrite, WriteResult, _Outcomes, _status
+from tsmodel.plan.events import EncodedEvent, encode, encode_all, encode_event
+from tsmodel.plan.results import Outcomes, TableRole, TableWrite, WriteResult
 from tsmodel.plan.retention import retention_message, retention_problems
 from tsmodel.plan.rollups import Increments, RollupRefresh
 from tsmodel.plan.versions import erase, past_limit, timestamps_read, version_limit
@@ -52,8 +52,8 @@ class WritePlan:
 
     def __init__(self, events: Sequence[EncodedEvent]) -> None:
         self.events = list(events)
-        #: Per entity: (table, outcome), main table first.
-        self._outcomes: list[_Outcomes] = [[] for _ in events]
+        #: Per entity: its main outcome and each table's.
+        self.outcomes = Outcomes(len(self.events))
         #: Per entity: alternate rows of the event it corrects, to delete.
         self._stale: dict[int, list[EncodedRow]] = {}
         #: Entities whose later version in the same batch is written instead.
@@ -72,7 +72,7 @@ class WritePlan:
     def extend(self, events: Sequence[EncodedEvent]) -> None:
         """Plan more events after those planned (a streamed save's next batch)."""
         self.events.extend(events)
-        self._outcomes.extend([] for _ in events)
+        self.outcomes.extend(len(events))
 
     def let_go(self, batch: range) -> None:
         """Drop the cells of a batch whose calls are answered: keep what results need."""
@@ -131,7 +131,7 @@ class WritePlan:
                 by_time = stored[where] = _by_time(ev.spec, type(ev.entity), row)
             for old in by_time.get(ev.timestamp, ()):
                 if old != ev.entity:
-                    self.events[i] = ev = self._correct(i, ev, _encode(ev.spec, old))
+                    self.events[i] = ev = self._correct(i, ev, encode(ev.spec, old))
 
     def refuse(self, batch: range, table: str, error: BaseException) -> None:
         """FAIL the events of ``batch`` in main table ``table``: nothing is sent for them.
@@ -141,11 +141,12 @@ class WritePlan:
         table's timestamps, bring back an event past its version limit).
         Their companions are not attempted either, as for any FAILED main write.
         """
-        pair = (table, MutationOutcome(MutationStatus.FAILED, error))
+        # What refused an entity stands for its main outcome, whatever the table.
+        refused = MutationOutcome(MutationStatus.FAILED, error)
         for i in batch:
             if self.events[i].table == table or any(
                     alt.table == table for alt, _, _ in self._moved_alt.get(i, ())):
-                self._outcomes[i].append(pair)
+                self.outcomes.add(i, TableRole.MAIN, table, refused)
                 self._refused.add(i)
 
     def stamp_reads(self, batch: range) -> list[ReadRequest]:
@@ -254,8 +255,8 @@ class WritePlan:
         for i in batch:
             if i not in skipped:
                 by_table.setdefault(self.events[i].table, []).append(i)
-        return [self._write(table, [(i, self.events[i].row_mutation()) for i in winners])
-                for table, winners in by_table.items()]
+        return [self._write(table, [(i, self.events[i].row_mutation()) for i in winners],
+                            TableRole.MAIN) for table, winners in by_table.items()]
 
     def _dedupe(self, batch: range) -> None:
         last: dict[tuple[Any, ...], int] = {}
@@ -277,13 +278,14 @@ class WritePlan:
                 self._superseded.add(i)
                 self._groups.setdefault(winner, [winner]).append(i)
 
-    def _write(self, table: str, rows: list[tuple[int, RowMutation]]) -> TableWrite:
+    def _write(self, table: str, rows: list[tuple[int, RowMutation]],
+               role: TableRole) -> TableWrite:
         """A table write of ``rows`` for their entities (and those they supersede)."""
         mutations = tuple([row for _, row in rows])
         if not self._groups:
-            return TableWrite(table, mutations, tuple(i for i, _ in rows))
+            return TableWrite(table, mutations, tuple(i for i, _ in rows), role=role)
         return TableWrite(table, mutations, tuple(tuple(self._groups.get(i, (i,)))
-                                                  for i, _ in rows), grouped=True)
+                                                  for i, _ in rows), grouped=True, role=role)
 
     def companion_writes(self, batch: range) -> list[TableWrite]:
         """The current-value, alternate-key and increment-rollup writes of ``batch``.
@@ -292,9 +294,8 @@ class WritePlan:
         step's outcomes are recorded (an entity with no recorded main outcome
         counts as written, which is how a repair replays companions).
         """
-        outcomes, failed = self._outcomes, MutationStatus.FAILED
-        live = [i for i in batch if i not in self._superseded
-                and not (outcomes[i] and outcomes[i][0][1].status is failed)]
+        failed = self.outcomes.failed
+        live = [i for i in batch if i not in self._superseded and not failed(i)]
         return [*self._current_writes(live), *self._alternate_writes(live),
                 *self._increment_writes(live)]
 
@@ -319,7 +320,7 @@ class WritePlan:
         for table, slots in by_table.items():
             rows = tuple([_current_row(events[newest[s]]) for s in slots])
             out.append(TableWrite(table, rows, tuple(tuple(members[s]) for s in slots),
-                                  grouped=True))
+                                  grouped=True, role=TableRole.CURRENT))
         return out
 
     def _alternate_writes(self, live: list[int]) -> list[TableWrite]:
@@ -327,7 +328,8 @@ class WritePlan:
         for i in live:
             for row in (*self._stale.get(i, ()), *self.events[i].alternates):
                 by_table.setdefault(row.table, []).append((i, row.row_mutation()))
-        return [self._write(table, items) for table, items in by_table.items()]
+        return [self._write(table, items, TableRole.ALTERNATE)
+                for table, items in by_table.items()]
 
     def _increment_writes(self, live: list[int]) -> list[TableWrite]:
         """The ``AddToCell`` rows of the increment rollups: one per rollup row, its
@@ -340,7 +342,8 @@ class WritePlan:
         if not increments:
             return []
         return [TableWrite(table, tuple(r for _, r in items), tuple(m for m, _ in items),
-                           grouped=True) for table, items in increments.rows().items()]
+                           grouped=True, role=TableRole.ROLLUP)
+                for table, items in increments.rows().items()]
 
     def rollup_refresh(self, batch: range) -> RollupRefresh:
         """The recompute of the rollup rows that the batch's events fall in.
@@ -349,42 +352,25 @@ class WritePlan:
         them); call it once the main outcomes are recorded.
         """
         refresh = RollupRefresh()
-        outcomes, failed = self._outcomes, MutationStatus.FAILED
+        failed = self.outcomes.failed
         for i in batch:
             ev = self.events[i]
-            if ev.spec is None or not ev.spec.rollups or i in self._superseded or (
-                    outcomes[i] and outcomes[i][0][1].status is failed):
+            if ev.spec is None or not ev.spec.rollups or i in self._superseded or failed(i):
                 continue
             refresh.add(ev.spec, ev.entity, self._groups.get(i, (i,)), recomputed_only=True)
         return refresh
 
     def record(self, write: TableWrite, outcomes: Sequence[MutationOutcome]) -> None:
         """Record the backend's outcome of each row of ``write``."""
-        out = self._outcomes
-        grouped = write.grouped
-        pair: tuple[str, MutationOutcome] | None = None
-        for members, outcome in zip(write.members, outcomes, strict=True):
-            # Backends return one shared APPLIED outcome: its rows share one pair
-            # too, rather than keeping a tuple per entity and table alive.
-            if pair is None or pair[1] is not outcome:
-                pair = (write.table, outcome)
-            if grouped:
-                for i in cast("tuple[int, ...]", members):
-                    out[i].append(pair)
-            else:
-                out[cast(int, members)].append(pair)
+        self.outcomes.record(write, outcomes)
 
     def failures(self) -> int:
         """How many recorded row outcomes were not APPLIED (a repair's count)."""
-        return sum(1 for out in self._outcomes for _, o in out
-                   if o.status is not MutationStatus.APPLIED)
+        return self.outcomes.failures()
 
     def result(self) -> WriteResult:
         """One `EntityResult` per event, in input order."""
-        return WriteResult(tuple(
-            EntityResult(ev.entity, _status(out), tuple(out))
-            for ev, out in zip(self.events, self._outcomes, strict=True)
-        ))
+        return WriteResult(self.outcomes.results([ev.entity for ev in self.events]))
 
 
 def _by_time(spec: ModelSpec, cls: Callable[..., Any], row: Row) -> dict[int, list[Any]]:

@@ -1,0 +1,76 @@
+"""The fold of per-table outcomes into an entity's status (`tsmodel.plan.results.Outcomes`).
+
+The expected status is worked out here from the rule of `WriteStatus`'s
+documentation, by the role of each table written (never by the position of
+its outcome): the main table's outcome decides FAILED or UNKNOWN; once it is
+APPLIED, any other table's outcome that is not makes the entity PARTIAL.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tsmodel.backends.base import MutationOutcome, MutationStatus, RowMutation
+from tsmodel.plan.results import Outcomes, TableOutcome, TableRole, TableWrite, WriteStatus
+
+COMPANIONS = [TableRole.CURRENT, TableRole.ALTERNATE, TableRole.SNAPSHOT, TableRole.ROLLUP]
+
+
+def expected(main: MutationStatus | None, others: list[MutationStatus]) -> WriteStatus:
+    if main is MutationStatus.FAILED:
+        return WriteStatus.FAILED
+    if main is MutationStatus.UNKNOWN:
+        return WriteStatus.UNKNOWN
+    if any(s is not MutationStatus.APPLIED for s in others):
+        return WriteStatus.PARTIAL
+    return WriteStatus.WRITTEN
+
+
+writes = st.lists(st.tuples(st.sampled_from(COMPANIONS), st.sampled_from(MutationStatus)),
+                  max_size=4)
+
+
+@given(main=st.sampled_from(MutationStatus), before=writes, after=writes,
+       grouped=st.booleans())
+def test_the_main_table_decides_wherever_its_outcome_was_recorded(
+        main: MutationStatus, before: list[tuple[TableRole, MutationStatus]],
+        after: list[tuple[TableRole, MutationStatus]], grouped: bool) -> None:
+    """Companion outcomes recorded before the main one do not stand for it."""
+    log = Outcomes(2)
+    members = ((0, 1),) if grouped else (0,)
+    row = (RowMutation(b"k", ()),)
+
+    def write(table: str, role: TableRole, status: MutationStatus) -> None:
+        outcome = MutationOutcome(status)
+        log.record(TableWrite(table, row, members, grouped=grouped, role=role), [outcome])
+
+    for n, (role, status) in enumerate(before):
+        write(f"B{n}", role, status)
+    write("MAIN", TableRole.MAIN, main)
+    for n, (role, status) in enumerate(after):
+        write(f"A{n}", role, status)
+
+    results = log.results(["first", "second"])
+    status = expected(main, [s for _, s in before + after])
+    assert results[0].status is status
+    assert results[1].status is (status if grouped else WriteStatus.WRITTEN)
+    tables = results[0].tables
+    assert [t.table for t in tables] == [*(f"B{n}" for n in range(len(before))), "MAIN",
+                                         *(f"A{n}" for n in range(len(after)))]
+    assert all(isinstance(t, TableOutcome) for t in tables)
+    assert dict(tables)["MAIN"].status is main  # still (table, outcome) pairs
+
+
+def test_a_refusal_stands_for_the_main_outcome() -> None:
+    """An entity refused before anything was sent (its read failed) is FAILED, and is
+    neither pending nor live for the steps that follow."""
+    log = Outcomes(2)
+    error = RuntimeError("read failed")
+    log.add(0, TableRole.MAIN, "ALT", MutationOutcome(MutationStatus.FAILED, error))
+    assert log.recorded(0) and log.failed(0)
+    assert not log.recorded(1) and not log.failed(1)
+    (refused, untouched) = log.results(["a", "b"])
+    assert refused.status is WriteStatus.FAILED and refused.error is error
+    assert refused.tables == (("ALT", MutationOutcome(MutationStatus.FAILED, error)),)
+    assert untouched.status is WriteStatus.WRITTEN and untouched.tables == ()
