@@ -24,7 +24,7 @@ import os
 from datetime import datetime, timedelta, timezone
 
 import tsmodel as ts
-from tsmodel.backends.base import GcRule, RowMutation, SetCell, TableSpec
+from tsmodel.ground.base import GcRule, RowMutation, SetCell, TableSpec
 
 UTC = timezone.utc
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

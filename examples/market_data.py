@@ -18,7 +18,7 @@ import random
 from datetime import datetime, timedelta, timezone
 
 import tsmodel as ts
-from tsmodel.backends.base import ReadRequest, RowSet
+from tsmodel.ground.base import ReadRequest, RowSet
 
 UTC = timezone.utc
 

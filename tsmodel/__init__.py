@@ -15,7 +15,6 @@ table in step and answers time-range and latest-value queries:
 
 # Importing it gives the "tsmodel" logger its NullHandler (see tsmodel/_observe.py).
 from tsmodel import _observe  # noqa: F401
-from tsmodel.backends.base import AsyncBackend, Backend, Features, GcRule, Reachable, TableSpec
 from tsmodel.declare.fields import (
     alternate,
     constant,
@@ -58,6 +57,7 @@ from tsmodel.errors import (
     TsModelError,
     ValidationError,
 )
+from tsmodel.ground.base import AsyncBackend, Backend, Features, GcRule, Reachable, TableSpec
 from tsmodel.jobs.repair import RepairReport, repair, repair_async
 from tsmodel.jobs.snapshots import (
     SnapshotError,

@@ -1,4 +1,4 @@
-"""What a GC rule means (tsmodel.backends.gc), without I/O.
+"""What a GC rule means (tsmodel.ground.gc), without I/O.
 
 One module reads GcRule for everyone: the embedded store's reads and
 collections, schema plans (comparison by meaning), the retention guard and

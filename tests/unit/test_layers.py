@@ -15,8 +15,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "tsmodel"
 
 #: Lowest first. A module may import its own layer and the layers before it.
-LAYERS = ("errors", "_observe", "settings", "encoding", "backends", "layouts", "declare",
-          "plan", "io", "run", "jobs", "cli", "testing", "__init__", "__main__")
+LAYERS = ("errors", "_observe", "settings", "encoding", "ground", "layouts", "declare",
+          "plan", "io", "backends", "run", "jobs", "cli", "testing", "__init__", "__main__")
 
 
 def _module_name(path: Path) -> str:

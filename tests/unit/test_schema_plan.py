@@ -111,7 +111,7 @@ def test_models_disagreeing_on_a_gc_rule_are_refused() -> None:
 
 
 def test_gc_rules_are_read_by_backends_gc() -> None:
-    """Plans compare and describe GC rules with tsmodel.backends.gc (test_gc_rules.py)."""
+    """Plans compare and describe GC rules with tsmodel.ground.gc (test_gc_rules.py)."""
     assert schema.gc_rules_equal is gc.rules_equal
     assert schema.describe_gc_rule is gc.describe
     assert schema.gc_rule_to_dict is gc.to_dict

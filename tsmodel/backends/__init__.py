@@ -1,4 +1,7 @@
-"""Storage backends: the protocol, the embedded store, and Cloud Bigtable.
+"""Storage backends: the embedded store and Cloud Bigtable, opened by URL.
+
+The protocol they implement and the values they speak are in the ground
+package (`tsmodel.ground.base`, re-exported here and as `tsmodel.backends.base`).
 
 Only `tsmodel.backends.bigtable` imports ``google.cloud``; it is imported
 lazily, when a Bigtable URL is opened.
@@ -12,8 +15,12 @@ from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
 from tsmodel.backends import _urls
-from tsmodel.backends.base import AsyncBackend, Backend, Features, Reachable
+
+# The old paths of the ground vocabulary, loaded with the package as before.
+from tsmodel.backends import base as base  # noqa: F401
+from tsmodel.backends import gc as gc  # noqa: F401
 from tsmodel.errors import ConfigurationError
+from tsmodel.ground.base import AsyncBackend, Backend, Features, Reachable
 from tsmodel.settings import DEFAULT_SETTINGS, Settings, resolve
 
 __all__ = ["Backend", "AsyncBackend", "Features", "Reachable", "open_backend",

@@ -26,8 +26,8 @@ from google.cloud.bigtable_admin_v2.services.bigtable_table_admin.transports imp
     BigtableTableAdminGrpcTransport,
 )
 
-from tsmodel.backends.base import GcRule, TableSpec
 from tsmodel.errors import BackendError, BackendUnreachableError, TableNotFoundError, TsModelError
+from tsmodel.ground.base import GcRule, TableSpec
 
 __all__ = ["TableAdmin", "gc_rule_to_proto", "gc_rule_from_proto", "call", "wrap"]
 

@@ -52,7 +52,7 @@ from tsmodel._observe import (
 )
 from tsmodel.backends import _bigtable_wire as wire
 from tsmodel.backends._chunks import ReadProgress, merge_rows
-from tsmodel.backends.base import Row
+from tsmodel.ground.base import Row
 from tsmodel.settings import DEFAULT_SETTINGS, Settings
 
 __all__ = ["DataRpc", "AsyncDataRpc", "RetryPolicy", "Policies", "is_retryable",

@@ -20,7 +20,7 @@ from google.cloud.bigtable_v2.types import data as data_types
 from google.cloud.bigtable_v2.types import feature_flags
 
 from tsmodel.backends._chunks import ReadProgress
-from tsmodel.backends.base import (
+from tsmodel.ground.base import (
     AddToCell,
     DeleteCells,
     DeleteFamily,

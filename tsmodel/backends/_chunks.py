@@ -20,8 +20,8 @@ from collections.abc import Generator, Iterable, Iterator
 from operator import itemgetter
 from typing import Any, Final, Literal
 
-from tsmodel.backends.base import Cell, Row
 from tsmodel.errors import BackendError
+from tsmodel.ground.base import Cell, Row
 
 __all__ = ["InvalidChunk", "ReadProgress", "merge_rows", "row_merger", "NEED"]
 

@@ -15,8 +15,8 @@ from itertools import islice
 from operator import eq, itemgetter
 from typing import Any
 
-from tsmodel.backends.base import Cell, GcRule, ReadFilter, ReadRequest, Row, RowSet, TableSpec
 from tsmodel.errors import BackendError
+from tsmodel.ground.base import Cell, GcRule, ReadFilter, ReadRequest, Row, RowSet, TableSpec
 
 FIRST_CHUNK = 16  # cells; chunks grow 4x up to MAX_CHUNK cells or ~CHUNK_BYTES
 #: Small chunks read fastest: their objects die young (measured: 512 cells per

@@ -15,7 +15,7 @@ an admin call: a missing table is told by the data API's ``NOT_FOUND``.
 
 Only this backend (this module and its private ``_bigtable_*`` modules)
 imports ``google.cloud`` or ``grpc``: everything it returns or raises is a
-neutral type from `tsmodel.backends.base` or a
+neutral type from `tsmodel.ground.base` or a
 `BackendError`. The few private names of the client
 it needs are all in `_client_private`, which fails loudly (with a
 `ConfigurationError`) when the installed client lacks one.
@@ -43,7 +43,13 @@ from tsmodel.backends._bigtable_admin import TableAdmin, gc_rule_from_proto, gc_
 from tsmodel.backends._bigtable_admin import call as _call
 from tsmodel.backends._bigtable_admin import wrap as _wrap
 from tsmodel.backends._bigtable_rpc import READ_RETRYABLE, DataRpc, Policies, is_retryable
-from tsmodel.backends.base import (
+from tsmodel.errors import (
+    BackendError,
+    BackendUnreachableError,
+    ReadInterruptedError,
+    TableNotFoundError,
+)
+from tsmodel.ground.base import (
     AddToCell,
     Features,
     KeySample,
@@ -54,12 +60,6 @@ from tsmodel.backends.base import (
     RowMutation,
     SetCell,
     TableSpec,
-)
-from tsmodel.errors import (
-    BackendError,
-    BackendUnreachableError,
-    ReadInterruptedError,
-    TableNotFoundError,
 )
 from tsmodel.settings import DEFAULT_SETTINGS, Settings
 

@@ -28,13 +28,6 @@ import grpc.aio
 from google.cloud.bigtable.data import BigtableDataClientAsync
 
 from tsmodel.backends._bigtable_rpc import AsyncDataRpc
-from tsmodel.backends.base import (
-    MutationOutcome,
-    ReadRequest,
-    Row,
-    RowMutation,
-    TableSpec,
-)
 from tsmodel.backends.bigtable import (
     BigtableBackend,
     _BigtableBase,
@@ -42,6 +35,13 @@ from tsmodel.backends.bigtable import (
     mutate_steps,
 )
 from tsmodel.backends.threaded import ThreadedBackend
+from tsmodel.ground.base import (
+    MutationOutcome,
+    ReadRequest,
+    Row,
+    RowMutation,
+    TableSpec,
+)
 from tsmodel.settings import DEFAULT_SETTINGS, Settings
 
 __all__ = ["AsyncBigtableBackend"]

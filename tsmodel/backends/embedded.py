@@ -30,8 +30,9 @@ from typing import Any, TypeAlias
 import attrs
 
 from tsmodel.backends import _embedded_read as _read
-from tsmodel.backends import gc
-from tsmodel.backends.base import (
+from tsmodel.errors import BackendError, ReadInterruptedError, TableNotFoundError
+from tsmodel.ground import gc
+from tsmodel.ground.base import (
     AddToCell,
     DeleteCells,
     DeleteFamily,
@@ -47,7 +48,6 @@ from tsmodel.backends.base import (
     SetCell,
     TableSpec,
 )
-from tsmodel.errors import BackendError, ReadInterruptedError, TableNotFoundError
 
 __all__ = ["EmbeddedBackend"]
 

@@ -14,7 +14,7 @@ import asyncio
 import itertools
 from collections.abc import AsyncIterator, Iterator, Sequence
 
-from tsmodel.backends.base import (
+from tsmodel.ground.base import (
     Backend,
     Features,
     MutationOutcome,

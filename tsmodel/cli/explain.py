@@ -9,7 +9,6 @@ from typing import Any
 import attrs
 
 from tsmodel import ModelSpec, QuerySet, ReadPlan, spec_of
-from tsmodel.backends.base import ReadRequest
 from tsmodel.cli._common import (
     CliError,
     add_json,
@@ -25,6 +24,7 @@ from tsmodel.cli._common import (
     typed,
 )
 from tsmodel.cli._targets import one_model
+from tsmodel.ground.base import ReadRequest
 
 __all__ = ["add_command"]
 

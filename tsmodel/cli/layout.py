@@ -18,13 +18,13 @@ from typing import Any
 
 import tsmodel
 from tsmodel import ModelSpec, spec_of
-from tsmodel.backends.base import Cell, ReadRequest, Row
 from tsmodel.cli._common import CliError, command, pairs, parse_time, typed
 from tsmodel.cli._grid import FORMATS, SampleCell, TableSample, render
 from tsmodel.cli._targets import load_models
 from tsmodel.encoding.codecs import Codec
 from tsmodel.encoding.keys import IntSegment, StrSegment
 from tsmodel.errors import TsModelError
+from tsmodel.ground.base import Cell, ReadRequest, Row
 from tsmodel.layouts.codec import TableCodec
 from tsmodel.plan.events import encode_event
 

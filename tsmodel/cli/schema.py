@@ -12,10 +12,10 @@ import argparse
 import json
 from typing import Any
 
-from tsmodel.backends import Backend, Reachable
 from tsmodel.cli._common import CliError, add_json, add_url, command, connect, group
 from tsmodel.cli._targets import models
 from tsmodel.errors import BackendUnreachableError
+from tsmodel.ground.base import Backend, Reachable
 from tsmodel.plan import schema
 
 __all__ = ["add_command", "EXIT_CHANGES", "CONNECT_TIMEOUT"]

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from tsmodel import errors
-from tsmodel.backends.base import ReadFilter
 from tsmodel.encoding.buckets import Bucket
 from tsmodel.encoding.keys import BucketSegment, KeyLayout, SaltSegment, TimestampSegment
 from tsmodel.encoding.timestamps import ceil_to, from_micros
 from tsmodel.encoding.values import ValueEncoder, ValueSpec
+from tsmodel.ground.base import ReadFilter
 from tsmodel.layouts import Layout, Rows, TableCodec, rows
 
 if TYPE_CHECKING:

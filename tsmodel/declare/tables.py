@@ -7,8 +7,8 @@ applies), the retention guard, sizing advice and the snapshot job.
 
 from __future__ import annotations
 
-from tsmodel.backends.base import GcRule, TableSpec
 from tsmodel.declare.spec import ModelSpec
+from tsmodel.ground.base import GcRule, TableSpec
 
 __all__ = ["table_specs", "event_table_specs"]
 

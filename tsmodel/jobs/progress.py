@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from tsmodel.backends.base import ReadRequest
+from tsmodel.ground.base import ReadRequest
 from tsmodel.jobs.steps import JobSteps, Rows, Scan
 
 __all__ = ["Progress", "count_rows", "advance", "close"]

@@ -46,7 +46,10 @@ import attrs
 
 from tsmodel import errors
 from tsmodel._observe import JOB_LOG
-from tsmodel.backends.base import (
+from tsmodel.declare.spec import ModelSpec, RollupSpec, spec_of
+from tsmodel.declare.tables import table_specs
+from tsmodel.encoding.timestamps import EPOCH, to_micros
+from tsmodel.ground.base import (
     DeleteCells,
     DeleteRow,
     Features,
@@ -60,9 +63,6 @@ from tsmodel.backends.base import (
     RowSet,
     SetCell,
 )
-from tsmodel.declare.spec import ModelSpec, RollupSpec, spec_of
-from tsmodel.declare.tables import table_specs
-from tsmodel.encoding.timestamps import EPOCH, to_micros
 from tsmodel.jobs.progress import Progress, advance, close
 from tsmodel.jobs.steps import (
     First,

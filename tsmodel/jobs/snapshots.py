@@ -28,7 +28,10 @@ import attrs
 
 from tsmodel import errors
 from tsmodel._observe import JOB_LOG
-from tsmodel.backends.base import (
+from tsmodel.declare.spec import ModelSpec, spec_of
+from tsmodel.declare.tables import table_specs
+from tsmodel.encoding.timestamps import from_micros, to_micros
+from tsmodel.ground.base import (
     GcRule,
     MutationOutcome,
     ReadFilter,
@@ -40,9 +43,6 @@ from tsmodel.backends.base import (
     SetCell,
     TableSpec,
 )
-from tsmodel.declare.spec import ModelSpec, spec_of
-from tsmodel.declare.tables import table_specs
-from tsmodel.encoding.timestamps import from_micros, to_micros
 from tsmodel.jobs.progress import Progress, advance, close
 from tsmodel.jobs.steps import (
     JobSteps,

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from tsmodel.backends.base import KeySample, ReadRequest, RowRange, RowSet
+from tsmodel.ground.base import KeySample, ReadRequest, RowRange, RowSet
 
 __all__ = ["split_requests", "cut_points"]
 

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import attrs
 
 from tsmodel import errors
-from tsmodel.backends.base import MutationOutcome, ReadRequest, Row
+from tsmodel.ground.base import MutationOutcome, ReadRequest, Row
 from tsmodel.plan.calls import BackendCall, ListTables
 from tsmodel.plan.results import TableWrite, WriteResult
 from tsmodel.run.async_connection import AsyncConnection

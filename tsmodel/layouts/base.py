@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import attrs
 
 from tsmodel import errors
-from tsmodel.backends.base import Cell, DeleteCells, Mutation, SetCell
 from tsmodel.encoding.codecs import Bool, Float64, Int64
 from tsmodel.encoding.serialization import BoundSerialization
 from tsmodel.encoding.timestamps import from_micros
+from tsmodel.ground.base import Cell, DeleteCells, Mutation, SetCell
 from tsmodel.layouts._fragment import Fragment
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from tsmodel.backends.base import Cell
+from tsmodel.ground.base import Cell
 from tsmodel.layouts._fragment import Fragment
 from tsmodel.layouts.base import (
     Event,

@@ -16,10 +16,10 @@ from operator import itemgetter
 from typing import Any, NamedTuple, TypeVar
 
 from tsmodel import errors
-from tsmodel.backends.base import Cell, Mutation, Row, RowMutation, SetCell
 from tsmodel.encoding.keys import ConstantSegment, KeyLayout, SegmentValueError
 from tsmodel.encoding.timestamps import EPOCH, to_micros
 from tsmodel.encoding.values import MAX_VALUE_BYTES, ValueEncoder, ValueSpec
+from tsmodel.ground.base import Cell, Mutation, Row, RowMutation, SetCell
 from tsmodel.layouts.base import (
     Event,
     Layout,

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
-from tsmodel.backends.base import Cell, SetCell
+from tsmodel.ground.base import Cell, SetCell
 from tsmodel.layouts._fragment import Fragment
 from tsmodel.layouts.base import (
     CELL_OVERHEAD,

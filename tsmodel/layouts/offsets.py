@@ -17,8 +17,8 @@ from typing import Any
 import attrs
 
 from tsmodel import errors
-from tsmodel.backends.base import Cell, SetCell
 from tsmodel.encoding.buckets import Bucket, FixedBucket, MonthBucket, WeekBucket
+from tsmodel.ground.base import Cell, SetCell
 from tsmodel.layouts._fragment import Fragment
 from tsmodel.layouts.base import (
     CELL_OVERHEAD,

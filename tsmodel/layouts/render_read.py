@@ -31,9 +31,9 @@ from datetime import timedelta
 from typing import Any
 
 from tsmodel import errors
-from tsmodel.backends.base import Cell
 from tsmodel.encoding.keys import SegmentValueError
 from tsmodel.encoding.timestamps import EPOCH
+from tsmodel.ground.base import Cell
 from tsmodel.layouts._source import compile_function
 from tsmodel.layouts.base import MARKER, TableShape, column_name, missing_value
 

@@ -24,11 +24,11 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from tsmodel import errors
-from tsmodel.backends.base import SetCell
 from tsmodel.encoding.codecs import Bool, Float64, Int64
 from tsmodel.encoding.keys import ConstantSegment, SaltSegment, SegmentValueError
 from tsmodel.encoding.timestamps import EPOCH
 from tsmodel.encoding.values import MAX_VALUE_BYTES, too_big
+from tsmodel.ground.base import SetCell
 from tsmodel.layouts._fragment import Fragment
 from tsmodel.layouts._source import compile_function
 

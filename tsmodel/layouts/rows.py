@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from tsmodel.backends.base import Cell
+from tsmodel.ground.base import Cell
 from tsmodel.layouts._fragment import Fragment
 from tsmodel.layouts.base import (
     MS,

@@ -18,12 +18,12 @@ from typing import Any
 import attrs
 
 from tsmodel import errors
-from tsmodel.backends.base import GcRule
-from tsmodel.backends.gc import format_duration, max_age_of, max_versions_of
 from tsmodel.declare import sizing
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.declare.tables import table_specs
 from tsmodel.encoding.keys import ConstantSegment, IntSegment, SaltSegment, Segment, StrSegment
+from tsmodel.ground.base import GcRule
+from tsmodel.ground.gc import format_duration, max_age_of, max_versions_of
 
 __all__ = ["Advice", "advise"]
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from tsmodel.backends.base import RowMutation, TableSpec
+from tsmodel.ground.base import RowMutation, TableSpec
 
 __all__ = ["ListTables", "DescribeTable", "CreateTable", "DeleteTable", "DeleteFamily",
            "MutateRows", "BackendCall"]

@@ -31,7 +31,7 @@ from typing import Any, Generic, TypeVar
 import attrs
 
 from tsmodel import errors
-from tsmodel.backends.base import ReadRequest, RowRange, RowSet
+from tsmodel.ground.base import ReadRequest, RowRange, RowSet
 from tsmodel.plan.reads import QueryState, ReadPlan
 
 __all__ = ["Mark", "Position", "Page", "CursorCodec", "resume_request", "cursor_codec",

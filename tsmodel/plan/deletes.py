@@ -47,7 +47,8 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any
 
 from tsmodel import errors
-from tsmodel.backends.base import (
+from tsmodel.declare.spec import ModelSpec, instance_spec
+from tsmodel.ground.base import (
     DeleteCells,
     Features,
     Mutation,
@@ -60,7 +61,6 @@ from tsmodel.backends.base import (
     RowSet,
     SetCell,
 )
-from tsmodel.declare.spec import ModelSpec, instance_spec
 from tsmodel.plan.events import EncodedEvent, encode, encode_event
 from tsmodel.plan.reads import QueryState, compile_query, time_span
 from tsmodel.plan.results import Outcomes, ReadStep, TableRole, TableWrite, WriteResult, WriteStep

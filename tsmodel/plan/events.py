@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from tsmodel import errors
-from tsmodel.backends.base import (
+from tsmodel.declare.spec import ModelSpec, instance_spec
+from tsmodel.ground.base import (
     Mutation,
     RowMutation,
 )
-from tsmodel.declare.spec import ModelSpec, instance_spec
 from tsmodel.layouts import EncodedRow
 
 __all__ = ["EncodedEvent", "encode_event", "encode", "encoder", "event_encoder", "encode_all"]

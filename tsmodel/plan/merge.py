@@ -31,9 +31,9 @@ from operator import attrgetter, itemgetter
 from typing import Any, Generic, TypeVar
 
 from tsmodel import errors
-from tsmodel.backends.base import ReadRequest, Row
 from tsmodel.declare.spec import spec_of
 from tsmodel.encoding.timestamps import to_micros
+from tsmodel.ground.base import ReadRequest, Row
 from tsmodel.plan.cursors import Mark, Position, resume_request
 from tsmodel.plan.reads import ReadPlan
 

@@ -19,15 +19,6 @@ from typing import Any, Generic, TypeVar
 import attrs
 
 from tsmodel import errors
-from tsmodel.backends.base import (
-    Features,
-    ReadFilter,
-    ReadRequest,
-    Row,
-    RowRange,
-    RowSet,
-    ValueCondition,
-)
 from tsmodel.declare.spec import ModelSpec
 from tsmodel.encoding.buckets import Bucket
 from tsmodel.encoding.keys import (
@@ -41,6 +32,15 @@ from tsmodel.encoding.keys import (
 from tsmodel.encoding.ordering import Interval
 from tsmodel.encoding.timestamps import ceil_to, from_micros, to_micros
 from tsmodel.encoding.values import ValueSpec
+from tsmodel.ground.base import (
+    Features,
+    ReadFilter,
+    ReadRequest,
+    Row,
+    RowRange,
+    RowSet,
+    ValueCondition,
+)
 from tsmodel.layouts import Layout, TableCodec
 
 __all__ = ["ReadPlan", "QueryState", "compile_query", "count_plan", "queryable_fields", "time_span",

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple, cast
 import attrs
 
 from tsmodel import errors
-from tsmodel.backends.base import (
+from tsmodel.ground.base import (
     MutationOutcome,
     MutationStatus,
     ReadRequest,

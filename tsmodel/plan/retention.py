@@ -12,7 +12,7 @@ error message:
 
 `retention_horizons()` lists the families of a model's event tables where
 age alone surely deletes a cell; what a GC rule surely deletes is decided
-in `tsmodel.backends.gc`. A rollup's ``retention`` is no reason to refuse an
+in `tsmodel.ground.gc`. A rollup's ``retention`` is no reason to refuse an
 event: the model keeps the event, and the rollup keeps no row of a bucket
 older than its retention (`tsmodel.plan.rollups`).
 """
@@ -25,10 +25,10 @@ from typing import Any
 
 import attrs
 
-from tsmodel.backends.gc import MICROSECOND, format_duration, max_age_of
 from tsmodel.declare.spec import ModelSpec, instance_spec
 from tsmodel.declare.tables import event_table_specs
 from tsmodel.encoding.timestamps import from_micros, to_micros
+from tsmodel.ground.gc import MICROSECOND, format_duration, max_age_of
 
 __all__ = [
     "retention_horizons",
@@ -47,7 +47,7 @@ def retention_horizons(spec: ModelSpec) -> tuple[tuple[str, str, timedelta], ...
 
     Returns:
         Only the families where age alone surely deletes a cell (see
-        `tsmodel.backends.gc.max_age_of()`), shortest age first; not the
+        `tsmodel.ground.gc.max_age_of()`), shortest age first; not the
         rollup tables'.
     """
     found = [(t.name, family, age) for t in event_table_specs(spec) for family, rule in t.families

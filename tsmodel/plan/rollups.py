@@ -36,7 +36,10 @@ from typing import Any
 import attrs
 
 from tsmodel import errors
-from tsmodel.backends.base import (
+from tsmodel.declare.rollups import label_of as _label
+from tsmodel.declare.spec import ModelSpec, RollupSpec
+from tsmodel.encoding.timestamps import from_micros
+from tsmodel.ground.base import (
     AddToCell,
     DeleteRow,
     Features,
@@ -48,10 +51,7 @@ from tsmodel.backends.base import (
     RowSet,
     SetCell,
 )
-from tsmodel.backends.gc import format_duration
-from tsmodel.declare.rollups import label_of as _label
-from tsmodel.declare.spec import ModelSpec, RollupSpec
-from tsmodel.encoding.timestamps import from_micros
+from tsmodel.ground.gc import format_duration
 from tsmodel.plan.reads import QueryState, ReadPlan, compile_query
 from tsmodel.plan.results import ReadStep, TableRole, TableWrite, WriteStep
 

@@ -15,7 +15,8 @@ from typing import Any
 import attrs
 
 from tsmodel import errors
-from tsmodel.backends.base import (
+from tsmodel.declare.spec import ModelSpec, instance_spec
+from tsmodel.ground.base import (
     AddToCell,
     DeleteCells,
     MutationOutcome,
@@ -24,7 +25,6 @@ from tsmodel.backends.base import (
     Row,
     SetCell,
 )
-from tsmodel.declare.spec import ModelSpec, instance_spec
 from tsmodel.plan.events import EncodedEvent, encode_all
 from tsmodel.plan.results import ReadStep, TableWrite, WriteResult, WriteStep
 from tsmodel.plan.retention import retention_message, retention_problems

@@ -15,7 +15,7 @@ declare with ``drop=True``; a table only when it is named in
 ``Connection.create_tables`` and ``tsmodel schema apply`` are this plan and
 apply. A family has one GC rule: models that share a family but want
 different rules are refused (`ConfigurationError`).
-GC rules are compared and described by `tsmodel.backends.gc`;
+GC rules are compared and described by `tsmodel.ground.gc`;
 `gc_rules_equal()`, `describe_gc_rule()` and `gc_rule_to_dict()`
 are its functions under the names plans use.
 
@@ -36,13 +36,13 @@ from typing import Any, TypeVar
 import attrs
 
 from tsmodel import errors
-from tsmodel.backends import gc
-from tsmodel.backends.base import Backend, GcRule, TableSpec
-from tsmodel.backends.gc import describe as describe_gc_rule
-from tsmodel.backends.gc import rules_equal as gc_rules_equal
-from tsmodel.backends.gc import to_dict as gc_rule_to_dict
 from tsmodel.declare.spec import spec_of
 from tsmodel.declare.tables import table_specs
+from tsmodel.ground import gc
+from tsmodel.ground.base import Backend, GcRule, TableSpec
+from tsmodel.ground.gc import describe as describe_gc_rule
+from tsmodel.ground.gc import rules_equal as gc_rules_equal
+from tsmodel.ground.gc import to_dict as gc_rule_to_dict
 from tsmodel.plan.calls import (
     BackendCall,
     CreateTable,

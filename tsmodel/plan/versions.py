@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from tsmodel.backends.base import Cell, DeleteCells, Mutation, ReadFilter, ReadRequest, RowSet
 from tsmodel.declare.spec import ModelSpec
+from tsmodel.ground.base import Cell, DeleteCells, Mutation, ReadFilter, ReadRequest, RowSet
 
 __all__ = ["version_limit", "timestamps_read", "past_limit", "erase"]
 

@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from tsmodel import errors
-from tsmodel.backends.base import (
+from tsmodel.declare.spec import ModelSpec, instance_spec
+from tsmodel.ground.base import (
     DeleteCells,
     Mutation,
     MutationOutcome,
@@ -29,7 +30,6 @@ from tsmodel.backends.base import (
     RowSet,
     SetCell,
 )
-from tsmodel.declare.spec import ModelSpec, instance_spec
 from tsmodel.layouts import EncodedRow
 from tsmodel.plan.events import EncodedEvent, encode, encode_all, encode_event
 from tsmodel.plan.results import Outcomes, TableRole, TableWrite, WriteResult

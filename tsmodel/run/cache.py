@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 from cachetools import TTLCache
 
-from tsmodel.backends.base import (
+from tsmodel.ground.base import (
     Backend,
     KeySample,
     MutationOutcome,

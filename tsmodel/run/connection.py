@@ -21,7 +21,9 @@ from typing import Any, TypeVar
 from tsmodel import errors
 from tsmodel._observe import RATE_LIMITS, RateLimitNote
 from tsmodel.backends import backend_for, url_settings
-from tsmodel.backends.base import (
+from tsmodel.declare.spec import class_spec, spec_of
+from tsmodel.declare.tables import table_specs
+from tsmodel.ground.base import (
     Backend,
     Features,
     MutationOutcome,
@@ -30,8 +32,6 @@ from tsmodel.backends.base import (
     Row,
     TableSpec,
 )
-from tsmodel.declare.spec import class_spec, spec_of
-from tsmodel.declare.tables import table_specs
 from tsmodel.io.frames import DEFAULT_FRAME_ROWS, FrameSave
 from tsmodel.plan import schema
 from tsmodel.plan.cursors import secret_bytes

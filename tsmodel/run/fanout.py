@@ -41,7 +41,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterable, 
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tsmodel import errors
-from tsmodel.backends.base import ReadRequest, Row
+from tsmodel.ground.base import ReadRequest, Row
 from tsmodel.plan.cursors import CursorCodec, Position
 from tsmodel.plan.merge import ReadMerge
 from tsmodel.plan.reads import ReadPlan

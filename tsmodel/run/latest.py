@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from tsmodel.backends.base import ReadRequest, Row
+from tsmodel.ground.base import ReadRequest, Row
 from tsmodel.plan.reads import LatestManyPlan, LatestResult, ReadPlan
 from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection

@@ -33,8 +33,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequenc
 from typing import Any, TypeVar
 
 from tsmodel._observe import CALL_LOG, RETRIES, WRITE_LOG, RetryCount
-from tsmodel.backends.base import ReadRequest, Row, RowMutation
 from tsmodel.errors import ConfigurationError, install_hint
+from tsmodel.ground.base import ReadRequest, Row, RowMutation
 from tsmodel.plan.pacing import RateChange
 from tsmodel.settings import Settings
 

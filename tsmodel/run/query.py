@@ -25,11 +25,11 @@ import attrs
 from typing_extensions import Self
 
 from tsmodel import errors
-from tsmodel.backends.base import Features, ReadRequest
 from tsmodel.declare.model import provide_query_methods
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.encoding.ordering import Interval
 from tsmodel.encoding.timestamps import to_micros
+from tsmodel.ground.base import Features, ReadRequest
 from tsmodel.io import pandas as _pandas
 from tsmodel.io import polars as _polars
 from tsmodel.io.arrow import DEFAULT_BATCH_ROWS, ArrowColumns

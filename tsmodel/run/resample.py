@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 from tsmodel import errors
-from tsmodel.backends.base import Features
 from tsmodel.declare.rollups import label_of, parse_every
+from tsmodel.ground.base import Features
 from tsmodel.io import pandas as _pandas
 from tsmodel.io import polars as _polars
 from tsmodel.io import require

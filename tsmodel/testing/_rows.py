@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TypeAlias
 
-from tsmodel.backends.base import Backend, ReadRequest, RowRange, RowSet
 from tsmodel.encoding.timestamps import to_micros
+from tsmodel.ground.base import Backend, ReadRequest, RowRange, RowSet
 from tsmodel.run.connection import Connection
 
 __all__ = ["Versions", "ExpectedCell", "ExpectedRows", "table_rows", "assert_rows"]

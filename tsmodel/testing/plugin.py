@@ -45,8 +45,8 @@ import pytest
 from tsmodel.testing import BACKEND_KINDS
 
 if TYPE_CHECKING:
-    from tsmodel.backends.base import Backend
     from tsmodel.backends.emulator import Emulator
+    from tsmodel.ground.base import Backend
     from tsmodel.run.connection import Connection
 
 __all__ = [

@@ -29,9 +29,9 @@ import attrs
 
 from tsmodel import errors
 from tsmodel.backends._urls import with_app_profile
-from tsmodel.backends.base import Features, MutationOutcome, ReadRequest
 from tsmodel.declare.spec import spec_of
 from tsmodel.encoding.timestamps import to_micros
+from tsmodel.ground.base import Features, MutationOutcome, ReadRequest
 from tsmodel.jobs.repair import replay_companions, replay_current
 from tsmodel.jobs.snapshots import period_events, period_read, write_period
 from tsmodel.jobs.splits import DEFAULT_MOST, cut_points, split_requests

@@ -26,10 +26,10 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from tsmodel import errors
-from tsmodel.backends.base import DeleteRow, Features, TableSpec
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.declare.tables import table_specs
 from tsmodel.encoding.timestamps import from_micros, to_micros
+from tsmodel.ground.base import DeleteRow, Features, TableSpec
 from tsmodel.jobs.beam.io import (
     DEAD_LETTERS,
     NAMESPACE,
