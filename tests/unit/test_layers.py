@@ -3,6 +3,12 @@
 Every ``import`` statement in ``tsmodel/`` counts, wherever it stands: at the
 top, inside a function, or under ``if TYPE_CHECKING:``. The layers, lowest
 first, are the packages a newcomer sees in the tree (see docs/architecture.md).
+
+Planners speak the ground vocabulary (``tsmodel.ground``) and never open a
+backend: the concrete backends (``tsmodel.backends``) sit above them, and only
+the executors (``run/``), the jobs (``jobs/``), the test helpers (``testing/``)
+and the command line (``cli/``: its emulator command and connection URLs)
+import them.
 """
 
 from __future__ import annotations
@@ -17,6 +23,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "tsmodel"
 #: Lowest first. A module may import its own layer and the layers before it.
 LAYERS = ("errors", "_observe", "settings", "encoding", "ground", "layouts", "declare",
           "plan", "io", "backends", "run", "jobs", "cli", "testing", "__init__", "__main__")
+
+#: The only layers that import the concrete backends (besides ``backends`` itself).
+OPENERS = ("run", "jobs", "cli", "testing")
 
 
 def _module_name(path: Path) -> str:
@@ -86,6 +95,29 @@ def test_no_import_from_a_lower_layer_upwards(module: str) -> None:
     assert not upward, f"{module} (layer {LAYERS[_layer(module)]}) imports higher: {upward}"
 
 
+def _opens_a_backend(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    """The modules outside ``backends/`` and `OPENERS` that import ``tsmodel.backends``."""
+    found = {}
+    for module, imported in graph.items():
+        parts = module.split(".")
+        top = parts[1] if len(parts) > 1 else "__init__"
+        if top == "backends" or top in OPENERS:
+            continue
+        backends = sorted(m for m in imported
+                          if m == "tsmodel.backends" or m.startswith("tsmodel.backends."))
+        if backends:
+            found[module] = backends
+    return found
+
+
+def test_only_the_executors_jobs_cli_and_testing_import_the_backends() -> None:
+    """Encoding, ground, layouts, declare, plan and io (and the public API module)
+    never import ``tsmodel.backends``: they speak ``tsmodel.ground``."""
+    found = _opens_a_backend(GRAPH)
+    assert not found, "imports of tsmodel.backends outside run/, jobs/, cli/, testing/:\n" + \
+        "\n".join(f"{m}: {', '.join(b)}" for m, b in sorted(found.items()))
+
+
 def test_no_import_cycles() -> None:
     cycles = _cycles(GRAPH)
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
@@ -135,6 +167,9 @@ def test_the_checker_sees_cycles_and_upward_imports() -> None:
     assert _layer("tsmodel.plan.b") > _layer("tsmodel.encoding.a")
     source = PACKAGE / "layouts" / "codec.py"
     assert "tsmodel.encoding.keys" in _imports(source)
+    fake = {"tsmodel.plan.b": {"tsmodel.backends.embedded"},
+            "tsmodel.run.c": {"tsmodel.backends"}, "tsmodel.backends.d": {"tsmodel.backends"}}
+    assert _opens_a_backend(fake) == {"tsmodel.plan.b": ["tsmodel.backends.embedded"]}
 
 
 def test_the_package_exposes_only_its_api_and_its_layers() -> None:
@@ -148,3 +183,16 @@ def test_the_package_exposes_only_its_api_and_its_layers() -> None:
     assert extra <= layers, f"names that are neither public API nor a layer: {extra - layers}"
     missing = [n for n in tsmodel.__all__ if not hasattr(tsmodel, n)]
     assert not missing
+
+
+def test_the_old_paths_of_the_ground_vocabulary_name_the_same_objects() -> None:
+    """``tsmodel.backends.base`` and ``.gc`` (in users' code and the docs) still import."""
+    import tsmodel
+    from tsmodel.backends import base as old_base
+    from tsmodel.backends import gc as old_gc
+    from tsmodel.ground import base, gc
+
+    assert old_base.__all__ == base.__all__ and old_gc.__all__ == gc.__all__
+    assert all(getattr(old_base, n) is getattr(base, n) for n in base.__all__)
+    assert all(getattr(old_gc, n) is getattr(gc, n) for n in gc.__all__)
+    assert tsmodel.backends.base.ReadRequest is base.ReadRequest  # loaded with tsmodel
