@@ -163,19 +163,34 @@ class EmbeddedBackend:
         (version,) = con.execute("PRAGMA user_version").fetchone()
         if version == self._meta_version:
             return
-        families: dict[int, dict[str, GcRule]] = {}
-        aggregates: dict[int, set[str]] = {}
-        for table_id, name, rule in con.execute("SELECT table_id, name, gc_rule FROM tsm_families"):
-            data = json.loads(rule)
-            families.setdefault(table_id, {})[name] = _rule_from_json(data)
-            if data.get(_AGGREGATE) == "sum":
-                aggregates.setdefault(table_id, set()).add(name)
-        self._tables = {
-            name: _read.Table(table_id, name, families.get(table_id, {}),
-                              frozenset(aggregates.get(table_id, ())))
-            for table_id, name in con.execute("SELECT id, name FROM tsm_tables")
-        }
+        self._tables = {table.name: table for table in _read_tables(con)}
         self._meta_version = version
+
+    @contextmanager
+    def _changing_meta(self, name: str) -> Iterator[sqlite3.Connection]:
+        """A transaction that changes table ``name``'s metadata; call with the lock held.
+
+        The change is counted (``user_version``), and the metadata kept in memory
+        follows it: only ``name`` is read again when no other connection changed
+        any metadata since this one last read it, so a change costs the same
+        however many tables the store holds; otherwise everything is read again
+        at the next call.
+        """
+        con = self._db()
+        try:
+            with _transaction(con):
+                yield con
+                (version,) = con.execute("PRAGMA user_version").fetchone()
+                con.execute(f"PRAGMA user_version = {int(version) + 1}")
+                if version == self._meta_version:
+                    tables = {key: t for key, t in self._tables.items() if key != name}
+                    tables.update((t.name, t) for t in _read_tables(con, name))
+                    self._tables, self._meta_version = tables, version + 1
+                else:
+                    self._meta_version = -1
+        except BaseException:
+            self._meta_version = -1  # rolled back: read everything again
+            raise
 
     def _table(self, name: str) -> _read.Table:
         """The metadata of table ``name``; call with the lock held."""
@@ -212,7 +227,7 @@ class EmbeddedBackend:
                     data[_AGGREGATE] = "sum"
                 return json.dumps(data)
 
-            with _transaction(con):
+            with self._changing_meta(spec.name):
                 con.execute("INSERT OR IGNORE INTO tsm_tables (name) VALUES (?)", (spec.name,))
                 select = "SELECT id FROM tsm_tables WHERE name = ?"
                 (table_id,) = con.execute(select, (spec.name,)).fetchone()
@@ -223,7 +238,6 @@ class EmbeddedBackend:
                     " ON CONFLICT (table_id, name) DO UPDATE SET gc_rule = excluded.gc_rule",
                     rules,
                 )
-                _bump_meta_version(con)
             self._sync_meta()
 
     def delete_table(self, name: str) -> None:
@@ -234,11 +248,10 @@ class EmbeddedBackend:
             table = self._tables.get(name)
             if table is None:
                 return
-            with _transaction(con):
+            with self._changing_meta(name):
                 con.execute(f"DROP TABLE IF EXISTS {table.sql_name}")
                 con.execute("DELETE FROM tsm_families WHERE table_id = ?", (table.id,))
                 con.execute("DELETE FROM tsm_tables WHERE id = ?", (table.id,))
-                _bump_meta_version(con)
             self._gc_due.pop(table.id, None)
             self._sync_meta()
 
@@ -253,11 +266,10 @@ class EmbeddedBackend:
             meta = self._table(table)
             if family not in meta.families:
                 return
-            with _transaction(con):
+            with self._changing_meta(table):
                 con.execute(f"DELETE FROM {meta.sql_name} WHERE family = ?", (family,))
                 con.execute("DELETE FROM tsm_families WHERE table_id = ? AND name = ?",
                             (meta.id, family))
-                _bump_meta_version(con)
             self._sync_meta()
 
     def list_tables(self) -> list[str]:
@@ -538,9 +550,25 @@ def _add_int64(old: bytes, added: bytes) -> bytes:
 _INT64_MASK = (1 << 64) - 1
 
 
-def _bump_meta_version(con: sqlite3.Connection) -> None:
-    (version,) = con.execute("PRAGMA user_version").fetchone()
-    con.execute(f"PRAGMA user_version = {int(version) + 1}")
+def _read_tables(con: sqlite3.Connection, name: str | None = None) -> Iterator[_read.Table]:
+    """The metadata of every table, or of table ``name`` only (none if it does not exist)."""
+    where, args = ("WHERE t.name = ?", (name,)) if name is not None else ("", ())
+    families: dict[int, dict[str, GcRule]] = {}
+    aggregates: dict[int, set[str]] = {}
+    tables: dict[int, str] = {}
+    for table_id, table, family, rule in con.execute(
+            "SELECT t.id, t.name, f.name, f.gc_rule FROM tsm_tables AS t"
+            f" LEFT JOIN tsm_families AS f ON f.table_id = t.id {where}", args):
+        tables[table_id] = table
+        if family is None:
+            continue
+        data = json.loads(rule)
+        families.setdefault(table_id, {})[family] = _rule_from_json(data)
+        if data.get(_AGGREGATE) == "sum":
+            aggregates.setdefault(table_id, set()).add(family)
+    for table_id, table in tables.items():
+        yield _read.Table(table_id, table, families.get(table_id, {}),
+                          frozenset(aggregates.get(table_id, ())))
 
 
 @contextmanager
