@@ -2,7 +2,8 @@
 
 * ``core``: the package with its test dependencies only, no optional extra:
   the whole suite under coverage, the figure printed at the end; coverage's
-  cheapest collector that measures branches (`coverage_core`).
+  cheapest collector that measures branches (`coverage_core`). The tests run
+  on one pytest-xdist worker per core (`WORKERS`), each with its own emulator.
 * ``extras``: the package with every feature extra of pyproject.toml
   (``[project.optional-dependencies]`` but test, docs, dev): tests/extras,
   where a missing extra fails instead of skipping (``TSMODEL_REQUIRE_EXTRAS=1``),
@@ -16,7 +17,8 @@
 * ``package``: builds the sdist and the wheel and checks their metadata.
 * ``lint``: ruff and mypy, and the typing tests (mypy on user-style files).
 
-Arguments after ``--`` go to pytest: ``nox -s core -- tests/unit -x``.
+Arguments after ``--`` go to pytest: ``nox -s core -- tests/unit -x``
+(``-n 0`` for one process, as a debugger needs).
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ nox.options.error_on_missing_interpreters = True
 #: The package as the README installs it: editable, and visible to type checkers.
 EDITABLE = ("--config-settings", "editable_mode=strict", "-e")
 TOOL_EXTRAS = {"test", "docs", "dev"}
+#: pytest-xdist workers: one per core. On the project's two cores the core
+#: session's wall time halves (docs/contributing.md has the figures).
+WORKERS = ("-n", "auto")
 
 
 def feature_extras() -> list[str]:
@@ -60,7 +65,7 @@ def core(session: nox.Session) -> None:
     session.install(*EDITABLE, ".[test]")
     session.install("coverage>=7.10")
     session.run("coverage", "erase")
-    session.run("coverage", "run", "-m", "pytest", *session.posargs,
+    session.run("coverage", "run", "-m", "pytest", *WORKERS, *session.posargs,
                 env={"COVERAGE_CORE": coverage_core(session)})
     session.run("coverage", "combine", "--quiet")
     session.run("coverage", "report")
@@ -70,7 +75,8 @@ def core(session: nox.Session) -> None:
 def extras(session: nox.Session) -> None:
     """tests/extras with every feature extra installed, and the unit tests."""
     session.install(*EDITABLE, f".[{','.join(['test', *feature_extras()])}]")
-    session.run("python", "-m", "pytest", *(session.posargs or ["tests/extras", "tests/unit"]),
+    session.run("python", "-m", "pytest", *WORKERS,
+                *(session.posargs or ["tests/extras", "tests/unit"]),
                 env={"TSMODEL_REQUIRE_EXTRAS": "1"})
 
 
@@ -88,7 +94,7 @@ DEEP_TESTS = [
 def deep(session: nox.Session) -> None:
     """The deep tier: the harnesses of tests/budget.py at soak budgets, Beam included."""
     session.install(*EDITABLE, ".[test,beam]")
-    session.run("python", "-m", "pytest", "-p", "no:cacheprovider",
+    session.run("python", "-m", "pytest", "-p", "no:cacheprovider", *WORKERS,
                 *(session.posargs or DEEP_TESTS),
                 env={"TSMODEL_TEST_TIER": "deep", "TSMODEL_REQUIRE_EXTRAS": "1"})
 
