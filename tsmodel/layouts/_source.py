@@ -2,7 +2,8 @@
 
 The codec generators (encoders, decoders, wire writers) render a table's
 declaration into the source of one specialized function, then hand it here:
-the source is compiled once, registered with `linecache` under a file name
+the source is compiled once (once per distinct source and name: a model
+declared again reuses the code), registered with `linecache` under a file name
 of its own (``<tsmodel codec Model.table encode>``), so that tracebacks,
 debuggers and `inspect.getsource` show the generated lines, as attrs does
 for the ``__init__`` it writes. `rendered()` gives the source back.
@@ -12,12 +13,16 @@ from __future__ import annotations
 
 import linecache
 from collections.abc import Callable, Mapping
+from types import CodeType
 from typing import Any
 
 __all__ = ["compile_function", "rendered"]
 
 #: Generated source by file name, for `rendered()` (linecache may drop entries).
 _SOURCES: dict[str, str] = {}
+#: Compiled code by file name: a declaration rendered again (the same model
+#: declared again) is not compiled again.
+_CODE: dict[str, CodeType] = {}
 
 
 def compile_function(source: str, name: str, namespace: Mapping[str, Any],
@@ -38,7 +43,9 @@ def compile_function(source: str, name: str, namespace: Mapping[str, Any],
     while unique in _SOURCES and _SOURCES[unique] != source:
         n += 1
         unique = f"{filename[:-1]} #{n}>" if filename.endswith(">") else f"{filename} #{n}"
-    code = compile(source, unique, "exec")
+    code = _CODE.get(unique)
+    if code is None:
+        code = _CODE[unique] = compile(source, unique, "exec")
     scope: dict[str, Any] = dict(namespace)
     exec(code, scope)  # noqa: S102 - our own rendering of a declaration, never user text
     _SOURCES[unique] = source
