@@ -36,6 +36,7 @@ from tests.oracle.shapes import SALTED_TIME, SHAPES, Shape, us_of
 from tsmodel.backends.base import Backend
 
 
+@pytest.mark.unmeasured
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
 def test_oracle(backend: Backend, shape: Shape, request: pytest.FixtureRequest) -> None:
     kind = request.node.callspec.params["backend"]

@@ -34,6 +34,7 @@ def sides(emulator: object) -> Iterator[list[Side]]:
         bigtable.close()
 
 
+@pytest.mark.unmeasured
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
 def test_oracle_differential(sides: list[Side], shape: Shape) -> None:
     machine = machine_for(shape, sides)
