@@ -9,6 +9,8 @@ row (tests/unit/test_rendered_decoders.py) is refused with the records' error.
 
 from __future__ import annotations
 
+import uuid
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ pa = pytest.importorskip("pyarrow")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+import tsmodel as ts  # noqa: E402
 from tests.oracle.shapes import SHAPES, Shape, us_of  # noqa: E402
 from tests.unit.test_rendered_decoders import (  # noqa: E402
     _damaged,
@@ -26,6 +29,7 @@ from tests.unit.test_rendered_decoders import (  # noqa: E402
     _plan_rows,
     _saved,
 )
+from tsmodel.backends.base import Cell, Row  # noqa: E402
 from tsmodel.declare.spec import spec_of  # noqa: E402
 from tsmodel.io.arrow import ArrowColumns  # noqa: E402
 
@@ -66,3 +70,134 @@ def test_columns_read_and_refuse_as_records(shape: Shape, how: str) -> None:
         conn.close()
 
     run()
+
+
+# -- keys decoded a whole column at a time ------------------------------------------------
+#
+# Rows of one cell per value field, all required, go through ``raw_columns(...,
+# deferred)``: their keys are decoded a whole column at a time (numpy for the time
+# segment's digits, the declared decoding once per distinct head). Of the oracle's
+# shapes only ``reversed`` has that shape, so these models add the others: several
+# key fields, an int segment, seconds, reversed digits, microseconds. A group
+# of rows with one of them damaged reads (or is refused) as the records read it.
+
+_START = datetime(2015, 3, 16, 19, tzinfo=timezone.utc)
+
+
+def _whole_key_models() -> list[type]:
+    suffix = uuid.uuid4().hex[:8].upper()
+
+    @ts.model(table=f"WK_MS_{suffix}", family="M")
+    class Metric:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        cpu: float = ts.value("CPU/USR")
+        blk: int = ts.value("IO/BLK")
+        name: str = ts.value("NAME")
+        up: bool = ts.value("UP")
+
+    @ts.model(table=f"WK_S_{suffix}", family="M")
+    class Reading:
+        site: str = ts.key()
+        meter: int = ts.key(width=3)
+        time: datetime = ts.timestamp(unit="s", reverse=True)
+        kwh: int = ts.value("KWH")
+
+    @ts.model(table=f"WK_US_{suffix}", family="M")
+    class Micro:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="us")
+        level: int = ts.value("N")
+
+    return [Metric, Reading, Micro]
+
+
+def _draw_event(data: st.DataObject, model: type, i: int) -> Any:
+    when = _START + timedelta(seconds=i * 7 + data.draw(st.integers(0, 3)))
+    name = model.__name__
+    if name == "Metric":
+        return model(host=data.draw(st.sampled_from(["a", "b.example", "c"])), time=when,
+                     cpu=data.draw(st.floats(allow_nan=False)), blk=data.draw(
+                         st.integers(-(2**63), 2**63 - 1)),
+                     name=data.draw(st.text(max_size=5)), up=data.draw(st.booleans()))
+    if name == "Reading":
+        return model(site=data.draw(st.sampled_from(["x", "yy"])),
+                     meter=data.draw(st.integers(0, 999)), time=when,
+                     kwh=data.draw(st.integers(0, 10**6)))
+    return model(host=data.draw(st.sampled_from(["p", "q"])),
+                 time=when + timedelta(microseconds=data.draw(st.integers(0, 999_999))),
+                 level=data.draw(st.integers(0, 9)))
+
+
+def _group_damaged(row: Any, how: str) -> Any:
+    cells = list(row.cells)
+    c = cells[0]
+    if how == "tail digit":
+        return Row(row.key[:-1] + b"x", row.cells)
+    if how == "short key":
+        return Row(row.key[-3:], row.cells)
+    if how == "no separator":
+        return Row(row.key.replace(b"#", b"", 1), row.cells)
+    if how == "cell time":
+        cells[-1] = Cell(cells[-1].family, cells[-1].qualifier, cells[-1].timestamp + 1000,
+                         cells[-1].value)
+    elif how == "no cells":
+        cells = []
+    elif how == "older version":
+        cells.insert(1, Cell(c.family, c.qualifier, c.timestamp - 1000, c.value))
+    elif how == "foreign column":
+        cells.append(Cell("M", b"ZZ", c.timestamp, b"?"))
+    elif how == "bytes":
+        cells[0] = Cell(c.family, c.qualifier, c.timestamp, b"\xff" * 3)
+    elif how == "dropped":
+        del cells[0]
+    return Row(row.key, tuple(cells))
+
+
+def _events_of_batch(model: type, batch: Any) -> list[dict[str, Any]]:
+    out = []
+    for r in batch.to_pylist():
+        r["time"] = us_of(r["time"])
+        out.append(r)
+    return out
+
+
+@pytest.mark.parametrize("how", ["none", "tail digit", "short key", "no separator",
+                                 "cell time", "no cells", "older version", "foreign column",
+                                 "bytes", "dropped"])
+def test_keys_decoded_whole_read_a_group_as_records(how: str) -> None:
+    models = _whole_key_models()
+    conn = ts.connect("memory://")
+    conn.create_tables(*models)
+
+    @settings(max_examples=15, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(data=st.data())
+    def run(data: st.DataObject) -> None:
+        model = data.draw(st.sampled_from(models))
+        events = [_draw_event(data, model, i) for i in range(data.draw(st.integers(1, 12)))]
+        conn.save_all(events)
+        qs = model.range(_START, _START + timedelta(days=1), allow_scan=True).using(conn)
+        plan = qs.explain()
+        rows = [r for q in plan.requests for r in conn.backend.read_rows(q)]
+        codec, columns = plan.codec, ArrowColumns(model)
+        names = tuple(n for n, _, _ in columns.columns)
+        raw, _ = codec.column_decoders(names)
+        flat: list[Any] = []
+        order = raw(rows, None, flat) if raw is not None else None
+        assert order, "the rows are not collected with their keys undecoded"
+        assert columns._key_columns(codec, flat[0::len(order)], flat[1::len(order)]), \
+            "the keys are not decoded as a whole"
+        if how != "none":
+            at = data.draw(st.integers(0, len(rows) - 1))
+            rows[at] = _group_damaged(rows[at], how)
+        defaults = {v.name: v.default_value() for v in spec_of(model).values if v.has_default}
+        want = _outcome(lambda: [{**defaults, **r} for row in rows for r in codec.records(row)])
+        got = _outcome(lambda: _events_of_batch(model, columns.rows_batch(codec, rows, None)))
+        if want[0] == "ok" and got[0] == "ok":  # floats: -0.0 == 0.0, compare their bits
+            assert [{k: repr(v) for k, v in r.items()} for r in got[1]] == \
+                [{k: repr(v) for k, v in r.items()} for r in want[1]]
+        assert got == want
+
+    run()
+    conn.close()

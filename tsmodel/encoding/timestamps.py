@@ -171,10 +171,17 @@ class EpochEncoding(TimestampEncoding):
     def decode_us(self, data: bytes) -> int:
         return self.decoder()(data)
 
+    def arithmetic(self) -> tuple[int, int | None, int, int, int]:
+        """What the digits mean, for a decoder of a whole column of them (Arrow's):
+        ``(digits, base, unit, low, high)``: the number ``n`` the digits spell
+        stands for ``(n if base is None else base - n) * unit`` microseconds,
+        which must lie in ``low .. high``. `decoder()` applies the same."""
+        return (self.digits, self.base if self.reverse else None, self.unit, self.min_us,
+                self.max_us)
+
     def decoder(self) -> Callable[[bytes], int]:
         # The unit, the base and the range are properties: read them once, not per key.
-        digits, unit, low, high = self.digits, self.unit, self.min_us, self.max_us
-        base = self.base if self.reverse else None
+        digits, base, unit, low, high = self.arithmetic()
 
         def decode_us(data: bytes) -> int:
             if len(data) != digits or not data.isdigit():

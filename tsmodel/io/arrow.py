@@ -29,7 +29,8 @@ import attrs
 
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.encoding.codecs import Bool, Float64, Int64, Raw, Text, Utf8
-from tsmodel.encoding.keys import IntSegment, StrSegment
+from tsmodel.encoding.keys import IntSegment, SegmentValueError, StrSegment, TimestampSegment
+from tsmodel.encoding.timestamps import EpochEncoding
 from tsmodel.io import require
 
 __all__ = ["ArrowColumns", "DEFAULT_BATCH_ROWS"]
@@ -114,16 +115,19 @@ class ArrowColumns:
                 columns[name] = [r[name] if name in r else default() for r in records]
         return self._batch(columns, {})
 
-    def _batch(self, columns: dict[str, list[Any]], done: dict[str, Any]) -> Any:
+    def _batch(self, columns: dict[str, list[Any]], done: dict[str, Any],
+               times: Any = None) -> Any:
         """A record batch of decoded values (a list per column; times in µs) and of
-        columns already built (``done``: Arrow arrays by name)."""
+        columns already built (``done``: Arrow arrays by name); ``times``: the
+        event times' column in µs when decoded apart (a numpy array)."""
         pa = self._pa
         arrays = []
         for name, arrow_type, kind in self.columns:
             if name in done:
                 arrays.append(done[name])
                 continue
-            values = columns[name]
+            values = times if times is not None and name == self.spec.timestamp_field \
+                else columns[name]
             if kind == "time":  # µs since the epoch, whole units of the column's
                 array = pa.array(values, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
                 arrays.append(array.cast(arrow_type))
@@ -151,12 +155,82 @@ class ArrowColumns:
         names = tuple(name for name, _, _ in self.columns)
         raw, decoded = codec.column_decoders(names)
         if raw is not None:
-            columns: dict[str, list[Any]] = {n: [] for n in names}
+            columns: dict[str, Any] = {n: [] for n in names}
+            if self._np is not None and _whole_keys(codec) is not None:
+                flat: list[Any] = []
+                order = raw(rows, None, flat)
+                if order:
+                    width = len(order)
+                    columns.update((n, flat[i::width]) for i, n in enumerate(order) if i > 1)
+                    keyed = self._key_columns(codec, flat[0::width], flat[1::width])
+                    if keyed is not None:
+                        done = self._decode_raw(columns)
+                        if done is not None:
+                            return self._batch(columns, {**keyed[0], **done}, keyed[1])
+                    columns = {n: [] for n in names}  # again, row by row
             if raw(rows, columns):
                 done = self._decode_raw(columns)
                 if done is not None:
                     return self._batch(columns, done)
         return self._batch(decoded(rows, only, False), {})
+
+    def _key_columns(self, codec: Any, keys: list[bytes],
+                     times: list[int]) -> tuple[dict[str, Any], Any] | None:
+        """The key fields and the times of rows collected with their keys undecoded
+        (``raw_columns(..., deferred)``), decoded a whole column at a time: the
+        time segment's digits by numpy with the arithmetic the declaration's
+        decoder applies (`EpochEncoding.arithmetic`), the segments before it
+        once per distinct head, by the declared key decoding. ``None`` when a
+        key is not what that decoding reads, or a row's cells are not at its
+        key's time: the caller then reads row by row, which says why.
+
+        Returns:
+            The key fields' Arrow arrays by name, and the times (µs, numpy).
+        """
+        np, pa = self._np, self._pa
+        pc = importlib.import_module("pyarrow.compute")
+        digits, base, unit, low, high = _whole_keys(codec)  # type: ignore[misc]
+        n = len(keys)
+        if not n:
+            return None  # nothing to gain
+        whole = pa.array(keys, pa.binary())
+        tails = pc.binary_slice(whole, -digits)  # a shorter key: all of it
+        offsets = np.frombuffer(tails.buffers()[1], np.int32, n + 1, tails.offset * 4)
+        if offsets[-1] - offsets[0] != n * digits:
+            return None  # a key shorter than its time segment
+        d = np.frombuffer(tails.buffers()[2], np.uint8, n * digits, int(offsets[0]))
+        d = d.reshape(n, digits).astype(np.int64) - 48
+        if d.min() < 0 or d.max() > 9:
+            return None
+        number = d @ (10 ** np.arange(digits - 1, -1, -1, dtype=np.int64))
+        us = (number if base is None else base - number) * unit
+        if us.min() < low or us.max() > high:
+            return None
+        if not np.array_equal(np.fromiter(times, np.int64, n), us // 1000 * 1000):
+            return None  # cells of another time than the key's
+        heads = pc.binary_slice(whole, 0, -digits).dictionary_encode()
+        index = heads.indices
+        _, first = np.unique(index.to_numpy(zero_copy_only=False), return_index=True)
+        decoded = []
+        for i in first.tolist():
+            try:
+                decoded.append(codec.key.decode(keys[i]))
+            except SegmentValueError:
+                return None
+        out = {}
+        for name, arrow_type, kind in self.columns:
+            if name == codec.time_field or name not in codec.key.fields:
+                continue
+            values = [found[name] for found in decoded]
+            if kind == "category":
+                dictionary = pa.array(values, pa.string())
+                if len(set(values)) == len(values):
+                    out[name] = pa.DictionaryArray.from_arrays(index, dictionary)
+                else:  # heads of other fields' values too: one entry per value
+                    out[name] = dictionary.take(index).dictionary_encode()
+            else:
+                out[name] = pa.array(values, arrow_type).take(index)
+        return out, us
 
     def _decode_raw(self, columns: dict[str, list[Any]]) -> dict[str, Any] | None:
         """The value columns of undecoded bytes as Arrow arrays, or ``None`` when a
@@ -277,6 +351,18 @@ class ArrowColumns:
         if not batches:
             return self.schema.empty_table()
         return pa.Table.from_batches(batches)
+
+
+def _whole_keys(codec: Any) -> tuple[int, int | None, int, int, int] | None:
+    """The arithmetic of the time segment ending ``codec``'s row keys, where keys can be
+    decoded a whole column at a time (`ArrowColumns._key_columns`), else ``None``."""
+    last = codec.key.segments[-1] if codec.key.segments else None
+    if not isinstance(last, TimestampSegment) or last.field != codec.time_field or \
+            not isinstance(last.encoding, EpochEncoding):
+        return None
+    found = digits, base, unit, _, _ = last.encoding.arithmetic()
+    biggest = max(10 ** digits - 1, base or 0) * unit
+    return found if biggest < 2 ** 63 else None  # numpy's int64 must hold every step
 
 
 def _whole_column(pa: Any, np: Any, v: Any, raw: list[bytes | None], arrow_type: Any) -> Any:

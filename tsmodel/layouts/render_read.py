@@ -464,13 +464,14 @@ def render_raw_columns(codec: TableCodec,
     src = _Source()
     ns: dict[str, Any] = {"decode_key": codec.key.decode,
                           "SegmentValueError": SegmentValueError}
-    src("def raw_columns(rows, columns):")
+    src("def raw_columns(rows, columns, deferred=None):")
     src.indent()
+    read = [v for v in codec.values.values if v.name in names or v.stored]
+    _render_deferred(src, codec, read, names)
     var = {}
     for i, n in enumerate(names):
         var[n] = f"a{i}"
         src(f"a{i} = columns[{n!r}].append  # {n}")
-    read = [v for v in codec.values.values if v.name in names or v.stored]
     slot = {v.name: f"v{i}" for i, v in enumerate(read)}
     last_name, width, decode_last = codec.key._last
     # Keys of one entity differ in their last segment, the time: the fields before
@@ -525,6 +526,55 @@ def render_raw_columns(codec: TableCodec,
     src("return True")
     return compile_function(src.text(), "raw_columns", ns,
                             f"<tsmodel codec {codec.model}.{codec.table} raw columns>")
+
+
+def _render_deferred(src: _Source, codec: TableCodec, read: Sequence[Any],
+                     names: tuple[str, ...]) -> None:
+    """The branch of ``raw_columns`` for a caller that decodes the keys itself.
+
+    With ``deferred`` (a list), each row's key, its cells' timestamp and its
+    value bytes of the fields ``names`` go one after the other into that
+    list, and the function returns the names of what each row put there
+    (``"key"`` and ``"timestamp"`` first): the caller slices the columns out,
+    and decodes the key fields and the time from the keys as a whole column
+    and checks them against the timestamps. Only rows of exactly one cell
+    per value field read, all required, in the order of the declaration's
+    columns sorted (as both backends return them) and at one timestamp, are
+    taken; at the first other row (a row without cells too) the function
+    returns ``None``, and the caller calls it again without ``deferred`` (the
+    row by row collection).
+    """
+    if not read or any(not v.stored for v in read) or len(
+            {(v.family, v.qualifier) for v in read}) != len(read):
+        src("if deferred is not None:")
+        src("    return None  # no fixed shape of cells: collected row by row")
+        return
+    cols = sorted(read, key=lambda v: (v.family, v.qualifier))
+    k = len(cols)
+    kept = [(j, v.name) for j, v in enumerate(cols)
+            if v.name in names and v.name not in codec.key.fields]  # promoted: the key's
+    src("if deferred is not None:")
+    src.indent()
+    src("keep = deferred.extend")
+    want = tuple(v.qualifier for v in cols) + tuple(v.family for v in cols)
+    src(f"want = {want!r}  # qualifiers, then families")
+    src("try:")
+    src("    for key, cells in rows:")
+    src.indent()
+    src.indent()
+    unpack = ", ".join(f"(f{j}, q{j}, t{j}, c{j})" for j in range(k))
+    src(f"{unpack}{',' if k == 1 else ''} = cells")
+    got = ", ".join([f"q{j}" for j in range(k)] + [f"f{j}" for j in range(k)])
+    same = " == ".join(f"t{j}" for j in range(k))
+    src(f"if ({got}) != want" + (f" or not {same}" if k > 1 else "") + ":")
+    src("    return None")
+    src("keep((key, t0" + "".join(f", c{j}" for j, _ in kept) + "))")
+    src.dedent()
+    src.dedent()
+    src("except ValueError:  # another number of cells (or none): row by row")
+    src("    return None")
+    src(f"return {('key', 'timestamp', *(name for _, name in kept))!r}")
+    src.dedent()
 
 
 def _render_cell_slots(src: Any, values: Sequence[Any], slot: Mapping[str, str]) -> None:
