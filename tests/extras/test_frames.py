@@ -234,3 +234,51 @@ def test_progress_counts_the_rows_of_the_whole_frame(rows_model: Any) -> None:
     conn.save_frame(model, iter(pa.Table.from_pandas(_frame(7)).to_batches()),
                     validate_first=False, progress=lambda d, t: streamed.append((d, t)))
     assert streamed[-1] == (7, None)
+
+
+async def test_the_async_connection_names_a_bad_row(rows_model: Any, backend: Backend) -> None:
+    model, _ = rows_model
+    async with asynchronous(backend) as ab:
+        aconn = ts.AsyncConnection(ab)
+        with pytest.raises(ts.ValidationError) as info:
+            await aconn.save_frame(model, _frame(10, bad_at=7), rows=3, progress=False)
+        assert info.value.row == 7 and info.value.field == "host"
+        assert all(not t for t in dump(backend, model))  # validated first: nothing written
+        batches = iter(pa.Table.from_pandas(_frame(10, bad_at=7)).to_batches(max_chunksize=5))
+        with pytest.raises(ts.ValidationError) as info:
+            await aconn.save_frame(model, batches, rows=3, validate_first=False,
+                                   progress=False)
+        assert info.value.row == 7 and [r.row for r in info.value.result.results] == \
+            list(range(5))
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+@pytest.mark.parametrize("zone", ["UTC", "+00:00", "Europe/Paris", "+05:30"])
+def test_times_in_any_zone_and_unit_save_the_same_instants(
+        rows_model: Any, backend: Backend, unit: str, zone: str) -> None:
+    model, conn = rows_model
+    listed, _ = _fresh(backend, ROWS)
+    try:
+        times = [T0 + timedelta(seconds=7 * i) for i in range(6)]
+        table = pa.table({"site": ["s"] * 6, "host": pa.array([1, 2, 3] * 2, pa.int64()),
+                          "time": pa.array(times, pa.timestamp("us", tz="UTC")).cast(
+                              pa.timestamp(unit, tz=zone)),
+                          "x": pa.array(range(6), pa.int64())})
+        result = conn.save_frame(model, table, rows=4, progress=False)
+        assert [r.entity.time for r in result.results] == times  # the same instants
+        assert conn.save_all([listed(site="s", host=[1, 2, 3][i % 3], time=t, x=i)
+                              for i, t in enumerate(times)]).ok
+        assert dump(backend, model) == dump(backend, listed)
+    finally:
+        conn.drop_tables(listed)
+
+
+def test_a_missing_time_is_refused_naming_its_row(rows_model: Any, backend: Backend) -> None:
+    model, conn = rows_model
+    table = pa.table({"site": ["s"] * 3, "host": pa.array([1, 2, 3], pa.int64()),
+                      "time": pa.array([T0, None, T0], pa.timestamp("ms", tz="UTC")),
+                      "x": pa.array([1, 2, 3], pa.int64())})
+    with pytest.raises(ts.ValidationError) as info:
+        conn.save_frame(model, table, progress=False)
+    assert info.value.row == 1 and info.value.field == "time"
+    assert all(not t for t in dump(backend, model))

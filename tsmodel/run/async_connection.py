@@ -53,6 +53,7 @@ from tsmodel.plan.schedule import (
     schedule_save,
 )
 from tsmodel.run.connection import DEFAULT_BATCH_SIZE
+from tsmodel.run.frame_steps import frame_steps
 from tsmodel.run.observe import Observer, Operation, kind_of_read, rate_changed
 from tsmodel.run.progress import Progress, WriteProgress, watch_delete, watch_save
 from tsmodel.settings import DEFAULT_SETTINGS, Settings
@@ -218,33 +219,24 @@ class AsyncConnection:
         `tsmodel.Connection.save_frame()`: ``rows`` rows at a time, each chunk
         saved by `save_all()`.
         """
-        save = FrameSave(model, frame, rows, validate_first=validate_first,
-                         accept_expired=accept_expired)
-        meter = WriteProgress(progress, "save")
+        steps = frame_steps(FrameSave(model, frame, rows, validate_first=validate_first,
+                                      accept_expired=accept_expired),
+                            progress, raise_on_failure)
         try:
-            save.validate()
-            advance = meter.start(save.total)
-            for chunk in save.chunks():
-                counted = [0]  # the chunk's entities answered so far
-
-                def batch_done(done: int, total: int | None, counted: list[int] = counted,
-                               ) -> None:
-                    advance(done - counted[0])
-                    counted[0] = done
-
+            entities, hook = next(steps)
+            while True:
                 try:
-                    result = await self.save_all(save.counted(chunk), raise_on_failure=False,
-                                                 progress=batch_done,
-                                                 accept_expired=accept_expired)
+                    done = await self.save_all(entities, raise_on_failure=False,
+                                               progress=hook, accept_expired=accept_expired)
                 except errors.ValidationError as exc:
-                    raise save.refused(exc) from None
-                save.saved(chunk, result)
+                    entities, hook = steps.throw(exc)
+                else:
+                    entities, hook = steps.send(done)
+        except StopIteration as stop:
+            result: WriteResult = stop.value
+            return result
         finally:
-            meter.close()
-        result = save.result()
-        if raise_on_failure:
-            result.raise_for_failures()
-        return result
+            steps.close()
 
     async def delete(self, entity: Any) -> None:
         """Delete one event from every table of its model (see `delete_all()`).

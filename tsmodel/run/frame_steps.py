@@ -1,0 +1,56 @@
+"""The steps of one ``save_frame()``, shared by the sync and the async connection.
+
+`frame_steps()` is the whole sequence but the calls of ``save_all``: a
+generator that yields each chunk's save (the entities and the progress hook
+to give ``save_all``), takes its `WriteResult` back (``send``) or the
+`ValidationError` it raised (``throw``), and returns the frame's result.
+The connections only make the calls, with or without ``await``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterator
+from typing import Any
+
+from tsmodel import errors
+from tsmodel.io.frames import FrameSave
+from tsmodel.plan.results import WriteResult
+from tsmodel.run.progress import Progress, WriteProgress
+
+__all__ = ["ChunkSave", "frame_steps"]
+
+#: One chunk's save: its entities and the ``progress=`` hook of its ``save_all``.
+ChunkSave = tuple[Iterator[Any], Callable[[int, int | None], None]]
+
+
+def frame_steps(save: FrameSave, progress: Progress,
+                raise_on_failure: bool) -> Generator[ChunkSave, WriteResult, WriteResult]:
+    """The save of ``save``'s frame, a chunk's ``save_all`` per step (see the module).
+
+    Raises:
+        ValidationError: a row cannot be stored (its ``row`` set; ``result``
+            the chunks written before, when validated chunk by chunk).
+        SaveError: with ``raise_on_failure``, when some writes failed.
+    """
+    meter = WriteProgress(progress, "save")
+    try:
+        save.validate()
+        advance = meter.start(save.total)
+        for chunk in save.chunks():
+            counted = [0]  # the chunk's entities answered so far
+
+            def batch_done(done: int, total: int | None, counted: list[int] = counted) -> None:
+                advance(done - counted[0])
+                counted[0] = done
+
+            try:
+                result = yield save.counted(chunk), batch_done
+            except errors.ValidationError as exc:
+                raise save.refused(exc) from None
+            save.saved(chunk, result)
+    finally:
+        meter.close()
+    result = save.result()
+    if raise_on_failure:
+        result.raise_for_failures()
+    return result
