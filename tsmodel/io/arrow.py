@@ -164,7 +164,7 @@ class ArrowColumns:
                     columns.update((n, flat[i::width]) for i, n in enumerate(order) if i > 1)
                     keyed = self._key_columns(codec, flat[0::width], flat[1::width])
                     if keyed is not None:
-                        done = self._decode_raw(columns)
+                        done = self._decode_raw(columns, complete=True)
                         if done is not None:
                             return self._batch(columns, {**keyed[0], **done}, keyed[1])
                     columns = {n: [] for n in names}  # again, row by row
@@ -232,16 +232,19 @@ class ArrowColumns:
                 out[name] = pa.array(values, arrow_type).take(index)
         return out, us
 
-    def _decode_raw(self, columns: dict[str, list[Any]]) -> dict[str, Any] | None:
+    def _decode_raw(self, columns: dict[str, list[Any]],
+                    complete: bool = False) -> dict[str, Any] | None:
         """The value columns of undecoded bytes as Arrow arrays, or ``None`` when a
         cell is not what its codec reads (the caller decodes value by value then,
-        which raises the codec's error where it belongs)."""
+        which raises the codec's error where it belongs). ``complete``: every
+        value has its cell (no ``None`` to look for)."""
         out = {}
         for name, arrow_type, _ in self.columns:
             v = self._values.get(name)
             if v is None:
                 continue  # a key field or a time: decoded with the key
-            array = _whole_column(self._pa, self._np, v, columns[name], arrow_type)
+            array = _whole_column(self._pa, self._np, v, columns[name], arrow_type,
+                                  complete)
             if array is None:
                 return None
             out[name] = array
@@ -365,12 +368,13 @@ def _whole_keys(codec: Any) -> tuple[int, int | None, int, int, int] | None:
     return found if biggest < 2 ** 63 else None  # numpy's int64 must hold every step
 
 
-def _whole_column(pa: Any, np: Any, v: Any, raw: list[bytes | None], arrow_type: Any) -> Any:
-    """One value column of cell bytes (``None``: no cell) decoded as a whole, or
-    ``None`` when a cell is not what the field's codec reads, or a defaulted
-    field lacks a cell (then the caller reads value by value)."""
+def _whole_column(pa: Any, np: Any, v: Any, raw: list[bytes | None], arrow_type: Any,
+                  complete: bool = False) -> Any:
+    """One value column of cell bytes (``None``: no cell, unless ``complete``) decoded
+    as a whole, or ``None`` when a cell is not what the field's codec reads, or a
+    defaulted field lacks a cell (then the caller reads value by value)."""
     codec = type(v.codec)
-    missing = None in raw
+    missing = not complete and None in raw
     if missing and v.has_default:
         return None
     if codec in (Int64, Float64, Bool) and np is not None:
