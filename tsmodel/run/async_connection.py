@@ -223,15 +223,16 @@ class AsyncConnection:
                                       accept_expired=accept_expired),
                             progress, raise_on_failure)
         try:
-            entities, hook = next(steps)
+            entities, hook, checked = next(steps)
             while True:
                 try:
                     done = await self.save_all(entities, raise_on_failure=False,
-                                               progress=hook, accept_expired=accept_expired)
+                                               progress=hook, accept_expired=accept_expired,
+                                               validate_first=checked)
                 except errors.ValidationError as exc:
-                    entities, hook = steps.throw(exc)
+                    entities, hook, checked = steps.throw(exc)
                 else:
-                    entities, hook = steps.send(done)
+                    entities, hook, checked = steps.send(done)
         except StopIteration as stop:
             result: WriteResult = stop.value
             return result

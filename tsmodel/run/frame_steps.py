@@ -1,10 +1,17 @@
 """The steps of one ``save_frame()``, shared by the sync and the async connection.
 
 `frame_steps()` is the whole sequence but the calls of ``save_all``: a
-generator that yields each chunk's save (the entities and the progress hook
-to give ``save_all``), takes its `WriteResult` back (``send``) or the
-`ValidationError` it raised (``throw``), and returns the frame's result.
-The connections only make the calls, with or without ``await``.
+generator that yields each chunk's save (the entities, the progress hook
+and the ``validate_first`` to give ``save_all``), takes its `WriteResult`
+back (``send``) or the `ValidationError` it raised (``throw``), and returns
+the frame's result. The connections only make the calls, with or without
+``await``.
+
+A frame validated first (every row checked before the first write) saves
+its chunks streamed (``validate_first=False``): their rows were checked
+already, and a streamed save encodes each batch while the batches before
+it are on the way. A frame saved chunk by chunk checks each chunk before
+its first write (``validate_first=True``).
 """
 
 from __future__ import annotations
@@ -19,8 +26,9 @@ from tsmodel.run.progress import Progress, WriteProgress
 
 __all__ = ["ChunkSave", "frame_steps"]
 
-#: One chunk's save: its entities and the ``progress=`` hook of its ``save_all``.
-ChunkSave = tuple[Iterator[Any], Callable[[int, int | None], None]]
+#: One chunk's save: its entities, the ``progress=`` hook and ``validate_first`` of
+#: its ``save_all``.
+ChunkSave = tuple[Iterator[Any], Callable[[int, int | None], None], bool]
 
 
 def frame_steps(save: FrameSave, progress: Progress,
@@ -44,7 +52,7 @@ def frame_steps(save: FrameSave, progress: Progress,
                 counted[0] = done
 
             try:
-                result = yield save.counted(chunk), batch_done
+                result = yield save.counted(chunk), batch_done, not save.validate_first
             except errors.ValidationError as exc:
                 raise save.refused(exc) from None
             save.saved(chunk, result)
