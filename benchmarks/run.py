@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     args.events = args.events or 50_000
     args.saves = args.saves or 100
     args.stream_rows = args.stream_rows or 1_000_000
+    args.frame_rows = [int(n) for n in (args.frame_rows or (
+        "10000,100000" if args.quick else "100000,1000000")).split(",")]
     args.lookups = args.lookups or 1_000
     if args.runs < 3:
         sys.exit("--runs must be at least 3: every figure is a median")
@@ -110,6 +112,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--events", type=int, default=0, help="events written and read")
     parser.add_argument("--lookups", type=int, default=0, help="latest() calls per run")
     parser.add_argument("--stream-rows", type=int, default=0, help="rows of the memory test")
+    parser.add_argument("--frame-rows", default="",
+                        help="DataFrame sizes of (a1, a2), comma-separated, the smallest "
+                             "first (default 100000,1000000; --quick 10000,100000)")
     parser.add_argument("--saves", type=int, default=0,
                         help="single saves per side and run in (f) and (g)")
     parser.add_argument("--salted-rows", type=int, default=1000,
@@ -171,7 +176,13 @@ def _measure(args: argparse.Namespace, host_port: str, only: set[str],
             results.append(suite.writes())
             if rtt is None:
                 log("(a) writes against the write limit")
-                results.append(suite.write_limit())
+                limit = suite.write_limit()
+                results.append(limit)
+                from _frames import frame_results
+
+                log("(a1, a2) save_frame of DataFrames against the write limit; its memory")
+                results += frame_results(host_port, limit.baseline or 0.0, args.frame_rows, log)
+                suite._tsmodel_write()  # the tables as the figures after expect them
         if "b" in only:
             log(f"(b) range reads{at}")
             results.append(suite.reads())
