@@ -6,10 +6,13 @@ of record batches. This module turns such input into chunks of the model's
 instances, ``rows`` at a time, so that memory stays bounded whatever the
 input's size: each chunk's columns are converted to Python values a column
 at a time (Arrow's conversion, one call per column: times to aware
-datetimes, dictionary columns to their values, nulls to ``None``), then the
-chunk's instances are built and saved as ``save_all`` saves them (the same
-validation, companions, rollups and outcomes). `FrameSave` is the sequence
-both connections drive.
+datetimes, those of a UTC column in ``datetime.timezone.utc`` from its
+integers, dictionary columns to their values, nulls to ``None``), then the
+chunk's instances are built (by a constructor compiled for the frame's
+columns, taking them by position) and saved as ``save_all`` saves them (the
+same validation, companions, rollups and outcomes). `FrameSave` is the
+state of one save; `tsmodel.run.frame_steps` is the sequence both
+connections drive.
 
 Columns must be fields of the model; a field missing from the frame takes
 its declared default (a field without one is refused before anything is
