@@ -198,39 +198,50 @@ class Outcomes:
 
     def __init__(self, n: int = 0) -> None:
         self.main: list[MutationOutcome | None] = [None] * n
-        self.tables: list[list[TableOutcome]] = [[] for _ in range(n)]
+        #: Immutable and shared: entities with the same outcomes hold one tuple, so
+        #: that a save keeps no object per entity and table alive for the garbage
+        #: collector to walk (backends return one shared APPLIED outcome).
+        self.tables: list[tuple[TableOutcome, ...]] = [()] * n
 
     def extend(self, n: int) -> None:
         """Room for ``n`` more entities."""
         self.main.extend([None] * n)
-        self.tables.extend([] for _ in range(n))
+        self.tables.extend([()] * n)
 
     def add(self, i: int, role: TableRole, table: str, outcome: MutationOutcome) -> None:
         """Entity ``i``'s outcome in ``table``."""
         if role is TableRole.MAIN and self.main[i] is None:
             self.main[i] = outcome
-        self.tables[i].append(TableOutcome(table, outcome))
+        self.tables[i] = (*self.tables[i], TableOutcome(table, outcome))
 
     def record(self, write: TableWrite, outcomes: Sequence[MutationOutcome]) -> None:
         """The backend's outcome of each row of ``write``, for the entities it stands for."""
         tables, main = self.tables, self.main
         is_main = write.role is TableRole.MAIN
         pair: TableOutcome | None = None
+        # The last tuple grown, and what it grew into: the next entity's is most
+        # often the same tuple, growing by the same pair.
+        before: tuple[TableOutcome, ...] | None = None
+        after: tuple[TableOutcome, ...] = ()
         if write.grouped:
             for members, outcome in zip(write.members, outcomes, strict=True):
-                # Backends return one shared APPLIED outcome: its rows share one pair
-                # too, rather than keeping a tuple per entity and table alive.
                 if pair is None or pair.outcome is not outcome:
-                    pair = TableOutcome(write.table, outcome)
+                    pair, before = TableOutcome(write.table, outcome), None
                 for i in cast("tuple[int, ...]", members):
-                    tables[i].append(pair)
+                    held = tables[i]
+                    if held is not before:
+                        before, after = held, (*held, pair)
+                    tables[i] = after
                     if is_main and main[i] is None:
                         main[i] = outcome
             return
         for i, outcome in zip(cast("tuple[int, ...]", write.members), outcomes, strict=True):
             if pair is None or pair.outcome is not outcome:
-                pair = TableOutcome(write.table, outcome)
-            tables[i].append(pair)
+                pair, before = TableOutcome(write.table, outcome), None
+            held = tables[i]
+            if held is not before:
+                before, after = held, (*held, pair)
+            tables[i] = after
             if is_main and main[i] is None:
                 main[i] = outcome
 
@@ -250,9 +261,17 @@ class Outcomes:
 
     def results(self, entities: Sequence[Any]) -> tuple[EntityResult, ...]:
         """One `EntityResult` per entity, in index order."""
-        return tuple(EntityResult(entity, entity_status(main, tables), tuple(tables))
-                     for entity, main, tables in zip(entities, self.main, self.tables,
-                                                     strict=True))
+        out: list[EntityResult] = []
+        append = out.append
+        last_main: MutationOutcome | None = None
+        last_tables: tuple[TableOutcome, ...] | None = None
+        status = WriteStatus.WRITTEN
+        for entity, main, tables in zip(entities, self.main, self.tables, strict=True):
+            if main is not last_main or tables is not last_tables:  # mostly shared
+                last_main, last_tables = main, tables
+                status = entity_status(main, tables)
+            append(EntityResult(entity, status, tables))
+        return tuple(out)
 
 
 @attrs.frozen
