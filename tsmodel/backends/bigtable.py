@@ -29,7 +29,7 @@ import threading
 import time
 import warnings
 from collections.abc import Generator, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import attrs
 import grpc
@@ -559,47 +559,32 @@ def _emulator_refusals(backend: Any, target: _Target, table: str,
         TableNotFoundError: the table does not exist.
     """
     refused: dict[int, Exception] = {}
-    families_of: dict[int, frozenset[str]] = {}
+    families: set[str | None] = set()
+    add = families.add
     for index, entry in enumerate(entries):
-        bad, families = _entry_facts(entry.mutations)
+        mutations = entry.mutations
+        bad = None
+        for mutation in mutations:
+            if (type(mutation) is SetCell or isinstance(mutation, AddToCell)) and \
+                    mutation.timestamp % 1000:
+                bad = mutation.timestamp
         if bad is not None:
-            refused[index] = BackendError(
-                f"timestamp {bad} is not a whole number of milliseconds")
-        else:
-            families_of[index] = families
+            refused[index] = BackendError(f"timestamp {bad} is not a whole number of milliseconds")
+            continue
+        for mutation in mutations:  # no set per entry: one for the call
+            add(mutation.family if type(mutation) is SetCell else
+                getattr(mutation, "family", None))  # DeleteRow has none
+    families.discard(None)
     absent = yield from _absent_families(backend, target, table,
-                                         set().union(*families_of.values()))
-    for index, families in families_of.items():
-        missing = sorted(families & absent.keys())
-        if missing:
-            refused[index] = absent[missing[0]]
+                                         cast("set[str]", families))
+    if absent:  # rare: only then is each entry's own families' worth working out
+        for index, entry in enumerate(entries):
+            if index not in refused:
+                named: set[str] = {getattr(m, "family", "") for m in entry.mutations}
+                missing = sorted(named & absent.keys())
+                if missing:
+                    refused[index] = absent[missing[0]]
     return refused
-
-
-#: `_entry_facts()` of recently sent tuples of mutations, by identity (each kept with
-#: its tuple): a model's tables that share one tuple of cells check it once.
-_FACTS: dict[int, tuple[tuple[Any, ...], int | None, frozenset[str]]] = {}
-
-
-def _entry_facts(mutations: tuple[Any, ...]) -> tuple[int | None, frozenset[str]]:
-    """The last timestamp of ``mutations`` that is no whole millisecond (or ``None``),
-    and the families they name."""
-    known = _FACTS.get(id(mutations))
-    if known is not None and known[0] is mutations:
-        return known[1], known[2]
-    bad = None
-    families = set()
-    for mutation in mutations:
-        if isinstance(mutation, (SetCell, AddToCell)) and mutation.timestamp % 1000:
-            bad = mutation.timestamp
-        family = getattr(mutation, "family", None)  # DeleteRow has none
-        if family is not None:
-            families.add(family)
-    found = frozenset(families)
-    if len(_FACTS) >= 16_384:
-        _FACTS.clear()
-    _FACTS[id(mutations)] = (mutations, bad, found)
-    return bad, found
 
 
 def _absent_families(backend: Any, target: _Target, table: str,
