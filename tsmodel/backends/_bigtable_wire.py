@@ -358,7 +358,10 @@ def entry_bytes(entry: RowMutation) -> tuple[bytes, int, int, bool]:
 #: The bytes of recently written tuples of mutations, by identity (each kept with
 #: its tuple, so that an identity is never another tuple's while it is here).
 _SHARED: dict[int, tuple[tuple[Mutation, ...], bytes, int, bool]] = {}
-_SHARED_MAX = 16_384
+#: About the entries of the batches a save has in flight (four of 1,000 by default):
+#: a current-value row finds its main row's bytes, and the cells of answered
+#: batches are not kept alive here for the garbage collector to walk.
+_SHARED_MAX = 4_096
 
 
 def _mutations_bytes(mutations: tuple[Mutation, ...]) -> tuple[bytes, int, bool]:
