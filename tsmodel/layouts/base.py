@@ -106,6 +106,10 @@ class Layout(abc.ABC):
     #: to the millisecond, a column per value field (the reader's common case,
     #: which the columnar decoder reads without the reader).
     plain_event_rows: ClassVar[bool] = False
+    #: Whether `render_writer` lays the cells out from the values' locals and the
+    #: event time alone, and raises nothing: the event's checks can then run
+    #: apart from laying out its cells (`tsmodel.layouts.render_write`).
+    writer_of_values: ClassVar[bool] = False
 
     # -- declaration ------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ __all__ = ["Cells", "cells"]
 class Cells(Layout):
     """A bucket row, a new cell version per event."""
 
+    writer_of_values = True
     name = "cells"
     columns_are_fields = True
 

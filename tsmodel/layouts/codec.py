@@ -31,7 +31,11 @@ from tsmodel.layouts.base import (
     stripped_shape,
 )
 from tsmodel.layouts.render_read import render_columns, render_raw_columns, render_rows
-from tsmodel.layouts.render_write import render_event_encoder, render_row_encoder
+from tsmodel.layouts.render_write import (
+    render_event_encoder,
+    render_event_parts,
+    render_row_encoder,
+)
 
 __all__ = ["TableCodec", "EncodedRow", "MAX_VALUE_BYTES", "SALT_FIELD"]
 
@@ -90,7 +94,7 @@ class TableCodec:
                  "_encoders", "_constants", "_joins_plainly", "_join", "_read",
                  "_time_check", "_like", "_required", "_defaulted", "witness", "_key_columns",
                  "_version_field", "_history", "_owns", "_rendered_records",
-                 "_rendered_decode", "_rendered_columns", "_encode", "_events",
+                 "_rendered_decode", "_rendered_columns", "_encode", "_events", "_parts",
                  "_stripped_read")
 
     def __init__(self, shape: TableShape, *, table: str, key: KeyLayout, layout: Layout,
@@ -138,6 +142,8 @@ class TableCodec:
         self._encode: Callable[[Any], EncodedRow] | None = None
         self._events: dict[tuple[TableCodec | None, Callable[..., Any]],
                            Callable[[Any], Any]] = {}
+        self._parts: dict[tuple[TableCodec | None, Callable[..., Any]],
+                          tuple[Callable[[Any], Any], Callable[[Any, Any], Any]] | None] = {}
 
     @property
     def model(self) -> str:
@@ -166,7 +172,8 @@ class TableCodec:
 
     def generated(self) -> list[Callable[..., Any]]:
         """The functions generated so far for this table's codec (their source: `rendered()`)."""
-        found = [self.encoder(), *self._events.values()]
+        found = [self.encoder(), *self._events.values(),
+                 *(f for parts in self._parts.values() if parts is not None for f in parts)]
         for slot in self.__slots__:  # the read side's, wherever they are kept
             value = getattr(self, slot, None)
             items = value.values() if isinstance(value, dict) else \
@@ -191,6 +198,16 @@ class TableCodec:
         if found is None:
             found = self._events[(current, make)] = render_event_encoder(self, current, make)
         return found
+
+    def event_parts(self, current: TableCodec | None, make: Callable[..., M]
+                    ) -> tuple[Callable[[Any], Any], Callable[[Any, Any], M]] | None:
+        """`event_encoder()` in two parts, ``check(entity)`` and ``lay_out(entity,
+        checked)`` (`tsmodel.layouts.render_write.render_event_parts`), or ``None``
+        where this table's rows cannot be laid out apart from their checks."""
+        key = (current, make)
+        if key not in self._parts:
+            self._parts[key] = render_event_parts(self, current, make)
+        return self._parts[key]
 
     def time_of(self, entity: Any) -> int:
         """The event time of ``entity`` in microseconds."""

@@ -29,6 +29,7 @@ __all__ = ["Columns", "columns"]
 class Columns(Layout):
     """A bucket row, a new column per event (the value in the qualifier)."""
 
+    writer_of_values = True
     name = "columns"
     cells_depend_on_values = True
 

@@ -35,7 +35,7 @@ from tsmodel.layouts._source import compile_function
 #: A `tsmodel.layouts.codec.TableCodec` (which imports this module).
 TableCodec = Any
 
-__all__ = ["render_row_encoder", "render_event_encoder"]
+__all__ = ["render_row_encoder", "render_event_encoder", "render_event_parts"]
 
 #: Types whose values always equal themselves (no NaN): no ``item == item`` test.
 _NEVER_NAN = frozenset({int, str, bytes, bool})
@@ -160,10 +160,18 @@ def _render_row(src: Fragment, codec: TableCodec, out: _Locals, prefix: str,
             built ``like`` (the main table's), shared where both lay cells
             out alike.
     """
-    key, cells = src.local(f"{prefix}key"), src.local(f"{prefix}cells")
+    key = src.local(f"{prefix}key")
     if like is not None and codec._like is not None:
         src.emit(f"{key} = {_render_join(src, codec, out.keys)}")
         return key, like
+    _render_time_check(src, codec, prefix)
+    cells = _render_cells(src, codec, out, prefix)
+    src.emit(f"{key} = {_render_join(src, codec, out.keys)}")
+    return key, cells
+
+
+def _render_time_check(src: Fragment, codec: TableCodec, prefix: str) -> None:
+    """The layout's check of the event time, if it has one."""
     if codec._time_check is not None:
         check = src.bind(codec._time_check, f"{prefix}time_check")
         problem = src.local("problem")
@@ -171,6 +179,11 @@ def _render_row(src: Fragment, codec: TableCodec, out: _Locals, prefix: str,
         src.emit(f"if {problem} is not None:")
         src.emit(f"raise {src.bind(_time_refused, 'time_refused')}({codec.model!r}, "
                  f"{codec.time_field!r}, entity, {problem})", 1)
+
+
+def _render_cells(src: Fragment, codec: TableCodec, out: _Locals, prefix: str) -> str:
+    """The lines laying the row's cells out; the local holding them."""
+    cells = src.local(f"{prefix}cells")
     laid_out = codec.layout.render_writer(codec.shape, src, out.values)
     if laid_out.isidentifier():
         cells = laid_out
@@ -190,8 +203,7 @@ def _render_row(src: Fragment, codec: TableCodec, out: _Locals, prefix: str,
         src.emit(f"if type(m) is {set_cell} and len(m.value) > {MAX_VALUE_BYTES}:", 1)
         src.emit(f"raise {src.bind(too_big, 'too_big')}({codec.model!r}, m.family, "
                  "m.qualifier, len(m.value))", 2)
-    src.emit(f"{key} = {_render_join(src, codec, out.keys)}")
-    return key, cells
+    return cells
 
 
 def _shared(src: Fragment, codec: TableCodec) -> _Locals:
@@ -253,6 +265,82 @@ def render_event_encoder(main: TableCodec, current: TableCodec | None,
     source = src.source(f"def {name}(entity):")
     return compile_function(source, name, src.namespace,
                             f"<tsmodel codec {_label(main)} encode_event>")
+
+
+def _checks_apart(codec: TableCodec) -> bool:
+    """Whether the rows of ``codec`` can be checked first and laid out later: every
+    check is of the key segments, values and event time, and the layout's cells
+    are made from the values alone (no serialized blob to size, no key or
+    version cells taken from the entity)."""
+    return (codec.layout.writer_of_values and codec.shape.serialization is None
+            and not codec._key_columns and codec._version_field is None)
+
+
+def render_event_parts(main: TableCodec, current: TableCodec | None,
+                       make_event: Callable[..., Any]) -> tuple[Callable[[Any], tuple[Any, ...]],
+                                                                Callable[[Any, Any], Any]] | None:
+    """The event encoder of `render_event_encoder()` in two parts: ``check(entity)``
+    and ``lay_out(entity, checked)``, or ``None`` where the rows cannot be laid
+    out apart from their checks (`_checks_apart()`).
+
+    ``check`` makes every check the whole encoder makes, raising the same
+    errors, and returns a plain tuple of the row keys, the event time and
+    the encoded values (bytes, ints, ``None``: a tuple the garbage collector
+    stops tracking); ``lay_out(entity, check(entity))`` returns what the
+    whole encoder returns, raising nothing. A save checks all of its events
+    first and lays each batch's cells out as the batch goes, so that it
+    keeps no cell objects of the batches still waiting.
+    """
+    if not _checks_apart(main) or (current is not None and not _checks_apart(current)):
+        return None
+    fields = len(getattr(make_event, "_fields", ()))
+    src = Fragment()
+    out = _shared(src, main)
+    _render_time_check(src, main, "")
+    key = src.local("key")
+    src.emit(f"{key} = {_render_join(src, main, out.keys)}")
+    kept = [key, "us", *out.values.values()]
+    if current is not None:
+        extra = [n for n, _, _ in current._encoders if n not in out.keys]
+        if extra:
+            _render_extra_keys(src, current, out, extra)
+        if current._like is None:
+            _render_time_check(src, current, "current_")
+        ckey = src.local("current_key")
+        src.emit(f"{ckey} = {_render_join(src, current, out.keys)}")
+        kept.append(ckey)
+    src.emit(f"return ({', '.join(kept)},)")
+    name = "check_event_" + _identifier(main.table)
+    check = compile_function(src.source(f"def {name}(entity):"), name, src.namespace,
+                             f"<tsmodel codec {_label(main)} check_event>")
+
+    src = Fragment()
+    for reserved in ("entity", "checked", "us", "m"):
+        src.local(reserved)
+    values = _Locals()
+    for v in main.values.values:
+        values.values[v.name] = src.local(f"v_{v.name}")
+    key = src.local("key")
+    names = [key, "us", *values.values.values()]
+    ckey = src.local("current_key")
+    if current is not None:
+        names.append(ckey)
+    src.emit(f"{', '.join(names)}, = checked")
+    cells = _render_cells(src, main, values, "")
+    if current is None:
+        rest = ["None", "None", "()", "()", "None"][:fields - 5]
+        event = src.build(make_event, "entity", repr(main.table), key, "us", cells, *rest)
+    else:
+        ccells = cells if current._like is not None else _render_cells(src, current, values,
+                                                                      "current_")
+        rest = ["()", "None"][:fields - 8]
+        event = src.build(make_event, "entity", repr(main.table), key, "us", cells,
+                          repr(current.table), ckey, ccells, *rest)
+    src.emit(f"return {event}")
+    name = "lay_out_event_" + _identifier(main.table)
+    lay_out = compile_function(src.source(f"def {name}(entity, checked):"), name,
+                               src.namespace, f"<tsmodel codec {_label(main)} lay_out_event>")
+    return check, lay_out
 
 
 def _render_extra_keys(src: Fragment, codec: TableCodec, out: _Locals, names: list[str]) -> None:

@@ -45,6 +45,7 @@ class Rows(Layout):
 
     exact_times: bool = False
 
+    writer_of_values = True
     name = "rows"
     bucketed = False
     read_versions = 1
