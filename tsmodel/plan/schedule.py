@@ -349,6 +349,7 @@ class SaveSchedule:
         One pass over the batch, kept for the batch waiting to start (asked at
         every `ready()` until it starts, and while no table's trust changed)."""
         if self._kinds[0] is not batch or self._kinds[1] != len(self.trusted):
+            self.plan.lay_out(batch)
             together = self.flow.companions_with_main
             reads = False
             trusted, events = self.trusted, self.plan.events
@@ -368,6 +369,7 @@ class SaveSchedule:
         return not any(b.alone for b in out.values()) and not self._kind(batch)[1]
 
     def _start(self, batch: range) -> None:
+        self.plan.lay_out(batch)
         events = self.plan.events
         size = sum(_size(events[i]) for i in batch)
         together, alone = self._kind(batch)
@@ -384,8 +386,9 @@ class SaveSchedule:
         except StopIteration:
             del self._out[batch.number]
             self._bytes -= batch.size
-            if self._source is not None:
-                self.plan.let_go(batch.rows)
+            # What results need is kept; the batch's cells go (the garbage collector
+            # would walk them again and again while the save goes on).
+            self.plan.let_go(batch.rows)
             if self.on_batch is not None:
                 self.on_batch(len(batch.rows))
             return

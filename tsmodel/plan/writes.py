@@ -14,7 +14,7 @@ into one `EntityResult` per entity (`tsmodel.plan.results`);
 """
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from tsmodel import errors
 from tsmodel.declare.spec import ModelSpec, instance_spec
@@ -31,7 +31,7 @@ from tsmodel.ground.base import (
     SetCell,
 )
 from tsmodel.layouts import EncodedRow
-from tsmodel.plan.events import EncodedEvent, encode, encode_all, encode_event
+from tsmodel.plan.events import Checked, EncodedEvent, check_all, encode, encode_event
 from tsmodel.plan.results import Outcomes, TableRole, TableWrite, WriteResult
 from tsmodel.plan.retention import retention_message, retention_problems
 from tsmodel.plan.rollups import Increments, RollupRefresh
@@ -54,6 +54,8 @@ class WritePlan:
         self.events = list(events)
         #: Per entity: its main outcome and each table's.
         self.outcomes = Outcomes(len(self.events))
+        #: The `Checked` events laid out by `lay_out()`, until `let_go()` puts them back.
+        self._checked: dict[int, Checked] = {}
         #: Per entity: alternate rows of the event it corrects, to delete.
         self._stale: dict[int, list[EncodedRow]] = {}
         #: Entities whose later version in the same batch is written instead.
@@ -69,6 +71,15 @@ class WritePlan:
         #: (the alternate's spec, the row key, the cells it deletes there).
         self._moved_alt: dict[int, list[tuple[ModelSpec, bytes, list[tuple[str, bytes, int]]]]] = {}
 
+    def lay_out(self, batch: range) -> None:
+        """Lay the cells of the batch's `Checked` events out (before planning its writes)."""
+        events = self.events
+        for i in batch:
+            ev: Any = events[i]  # `prepare_save()`'s `Checked` events until laid out here
+            if type(ev) is Checked:
+                self._checked[i] = ev
+                events[i] = ev.lay_out(ev.entity, ev.checked)
+
     def extend(self, events: Sequence[EncodedEvent]) -> None:
         """Plan more events after those planned (a streamed save's next batch)."""
         self.events.extend(events)
@@ -76,10 +87,14 @@ class WritePlan:
 
     def let_go(self, batch: range) -> None:
         """Drop the cells of a batch whose calls are answered: keep what results need."""
-        events = self.events
+        events, checked = self.events, self._checked
         for i in batch:
-            ev = events[i]
-            events[i] = EncodedEvent(ev.entity, ev.table, ev.key, ev.timestamp, ())
+            was = checked.pop(i, None)
+            if was is not None:  # back to what it was: no new object
+                events[i] = cast("EncodedEvent", was)
+            else:
+                ev = events[i]
+                events[i] = EncodedEvent(ev.entity, ev.table, ev.key, ev.timestamp, ())
         for i in batch:
             self._stale.pop(i, None)
             self._moved.pop(i, None)
@@ -447,11 +462,13 @@ def prepare_save(entities: Iterable[Any], accept_expired: bool) -> WritePlan:
         RetentionError: unless ``accept_expired``, events already older than
             a family's max age.
     """
-    events = encode_all(entities)
+    events = check_all(entities)
     if not accept_expired:
         problems = retention_problems(ev.entity for ev in events)
         if problems:
             raise errors.RetentionError(retention_message(problems), problems)
-    return WritePlan(events)
+    # Checked events are laid out batch by batch (`WritePlan.lay_out()`, called
+    # by the schedule before it plans a batch).
+    return WritePlan(cast("list[EncodedEvent]", events))
 
 
