@@ -4,7 +4,9 @@ tsmodel saves many entities of several model shapes through
 :class:`~tests.faults.proxy.FaultProxy`, which fails calls before and after
 forwarding them, refuses some entries without forwarding them, reports
 errors for entries the emulator applied, drops statuses, and breaks,
-re-splits and truncates read streams (the reads that precede corrections too).
+re-splits and truncates read streams (the reads that precede corrections too),
+and fails the current-value rows' conditional writes (``CheckAndMutateRow``)
+before or after forwarding them.
 Then every table is read back **directly** from the emulator with the
 official client (bypassing the proxy) and each entity's reported outcome is
 checked against what was saved (an oracle written here from the documented
@@ -53,6 +55,7 @@ from __future__ import annotations
 import os
 import random
 import struct
+import threading
 import uuid
 import warnings
 import zlib
@@ -63,13 +66,19 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
+import grpc
 import pytest
 from google.cloud.bigtable.data.exceptions import RetryExceptionGroup
 from google.rpc import code_pb2
 
 import tsmodel as ts
 from tests.budget import BUDGET
-from tests.faults.proxy import READ_FATAL_KINDS, FaultProxy, Faults
+from tests.faults.proxy import (
+    READ_FATAL_KINDS,
+    CheckAndMutateRowRequest,
+    FaultProxy,
+    Faults,
+)
 from tsmodel.backends import _bigtable_rpc as rpc_module
 from tsmodel.backends.base import MutationStatus
 from tsmodel.backends.bigtable import BigtableBackend
@@ -85,13 +94,14 @@ T0 = datetime(2021, 3, 7, tzinfo=UTC)
 MS = 1_000
 
 WRITE_FAULTS = Faults(write_before=0.05, write_after=0.04, write_midway=0.04,
-                      write_entries=0.25, delay=0.1)
+                      write_entries=0.25, check_before=0.05, check_after=0.05, delay=0.1)
 READ_FAULTS = Faults(read_before=0.08, read_cut=0.1, read_rst=0.05, read_split=0.1,
                      read_reset_row=0.05, read_fatal=0.04, read_truncated=0.04, read_scanned=0.08,
                      delay=0.1)
 #: Many faults, for a run whose retries run out (test_outcomes_are_true_when_retries_run_out).
 STORM_FAULTS = Faults(write_before=0.45, write_after=0.1, write_midway=0.15, write_entries=0.4,
-                      entry_rate=0.5, entry_refuse=0.1, read_before=0.3, read_cut=0.2,
+                      entry_rate=0.5, entry_refuse=0.1, check_before=0.3, check_after=0.1,
+                      read_before=0.3, read_cut=0.2,
                       read_fatal=0.05, delay=0.2)
 #: While saving: write faults, and read faults on the reads that precede corrections.
 SAVE_FAULTS = replace(WRITE_FAULTS, **{name: getattr(READ_FAULTS, name)
@@ -876,6 +886,175 @@ def test_a_family_check_that_keeps_failing_is_no_missing_family(
     missing = direct_conn.save_all(events[:1], raise_on_failure=False)
     assert "has no column family 'F'" in str(missing.results[0].error)
     direct_conn.drop_tables(shape.model)
+
+
+# -- the current-value row's conditional writes under faults -------------------------------
+
+
+class ConditionalFaults(FaultProxy):
+    """Fails the first attempt of each distinct CheckAndMutateRow request with ``code``,
+    ``when`` "before" forwarding it (nothing applied) or "after" (the emulator applied
+    it); every other call, and every retry, passes."""
+
+    def __init__(self, target: str, when: str, code: Any,
+                 between: Callable[[bytes], None] | None = None) -> None:
+        super().__init__(target)
+        self.when, self.code, self.between = when, code, between
+        self.faulted: set[bytes] = set()
+        self.first = threading.local()  # calls are served by several threads
+
+    def check_and_mutate_row(self, request: bytes, context: Any) -> Iterator[bytes]:
+        with self._lock:
+            self.first.now = request not in self.faulted
+            self.faulted.add(request)
+        try:
+            yield from super().check_and_mutate_row(request, context)
+        except Exception:
+            if self.between is not None:  # another writer, between the attempts
+                self.between(CheckAndMutateRowRequest.FromString(request).row_key)
+            raise
+
+    def _check_fault(self) -> tuple[str, Any]:
+        if self.first.now:
+            self._count(f"check.{self.when}.{self.code.name}")
+            return self.when, self.code
+        return "none", None
+
+
+def _conditional_model(suffix: str) -> type:
+    @ts.model(table=f"FK_{suffix}", family="M", current=f"FK_CUR_{suffix}")
+    class Metric:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        cpu: float = ts.value()
+        note: Optional[str] = ts.value(default=None)  # noqa: UP045 - the oracle's models
+
+    return Metric
+
+
+def _current_oracle(events: list[Any]) -> dict[bytes, dict[bytes, tuple[int, bytes]]]:
+    """Per host, the newest event's cells (a None note: no cell), as the docs say."""
+    newest: dict[str, Any] = {}
+    for e in events:
+        if e.host not in newest or e.time > newest[e.host].time:
+            newest[e.host] = e
+    return {host.encode(): {b"cpu": (micros(e.time), f64(e.cpu)),
+                            **({b"note": (micros(e.time), e.note.encode())} if e.note else {})}
+            for host, e in newest.items()}
+
+
+def _current_rows(direct_conn: ts.Connection, table: str
+                  ) -> dict[bytes, dict[bytes, tuple[int, bytes]]]:
+    """The newest cell of each column of each current row, read around the proxy."""
+    from tsmodel.backends.base import ReadFilter, ReadRequest
+
+    request = ReadRequest(table, filter=ReadFilter(cells_per_column=1))
+    return {row.key: {c.qualifier: (c.timestamp, c.value) for c in row.cells}
+            for row in direct_conn.backend.read_rows(request)}
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+@pytest.mark.parametrize("when, status", [
+    ("before", "UNAVAILABLE"), ("before", "DEADLINE_EXCEEDED"), ("before", "INTERNAL"),
+    ("after", "UNAVAILABLE"), ("after", "DEADLINE_EXCEEDED"), ("after", "INTERNAL")])
+def test_a_failed_check_and_mutate_is_retried_or_unknown_and_the_row_exact(
+        emulator: Any, direct_conn: ts.Connection, when: str, status: str, how: str) -> None:
+    """Issue 26: the current row's conditional write (CheckAndMutateRow) failing once,
+    before or after the emulator applied it: a retryable status is retried (every
+    entity WRITTEN), any other leaves the current row UNKNOWN, never FAILED; each
+    current row holds exactly one event's cells, and after the entities not WRITTEN
+    are saved again, exactly the newest event's (the oracle)."""
+    import asyncio
+
+    from tsmodel.backends.bigtable_async import AsyncBigtableBackend
+
+    Metric = _conditional_model(uuid.uuid4().hex[:8])
+    spec = ts.spec_of(Metric)
+    direct_conn.create_tables(Metric)
+    hosts = [f"h{i}" for i in range(8)]
+    # Newest first, without a note, for half the hosts (straight to the emulator)...
+    first = [Metric(host=h, time=T0 + timedelta(seconds=10), cpu=1.0) for h in hosts[:4]]
+    direct_conn.save_all(first)
+    # ...then, through the faults, a late older event with a note on every host
+    # (skipped where the row is newer), and an older one still on two of them.
+    late = [Metric(host=h, time=T0 + timedelta(seconds=5), cpu=0.5, note=f"late {h}")
+            for h in hosts]
+    later = [Metric(host=h, time=T0 + timedelta(seconds=3), cpu=0.3, note="older")
+             for h in hosts[4:6]]
+    code = getattr(grpc.StatusCode, status)
+    with ConditionalFaults(emulator.host_port, when, code) as proxy:
+        if how == "sync":
+            conn = ts.Connection(BigtableBackend(PROJECT, INSTANCE,
+                                                 emulator_host=proxy.host_port))
+            results = [*conn.save_all(late, raise_on_failure=False).results,
+                       *conn.save_all(later, raise_on_failure=False).results]
+            conn.close()
+        else:
+            async def main() -> list[ts.EntityResult]:
+                async with AsyncBigtableBackend(PROJECT, INSTANCE,
+                                                emulator_host=proxy.host_port) as ab:
+                    aconn = ts.AsyncConnection(ab)
+                    one = await aconn.save_all(late, raise_on_failure=False)
+                    two = await aconn.save_all(later, raise_on_failure=False)
+                    return [*one.results, *two.results]
+
+            results = asyncio.run(main())
+    faulted = [c for c in proxy.checks if c.fault == when]
+    assert len(faulted) == len(late) + len(later), "harness: every request faulted once"
+    retryable = status != "INTERNAL"
+    for r in results:
+        outcome = dict(r.tables)[spec.current_table]
+        if retryable:
+            assert r.status is ts.WriteStatus.WRITTEN, (r.entity, r.tables)
+        else:
+            assert outcome.status is UNKNOWN, (r.entity, r.tables)
+            assert r.status is ts.WriteStatus.PARTIAL, (r.entity, r.tables)
+    rows = _current_rows(direct_conn, spec.current_table)
+    if retryable:
+        assert rows == _current_oracle([*first, *late, *later])
+    else:  # never two events mixed: each row is exactly one event's cells
+        for key, row in rows.items():
+            event_cells = [_current_oracle([e])[key] for e in [*first, *late, *later]
+                           if e.host.encode() == key]
+            assert row in event_cells, (key, row)
+        unknown = [r.entity for r in results if r.status is not ts.WriteStatus.WRITTEN]
+        direct_conn.save_all(unknown)  # saved again, as the docs say of UNKNOWN
+        assert _current_rows(direct_conn, spec.current_table) \
+            == _current_oracle([*first, *late, *later])
+    assert list(Metric.using(direct_conn).current()) == sorted(
+        {e.host: e for e in sorted([*first, *late, *later], key=lambda e: e.time)}.values(),
+        key=lambda e: e.host)
+    direct_conn.drop_tables(Metric)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_newer_event_written_between_check_and_mutate_attempts_stays(
+        emulator: Any, direct_conn: ts.Connection, when: str) -> None:
+    """Issue 26: another writer saves a newer event (without a note) between a failed
+    attempt of an older event's conditional write (DEADLINE_EXCEEDED, before or after
+    the emulator applied it) and its retry: the retry must leave the newer event's
+    cells alone, the older note included."""
+    Metric = _conditional_model(uuid.uuid4().hex[:8])
+    spec = ts.spec_of(Metric)
+    direct_conn.create_tables(Metric)
+    older = [Metric(host=f"h{i}", time=T0 + timedelta(seconds=5), cpu=0.5, note="older")
+             for i in range(4)]
+    newer = {e.host: Metric(host=e.host, time=T0 + timedelta(seconds=9), cpu=0.9)
+             for e in older}
+
+    def write_newer(key: bytes) -> None:
+        direct_conn.save(newer[key.decode()])
+
+    with ConditionalFaults(emulator.host_port, when, grpc.StatusCode.DEADLINE_EXCEEDED,
+                           between=write_newer) as proxy:
+        conn = ts.Connection(BigtableBackend(PROJECT, INSTANCE, emulator_host=proxy.host_port))
+        result = conn.save_all(older, raise_on_failure=False)
+        conn.close()
+    assert [c.fault for c in proxy.checks].count(when) == len(older), "harness"
+    assert [r.status for r in result.results] == [ts.WriteStatus.WRITTEN] * len(older)
+    assert _current_rows(direct_conn, spec.current_table) \
+        == _current_oracle([*older, *newer.values()])
+    direct_conn.drop_tables(Metric)
 
 
 # -- reads under faults -----------------------------------------------------------------

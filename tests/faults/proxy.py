@@ -2,9 +2,9 @@
 
 :class:`FaultProxy` listens on a free loopback port and forwards every call
 to the emulator as raw bytes: admin calls and the data calls tsmodel does
-not make (``MutateRow``, ``CheckAndMutateRow``, ``ReadModifyWriteRow``,
-``SampleRowKeys``, ``PingAndWarm``...) pass through untouched. ``MutateRows``
-and ``ReadRows`` are parsed (with google-cloud-bigtable's generated
+not make (``MutateRow``, ``ReadModifyWriteRow``, ``SampleRowKeys``,
+``PingAndWarm``...) pass through untouched. ``MutateRows``, ``ReadRows``
+and ``CheckAndMutateRow`` are parsed (with google-cloud-bigtable's generated
 ``google.bigtable.v2`` protobufs) only to inject the faults of
 :class:`Faults`, drawn from a seeded random generator:
 
@@ -22,6 +22,10 @@ and ``ReadRows`` are parsed (with google-cloud-bigtable's generated
   ``reset_row``; report a key just past a row as scanned, then cut; end
   with a non-retryable error; end "successfully" inside a row (a broken
   server); answer bytes that do not parse.
+* **CheckAndMutateRow**: fail the call before forwarding (``UNAVAILABLE``,
+  ``DEADLINE_EXCEEDED``, ``INTERNAL``: nothing applied), or forward it and
+  then fail it (the same statuses: the emulator applied it). Every call is
+  logged (:attr:`FaultProxy.checks`).
 * Any call may be delayed by a few milliseconds.
 * **Flow control**: with :attr:`FaultProxy.rate_limit` set, every
   ``MutateRows`` response carries that ``RateLimitInfo`` (as Cloud Bigtable
@@ -54,10 +58,12 @@ import grpc
 from google.cloud.bigtable_v2.types import bigtable as bigtable_types
 from google.rpc import code_pb2
 
-__all__ = ["Faults", "FaultProxy", "NO_FAULTS", "READ_FATAL_KINDS", "WriteCall"]
+__all__ = ["CheckCall", "Faults", "FaultProxy", "NO_FAULTS", "READ_FATAL_KINDS", "WriteCall"]
 
 MutateRowsRequest: Any = bigtable_types.MutateRowsRequest.pb()
 MutateRowsResponse: Any = bigtable_types.MutateRowsResponse.pb()
+CheckAndMutateRowRequest: Any = bigtable_types.CheckAndMutateRowRequest.pb()
+CheckAndMutateRowResponse: Any = bigtable_types.CheckAndMutateRowResponse.pb()
 ReadRowsRequest: Any = bigtable_types.ReadRowsRequest.pb()
 ReadRowsResponse: Any = bigtable_types.ReadRowsResponse.pb()
 CellChunk: Any = ReadRowsResponse.CellChunk
@@ -65,6 +71,7 @@ CellChunk: Any = ReadRowsResponse.CellChunk
 _SERVICE = "/google.bigtable.v2.Bigtable/"
 _MUTATE_ROWS = _SERVICE + "MutateRows"
 _READ_ROWS = _SERVICE + "ReadRows"
+_CHECK_AND_MUTATE_ROW = _SERVICE + "CheckAndMutateRow"
 _UNLIMITED = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
 #: Headers gRPC sets by itself: not forwarded.
 _OWN_HEADERS = ("user-agent", "content-type", "te", "grpc-accept-encoding", "grpc-encoding")
@@ -72,6 +79,8 @@ _OWN_HEADERS = ("user-agent", "content-type", "te", "grpc-accept-encoding", "grp
 S = grpc.StatusCode
 #: Retryable call-level statuses after which nothing (before) or everything (after) applied.
 _TRANSIENT = (S.UNAVAILABLE, S.DEADLINE_EXCEEDED)
+#: Statuses of a failed CheckAndMutateRow call, before forwarding or after.
+_CHECK_ERRORS = (S.UNAVAILABLE, S.DEADLINE_EXCEEDED, S.INTERNAL)
 #: Statuses a server may report for an entry it applied (or may have).
 _APPLIED_ENTRY_ERRORS = (code_pb2.INTERNAL, code_pb2.UNAVAILABLE, code_pb2.DEADLINE_EXCEEDED,
                          code_pb2.ABORTED)
@@ -99,6 +108,8 @@ class Faults:
     entry_rate: float = 0.25  # ...this share of them
     entry_refuse: float = 0.3  # of a faulted entry: refused, not forwarded
     entry_drop: float = 0.2  # of a faulted entry: applied, no status (the rest: an error status)
+    check_before: float = 0.0  # CheckAndMutateRow: fail before forwarding
+    check_after: float = 0.0  # CheckAndMutateRow: forward, then fail (the emulator applied it)
     read_before: float = 0.0  # fail before forwarding (UNAVAILABLE)
     read_cut: float = 0.0  # cut after some responses (UNAVAILABLE / DEADLINE_EXCEEDED / ABORTED)
     read_rst: float = 0.0  # cut after some responses as a reset connection
@@ -124,6 +135,22 @@ class WriteCall:
     app_profile_id: str
     #: The rate limit its responses carried: (period in seconds, factor), or None.
     rate_limit: tuple[float, float] | None
+
+
+@dataclass(frozen=True)
+class CheckCall:
+    """One ``CheckAndMutateRow`` call as the proxy received it, and what became of it."""
+
+    table: str
+    key: bytes
+    #: The cell timestamps its mutations (when the predicate matches nothing) write.
+    timestamps: frozenset[int]
+    #: "before", "after" (a fault injected then) or "none".
+    fault: str
+    #: The status the client got (``None``: OK).
+    code: grpc.StatusCode | None
+    #: Whether the predicate matched (mutations skipped); ``None`` if not forwarded.
+    matched: bool | None
 
 
 class _Abort(Exception):
@@ -172,6 +199,8 @@ class FaultProxy:
         self.rate_limit: Any = None
         #: Every MutateRows call, in order of arrival.
         self.writes: list[WriteCall] = []
+        #: Every CheckAndMutateRow call, in order of arrival.
+        self.checks: list[CheckCall] = []
         #: Data calls by (method, app profile of the request, of the routing header).
         self.app_profiles: Counter[tuple[str, str, str]] = Counter()
         self._lock = threading.Lock()
@@ -374,6 +403,45 @@ class FaultProxy:
                         entry = entries[positions[status.index]]
                         self.applied[(table, entry.row_key)].update(_timestamps(entry))
 
+    # -- CheckAndMutateRow -----------------------------------------------------------
+
+    def check_and_mutate_row(self, request: bytes,
+                             context: grpc.ServicerContext) -> Iterator[bytes]:
+        self._maybe_delay()
+        pb = CheckAndMutateRowRequest.FromString(request)
+        table = pb.table_name.rsplit("/", 1)[-1]
+        stamps = frozenset(m.set_cell.timestamp_micros for m in pb.false_mutations
+                           if m.HasField("set_cell"))
+        with self._lock:
+            self.calls["CheckAndMutateRow"] += 1
+            self._profile("CheckAndMutateRow", pb.app_profile_id, context)
+            kind, code = self._check_fault()
+        if kind == "before":
+            with self._lock:
+                self.checks.append(CheckCall(table, pb.row_key, stamps, kind, code, None))
+            raise _Abort(code, "injected before forwarding: nothing was applied")
+        with self._lock:
+            self.forwarded[(table, pb.row_key)].update(stamps)
+        call = self._upstream.unary_unary(_CHECK_AND_MUTATE_ROW)
+        raw = call(request, timeout=context.time_remaining(), metadata=_metadata(context))
+        matched = CheckAndMutateRowResponse.FromString(raw).predicate_matched
+        with self._lock:
+            if not matched:
+                self.applied[(table, pb.row_key)].update(stamps)
+            self.checks.append(CheckCall(table, pb.row_key, stamps, kind, code, matched))
+        if kind == "after":
+            raise _Abort(code, "injected after forwarding: the emulator applied it")
+        yield raw
+
+    def _check_fault(self) -> tuple[str, grpc.StatusCode | None]:
+        """The fault of one CheckAndMutateRow call (held by the lock)."""
+        for kind in ("before", "after"):
+            if self._chance(getattr(self.faults, f"check_{kind}")):
+                code = self._pick(_CHECK_ERRORS)
+                self._count(f"check.{kind}.{code.name}")
+                return kind, code
+        return "none", None
+
     # -- ReadRows -------------------------------------------------------------------
 
     def read_rows(self, request: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
@@ -571,6 +639,9 @@ class _Handler(grpc.GenericRpcHandler):
             return grpc.unary_stream_rpc_method_handler(self._guard(self.proxy.mutate_rows))
         if method == _READ_ROWS:
             return grpc.unary_stream_rpc_method_handler(self._guard(self.proxy.read_rows))
+        if method == _CHECK_AND_MUTATE_ROW:
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary(self._guard(self.proxy.check_and_mutate_row)))
         proxy = self.proxy
 
         def forward(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
@@ -590,3 +661,11 @@ class _Handler(grpc.GenericRpcHandler):
                 context.abort(exc.code(), exc.details() or "")
         return run
 
+    @staticmethod
+    def _unary(handler: Any) -> Any:
+        """A unary-unary handler of a guarded handler's one response."""
+        def run(request: bytes, context: grpc.ServicerContext) -> bytes:
+            for response in handler(request, context):
+                return bytes(response)
+            return b""
+        return run
