@@ -31,7 +31,7 @@ import math
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -57,7 +57,7 @@ from tsmodel.plan.results import ReadStep, TableRole, TableWrite, WriteStep
 
 __all__ = ["Stats", "Window", "Accumulator", "RollupRefresh", "Increments", "ResamplePlan",
            "compile_resample", "windows", "rollup_row", "increment_row", "expired_slot",
-           "refresh_steps"]
+           "refresh_steps", "SETTLE_ROUNDS"]
 
 
 @attrs.frozen
@@ -353,6 +353,40 @@ class RollupRefresh:
             by_table.setdefault(slot[0], []).append(
                 (tuple(members), rollup_row(rollup, slot, events[slot])))
         return by_table, refused
+
+
+    def settle(self, written: Mapping[tuple[str, bytes], tuple[tuple[int, ...], RowMutation]],
+               answers: Sequence[Sequence[Row] | BaseException],
+               ) -> dict[str, list[tuple[tuple[int, ...], RowMutation]]]:
+        """The rows to write again, from the answers of `plan_reads()`' requests made
+        again once ``written`` (the rows applied, by rollup table and row key) were.
+
+        A row is written again as its bucket now gives it when that differs
+        from the row written: another writer saved or deleted an event of
+        the bucket between this refresh's read and its write, and may have
+        written its own row before this one. One whose read failed is
+        written again as it was, to be read again. None left: every row
+        written is its bucket's as read after it was written, so the row
+        a bucket keeps (the last written) holds every event of the writers
+        before it.
+        """
+        again, _ = self.rows(answers)
+        out: dict[str, list[tuple[tuple[int, ...], RowMutation]]] = {}
+        read = set()
+        for table, items in again.items():
+            for members, row in items:
+                read.add((table, row.key))
+                was = written.get((table, row.key))
+                if was is not None and was[1] != row:
+                    out.setdefault(table, []).append((members, row))
+        for (table, key), item in written.items():
+            if (table, key) not in read:
+                out.setdefault(table, []).append(item)
+        return out
+
+
+#: How many times a refresh reads its buckets again after writing them (`settle()`).
+SETTLE_ROUNDS = 8
 
 
 def expired_slot(rollup: RollupSpec, start: int, now_us: int) -> bool:
@@ -653,20 +687,46 @@ def windows(spec: ModelSpec, plan: ResamplePlan, items: Iterable[Any]) -> list[W
 
 def refresh_steps(refresh: RollupRefresh, record: Callable[[TableWrite, Sequence[
         MutationOutcome]], None]) -> Generator[ReadStep | WriteStep, Any, None]:
-    """Recompute rollup rows: read their buckets' events, then write them whole.
+    """Recompute rollup rows: read their buckets' events, write them whole, then read
+    the buckets again, writing again the rows a concurrent writer's events changed
+    (`RollupRefresh.settle()`), until none is left.
 
     The steps of a save's batch, a delete's and a repair's: ``record`` takes
-    each write's outcomes (a failed read FAILS its slots' rows: ``PARTIAL``).
+    each write's outcomes (a failed read FAILS its slots' rows: ``PARTIAL``;
+    a row still changing after `SETTLE_ROUNDS` reads is ``UNKNOWN``).
     """
-    reads = refresh.plan_reads()
-    answers = yield ReadStep(tuple(reads))
+    reads = tuple(refresh.plan_reads())
+    answers = yield ReadStep(reads)
     rows, refused = refresh.rows(answers)
     for table, members, outcome in refused:
         record(TableWrite(table, (), (members,), grouped=True, role=TableRole.ROLLUP),
                (outcome,))
-    writes = [TableWrite(table, tuple(r for _, r in items), tuple(m for m, _ in items),
-                         grouped=True, role=TableRole.ROLLUP) for table, items in rows.items()]
-    if writes:
+    for settling in range(SETTLE_ROUNDS + 1):
+        writes = [TableWrite(table, tuple(r for _, r in items), tuple(m for m, _ in items),
+                             grouped=True, role=TableRole.ROLLUP)
+                  for table, items in rows.items()]
+        if not writes:
+            return
+        if settling == SETTLE_ROUNDS:
+            error = errors.BackendError(
+                f"rollup rows still changed by concurrent writers after {settling} reads "
+                "of their buckets; ts.repair over their time recomputes them")
+            for write in writes:
+                record(write, [MutationOutcome(MutationStatus.UNKNOWN, error)] * len(write.rows))
+            return
         outcomes = yield WriteStep(tuple(writes))
+        written: dict[tuple[str, bytes], tuple[tuple[int, ...], RowMutation]] = {}
         for write, outcome in zip(writes, outcomes, strict=True):
-            record(write, outcome)
+            groups = cast("tuple[tuple[int, ...], ...]", write.members)
+            if settling == 0:
+                record(write, outcome)
+            else:  # their first write was recorded: only a failure changes that
+                failed = [i for i, o in enumerate(outcome) if not o.ok]
+                record(attrs.evolve(write, rows=tuple(write.rows[i] for i in failed),
+                                    members=tuple(groups[i] for i in failed)),
+                       [outcome[i] for i in failed])
+            written.update(((write.table, row.key), (m, row)) for row, m, o
+                           in zip(write.rows, groups, outcome, strict=True) if o.ok)
+        if not written:
+            return
+        rows = refresh.settle(written, (yield ReadStep(reads)))
