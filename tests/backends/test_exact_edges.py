@@ -198,6 +198,79 @@ def test_a_correction_emptying_an_alternate_column_leaves_no_version_past_the_li
     assert list(by_site) == main  # the alternate answers as the main table does
 
 
+# -- 8a: an all-optional ts.cells() event past the version limit of one column --------
+
+
+def _all_optional(conn: ts.Connection) -> type:
+    name = _name("OPT")
+
+    @ts.model(table=name, family="F", layout=ts.cells(), max_versions=2,
+              snapshot=ts.snapshot(name + "_{period:%Y%m%d}"))
+    class Gauge:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(bucket="hour")
+        a: int | None = ts.value("A", default=None)
+        b: str | None = ts.value("B", default=None)
+
+    conn.create_tables(Gauge)
+    return Gauge
+
+
+def _kept(events: list, limit: int) -> list:
+    """The oracle (docs/patterns.md): a column keeps the newest ``limit`` versions; a
+    column holding that many may have lost older ones, so an event older than the
+    oldest version such a column keeps may have lost its cell there and is left out
+    (no value is in every event: nothing else tells). Per bucket row."""
+    out = []
+    for bucket in {(e.host, e.time.replace(minute=0, second=0, microsecond=0))
+                   for e in events}:
+        group = [e for e in events
+                 if (e.host, e.time.replace(minute=0, second=0, microsecond=0)) == bucket]
+        cut = None
+        for name in ("a", "b", None):  # None: the empty marker of an event of no value
+            times = sorted((e.time for e in group if (
+                getattr(e, name) is not None if name else e.a is None and e.b is None)),
+                reverse=True)
+            if len(times) >= limit:
+                oldest = times[limit - 1]
+                cut = oldest if cut is None else max(cut, oldest)
+        out.extend(e for e in group if cut is None or e.time >= cut)
+    return sorted(out, key=lambda e: (e.host, e.time))
+
+
+def test_an_all_optional_event_past_one_columns_limit_is_never_half_filled(
+        conn: ts.Connection) -> None:
+    """Item 8a: with every value optional, the newest-versions cut of one column
+    dropped an event's cell there while its other cell was kept: the event came back
+    half-filled (its cut value None). Now it is left out, whatever the range read."""
+    Gauge = _all_optional(conn)
+    at = [T0 + timedelta(minutes=m) for m in range(8)]
+    events = [Gauge(host="h", time=at[0], a=1, b="x"),   # b cut, a cut
+              Gauge(host="h", time=at[1], a=2, b="y"),   # b cut, a kept
+              Gauge(host="h", time=at[2], b="z"),
+              Gauge(host="h", time=at[3], a=4),
+              Gauge(host="h", time=at[4], b="w"),
+              Gauge(host="g", time=at[0], a=7, b="p"),   # a bucket within the limit
+              Gauge(host="g", time=at[1], b="q")]
+    conn.save_all(events)
+    saved = {(e.host, e.time): e for e in events}
+    want = _kept(events, 2)
+    end = T0 + timedelta(hours=1)
+    for start, stop in ((T0, end), (at[1], end), (T0, at[2]), (at[1], at[3]),
+                        (at[3], end)):
+        got = list(Gauge.range(start, stop, allow_scan=True).using(conn))
+        for e in got:  # never half-filled: each event is one saved, whole
+            assert saved[(e.host, e.time)] == e, e
+        assert got == [e for e in want if start <= e.time < stop], (start, stop)
+        assert Gauge.range(start, stop, allow_scan=True).using(conn).count() == len(got)
+    assert Gauge.using(conn).latest(host="h", as_of=at[3]) == events[3]
+    with pytest.raises(ts.DoesNotExist):  # at[1] and at[0] are left out
+        Gauge.using(conn).latest(host="h", as_of=at[1])
+    report = ts.build_snapshot(Gauge, T0, connection=conn, progress=False)
+    assert report.events_written == len(want)
+    assert sorted(Gauge.snapshot(T0).using(conn), key=lambda e: (e.host, e.time)) == want
+
+
 # -- 3: the current-value row holds exactly the newest event's cells ---------------------
 
 

@@ -449,7 +449,9 @@ class Reference:
         collection has run": a column keeps its newest ``max_versions``
         versions, and "an event whose required value's cell went past the
         limit ... is left out, never returned half-filled". An event whose
-        every cell is kept is read whole. (:meth:`save` forgets the others at
+        every cell is kept is read whole. With every value optional (ts.cells()),
+        an event older than the oldest version a column keeps at the limit is
+        left out. (:meth:`save` forgets the others at
         once: they never come back.)
         """
         limit = self.shape.max_versions
@@ -458,8 +460,19 @@ class Reference:
             return events
         versions: dict[Any, list[int]] = defaultdict(list)
         for e in events:
-            for col in self._columns_of(e):
+            for col in self._columns_of(e) or [""]:  # "": the marker of an event of no value
                 versions[(e.entity, self.bucket_start(e.t), col)].append(e.t)
+        if self.shape.layout == "cells" and not self.shape.serialized and all(
+                v.optional for v in self.shape.values):
+            # No column holds every event: one older than the oldest version a
+            # column keeps at the limit may have lost its cell there, and nothing
+            # tells; it is left out (docs/patterns.md).
+            cut: dict[Any, int] = defaultdict(int)
+            for (entity, start, _), ts in versions.items():
+                if len(ts) >= limit:
+                    cut[(entity, start)] = max(cut[(entity, start)],
+                                               sorted(ts, reverse=True)[limit - 1])
+            return [e for e in events if e.t >= cut[(e.entity, self.bucket_start(e.t))]]
         kept = {k: set(sorted(ts, reverse=True)[:limit]) for k, ts in versions.items()}
         return [e for e in events if all(e.t in kept[(e.entity, self.bucket_start(e.t), col)]
                                          for col in self._columns_of(e))]

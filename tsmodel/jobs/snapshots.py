@@ -208,7 +208,10 @@ def _copy(spec: ModelSpec, target: ModelSpec, job: _Job, span: tuple[int, int], 
     while chunk := (yield Rows(scan, batch_size)):
         for row in chunk:
             rows += 1
-            pending.extend(period_events(target, spec.codec.decode(model, row)))
+            decoded = spec.codec.decode(model, row)
+            if spec.layout.version_cut(spec) is not None:  # read to the bucket's end
+                decoded = [e for e in decoded if spec.codec.time_of(e) < span[1]]
+            pending.extend(period_events(target, decoded))
             last_key = row.key
             if len(pending) >= batch_size:
                 events += yield from _write(target.table, pending, job, last_key)
@@ -254,8 +257,11 @@ def write_period(events: list[EncodedEvent]) -> JobSteps[WriteResult]:
 def _scan(spec: ModelSpec, span: tuple[int, int], after: bytes | None) -> ReadRequest:
     """The read of the main table's rows with cells in the period, after a resume key."""
     rows = RowSet(ranges=(RowRange(after + b"\x00"),)) if after else RowSet()
+    # A layout that leaves out events cut in part reads the rows' kept versions
+    # up to their end (`Layout.version_cut`); `_copy()` checks the period's end.
+    end = None if spec.layout.version_cut(spec) is not None else span[1]
     return ReadRequest(spec.table, rows, spec.events_filter(
-        timestamp_start=span[0], timestamp_end=span[1]))
+        timestamp_start=span[0], timestamp_end=end))
 
 
 def _write(table: str, rows: list[EncodedEvent], job: _Job, last_key: bytes) -> JobSteps[int]:

@@ -81,6 +81,10 @@ class TableShape(Protocol):
     def event_time_cells(self) -> bool:
         """Whether cell timestamps are event times (``False``: another program's times)."""
 
+    @property
+    def max_versions(self) -> int | None:
+        """The versions per column the table keeps (``None``: every one)."""
+
 
 class Layout(abc.ABC):
     """How the events of one model are laid out in the cells of a table.
@@ -217,6 +221,16 @@ class Layout(abc.ABC):
 
         A layout whose reader could take the column for an event says so here.
         """
+        return None
+
+    def version_cut(self, shape: TableShape) -> int | None:
+        """The version limit a read must see whole to leave out the events it may
+        have cut in part, or ``None`` (the default): where events keep a cell
+        version each in several columns and no column holds every event (every
+        value optional), an event older than the oldest version a column
+        keeps at the limit may have lost its cell there (`Cells`). A read
+        then fetches the row's kept versions up to its end (not to the
+        range's) and checks the range's end on the client."""
         return None
 
     def read_columns(self, shape: TableShape) -> frozenset[tuple[str, bytes]] | None:
@@ -426,6 +440,7 @@ class _StrippedShape:
     values: tuple[ValueSpec, ...]
     serialization: BoundSerialization | None
     event_time_cells: bool
+    max_versions: int | None
 
 
 def stripped_shape(shape: TableShape) -> TableShape:
@@ -443,7 +458,7 @@ def stripped_shape(shape: TableShape) -> TableShape:
     present = _Present()
     return _StrippedShape(shape.name, shape.family, shape.timestamp_field, shape.bucket,
                           tuple(attrs.evolve(v, codec=present) for v in shape.values), blob,
-                          shape.event_time_cells)
+                          shape.event_time_cells, shape.max_versions)
 
 
 def missing_value(shape: TableShape, name: str) -> errors.CellDecodingError:

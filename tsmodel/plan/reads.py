@@ -602,6 +602,11 @@ class _Compiler:
                 # What the max-age rule deletes is gone on every backend, collected or not.
                 ts_start = max(ts_start, self._horizon())
             ts_end = max(ceil_to(s.end_us, _MS), ts_start)
+            if layout.version_cut(spec) is not None:
+                # The reader sees the row's kept versions whole up to its end, to leave
+                # out the events the version limit may have cut in part; the client
+                # checks the range's end.
+                ts_end = None
             qualifiers = layout.qualifier_range(spec, s.start_us, s.end_us)
         filters: dict[str, Any] = dict(
             columns=columns,
@@ -633,8 +638,9 @@ class _Compiler:
         ts_name = self.spec.timestamp_field
         # The cell timestamp filter is exact when event times are whole milliseconds
         # and cells carry them.
-        need_time = s.mode == "range" and (self.spec.time_unit < _MS
-                                           or not self.spec.event_time_cells)
+        need_time = s.mode == "range" and (
+            self.spec.time_unit < _MS or not self.spec.event_time_cells
+            or self.codec.layout.version_cut(self.spec) is not None)
         if need_time:
             checks.append(f"{s.start_us} <= {ts_name} (us) < {s.end_us}")
         values = self.value_checks
