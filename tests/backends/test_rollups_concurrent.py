@@ -146,11 +146,28 @@ def test_two_writers_saving_into_the_same_buckets(backend: Backend) -> None:
         th.start()
     for th in threads:
         th.join(300)
-    assert not errors, errors
+    # Under heavy contention (a loaded CI machine switching the two threads at
+    # every step) a refresh may see its buckets change at each of its settle
+    # rounds: the save then says so, its rollup rows UNKNOWN, and nothing else.
+    # The documented recovery is a repair over their time.
+    ran_out = [exc for exc in errors if _settle_ran_out(exc)]
+    assert ran_out == errors, errors
+    if ran_out:
+        ts.repair(Metric, DAY0, DAY0 + timedelta(hours=2), connection=db)
     stored: dict[Any, Any] = {}
     remember(stored, events)
     check(Metric, db, stored, "two writers at once")
     db.drop_tables(Metric)
+
+
+def _settle_ran_out(exc: BaseException) -> bool:
+    """Whether ``exc`` is a save whose only problem is rollup rows left UNKNOWN."""
+    if not isinstance(exc, ts.SaveError):
+        return False
+    problems = [r for r in exc.result.results if r.status is not ts.WriteStatus.WRITTEN]
+    return bool(problems) and all(
+        r.status is ts.WriteStatus.PARTIAL and "concurrent writers" in str(r.error)
+        for r in problems)
 
 
 @pytest.mark.parametrize("other", ["sync", "async"])
