@@ -38,22 +38,33 @@ import asyncio
 import itertools
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from tsmodel import errors
-from tsmodel.ground.base import ReadRequest, Row
+from tsmodel.ground.base import Features, ReadRequest, Row
 from tsmodel.plan.cursors import CursorCodec, Position
 from tsmodel.plan.merge import ReadMerge
 from tsmodel.plan.reads import ReadPlan
-
-if TYPE_CHECKING:
-    from tsmodel.run.async_connection import AsyncConnection
-    from tsmodel.run.connection import Connection
 
 __all__ = ["stream", "astream", "Streamed", "AStreamed", "CHANNEL_ROWS", "PULL_ROWS",
            "RESUME_ATTEMPTS", "RESUME_DELAY"]
 
 M = TypeVar("M")
+
+
+class Reader(Protocol):
+    """What `stream()` reads from: a `tsmodel.Connection`."""
+
+    def read(self, request: ReadRequest) -> Iterator[Row]: ...
+
+
+class AsyncReader(Protocol):
+    """What `astream()` reads from: a `tsmodel.AsyncConnection`."""
+
+    @property
+    def features(self) -> Features: ...
+
+    def read(self, request: ReadRequest) -> AsyncIterator[Row]: ...
 
 #: Rows an async stream read ahead of the merge holds at most (per stream).
 CHANNEL_ROWS = 256
@@ -138,7 +149,7 @@ class _Resuming(Generic[M]):
 # -- sync ---------------------------------------------------------------------------
 
 
-def stream(plan: ReadPlan, conn: Connection, model: type[M], codec: CursorCodec | None = None,
+def stream(plan: ReadPlan, conn: Reader, model: type[M], codec: CursorCodec | None = None,
            start: Position | None = None, *, sink: str = "instances") -> Streamed[M]:
     """The instances of ``plan`` (or what else ``sink`` says: see
     `ReadMerge`), read on ``conn`` and merged as the plan says."""
@@ -154,7 +165,7 @@ class Streamed(Iterator[M]):
     cancels the reads still streaming.
     """
 
-    def __init__(self, plan: ReadPlan, conn: Connection, model: type[M],
+    def __init__(self, plan: ReadPlan, conn: Reader, model: type[M],
                  codec: CursorCodec | None = None, start: Position | None = None, *,
                  sink: str = "instances") -> None:
         self._run = _SyncRun(plan, model, codec, start, sink, conn)
@@ -187,7 +198,7 @@ class _SyncRun(_Resuming[M]):
     """The state of a `Streamed` and the generator that reads."""
 
     def __init__(self, plan: ReadPlan, model: type[M], codec: CursorCodec | None,
-                 start: Position | None, sink: str, conn: Connection) -> None:
+                 start: Position | None, sink: str, conn: Reader) -> None:
         super().__init__(plan, model, codec, start, sink)
         self._conn = conn
 
@@ -249,7 +260,7 @@ class _Pulled:
 # -- asyncio ------------------------------------------------------------------------
 
 
-def astream(plan: ReadPlan, conn: AsyncConnection, model: type[M],
+def astream(plan: ReadPlan, conn: AsyncReader, model: type[M],
             codec: CursorCodec | None = None, start: Position | None = None, *,
             sink: str = "instances") -> AStreamed[M]:
     """`stream()` on an event loop: a task per stream read at once."""
@@ -263,7 +274,7 @@ class AStreamed(AsyncIterator[M]):
     reads still streaming at once; else they end when it is collected.
     """
 
-    def __init__(self, plan: ReadPlan, conn: AsyncConnection, model: type[M],
+    def __init__(self, plan: ReadPlan, conn: AsyncReader, model: type[M],
                  codec: CursorCodec | None = None, start: Position | None = None, *,
                  sink: str = "instances") -> None:
         self._run = _AsyncRun(plan, model, codec, start, sink, conn)
@@ -289,7 +300,7 @@ class _AsyncRun(_Resuming[M]):
     """The state of an `AStreamed` and the generator that reads."""
 
     def __init__(self, plan: ReadPlan, model: type[M], codec: CursorCodec | None,
-                 start: Position | None, sink: str, conn: AsyncConnection) -> None:
+                 start: Position | None, sink: str, conn: AsyncReader) -> None:
         super().__init__(plan, model, codec, start, sink)
         self._conn = conn
 
@@ -339,7 +350,7 @@ class _APulled:
 
     __slots__ = ("_conn", "_request", "_rows", "_size")
 
-    def __init__(self, conn: AsyncConnection, request: ReadRequest | None) -> None:
+    def __init__(self, conn: AsyncReader, request: ReadRequest | None) -> None:
         self._conn, self._request = conn, request
         self._rows: AsyncIterator[Row] | None = None
         self._size = 1
@@ -373,7 +384,7 @@ class _Tasked:
 
     __slots__ = ("_rows", "_ended", "_error", "_ready", "_room", "_task")
 
-    def __init__(self, conn: AsyncConnection, request: ReadRequest | None) -> None:
+    def __init__(self, conn: AsyncReader, request: ReadRequest | None) -> None:
         self._rows: list[Row] = []
         self._ended = False
         self._error: BaseException | None = None
@@ -383,7 +394,7 @@ class _Tasked:
             self._produce(conn, request),
             name=f"tsmodel-read {request.table if request is not None else '(none)'}")
 
-    async def _produce(self, conn: AsyncConnection, request: ReadRequest | None) -> None:
+    async def _produce(self, conn: AsyncReader, request: ReadRequest | None) -> None:
         if request is None:  # nothing left to read (a resumed read)
             self._ended = True
             _wake(self._ready)

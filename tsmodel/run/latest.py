@@ -11,13 +11,11 @@ decodes with the table's codec.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Protocol, TypeVar
 
 from tsmodel.ground.base import ReadRequest, Row
 from tsmodel.plan.reads import LatestManyPlan, LatestResult, ReadPlan
-from tsmodel.run.async_connection import AsyncConnection
-from tsmodel.run.connection import Connection
 
 __all__ = ["run_latest_many", "arun_latest_many"]
 
@@ -26,7 +24,21 @@ _T = TypeVar("_T")
 _R = TypeVar("_R")
 
 
-def run_latest_many(plan: LatestManyPlan, conn: Connection, model: type[M],
+class Lookups(Protocol):
+    """What `run_latest_many()` reads with: a `tsmodel.Connection`."""
+
+    def read(self, request: ReadRequest) -> Iterator[Row]: ...
+
+    def each(self, call: Callable[[_T], _R], items: Sequence[_T], most: int) -> list[_R]: ...
+
+
+class AsyncLookups(Protocol):
+    """What `arun_latest_many()` reads with: a `tsmodel.AsyncConnection`."""
+
+    async def read_all(self, request: ReadRequest) -> list[Row]: ...
+
+
+def run_latest_many(plan: LatestManyPlan, conn: Lookups, model: type[M],
                     newest: Callable[[ReadPlan], M | None]) -> LatestResult[M]:
     """Run ``plan`` on a sync connection.
 
@@ -46,7 +58,7 @@ def run_latest_many(plan: LatestManyPlan, conn: Connection, model: type[M],
     return plan.result(model, rows=conn.each(read, plan.requests, plan.concurrency))
 
 
-async def arun_latest_many(plan: LatestManyPlan, conn: AsyncConnection, model: type[M],
+async def arun_latest_many(plan: LatestManyPlan, conn: AsyncLookups, model: type[M],
                            newest: Callable[[ReadPlan], Awaitable[M | None]],
                            ) -> LatestResult[M]:
     """Run ``plan`` on an event loop: `run_latest_many()`'s reads as tasks."""
