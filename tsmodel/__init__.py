@@ -26,7 +26,6 @@ from tsmodel.declare.fields import (
     value,
     version,
 )
-from tsmodel.declare.model import model
 from tsmodel.declare.options import ModelOptions
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.declare.tables import table_specs
@@ -71,10 +70,11 @@ from tsmodel.plan.cursors import Page
 from tsmodel.plan.reads import LatestManyPlan, LatestResult
 from tsmodel.plan.rollups import ResamplePlan, Stats, Window
 from tsmodel.plan.rowkeys import current_row_key, decode_row_key, encode_row_key, row_key
-from tsmodel.run.async_connection import AsyncConnection, connect_async
+from tsmodel.run.async_connection import AsyncConnection, AsyncQuerySet, connect_async
 from tsmodel.run.connection import (
     Connection,
     EntityResult,
+    QuerySet,
     WriteFlow,
     WriteResult,
     WriteStatus,
@@ -82,7 +82,8 @@ from tsmodel.run.connection import (
     get_default_connection,
     set_default_connection,
 )
-from tsmodel.run.query import AsyncQuerySet, Model, QuerySet, ReadPlan
+from tsmodel.run.model import Model, model
+from tsmodel.run.query import Query, ReadPlan
 from tsmodel.settings import Settings
 
 __version__ = "0.1.0.dev0"
@@ -107,8 +108,8 @@ __all__ = [
     "connect_async", "AsyncConnection", "AsyncQuerySet", "AsyncBackend", "repair_async",
     "build_snapshot_async",
     # queries
-    "QuerySet", "ReadPlan", "LatestResult", "LatestManyPlan", "Window", "Stats", "ResamplePlan",
-    "Page",
+    "Query", "QuerySet", "ReadPlan", "LatestResult", "LatestManyPlan", "Window", "Stats",
+    "ResamplePlan", "Page",
     # backends
     "Backend", "Reachable", "Features", "GcRule", "TableSpec",
     # errors

@@ -70,7 +70,7 @@ from tsmodel.layouts import rows
 if TYPE_CHECKING:
     from tsmodel.encoding.serialization import BoundSerialization
 
-__all__ = ["model", "provide_query_methods"]
+__all__ = ["model"]
 
 T = TypeVar("T", bound=type)
 
@@ -80,37 +80,16 @@ _RESERVED = frozenset({"range", "latest", "latest_many", "current", "snapshot", 
                        "rollup", "DoesNotExist"})
 
 
-#: The class whose query class methods (range, latest, latest_many, current, snapshot,
-#: using, rollup) ``@model`` gives every model: `tsmodel.Model`, registered by the
-#: query layer (`tsmodel.run.query`) when it is imported.
-_query_methods: type | None = None
-QUERY_METHODS = ("range", "latest", "latest_many", "current", "snapshot", "using", "rollup")
-
-
-def provide_query_methods(source: type) -> None:
-    """Give models declared from now on the query class methods of ``source``."""
-    global _query_methods
-    _query_methods = source
-
-
 @dataclass_transform(kw_only_default=True,
                      field_specifiers=(attrs.field, key, timestamp, value, version))
 def model(cls: None = None, /, **options: Unpack[ModelArguments]) -> Callable[[T], T]:
-    """Declare a model class: its table, row key, timestamp and value columns.
-
-    Fields are declared in the class body with `key()`, `timestamp()`
-    and `value()`; `constant()` and `salt()` add row key segments.
-    Key segments come in declaration order; the timestamp must be the last.
-
-    Args:
-        **options: the model's options, keyword arguments named, typed and
-            described (with their defaults) once, by `tsmodel.ModelOptions`;
-            ``table=`` and ``family=`` are required.
+    """The declaration half of `tsmodel.model`: the class checked, made an attrs
+    class, its frozen `ModelSpec` attached (the query class methods are the
+    run layer's, `tsmodel.run.model.model`).
 
     Raises:
-        DeclarationError: the declaration cannot work; the message says why
-            and how to fix it. ``@ts.model`` without arguments is refused: a
-            model needs at least ``@ts.model(table="...", family="...")``.
+        DeclarationError: the declaration cannot work, or ``@ts.model`` was
+            used without arguments.
     """
     if cls is not None:
         raise errors.DeclarationError(
@@ -173,10 +152,6 @@ def _build(cls: type, options: ModelOptions) -> type:
         "DoesNotExist", (errors.DoesNotExist,), {"__module__": cls.__module__,
                                                  "__qualname__": f"{cls.__qualname__}.DoesNotExist"}
     )
-    source = _query_methods
-    if source is not None and not issubclass(new_cls, source):
-        for method in QUERY_METHODS:
-            setattr(new_cls, method, classmethod(getattr(source, method).__func__))
     return new_cls
 
 

@@ -84,8 +84,7 @@ from tsmodel.plan.rollups import RollupRefresh, refresh_steps
 from tsmodel.plan.versions import erase, past_limit, timestamps_read, version_limit
 from tsmodel.plan.writes import WritePlan
 from tsmodel.run.async_connection import AsyncConnection
-from tsmodel.run.connection import Connection, get_default_connection
-from tsmodel.run.query import QuerySet
+from tsmodel.run.connection import Connection, QuerySet, get_default_connection
 
 __all__ = ["RepairReport", "RepairScope", "repair", "repair_async", "repair_steps",
            "replay_main", "replay_companions", "replay_current", "prune_alternate",

@@ -29,8 +29,7 @@ from tsmodel.ground.base import MutationOutcome, ReadRequest, Row
 from tsmodel.plan.calls import BackendCall, ListTables
 from tsmodel.plan.results import TableWrite, WriteResult
 from tsmodel.run.async_connection import AsyncConnection
-from tsmodel.run.connection import Connection
-from tsmodel.run.query import QuerySet
+from tsmodel.run.connection import Connection, QuerySet
 
 __all__ = ["Read", "Scan", "Rows", "Send", "Save", "First", "BackendCall", "Step",
            "JobSteps", "require_tables", "run_job", "run_job_async"]

@@ -20,10 +20,9 @@ Open one with `connect_async()`:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Generator, Iterable
-from datetime import datetime
-from operator import methodcaller
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tsmodel import errors
 from tsmodel._observe import RATE_LIMITS, RateLimitNote
@@ -39,11 +38,15 @@ from tsmodel.ground.base import (
     Row,
     TableSpec,
 )
+from tsmodel.io import pandas as _pandas
+from tsmodel.io import polars as _polars
+from tsmodel.io.arrow import DEFAULT_BATCH_ROWS, ArrowColumns
 from tsmodel.io.frames import DEFAULT_FRAME_ROWS, FrameSave
 from tsmodel.plan import schema
-from tsmodel.plan.cursors import secret_bytes
+from tsmodel.plan.cursors import Page, secret_bytes
 from tsmodel.plan.deletes import DeletePlan, StepSchedule
 from tsmodel.plan.pacing import WritePacer
+from tsmodel.plan.reads import LatestResult, QueryState
 from tsmodel.plan.results import TableWrite, WriteResult
 from tsmodel.plan.schedule import (
     DEFAULT_FLOW,
@@ -52,16 +55,21 @@ from tsmodel.plan.schedule import (
     check_write_options,
     schedule_save,
 )
-from tsmodel.run.connection import DEFAULT_BATCH_SIZE
+from tsmodel.run.fanout import AStreamed, Streamed, astream
 from tsmodel.run.frame_steps import frame_steps
+from tsmodel.run.latest import arun_latest_many
 from tsmodel.run.observe import Observer, Operation, kind_of_read, rate_changed
 from tsmodel.run.progress import Progress, WriteProgress, watch_delete, watch_save
+from tsmodel.run.query import Query, Read, changed_instance
 from tsmodel.settings import DEFAULT_SETTINGS, Settings
 
-__all__ = ["AsyncConnection", "connect_async"]
+__all__ = ["AsyncConnection", "AsyncQuerySet", "connect_async", "DEFAULT_BATCH_SIZE"]
 
 M = TypeVar("M")
 _R = TypeVar("_R")
+
+#: Entities per bulk write call, per table (of both kinds of connection).
+DEFAULT_BATCH_SIZE = 1000
 
 
 class AsyncConnection:
@@ -278,8 +286,7 @@ class AsyncConnection:
             DoesNotExist: no such event is stored (``Model.DoesNotExist``).
             SaveError: a write failed or its outcome is unknown.
         """
-        updated: M = await methodcaller("_update_event", fields)(self._queries(model))
-        return updated
+        return await AsyncQuerySet(model, connection=self._starting(model))._update_event(fields)
 
     async def _run(self, kind: str,
                    schedule_of: Callable[[], SaveSchedule | StepSchedule]) -> WriteResult:
@@ -384,17 +391,25 @@ class AsyncConnection:
         """The rows of one backend read, in a list."""
         return [row async for row in self.read(request)]
 
-    def range(self, model: type[M], start: Any, end: Any, **kwargs: Any) -> Any:
-        """``model.range(...)`` on this connection: an async QuerySet."""
-        return self._queries(model).range(start, end, **kwargs)
+    # -- queries: thin starters of an AsyncQuerySet on this connection ---------------
 
-    def current(self, model: type[M], **kwargs: Any) -> Any:
-        """``model.current(...)`` on this connection: an async QuerySet."""
-        return self._queries(model).current(**kwargs)
+    def range(self, model: type[M], start: datetime, end: datetime, *,
+              allow_scan: bool = False, **key_fields: Any) -> AsyncQuerySet[M]:
+        """``model.using(adb).range(...)``: an `AsyncQuerySet` on this connection."""
+        return AsyncQuerySet(model, connection=self._starting(model)).range(
+            start, end, allow_scan=allow_scan, **key_fields)
 
-    def snapshot(self, model: type[M], period: Any, **kwargs: Any) -> Any:
-        """``model.snapshot(...)`` on this connection: an async QuerySet."""
-        return self._queries(model).snapshot(period, **kwargs)
+    def current(self, model: type[M], *, allow_scan: bool = False,
+                **key_prefix: Any) -> AsyncQuerySet[M]:
+        """``model.using(adb).current(...)``: an `AsyncQuerySet` on this connection."""
+        return AsyncQuerySet(model, connection=self._starting(model)).current(
+            allow_scan=allow_scan, **key_prefix)
+
+    def snapshot(self, model: type[M], period: datetime,
+                 **key_prefix: Any) -> AsyncQuerySet[M]:
+        """``model.using(adb).snapshot(...)``: an `AsyncQuerySet` on this connection."""
+        return AsyncQuerySet(model, connection=self._starting(model)).snapshot(period,
+                                                                               **key_prefix)
 
     async def latest(self, model: type[M], *, as_of: datetime | None = None,
                      **key_fields: Any) -> M:
@@ -405,11 +420,12 @@ class AsyncConnection:
             QueryError: key fields are missing.
             DoesNotExist: the entity has no event (``Model.DoesNotExist``).
         """
-        found: M = await self._queries(model).latest(as_of=as_of, **key_fields)
-        return found
+        return await AsyncQuerySet(model, connection=self._starting(model)).latest(
+            as_of=as_of, **key_fields)
 
-    async def latest_many(self, model: type[M], keys: Iterable[Any], *,
-                          as_of: datetime | None = None) -> Any:
+    async def latest_many(self, model: type[M],
+                          keys: Iterable[Mapping[str, Any] | tuple[Any, ...]], *,
+                          as_of: datetime | None = None) -> LatestResult[M]:
         """The newest event of each of many entities (a `LatestResult`;
         see `tsmodel.QuerySet.latest_many()`).
 
@@ -417,12 +433,14 @@ class AsyncConnection:
             QueryError: a key names an unknown field or lacks one; nothing was read.
             ValidationError: a value does not fit its key field; nothing was read.
         """
-        return await self._queries(model).latest_many(keys, as_of=as_of)
+        return await AsyncQuerySet(model, connection=self._starting(model)).latest_many(
+            keys, as_of=as_of)
 
-    def _queries(self, model: type) -> Any:
-        """``model.using(self)``, called by name: this layer does not import the queries."""
-        class_spec(model)  # a clear error for an instance, or a class that is not a model
-        return methodcaller("using", self)(model)
+    def _starting(self, model: type) -> AsyncConnection:
+        """This connection, for a query of ``model``: a clear error for an instance of a
+        model, or a class that is not one."""
+        class_spec(model)
+        return self
 
 
 class _Connecting:
@@ -484,3 +502,202 @@ def connect_async(url: str | None = None, *,
     """
     check_write_options(batch_size, flow)
     return _Connecting(url, batch_size, flow, settings, secret_bytes(cursor_secret))
+
+
+# -- the asyncio query runner ----------------------------------------------------------
+
+
+class AsyncQuerySet(Query[M]):
+    """A `Query` run on an event loop, on an `AsyncConnection`.
+
+    ``Model.using(adb)`` and ``adb.range(Model, ...)`` return one. It refines
+    as any `Query` (each refinement returns a new AsyncQuerySet) and runs with
+    ``async for event in qs``, ``await qs.count()``, ``await qs.first()``,
+    ``await qs.exists()`` and ``await qs.latest(**key_fields)``: the
+    coroutine forms of `tsmodel.QuerySet`'s, its sibling; the plans are
+    the same `Query`'s. Reads of several salts or key ranges stream side by
+    side (on Cloud Bigtable) and are merged in order by the one merge;
+    instances come out as soon as they are certain.
+    """
+
+    _runs_async = True
+
+    def __init__(self, model: type[M], *, connection: AsyncConnection,
+                 state: QueryState | None = None) -> None:
+        super().__init__(model, state=state)
+        if not isinstance(connection, AsyncConnection):
+            raise TypeError(f"an AsyncQuerySet runs on an AsyncConnection, not "
+                            f"{type(connection).__name__}: bind a blocking one with "
+                            f"Model.using(db)")
+        self._connection = connection
+
+    def _bound_features(self) -> Features:
+        return self._connection.features
+
+    def using(self, connection: AsyncConnection) -> AsyncQuerySet[M]:
+        """Run on another `AsyncConnection` (for a blocking one: ``Model.using(db)``)."""
+        return AsyncQuerySet(self.model, connection=connection, state=self._state)
+
+    def rollup(self, every: str | timedelta) -> AsyncQuerySet[Any]:
+        """Queries of the model's rollup table of bucket size ``every``; see
+        `tsmodel.QuerySet.rollup()`."""
+        return AsyncQuerySet(self._rollup_of(every), connection=self._connection)
+
+    def __aiter__(self) -> AsyncIterator[M]:
+        return self.aiterator()
+
+    def aiterator(self) -> AStreamed[M]:
+        """The matching instances, with ``async for``; nothing is cached.
+
+        Stopping early cancels the reads still streaming: at once with
+        ``aclose()`` (``contextlib.aclosing``), else when the iterator is
+        collected. Its ``cursor`` and its resume after a broken read are
+        those of `QuerySet.iterator()`.
+        """
+        return self._astream()
+
+    if not TYPE_CHECKING:  # refused at run time; to type checkers, no such methods
+        def __iter__(self) -> Iterator[M]:
+            raise TypeError(f"{self!r} runs on an AsyncConnection: iterate it with "
+                            "`async for`")
+
+        def iterator(self) -> Streamed[M]:
+            raise TypeError(f"{self!r} runs on an AsyncConnection: use `async for` or "
+                            "aiterator()")
+
+        def __bool__(self) -> bool:
+            raise TypeError(f"{self!r} runs on an AsyncConnection: use `await qs.exists()`")
+
+        def _conn(self) -> None:
+            raise TypeError(f"{self!r} runs on an AsyncConnection: use `async for` and "
+                            "`await qs.first()` / `count()` / `exists()` / `latest()`")
+
+    def _astream(self, more: int | None = None, sink: str = "instances") -> AStreamed[M]:
+        conn = self._connection
+        return self._aopen(self._read(conn.features, conn.cursor_secret, more, sink))
+
+    def _aopen(self, read: Read) -> AStreamed[M]:
+        """Start streaming ``read`` on this query's connection."""
+        return astream(read.plan, self._connection, self.model, read.codec, read.start,
+                       sink=read.sink)
+
+    async def page(self, size: int, after: str | None = None) -> Page[M]:
+        """One page of the query and the next page's token; see `QuerySet.page()`."""
+        conn = self._connection
+        items = self._aopen(self._paged(size, after, conn.features, conn.cursor_secret))
+        try:
+            found = []
+            async for item in items:
+                found.append(item)
+                if len(found) == size:
+                    break
+            token = items.cursor
+            more = await _afirst(items) is not None
+        finally:
+            await items.aclose()
+        return Page(found, token if more else None)
+
+    async def count(self) -> int:
+        """How many events match; see `QuerySet.count()`."""
+        conn = self._connection
+        n = 0
+        async for _ in self._aopen(self._counting(conn.features, conn.cursor_secret)):
+            n += 1
+        return n
+
+    async def exists(self) -> bool:
+        """Whether any event matches (reads at most one)."""
+        return (await self.first()) is not None
+
+    async def first(self) -> M | None:
+        """The first matching instance (after the cursor, if any), or ``None``."""
+        return await _afirst(self._astream(1))
+
+    async def latest(self, *, as_of: datetime | None = None, **key_fields: Any) -> M:
+        """The newest event of one entity (at or before ``as_of``); see `QuerySet.latest()`.
+
+        Raises:
+            QueryError: key fields are missing.
+            ValidationError: ``as_of`` is naive.
+            DoesNotExist: the entity has no event (``Model.DoesNotExist``).
+        """
+        return self._found(await self._latest_query(key_fields, as_of).first(), key_fields)
+
+    async def latest_many(self, keys: Iterable[Mapping[str, Any] | tuple[Any, ...]], *,
+                          as_of: datetime | None = None) -> LatestResult[M]:
+        """The newest event of each of many entities (at or before ``as_of``); see
+        `QuerySet.latest_many()`.
+
+        The reads go out as tasks, at most 8 at once.
+        """
+        conn = self._connection
+        plan = self._latest_many_plan(keys, conn.features, as_of)
+        return await arun_latest_many(plan, conn, self.model,
+                                      lambda entity: _afirst(astream(entity, conn, self.model)))
+
+    # -- changes --------------------------------------------------------------------
+
+    async def delete(self, *, allow_scan: bool = False,
+                     raise_on_failure: bool = True) -> WriteResult:
+        """Delete every event the query selects; see `QuerySet.delete()`."""
+        events = [e async for e in self._to_change("delete", allow_scan)]
+        return await self._connection.delete_all(events, raise_on_failure=raise_on_failure)
+
+    async def update(self, *, allow_scan: bool = False, raise_on_failure: bool = True,
+                     **changes: Any) -> WriteResult:
+        """Set value fields of every event the query selects; see `QuerySet.update()`."""
+        self._check_changes(changes)
+        changing = self._to_change("update", allow_scan)
+        events = [changed_instance(e, changes) async for e in changing]
+        return await self._connection.save_all(events, raise_on_failure=raise_on_failure)
+
+    async def _update_event(self, fields: dict[str, Any]) -> M:
+        """`AsyncConnection.update()`: change one stored event."""
+        query, changes = self._event_query(fields)
+        updated = self._changed_event(await query.first(), fields, changes)
+        await self._connection.save(updated)
+        return updated
+
+    # -- columnar results -----------------------------------------------------------
+
+    def to_arrow_batches(self, rows: int = DEFAULT_BATCH_ROWS) -> AsyncIterator[Any]:
+        """The matching events as record batches, with ``async for``; see
+        `QuerySet.to_arrow_batches()`."""
+        return self._acolumn_batches(self._columns("to_arrow_batches()"), rows)
+
+    async def to_arrow(self) -> Any:
+        """The matching events as a ``pyarrow.Table``; see `QuerySet.to_arrow()`."""
+        return await self._aarrow_table("to_arrow()")
+
+    async def to_pandas(self) -> Any:
+        """The matching events as a ``pandas.DataFrame``; see `QuerySet.to_pandas()`."""
+        _pandas.require_all("to_pandas()")
+        return _pandas.frame_of(await self._aarrow_table("to_pandas()"))
+
+    async def to_polars(self) -> Any:
+        """The matching events as a ``polars.DataFrame``; see `QuerySet.to_polars()`."""
+        _polars.require_all("to_polars()")
+        return _polars.frame_of(await self._aarrow_table("to_polars()"))
+
+    async def _aarrow_table(self, what: str) -> Any:
+        columns = self._columns(what)
+        return columns.table([b async for b in self._acolumn_batches(columns,
+                                                                     DEFAULT_BATCH_ROWS)])
+
+    def _acolumn_batches(self, columns: ArrowColumns, rows: int) -> AsyncIterator[Any]:
+        """`QuerySet._column_batches()`, read asynchronously."""
+        conn = self._connection
+        read = self._column_read(conn.features, conn.cursor_secret)
+        if read.sink == "rows":
+            return columns.arow_batches(read.plan.codec, self._aopen(read), read.plan.only, rows)
+        return columns.abatches(self._aopen(read), rows)  # type: ignore[arg-type]
+
+
+async def _afirst(items: AStreamed[M]) -> M | None:
+    """The first of ``items``, or ``None``; the reads end now, not when collected."""
+    try:
+        async for item in items:
+            return item
+        return None
+    finally:
+        await items.aclose()

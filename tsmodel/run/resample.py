@@ -20,7 +20,6 @@ from tsmodel.io import polars as _polars
 from tsmodel.io import require
 from tsmodel.io.arrow import window_table
 from tsmodel.plan.rollups import ResamplePlan, Window, Windows, compile_resample
-from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.fanout import astream, stream
 
 __all__ = ["Resample", "every_of"]
@@ -47,7 +46,8 @@ class Resample:
     """
 
     def __init__(self, query: Any, every: int, fields: str | Sequence[str] | None) -> None:
-        #: The range query (a `QuerySet`; not imported: it imports this).
+        #: The range query (a `QuerySet` or an `AsyncQuerySet`; not imported: they
+        #: import this).
         self.query = query
         self.every = every
         #: The fields asked for: a string is one field's name, as in ``ts.rollup()``.
@@ -58,8 +58,8 @@ class Resample:
     def explain(self, features: Features | None = None) -> ResamplePlan:
         """The plan: its source (``plan.source``: ``"rollup"`` or ``"raw"``) and read."""
         q = self.query
-        if features is None and q._connection is not None:
-            features = q._connection.features
+        if features is None:
+            features = q._bound_features()
         return compile_resample(q._spec, q._state, self.every, self.fields, features)
 
     def _model(self, plan: ResamplePlan) -> type:
@@ -88,7 +88,7 @@ class Resample:
     async def aall(self) -> list[Window]:
         """`all()` on an `AsyncConnection`."""
         conn = self.query._connection
-        if not isinstance(conn, AsyncConnection):
+        if not self.query._runs_async:
             raise TypeError(f"{self.query!r} does not run on an AsyncConnection: iterate the "
                             "resample with `for`, or bind the query with Model.using(adb)")
         plan = self.explain(conn.features)
@@ -138,7 +138,7 @@ class Resample:
         return self._columnar("to_polars()", _polars.frame_of)
 
     def _columnar(self, what: str, convert: Callable[[Any], Any]) -> Any:
-        if isinstance(self.query._connection, AsyncConnection):
+        if self.query._runs_async:
             return self._acolumnar(what, convert)
         return convert(self._table(self.all(), what))
 

@@ -41,8 +41,7 @@ from tsmodel.plan.merge import check_guard
 from tsmodel.plan.reads import QueryState, ReadPlan, compile_query
 from tsmodel.plan.results import WriteStatus
 from tsmodel.plan.writes import prepare_save
-from tsmodel.run.connection import Connection, connect
-from tsmodel.run.query import QuerySet
+from tsmodel.run.connection import Connection, QuerySet, connect
 
 __all__ = ["ReadModel", "ReadEvents", "ReadParts", "ModelRead", "TableRead", "WriteModel",
            "DeadLetter", "Entities", "SnapshotRows", "Companions", "DEAD_LETTERS", "NAMESPACE",

@@ -61,8 +61,7 @@ from tsmodel.jobs.steps import require_tables, run_job
 from tsmodel.plan.events import EncodedEvent, encode_event
 from tsmodel.plan.reads import time_span
 from tsmodel.plan.rollups import expired_slot, rollup_row
-from tsmodel.run.connection import connect
-from tsmodel.run.query import QuerySet
+from tsmodel.run.connection import QuerySet, connect
 
 __all__ = ["BeamReport", "Verification", "SameFields", "snapshot", "repair", "backfill", "migrate",
            "rebuild_rollups", "pipeline_options"]
