@@ -1,5 +1,5 @@
 """How users declare models, as a type checker sees it (checked by mypy in
-tests/unit/test_model_options.py; never imported).
+tests/unit/test_user_types.py; never imported).
 
 A line that ends in ``# error: CODE`` must get that mypy error, and no other
 line may get one.

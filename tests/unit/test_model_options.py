@@ -9,13 +9,8 @@ with a message that names the fix.
 
 from __future__ import annotations
 
-import importlib.util
-import re
-import subprocess
-import sys
 import typing
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import attrs
 import pytest
@@ -146,28 +141,3 @@ def test_the_bare_decorator_is_refused_naming_the_class_and_the_fix() -> None:
     message = str(info.value)
     assert message.startswith("Reading: "), message
     assert '@ts.model(table="TABLE", family="FAMILY")' in message
-
-
-# -- what a type checker sees ----------------------------------------------------------------
-
-USER_FILE = Path(__file__).resolve().parents[1] / "typing" / "model_options.py"
-
-
-@pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is not installed")
-def test_mypy_accepts_good_declarations_and_refuses_the_marked_lines() -> None:
-    expected: dict[int, set[str]] = {}
-    for number, line in enumerate(USER_FILE.read_text(encoding="utf-8").splitlines(), 1):
-        found = re.search(r"# error: ([\w-]+)$", line)
-        if found:
-            expected[number] = {found.group(1)}
-    assert expected, "the user file marks no line"
-    run = subprocess.run(
-        [sys.executable, "-m", "mypy", "--no-error-summary",
-         "--hide-error-context", str(USER_FILE)],
-        capture_output=True, text=True, cwd=USER_FILE.parents[2], check=False)
-    got: dict[int, set[str]] = {}
-    for line in run.stdout.splitlines():
-        found = re.match(r".*?:(\d+): error: .*\[([\w-]+)\]$", line)
-        if found:
-            got.setdefault(int(found.group(1)), set()).add(found.group(2))
-    assert got == expected, run.stdout + run.stderr
