@@ -73,8 +73,10 @@ class Segment:
 
     #: The field this segment encodes, or ``None`` for constants and salts.
     field: str | None = None
-    #: Exact width in bytes, or ``None`` for variable width.
-    width: int | None = None
+    @property
+    def width(self) -> int | None:
+        """Exact width in bytes, or ``None`` for variable width."""
+        return None
 
     @property
     def max_width(self) -> int:
@@ -119,7 +121,7 @@ class ConstantSegment(Segment):
     text: str
 
     @property
-    def width(self) -> int:  # type: ignore[override]
+    def width(self) -> int:
         return len(self.text.encode("utf-8"))
 
     def encode(self, value: Any = None) -> bytes:
@@ -300,7 +302,7 @@ class TimestampSegment(Segment):
     encoding: TimestampEncoding
 
     @property
-    def width(self) -> int:  # type: ignore[override]
+    def width(self) -> int:
         return self.encoding.width
 
     def encode(self, value: int) -> bytes:
@@ -352,7 +354,7 @@ class BucketSegment(Segment):
     bucket: Bucket
 
     @property
-    def width(self) -> int | None:  # type: ignore[override]
+    def width(self) -> int | None:
         return self.bucket.width
 
     @property
@@ -414,7 +416,7 @@ class SaltSegment(Segment):
     name: str = "salt"
 
     @property
-    def width(self) -> int:  # type: ignore[override]
+    def width(self) -> int:
         return len(str(self.first + self.buckets - 1))
 
     @property

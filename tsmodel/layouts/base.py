@@ -106,10 +106,14 @@ class Layout(abc.ABC):
     #: Whether an event's time is read from its cell timestamp (else from the
     #: row key or the qualifier): such a layout needs event-time cells.
     reads_time_from_cells: ClassVar[bool] = True
-    #: Whether a row holds one event whose cells all carry the key's time floored
-    #: to the millisecond, a column per value field (the reader's common case,
-    #: which the columnar decoder reads without the reader).
-    plain_event_rows: ClassVar[bool] = False
+
+    @property
+    def plain_event_rows(self) -> bool:
+        """Whether a row holds one event whose cells all carry the key's time floored
+        to the millisecond, a column per value field (the reader's common case,
+        which the columnar decoder reads without the reader)."""
+        return False
+
     #: Whether `render_writer` lays the cells out from the values' locals and the
     #: event time alone, and raises nothing: the event's checks can then run
     #: apart from laying out its cells (`tsmodel.layouts.render_write`).

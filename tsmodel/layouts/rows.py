@@ -53,7 +53,7 @@ class Rows(Layout):
     columns_are_fields = True
 
     @property
-    def plain_event_rows(self) -> bool:  # type: ignore[override]
+    def plain_event_rows(self) -> bool:
         return not self.exact_times
 
     def check(self, shape: TableShape) -> str | None:
