@@ -63,7 +63,15 @@ from tsmodel.ground.base import (
 )
 from tsmodel.plan.events import EncodedEvent, encode, encode_event
 from tsmodel.plan.reads import QueryState, compile_query, time_span
-from tsmodel.plan.results import Outcomes, ReadStep, TableRole, TableWrite, WriteResult, WriteStep
+from tsmodel.plan.results import (
+    Outcomes,
+    ReadStep,
+    TableRole,
+    TableWrite,
+    WriteResult,
+    WriteStep,
+    send_writes,
+)
 from tsmodel.plan.rollups import RollupRefresh, refresh_steps
 from tsmodel.plan.versions import erase, past_limit, timestamps_read, version_limit
 
@@ -538,20 +546,12 @@ def delete_steps(plan: DeletePlan, batch_size: int,
         stamps = plan.alternate_stamp_reads(batch)
         if stamps:  # the stored events' alternate rows are not the given ones
             plan.absorb_stamps(stamps, (yield ReadStep(tuple(stamps))))
-        main = plan.main_writes(batch)
-        if main:
-            outcomes = yield WriteStep(tuple(main))
-            for write, outcome in zip(main, outcomes, strict=True):
-                plan.record(write, outcome)
+        yield from send_writes(plan.main_writes(batch), plan.record)
         newest = plan.newest_reads(batch)
         if newest:
             answers = yield ReadStep(tuple(request for _, request in newest))
             plan.absorb_newest(batch, newest, answers)
-        companions = plan.companion_writes(batch)
-        if companions:
-            outcomes = yield WriteStep(tuple(companions))
-            for write, outcome in zip(companions, outcomes, strict=True):
-                plan.record(write, outcome)
+        yield from send_writes(plan.companion_writes(batch), plan.record)
         refresh = plan.rollup_refresh(batch)
         if refresh:
             yield from refresh_steps(refresh, plan.record)

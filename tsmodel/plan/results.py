@@ -8,7 +8,7 @@ per entity (`WriteResult`).
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any, NamedTuple, cast
 
 import attrs
@@ -21,7 +21,7 @@ from tsmodel.ground.base import (
     RowMutation,
 )
 
-__all__ = ["TableRole", "TableWrite", "TableOutcome", "Outcomes", "WriteStatus",
+__all__ = ["send_writes", "TableRole", "TableWrite", "TableOutcome", "Outcomes", "WriteStatus",
            "EntityResult", "WriteResult", "ReadStep", "WriteStep", "entity_status"]
 
 
@@ -299,4 +299,15 @@ class WriteStep:
     @property
     def calls(self) -> tuple[TableWrite, ...]:
         return self.writes
+
+
+def send_writes(writes: Sequence[TableWrite],
+                record: Callable[[TableWrite, Any], None]) -> Generator[WriteStep, Any, Any]:
+    """One `WriteStep` of ``writes`` (none if empty), each outcome recorded; returns them."""
+    if not writes:
+        return ()
+    outcomes = yield WriteStep(tuple(writes))
+    for write, outcome in zip(writes, outcomes, strict=True):
+        record(write, outcome)
+    return outcomes
 

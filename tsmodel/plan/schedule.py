@@ -26,7 +26,7 @@ from tsmodel.ground.base import (
     SetCell,
 )
 from tsmodel.plan.events import EncodedEvent, encode_all
-from tsmodel.plan.results import ReadStep, TableWrite, WriteResult, WriteStep
+from tsmodel.plan.results import ReadStep, TableWrite, WriteResult, WriteStep, send_writes
 from tsmodel.plan.retention import retention_message, retention_problems
 from tsmodel.plan.rollups import refresh_steps
 from tsmodel.plan.writes import WritePlan, prepare_save
@@ -452,11 +452,7 @@ def _batch_steps(plan: WritePlan, batch: range, together: bool,
     if not together:
         # The companions are planned once the main outcomes are recorded:
         # an entity the main table refused gets none.
-        companions = plan.companion_writes(batch)
-        if companions:
-            outcomes = yield WriteStep(tuple(companions))
-            for write, outcome in zip(companions, outcomes, strict=True):
-                plan.record(write, outcome)
+        yield from send_writes(plan.companion_writes(batch), plan.record)
     refresh = plan.rollup_refresh(batch)
     if refresh:
         yield from refresh_steps(refresh, plan.record)
