@@ -1,9 +1,11 @@
 """What the ``tsmodel`` commands share: subparsers, input values, connections, output.
 
 Every command module builds its subparser with `command()` (or
-`group()` for a command with actions), parses text with
-`parse_time()`, `pairs()` and `typed()`, opens the backend with
-`connect()` and prints with `print_json()` or a table. Bad input raises
+`group()` for a command with actions) and the arguments several commands
+take with the ``add_*`` functions, parses text with `parse_time()`,
+`pairs()`, `typed()` and `key_prefix()`, opens the backend with
+`connect()` (`open_store()` for ``--url`` and ``--app-profile``) and prints
+with `print_json()` or a table. Bad input raises
 `CliError`, which ``main`` prints as one line.
 """
 
@@ -28,8 +30,10 @@ from tsmodel.errors import key_error
 
 __all__ = [
     "CliError", "Run", "URL_HELP", "print_error", "command", "group", "wrap", "add_target",
-    "add_json", "add_url", "add_app_profile", "APP_PROFILE_HELP", "parse_time", "pairs",
-    "typed", "connect", "jsonable", "print_json", "print_table", "print_note", "text", "shown",
+    "add_json", "add_url", "add_app_profile", "add_store", "add_bounds", "add_batch_size",
+    "APP_PROFILE_HELP", "parse_time", "pairs", "typed", "key_prefix", "at_least_one",
+    "app_profile_id", "connect", "open_store", "jsonable", "print_json", "print_table",
+    "print_note", "text", "shown",
 ]
 
 #: What a command runs: the parsed arguments in, the exit status out.
@@ -90,8 +94,11 @@ def wrap(text: str) -> str:
                        for p in paragraphs)
 
 
-def add_target(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument("target", metavar="TARGET", help="module:Model")
+def add_target(sub: argparse.ArgumentParser, *, each: bool = False) -> None:
+    """The ``TARGET`` model; with ``each``, a module stands for each of its models."""
+    sub.add_argument("target", metavar="TARGET",
+                     help="module:Model, or a module for each of its models" if each
+                     else "module:Model")
 
 
 def add_json(sub: argparse.ArgumentParser) -> None:
@@ -107,8 +114,29 @@ APP_PROFILE_HELP = ("the Cloud Bigtable app profile of the requests, e.g. a low-
                     "store ignores it)")
 
 
-def add_app_profile(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument("--app-profile", default=None, metavar="ID", help=APP_PROFILE_HELP)
+def add_app_profile(sub: argparse.ArgumentParser, help: str = APP_PROFILE_HELP) -> None:
+    sub.add_argument("--app-profile", default=None, metavar="ID", help=help)
+
+
+def add_store(sub: argparse.ArgumentParser) -> None:
+    """``--url`` and ``--app-profile``: the store a command writes (`open_store()`)."""
+    add_url(sub)
+    add_app_profile(sub)
+
+
+def add_bounds(sub: argparse.ArgumentParser, what: str) -> None:
+    """The required time range [--start, --end) of a ``what``, and its key prefix
+    (``--field``, read by `key_prefix()`)."""
+    sub.add_argument("--start", required=True, help="inclusive start, ISO 8601")
+    sub.add_argument("--end", required=True, help="exclusive end, ISO 8601")
+    sub.add_argument("--field", action="append", default=[], metavar="NAME=VALUE",
+                     help=f"limit the {what} to a key prefix (repeat for several)")
+
+
+def add_batch_size(sub: argparse.ArgumentParser, default: int, unit: str) -> None:
+    """``--batch-size N``: ``unit`` (events, entities) per write batch (`at_least_one()`)."""
+    sub.add_argument("--batch-size", type=int, default=default, metavar="N",
+                     help=f"{unit} per write batch (default: {default})")
 
 
 # -- input values -----------------------------------------------------------------------
@@ -138,6 +166,25 @@ def pairs(items: Sequence[str], what: str) -> dict[str, str]:
             raise CliError(f"{what}: {name!r} given twice")
         out[name] = value
     return out
+
+
+def at_least_one(value: int, option: str) -> int:
+    """``value`` of ``option`` (``--batch-size``), refused below 1."""
+    if value < 1:
+        raise CliError(f"{option} must be at least 1, got {value}")
+    return value
+
+
+def app_profile_id(value: str | None) -> str | None:
+    """The ``--app-profile`` id; given empty, refused."""
+    if value == "":
+        raise CliError("--app-profile: expected an app profile id, got ''")
+    return value
+
+
+def key_prefix(spec: tsmodel.ModelSpec, args: argparse.Namespace) -> dict[str, Any]:
+    """The typed key prefix of `add_bounds()`'s ``--field NAME=VALUE`` arguments."""
+    return typed(spec, spec.key, pairs(args.field, "--field"), list(spec.key_fields))
 
 
 def typed(spec: tsmodel.ModelSpec, layout: KeyLayout, raw: dict[str, str],
@@ -174,11 +221,14 @@ def connect(url: str | None, *, announce: bool = True,
     if url is None and announce:
         print_note("no --url and no TSMODEL_URL: using an empty in-memory embedded store",
                    prefix="tsmodel: note:", stream=sys.stderr)
-    if app_profile is not None:
-        if not app_profile:
-            raise CliError("--app-profile: expected an app profile id, got ''")
+    if app_profile_id(app_profile) is not None:
         url = with_app_profile(url or "memory://", app_profile)
     return tsmodel.connect(url, default=False)
+
+
+def open_store(args: argparse.Namespace) -> tsmodel.Connection:
+    """The connection of `add_store()`'s ``--url`` and ``--app-profile``."""
+    return connect(args.url, app_profile=args.app_profile)
 
 
 # -- output -----------------------------------------------------------------------------

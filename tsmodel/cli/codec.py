@@ -11,7 +11,7 @@ import argparse
 from typing import Any
 
 from tsmodel import codec_source
-from tsmodel.cli._common import command
+from tsmodel.cli._common import add_target, command
 from tsmodel.cli._targets import load_models
 
 __all__ = ["add_command"]
@@ -25,8 +25,7 @@ def add_command(commands: Any) -> None:
                   "the decoders made so far): what runs for each event, and what a "
                   "traceback through it shows.\n\nexample:\n  tsmodel codec "
                   "examples/server_metrics.py:ServerMetric", _run)
-    sub.add_argument("target", metavar="TARGET",
-                     help="module:Model, or a module for each of its models")
+    add_target(sub, each=True)
 
 
 def _run(args: argparse.Namespace) -> int:

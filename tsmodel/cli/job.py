@@ -20,14 +20,18 @@ from tsmodel.cli._common import (
     APP_PROFILE_HELP,
     CliError,
     Run,
+    add_app_profile,
+    add_batch_size,
+    add_bounds,
     add_json,
     add_target,
+    app_profile_id,
+    at_least_one,
     command,
     group,
-    pairs,
+    key_prefix,
     parse_time,
     print_json,
-    typed,
 )
 from tsmodel.cli._targets import one_model
 
@@ -52,7 +56,7 @@ def add_command(commands: Any) -> None:
     sub = _action(actions, "repair", "rewrite companion tables from the main table",
                   "Rewrite the current-value and alternate-key tables from the main "
                   "table over [--start, --end), as 'tsmodel repair' does, on Beam.", _repair)
-    _bounded(sub, "repair")
+    add_bounds(sub, "repair")
     sub = _action(actions, "backfill", "fill newly declared companion tables",
                   "Write every main-table event into companion tables declared after "
                   "the data was written (alternate-key and current-value tables).", _backfill)
@@ -75,7 +79,7 @@ def add_command(commands: Any) -> None:
                   "Recompute every rollup row of a bucket overlapping [--start, --end) "
                   "from the main table's events, as 'tsmodel repair' does for rollups "
                   "(a row whose bucket has no event left is deleted), on Beam.", _rollups)
-    _bounded(sub, "rebuild")
+    add_bounds(sub, "rebuild")
 
 
 def _action(actions: Any, name: str, summary: str, description: str,
@@ -85,12 +89,10 @@ def _action(actions: Any, name: str, summary: str, description: str,
     sub.add_argument("--url", required=True,
                      help="the store every worker opens: bigtable://PROJECT/INSTANCE"
                           "[?app_profile=ID], an emulator, or sqlite:////absolute/file.db")
-    sub.add_argument("--app-profile", default=None, metavar="ID",
-                     help=APP_PROFILE_HELP.replace("the requests", "the workers' requests"))
+    add_app_profile(sub, APP_PROFILE_HELP.replace("the requests", "the workers' requests"))
     sub.add_argument("--runner", default="DirectRunner",
                      help="Beam runner: DirectRunner (default), DataflowRunner, ...")
-    sub.add_argument("--batch-size", type=int, default=500, metavar="N",
-                     help="entities per write batch (default: 500)")
+    add_batch_size(sub, 500, "entities")
     sub.add_argument("--max-parts", type=int, default=512, metavar="N",
                      help="the most key ranges a read is cut into (default: 512)")
     sub.add_argument("--dead-letters", default=None, metavar="PATH",
@@ -139,14 +141,6 @@ def _silenced(logger: logging.Logger) -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _bounded(sub: argparse.ArgumentParser, what: str) -> None:
-    """The required time range of a job over [--start, --end), and its key prefix."""
-    sub.add_argument("--start", required=True, help="inclusive start, ISO 8601")
-    sub.add_argument("--end", required=True, help="exclusive end, ISO 8601")
-    sub.add_argument("--field", action="append", default=[], metavar="NAME=VALUE",
-                     help=f"limit the {what} to a key prefix (repeat for several)")
-
-
 def _span(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--start", default=None, help="inclusive start, ISO 8601 (default: all)")
     sub.add_argument("--end", default=None, help="exclusive end, ISO 8601 (default: all)")
@@ -162,15 +156,10 @@ def _beam() -> Any:
 
 
 def _common(args: argparse.Namespace) -> dict[str, Any]:
-    if args.batch_size < 1:
-        raise CliError(f"--batch-size must be at least 1, got {args.batch_size}")
-    if args.max_parts < 1:
-        raise CliError(f"--max-parts must be at least 1, got {args.max_parts}")
-    if args.app_profile == "":
-        raise CliError("--app-profile: expected an app profile id, got ''")
     return {"options": [f"--runner={args.runner}", *args.pipeline_args],
-            "batch_size": args.batch_size, "max_parts": args.max_parts,
-            "dead_letters": args.dead_letters, "app_profile": args.app_profile}
+            "batch_size": at_least_one(args.batch_size, "--batch-size"),
+            "max_parts": at_least_one(args.max_parts, "--max-parts"),
+            "dead_letters": args.dead_letters, "app_profile": app_profile_id(args.app_profile)}
 
 
 def _time(text: str | None, what: str) -> Any:
@@ -195,8 +184,7 @@ def _snapshot(args: argparse.Namespace) -> int:
 
 def _repair(args: argparse.Namespace) -> int:
     beam, model = _beam(), one_model(args.target)
-    spec = spec_of(model)
-    fields = typed(spec, spec.key, pairs(args.field, "--field"), list(spec.key_fields))
+    fields = key_prefix(spec_of(model), args)
     report = beam.repair(args.url, model, parse_time(args.start, "--start"),
                          parse_time(args.end, "--end"), **_common(args), **fields)
     return _done(report, args)
@@ -224,8 +212,7 @@ def _migrate(args: argparse.Namespace) -> int:
 
 def _rollups(args: argparse.Namespace) -> int:
     beam, model = _beam(), one_model(args.target)
-    spec = spec_of(model)
-    fields = typed(spec, spec.key, pairs(args.field, "--field"), list(spec.key_fields))
+    fields = key_prefix(spec_of(model), args)
     options = _common(args)
     options.pop("dead_letters")  # rows not written are counted as failed
     report = beam.rebuild_rollups(args.url, model, parse_time(args.start, "--start"),

@@ -18,7 +18,7 @@ from typing import Any
 
 import tsmodel
 from tsmodel import ModelSpec, spec_of
-from tsmodel.cli._common import CliError, command, pairs, parse_time, typed
+from tsmodel.cli._common import CliError, add_target, command, pairs, parse_time, typed
 from tsmodel.cli._grid import FORMATS, SampleCell, TableSample, render
 from tsmodel.cli._targets import load_models
 from tsmodel.encoding.codecs import Codec
@@ -47,8 +47,7 @@ def add_command(commands: Any) -> None:
                   "timestamp; a column's versions newest first, as Bigtable returns them.\n\n"
                   "example:\n  tsmodel layout examples/server_metrics.py:ServerMetric "
                   "--events 3 --entities 2", _run)
-    sub.add_argument("target", metavar="TARGET",
-                     help="module:Model, or a module for each of its models")
+    add_target(sub, each=True)
     sub.add_argument("--events", type=int, default=3, metavar="N",
                      help="sample events per entity (default: 3)")
     sub.add_argument("--entities", type=int, default=1, metavar="N",

@@ -10,13 +10,13 @@ from typing import Any
 
 from tsmodel import build_snapshot
 from tsmodel.cli._common import (
-    CliError,
-    add_app_profile,
+    add_batch_size,
     add_json,
+    add_store,
     add_target,
-    add_url,
+    at_least_one,
     command,
-    connect,
+    open_store,
     parse_time,
     print_json,
 )
@@ -37,10 +37,8 @@ def add_command(commands: Any) -> None:
     add_target(sub)
     sub.add_argument("--period", required=True,
                      help="any instant of the period, ISO 8601 (no offset means UTC)")
-    add_url(sub)
-    add_app_profile(sub)
-    sub.add_argument("--batch-size", type=int, default=1000, metavar="N",
-                     help="events per write batch (default: 1000)")
+    add_store(sub)
+    add_batch_size(sub, 1000, "events")
     sub.add_argument("--restart", action="store_true",
                      help="copy the whole period again, ignoring recorded progress")
     sub.add_argument("--no-progress", action="store_true",
@@ -50,11 +48,10 @@ def add_command(commands: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     model = one_model(args.target)
-    if args.batch_size < 1:
-        raise CliError(f"--batch-size must be at least 1, got {args.batch_size}")
-    with connect(args.url, app_profile=args.app_profile) as conn:
+    batch_size = at_least_one(args.batch_size, "--batch-size")
+    with open_store(args) as conn:
         report = build_snapshot(model, parse_time(args.period, "--period"),
-                                connection=conn, batch_size=args.batch_size,
+                                connection=conn, batch_size=batch_size,
                                 progress=False if args.no_progress else None,
                                 restart=args.restart)
     if args.json:
