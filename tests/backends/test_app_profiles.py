@@ -22,7 +22,7 @@ import pytest
 
 import tsmodel as ts
 from tests.faults.proxy import FaultProxy
-from tsmodel.backends._urls import with_app_profile
+from tsmodel.backends import with_app_profile
 from tsmodel.cli import main
 
 UTC = timezone.utc

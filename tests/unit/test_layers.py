@@ -118,6 +118,33 @@ def test_only_the_executors_jobs_cli_and_testing_import_the_backends() -> None:
         "\n".join(f"{m}: {', '.join(b)}" for m, b in sorted(found.items()))
 
 
+def _private_imports(graph: dict[str, set[str]], package: str) -> dict[str, list[str]]:
+    """The modules outside ``package`` that import one of its private (``_``) modules."""
+    found = {}
+    for module, imported in graph.items():
+        if module == package or module.startswith(package + "."):
+            continue
+        private = sorted(m for m in imported if m.startswith(package + "._"))
+        if private:
+            found[module] = private
+    return found
+
+
+def test_the_private_modules_of_the_backends_stay_inside() -> None:
+    """``tsmodel.backends._urls``, ``._bigtable_rpc`` and the like are the backends'
+    own: what others need from them is public in ``tsmodel.backends``."""
+    found = _private_imports(GRAPH, "tsmodel.backends")
+    assert not found, "imports of the backends' private modules:\n" + \
+        "\n".join(f"{m}: {', '.join(p)}" for m, p in sorted(found.items()))
+
+
+def test_private_imports_are_found() -> None:
+    fake = {"tsmodel.cli.a": {"tsmodel.backends._urls", "tsmodel.backends"},
+            "tsmodel.backends.b": {"tsmodel.backends._urls"}}
+    assert _private_imports(fake, "tsmodel.backends") == {
+        "tsmodel.cli.a": ["tsmodel.backends._urls"]}
+
+
 def test_no_import_cycles() -> None:
     cycles = _cycles(GRAPH)
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)

@@ -19,12 +19,14 @@ from tsmodel.backends import _urls
 # The old paths of the ground vocabulary, loaded with the package as before.
 from tsmodel.backends import base as base  # noqa: F401
 from tsmodel.backends import gc as gc  # noqa: F401
+from tsmodel.backends._urls import with_app_profile
 from tsmodel.errors import ConfigurationError
 from tsmodel.ground.base import AsyncBackend, Backend, Features, Reachable
 from tsmodel.settings import DEFAULT_SETTINGS, Settings, resolve
 
 __all__ = ["Backend", "AsyncBackend", "Features", "Reachable", "open_backend",
-           "open_backend_async", "url_settings", "backend_for", "async_backend_for"]
+           "open_backend_async", "url_settings", "backend_for", "async_backend_for",
+           "with_app_profile"]
 
 _URL_FORMS = (
     "None or 'memory://' (embedded, in memory), 'sqlite:///relative/file.db' "

@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 import tsmodel
-from tsmodel.backends._urls import with_app_profile
+from tsmodel.backends import with_app_profile
 from tsmodel.cli._style import BOLD, CYAN, RED, paint
 from tsmodel.encoding.keys import KeyLayout, Segment, SegmentValueError
 from tsmodel.errors import key_error

@@ -28,7 +28,7 @@ import apache_beam as beam
 import attrs
 
 from tsmodel import errors
-from tsmodel.backends._urls import with_app_profile
+from tsmodel.backends import with_app_profile
 from tsmodel.declare.spec import spec_of
 from tsmodel.encoding.timestamps import to_micros
 from tsmodel.ground.base import Features, MutationOutcome, ReadRequest
