@@ -474,11 +474,29 @@ def test_job_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert len(raw(url, "B_READING_20170726")) == 12 * 36
 
 
-def tsmodel_job(*args: str, options: list[str] = OPTIONS) -> subprocess.CompletedProcess[str]:
-    """``tsmodel job ...`` in a process of its own: what a user's terminal shows."""
+def tsmodel_job(*args: str, options: list[str] = OPTIONS,
+                temp: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``tsmodel job ...`` in a process of its own: what a user's terminal shows
+    (``temp``: its temporary directory, ``$TMPDIR``)."""
     env = {k: v for k, v in os.environ.items() if k != "TSMODEL_DEBUG"}
+    if temp is not None:
+        env["TMPDIR"] = str(temp)
     return subprocess.run([sys.executable, "-m", "tsmodel", "job", *args, "--", *options],
                           capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_the_job_command_leaves_nothing_in_the_temporary_directory(tmp_path: Path) -> None:
+    """The DirectRunner makes a ``beam-temp*`` folder for each pipeline whenever its
+    first choice, the Prism runner, cannot start (no binary, no network), and never
+    removes it: the command runs its jobs in a temporary directory of its own."""
+    url = f"sqlite:///{tmp_path / 'temp.db'}"
+    seed(url)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    done = tsmodel_job("snapshot", f"{HERE}:Reading", "--period", "2017-07-26",
+                       "--url", url, temp=temp)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in temp.iterdir()) == [], list(temp.rglob("*"))
 
 
 def tables_of(url: str) -> list[str]:

@@ -8,9 +8,12 @@ Beam as pipeline options (``--project=... --region=... --temp_location=gs://...`
 from __future__ import annotations
 
 import argparse
+import atexit
 import functools
 import logging
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -111,24 +114,52 @@ def _one_line(run: Run) -> Run:
     """``run`` with a failure shown as one line, as every command's: Beam's log of a
     worker's exception is silenced (unless ``TSMODEL_DEBUG`` is set), and the
     exception Beam raises for it, rebuilt from its first argument, gives way to
-    tsmodel's own (its model, table and row key are in its message)."""
+    tsmodel's own (its model, table and row key are in its message). The job's
+    temporary files go to a directory of its own (`_temporary_directory_of_its_own()`)."""
 
     @functools.wraps(run)
     def quiet(args: argparse.Namespace) -> int:
-        if os.environ.get("TSMODEL_DEBUG"):
-            return run(args)
-        with _silenced(logging.getLogger(_WORKER_LOG)):
-            try:
+        with _temporary_directory_of_its_own():
+            if os.environ.get("TSMODEL_DEBUG"):
                 return run(args)
-            except Exception as exc:
-                original = exc.__context__
-                if getattr(exc, "_tagged_with_step", False) and isinstance(
-                        original, errors.TsModelError):
-                    step = str(exc).rpartition(" [while running ")[2]
-                    raise CliError(f"{original} [while running {step}") from exc
-                raise
+            with _silenced(logging.getLogger(_WORKER_LOG)):
+                try:
+                    return run(args)
+                except Exception as exc:
+                    original = exc.__context__
+                    if getattr(exc, "_tagged_with_step", False) and isinstance(
+                            original, errors.TsModelError):
+                        step = str(exc).rpartition(" [while running ")[2]
+                        raise CliError(f"{original} [while running {step}") from exc
+                    raise
 
     return quiet
+
+
+@contextmanager
+def _temporary_directory_of_its_own() -> Iterator[None]:
+    """Point temporary files at a directory of the job's own, removed when the process exits.
+
+    The DirectRunner first tries the Prism runner, and each try that fails to
+    start it (no binary, no network) leaves an empty ``beam-temp*`` folder that
+    nothing removes; Beam's stager leaves more. The removal is registered before
+    Beam registers its own exit handlers, so it runs after them (they stop a
+    Prism server that did start, and remove its folder). The process's own
+    temporary directory is back once the job returns.
+    """
+    own = tempfile.mkdtemp(prefix="tsmodel-job-")
+    atexit.register(shutil.rmtree, own, ignore_errors=True)
+    before, tempfile.tempdir = tempfile.tempdir, own
+    env_before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = own  # the DirectRunner's worker processes
+    try:
+        yield
+    finally:
+        tempfile.tempdir = before
+        if env_before is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = env_before
 
 
 @contextmanager
