@@ -8,7 +8,7 @@ events (saves, deletes, repairs, snapshot jobs) encodes through here.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from tsmodel import errors
 from tsmodel.declare.spec import ModelSpec, instance_spec
@@ -20,6 +20,8 @@ from tsmodel.layouts import EncodedRow
 
 __all__ = ["EncodedEvent", "Checked", "encode_event", "encode", "encoder", "event_encoder",
            "encode_all", "check_all"]
+
+_T = TypeVar("_T")
 
 
 class EncodedEvent(NamedTuple):
@@ -132,14 +134,7 @@ def encoder(spec: ModelSpec) -> Callable[[Any], EncodedEvent]:
 
 def encode_all(entities: Iterable[Any]) -> list[EncodedEvent]:
     """Encode every entity before anything is written (so nothing is half-written)."""
-    encoders: dict[type, Callable[[Any], EncodedEvent]] = {}  # once per model class
-    out = []
-    for e in entities:
-        encode = encoders.get(type(e))
-        if encode is None:
-            encode = encoders[type(e)] = encoder(instance_spec(e))
-        out.append(encode(e))
-    return out
+    return _each(entities, encoder)
 
 
 class Checked(NamedTuple):
@@ -175,12 +170,18 @@ def check_all(entities: Iterable[Any]) -> list[EncodedEvent | Checked]:
     Raises:
         ValidationError: as `encode_all()`.
     """
-    makers: dict[type, Callable[[Any], EncodedEvent | Checked]] = {}  # once per model class
+    return _each(entities, _checker)
+
+
+def _each(entities: Iterable[Any], made_for: Callable[[ModelSpec], Callable[[Any], _T]]
+          ) -> list[_T]:
+    """``made_for(spec)(e)`` of every entity, ``made_for`` called once per model class."""
+    made: dict[type, Callable[[Any], _T]] = {}
     out = []
     for e in entities:
-        make = makers.get(type(e))
+        make = made.get(type(e))
         if make is None:
-            make = makers[type(e)] = _checker(instance_spec(e))
+            make = made[type(e)] = made_for(instance_spec(e))
         out.append(make(e))
     return out
 
