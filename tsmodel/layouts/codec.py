@@ -214,6 +214,15 @@ class TableCodec:
         raw = getattr(entity, self.time_field)
         if type(raw) is datetime and raw.tzinfo is timezone.utc:
             return (raw - EPOCH) // _US
+        return self.time_micros(raw)
+
+    def time_micros(self, raw: Any) -> int:
+        """A value of the time field in microseconds.
+
+        Raises:
+            FieldTypeError: not a time (naming the model and the field).
+            ValidationError: a time out of range.
+        """
         try:
             return to_micros(raw)
         except TypeError as exc:

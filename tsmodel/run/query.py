@@ -511,14 +511,7 @@ class Query(Generic[M]):
                 f"{spec.name}.update() names one event by every key field and its time; "
                 f"missing: {', '.join(missing)}")
         when = fields[spec.timestamp_field]
-        try:
-            to_micros(when)
-        except TypeError as exc:
-            raise errors.FieldTypeError(str(exc), model=spec.name, field=spec.timestamp_field,
-                                        value=when) from None
-        except ValueError as exc:
-            raise errors.ValidationError(str(exc), model=spec.name, field=spec.timestamp_field,
-                                         value=when) from None
+        spec.codec.time_micros(when)  # a time, or the model and field's error
         base = self._with_state(QueryState())
         return base.range(when, when + timedelta(microseconds=1), **key), changes
 
