@@ -122,19 +122,8 @@ class _BigtableBase:
 
     A subclass names its data client class, the options of its gRPC channels,
     the channel factory of the emulator and its RPC driver; everything else
-    about opening a backend is here, once.
-
-    Args:
-        project: the Google Cloud project id.
-        instance: the Bigtable instance id.
-        emulator_host: ``"HOST:PORT"`` of a ``cbtemulator``; ``None`` uses
-            ``BIGTABLE_EMULATOR_HOST`` when it is set, else Cloud Bigtable.
-        settings: timeouts, retries, credentials, client options and app
-            profile (`Settings`); credentials and
-            client options are ignored on the emulator.
-
-    Raises:
-        BackendError: the clients could not be created (e.g. no credentials).
+    about opening a backend is here, once. Its arguments and errors are those
+    documented on `BigtableBackend`.
     """
 
     #: google-cloud-bigtable's data client class (sync or async).
