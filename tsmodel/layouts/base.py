@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from tsmodel.encoding.values import ValueSpec
 
 __all__ = ["Layout", "TableShape", "Event", "Writer", "Reader", "TimeCheck", "render_value_cells",
-           "value_columns", "missing_value", "not_event_time",
+           "value_columns", "missing_value", "not_event_time", "bucket_missing",
            "column_name", "stripped_shape",
            "newest_cells", "value_bytes", "CELL_OVERHEAD", "MS"]
 
@@ -388,6 +388,13 @@ def render_value_cells(shape: TableShape, src: Fragment, values: Mapping[str, st
         src.emit(f"{cells} += ({delete}({family!r}, {MARKER!r}, {erase_from}, {ts} + {MS}),)",
                  1)
     return cells
+
+
+def bucket_missing(shape: TableShape, layout: str) -> str:
+    """Why a table without a time bucket cannot use ``layout`` (``ts.cells()``),
+    whose rows each hold a bucket of events: the message of `Layout.check()`."""
+    return (f"layout={layout} needs ts.timestamp(bucket=...) on field "
+            f"{shape.timestamp_field!r}")
 
 
 def value_columns(shape: TableShape) -> frozenset[tuple[str, bytes]]:

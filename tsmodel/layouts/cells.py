@@ -18,6 +18,7 @@ from tsmodel.layouts.base import (
     Layout,
     Reader,
     TableShape,
+    bucket_missing,
     render_value_cells,
     value_columns,
 )
@@ -36,8 +37,7 @@ class Cells(Layout):
 
     def check(self, shape: TableShape) -> str | None:
         if not shape.bucket:
-            return (f"layout=ts.cells() needs ts.timestamp(bucket=...) on field "
-                    f"{shape.timestamp_field!r}")
+            return bucket_missing(shape, "ts.cells()")
         return None
 
     def describe(self) -> str:

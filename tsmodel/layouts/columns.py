@@ -19,6 +19,7 @@ from tsmodel.layouts.base import (
     Layout,
     Reader,
     TableShape,
+    bucket_missing,
     value_bytes,
 )
 
@@ -35,8 +36,7 @@ class Columns(Layout):
 
     def check(self, shape: TableShape) -> str | None:
         if not shape.bucket:
-            return (f"layout=ts.columns() needs ts.timestamp(bucket=...) on field "
-                    f"{shape.timestamp_field!r}")
+            return bucket_missing(shape, "ts.columns()")
         if len(shape.values) != 1 or shape.serialization is not None:
             return ("layout=ts.columns() stores one measurement per row in the qualifier: "
                     "declare exactly one value field (promote the metric name into the key) "

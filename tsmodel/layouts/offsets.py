@@ -28,6 +28,7 @@ from tsmodel.layouts.base import (
     Reader,
     TableShape,
     TimeCheck,
+    bucket_missing,
     column_name,
     newest_cells,
     not_event_time,
@@ -57,8 +58,7 @@ class Offsets(Layout):
 
     def check(self, shape: TableShape) -> str | None:
         if not shape.bucket:
-            return (f"layout=ts.offsets(step) needs ts.timestamp(bucket=...) on field "
-                    f"{shape.timestamp_field!r}")
+            return bucket_missing(shape, "ts.offsets(step)")
         if shape.serialization is None and len(shape.values) != 1:
             return ("layout=ts.offsets(step) holds one value per offset column: declare one "
                     "value field, or serialization=ts.Protobuf() for the whole event")
