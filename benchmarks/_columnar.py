@@ -90,7 +90,7 @@ class ColumnarSuite:
         for run in range(self.runs):
             arrow = _cpu(qs.to_arrow)
             instances = _cpu(lambda: list(qs))
-            records = _cpu(lambda: sum(1 for _ in qs._records()))
+            records = _cpu(lambda: sum(1 for _ in qs._stream(sink="records")))
             ours.append(n / arrow)
             theirs.append(n / instances)
             split.append(records / arrow)
