@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
@@ -29,6 +29,7 @@ from tests.backends.test_pipelined_saves import draw_entities, fields_of
 from tests.oracle.shapes import SHAPES, Shape, shape_named
 from tsmodel.backends.base import Backend, MutationStatus, ReadFilter, ReadRequest, RowSet
 from tsmodel.encoding.timestamps import to_micros
+from tsmodel.run.drive import drive
 
 UTC = timezone.utc
 
@@ -423,6 +424,18 @@ def test_a_delete_removes_the_event_from_a_built_snapshot(backend: Backend) -> N
         "a delete creates no table")
 
 
+def watched(steps: Generator[Any, Any, Any], seen: list[Any]) -> Generator[Any, Any, Any]:
+    """``steps`` as they are, each step yielded noted in ``seen`` (a round trip each)."""
+    answer = None
+    while True:
+        try:
+            step = steps.send(answer)
+        except StopIteration as stop:
+            return stop.value
+        seen.append(step)
+        answer = yield step
+
+
 @pytest.mark.parametrize(("shown", "companions", "trips"), [
     (True, True, 4), (False, True, 3), (False, False, 2)])
 def test_the_round_trips_of_a_delete(backend: Backend, shown: bool, companions: bool,
@@ -442,17 +455,11 @@ def test_the_round_trips_of_a_delete(backend: Backend, shown: bool, companions: 
     events = [Metric(host=h, time=T + timedelta(minutes=m), x=m) for h in "ab" for m in range(3)]
     conn.save_all(events)
     doomed = [e for e in events if e.time == T + timedelta(minutes=2 if shown else 0)]
-    steps = delete_steps(DeletePlan(doomed, backend.features), batch_size=10)
-    count, answer = 0, None
-    try:
-        while True:
-            step = steps.send(answer)
-            count += 1
-            answer = [conn._call(call, conn._observer.operation("delete"))
-                      for call in step.calls]
-    except StopIteration as stop:
-        assert stop.value.ok and len(stop.value) == 2
-    assert count == trips
+    seen: list[Any] = []
+    result = drive(watched(delete_steps(DeletePlan(doomed, backend.features), batch_size=10),
+                           seen), conn)
+    assert result.ok and len(result) == 2
+    assert len(seen) == trips
 
 
 async def test_async_failed_companion_delete_is_partial_and_repair_fixes_it(
@@ -744,16 +751,10 @@ def test_the_timestamps_read_of_a_bucket_delete_costs_no_round_trip(backend: Bac
     conn.create_tables(Model)
     events = limited_events(Model, 3)
     conn.save_all(events)
-    steps = delete_steps(DeletePlan(events[2:], backend.features), batch_size=10)
-    calls, answer = [], None
-    try:
-        while True:
-            step = steps.send(answer)
-            calls.append(step.calls)
-            answer = [conn._call(call, conn._observer.operation("delete"))
-                      for call in step.calls]
-    except StopIteration as stop:
-        assert stop.value.ok
+    seen: list[Any] = []
+    assert drive(watched(delete_steps(DeletePlan(events[2:], backend.features), batch_size=10),
+                         seen), conn).ok
+    calls = [step.calls for step in seen]
     assert len(calls) == 2, "a read, then the main table's write"
     reads = calls[0]
     assert len(reads) == 2 and [r.filter.strip_values for r in reads] == [False, True]

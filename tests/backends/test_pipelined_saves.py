@@ -45,7 +45,7 @@ from tsmodel.backends.base import (
     TableSpec,
 )
 from tsmodel.backends.embedded import EmbeddedBackend
-from tsmodel.plan.results import TableWrite
+from tsmodel.plan.calls import Read, Write
 from tsmodel.plan.schedule import SaveSchedule, WriteFlow
 from tsmodel.plan.writes import prepare_save
 
@@ -103,14 +103,15 @@ def fields_of(entity: Any) -> dict[str, Any]:
     return {f.name: getattr(entity, f.name) for f in attrs.fields(type(entity)) if f.init}
 
 
-def execute(backend: Backend, call: ReadRequest | TableWrite) -> Any:
-    if isinstance(call, TableWrite):
+def execute(backend: Backend, step: Read | Write) -> Any:
+    if isinstance(step, Write):
+        call = step.write
         try:
             return backend.mutate_rows(call.table, list(call.rows))
         except ts.BackendError as exc:
             return [MutationOutcome(MutationStatus.FAILED, exc)] * len(call.rows)
     try:
-        return list(backend.read_rows(call))
+        return list(backend.read_rows(step.request))
     except ts.BackendError as exc:
         return exc
 
@@ -318,6 +319,10 @@ def metric_model() -> Any:
     return Metric
 
 
+def table_of(step: Read | Write) -> str:
+    return step.write.table if isinstance(step, Write) else step.request.table
+
+
 def steps_of_one_save(conn: ts.Connection, entity: Any) -> list[list[str]]:
     """The tables of the calls handed out together, step by step, for one save."""
     schedule = SaveSchedule(prepare_save([entity], False), conn.batch_size, conn.flow,
@@ -325,7 +330,7 @@ def steps_of_one_save(conn: ts.Connection, entity: Any) -> list[list[str]]:
     steps = []
     while not schedule.done:
         handed = schedule.ready()
-        steps.append(sorted(call.table for _, call in handed))
+        steps.append(sorted(table_of(step) for _, step in handed))
         for ticket, call in handed:
             schedule.answer(ticket, execute(conn.backend, call))
     return steps

@@ -2,8 +2,8 @@
 
 Pure, like `tsmodel.plan.writes`: `delete_steps()` yields the
 reads and writes a delete needs (`ReadStep`,
-`WriteStep`) and receives their answers;
-`StepSchedule` hands them to the executors that run a save
+`WriteStep`: steps of `tsmodel.plan.calls` that go together) and receives
+their answers; the drivers of `tsmodel.run.drive` carry them out
 (``Connection.delete_all``, ``AsyncConnection.delete_all``).
 
 A batch of deletes takes up to four round trips (six with rollups; one
@@ -75,7 +75,7 @@ from tsmodel.plan.results import (
 from tsmodel.plan.rollups import RollupRefresh, refresh_steps
 from tsmodel.plan.versions import erase, past_limit, timestamps_read, version_limit
 
-__all__ = ["DeletePlan", "delete_steps", "StepSchedule"]
+__all__ = ["DeletePlan", "delete_steps"]
 
 _MS = 1_000
 
@@ -558,57 +558,3 @@ def delete_steps(plan: DeletePlan, batch_size: int,
         if on_batch is not None:
             on_batch(len(batch))
     return plan.result()
-
-
-class StepSchedule:
-    """Steps answered one after the other, handed out as a save's schedule hands them.
-
-    Adapts a generator of `ReadStep` and
-    `WriteStep` (such as `delete_steps()`)
-    to the interface of `SaveSchedule`
-    (`ready()`, `answer()`, `done`, `result()`), so that
-    the executors that run a save run it too: the calls of one step go out
-    together (concurrently where the executor can), the next step once
-    every one is answered.
-    """
-
-    def __init__(self, steps: Generator[ReadStep | WriteStep, Any, WriteResult]) -> None:
-        self._steps = steps
-        self._answers: list[Any] = []
-        self._waiting = 0
-        self._handed: list[tuple[Any, Any]] = []
-        self._result: WriteResult | None = None
-        self._advance(None)
-
-    @property
-    def done(self) -> bool:
-        return self._result is not None
-
-    def ready(self) -> list[tuple[Any, Any]]:
-        """The calls that may go now: (ticket, call) pairs, each to `answer()`."""
-        handed, self._handed = self._handed, []
-        return handed
-
-    def answer(self, ticket: Any, answer: Any) -> None:
-        """The answer of one call: rows or a BackendError for a read, outcomes for a write."""
-        self._answers[ticket] = answer
-        self._waiting -= 1
-        if self._waiting == 0:
-            self._advance(self._answers)
-
-    def result(self) -> WriteResult:
-        if self._result is None:
-            raise RuntimeError("the steps are not done: answer every call first")
-        return self._result
-
-    def _advance(self, answers: list[Any] | None) -> None:
-        try:
-            step = self._steps.send(answers)
-            while not step.calls:  # nothing to ask: answer at once
-                step = self._steps.send([])
-        except StopIteration as stop:
-            self._result = stop.value
-            return
-        self._answers = [None] * len(step.calls)
-        self._waiting = len(step.calls)
-        self._handed = list(enumerate(step.calls))

@@ -12,7 +12,7 @@ never looked up.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any, Generic, TypeVar
 
@@ -42,6 +42,7 @@ from tsmodel.ground.base import (
     ValueCondition,
 )
 from tsmodel.layouts import Layout, TableCodec
+from tsmodel.plan.calls import FirstOf, Read, Together
 
 __all__ = ["ReadPlan", "QueryState", "compile_query", "count_plan", "queryable_fields", "time_span",
            "LatestManyPlan", "LatestResult", "compile_latest_many", "latest_state"]
@@ -1019,6 +1020,16 @@ class LatestManyPlan:
                          f"[{req.rows.keys[0]!r} .. {req.rows.keys[-1]!r}]")
             lines.extend(_describe_request(attrs.evolve(req, rows=RowSet()))[1:])
         return "\n".join(lines)
+
+    def lookups(self, model: type[M]) -> Generator[Together, Any, LatestResult[M]]:
+        """The plan as steps (`tsmodel.plan.calls`): the reads, ``concurrency`` at
+        once, then their answers folded by `result()`."""
+        if not self.current:
+            newest = yield Together(tuple(FirstOf(p, model) for p in self.entities),
+                                    self.concurrency)
+            return self.result(model, newest=newest)
+        rows = yield Together(tuple(Read(r) for r in self.requests), self.concurrency)
+        return self.result(model, rows=rows)
 
     def result(self, model: type[M], *, rows: Sequence[Iterable[Row]] = (),
                newest: Sequence[M | None] = ()) -> LatestResult[M]:

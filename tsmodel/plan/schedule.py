@@ -25,6 +25,7 @@ from tsmodel.ground.base import (
     Row,
     SetCell,
 )
+from tsmodel.plan.calls import Read, Write
 from tsmodel.plan.events import EncodedEvent, encode_all
 from tsmodel.plan.results import ReadStep, TableWrite, WriteResult, WriteStep, send_writes
 from tsmodel.plan.retention import retention_message, retention_problems
@@ -112,8 +113,8 @@ def check_write_options(batch_size: Any, flow: Any) -> None:
 DEFAULT_FLOW = WriteFlow()
 
 #: What `SaveSchedule.ready()` hands out: a ticket to answer with, and the
-#: call to make (rows for a read, outcomes for a write).
-Call = tuple[Any, "ReadRequest | TableWrite"]
+#: step to make (`Read`: rows or the BackendError, `Write`: outcomes).
+Call = tuple[Any, "Read | Write"]
 
 
 class _Batch:
@@ -227,10 +228,10 @@ class SaveSchedule:
     row of the same table (`_Footprint`). Bigtable keeps the cell
     written last, so order is kept wherever it matters, and only there.
 
-    An executor loops until `done`: it makes every call `ready()`
-    hands out (concurrently or not), and `answer()` each one with the
-    rows read (or the `BackendError` raised) or the
-    outcomes written. Then `result()` folds the outcomes, one
+    A driver (`tsmodel.run.drive`) loops until `done`: it makes every step
+    `ready()` hands out (a `Read`, a `Write`; concurrently or not), and
+    `answer()` s each one with the rows read (or the `BackendError` raised)
+    or the outcomes written. Then `result()` folds the outcomes, one
     `EntityResult` per entity.
 
     Args:
@@ -342,6 +343,9 @@ class SaveSchedule:
             raise self._error
         return self.plan.result()
 
+    def close(self) -> None:
+        """Nothing to end: the batches' steps are let go with the schedule."""
+
     def _kind(self, batch: range) -> tuple[bool, bool]:
         """Whether the batch sends its companions with its main rows, and whether it
         goes alone (it reads first, or sends its companions after its main rows).
@@ -400,7 +404,7 @@ class SaveSchedule:
             if isinstance(call, TableWrite):
                 self._held.append((ticket, call, _Footprint(call)))
             else:
-                self._handed.append((ticket, call))
+                self._handed.append((ticket, Read(call, failures=True)))
 
     def _release(self) -> None:
         """Hand out the held writes that need not wait for an earlier one."""
@@ -413,7 +417,7 @@ class SaveSchedule:
                 still.append((ticket, write, footprint))
             else:
                 self._sent[ticket] = footprint
-                self._handed.append((ticket, write))
+                self._handed.append((ticket, Write(write)))
             ahead.append(footprint)
         self._held = still
 

@@ -43,21 +43,21 @@ from tsmodel.io import polars as _polars
 from tsmodel.io.arrow import DEFAULT_BATCH_ROWS, ArrowColumns
 from tsmodel.io.frames import DEFAULT_FRAME_ROWS, FrameSave
 from tsmodel.plan import schema
+from tsmodel.plan.calls import Schedule, Steps
 from tsmodel.plan.cursors import Page, secret_bytes
-from tsmodel.plan.deletes import DeletePlan, StepSchedule
+from tsmodel.plan.deletes import DeletePlan
 from tsmodel.plan.pacing import WritePacer
 from tsmodel.plan.reads import LatestResult, QueryState
 from tsmodel.plan.results import TableWrite, WriteResult
 from tsmodel.plan.schedule import (
     DEFAULT_FLOW,
-    SaveSchedule,
     WriteFlow,
     check_write_options,
     schedule_save,
 )
+from tsmodel.run.drive import adrive, afirst
 from tsmodel.run.fanout import AStreamed, Streamed, astream
 from tsmodel.run.frame_steps import frame_steps
-from tsmodel.run.latest import arun_latest_many
 from tsmodel.run.observe import Observer, Operation, kind_of_read, rate_changed
 from tsmodel.run.progress import Progress, WriteProgress, watch_delete, watch_save
 from tsmodel.run.query import Query, Read, changed_instance
@@ -269,8 +269,8 @@ class AsyncConnection:
         """
         meter = WriteProgress(progress, "delete")
         try:
-            result = await self._run("delete", lambda: StepSchedule(watch_delete(
-                meter, DeletePlan(entities, self.features), self.batch_size)))
+            result = await self._run("delete", lambda: watch_delete(
+                meter, DeletePlan(entities, self.features), self.batch_size))
         finally:
             meter.close()
         if raise_on_failure:
@@ -289,40 +289,17 @@ class AsyncConnection:
         return await AsyncQuerySet(model, connection=self._starting(model))._update_event(fields)
 
     async def _run(self, kind: str,
-                   schedule_of: Callable[[], SaveSchedule | StepSchedule]) -> WriteResult:
-        """Carry out a save or a delete (its schedule, made by ``schedule_of``), observed."""
+                   schedule_of: Callable[[], Schedule[WriteResult] | Steps[WriteResult]],
+                   ) -> WriteResult:
+        """Carry out a save or a delete (its steps, made by ``schedule_of``), observed."""
         op = self._observer.operation(kind)
         try:
-            result = await self._run_schedule(schedule_of(), op)
+            result: WriteResult = await adrive(schedule_of(), self, op)
         except BaseException as exc:
             op.end(error=exc)
             raise
         op.end(result)
         return result
-
-    async def _run_schedule(self, schedule: SaveSchedule | StepSchedule,
-                            op: Operation) -> WriteResult:
-        """Await every call a schedule hands out (a save's or a delete's); its result."""
-        out: dict[asyncio.Task[Any], Any] = {}
-        try:
-            while not schedule.done:
-                for ticket, call in schedule.ready():
-                    out[asyncio.ensure_future(self._call(call, op))] = ticket
-                finished, _ = await asyncio.wait(out, return_when=asyncio.FIRST_COMPLETED)
-                for task in finished:
-                    schedule.answer(out.pop(task), task.result())
-        finally:
-            if out:  # cancelled: leave no call running behind the save
-                for task in out:
-                    task.cancel()
-                await asyncio.gather(*out, return_exceptions=True)
-        return schedule.result()
-
-    async def _call(self, call: ReadRequest | TableWrite, op: Operation) -> Any:
-        """The answer to one call of a save (see `SaveSchedule`)."""
-        if isinstance(call, TableWrite):
-            return await self._send(call, op)
-        return await self._read_whole(call, op)
 
     async def send(self, write: TableWrite) -> list[MutationOutcome]:
         """Send one table write (an operation of its own: a job's ``write``).
@@ -364,15 +341,19 @@ class AsyncConnection:
         except errors.BackendError as exc:
             return [MutationOutcome(MutationStatus.FAILED, exc)] * len(rows)
 
-    async def _read_whole(self, request: ReadRequest,
-                          op: Operation) -> list[Row] | errors.BackendError:
-        """The rows of a read a save needs (timed; its rows are not the save's rows)."""
+    async def _read_whole(self, request: ReadRequest, op: Operation | None,
+                          failures: bool) -> list[Row] | errors.BackendError:
+        """The rows of a `Read` step (see `tsmodel.Connection._read_whole()`)."""
         try:
+            if op is None:
+                return await self.read_all(request)
             rows, count = op.read(request.table, lambda: self.backend.read_rows(request))
             return [row async for row in op.astream(request.table, rows, count, counted=False,
                                                     ends=False)]
         except errors.BackendError as exc:
-            return exc
+            if failures:
+                return exc
+            raise
 
     # -- reads --------------------------------------------------------------------
 
@@ -592,7 +573,7 @@ class AsyncQuerySet(Query[M]):
                 if len(found) == size:
                     break
             token = items.cursor
-            more = await _afirst(items) is not None
+            more = await afirst(items) is not None
         finally:
             await items.aclose()
         return Page(found, token if more else None)
@@ -611,7 +592,7 @@ class AsyncQuerySet(Query[M]):
 
     async def first(self) -> M | None:
         """The first matching instance (after the cursor, if any), or ``None``."""
-        return await _afirst(self._astream(1))
+        return await afirst(self._astream(1))
 
     async def latest(self, *, as_of: datetime | None = None, **key_fields: Any) -> M:
         """The newest event of one entity (at or before ``as_of``); see `QuerySet.latest()`.
@@ -632,8 +613,8 @@ class AsyncQuerySet(Query[M]):
         """
         conn = self._connection
         plan = self._latest_many_plan(keys, conn.features, as_of)
-        return await arun_latest_many(plan, conn, self.model,
-                                      lambda entity: _afirst(astream(entity, conn, self.model)))
+        result: LatestResult[M] = await adrive(plan.lookups(self.model), conn)
+        return result
 
     # -- changes --------------------------------------------------------------------
 
@@ -691,13 +672,3 @@ class AsyncQuerySet(Query[M]):
         if read.sink == "rows":
             return columns.arow_batches(read.plan.codec, self._aopen(read), read.plan.only, rows)
         return columns.abatches(self._aopen(read), rows)  # type: ignore[arg-type]
-
-
-async def _afirst(items: AStreamed[M]) -> M | None:
-    """The first of ``items``, or ``None``; the reads end now, not when collected."""
-    try:
-        async for item in items:
-            return item
-        return None
-    finally:
-        await items.aclose()

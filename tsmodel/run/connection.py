@@ -11,9 +11,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -37,14 +36,14 @@ from tsmodel.io import polars as _polars
 from tsmodel.io.arrow import DEFAULT_BATCH_ROWS, ArrowColumns
 from tsmodel.io.frames import DEFAULT_FRAME_ROWS, FrameSave
 from tsmodel.plan import schema
+from tsmodel.plan.calls import Schedule, Steps
 from tsmodel.plan.cursors import Page, secret_bytes
-from tsmodel.plan.deletes import DeletePlan, StepSchedule
+from tsmodel.plan.deletes import DeletePlan
 from tsmodel.plan.pacing import WritePacer
 from tsmodel.plan.reads import LatestResult, QueryState
 from tsmodel.plan.results import EntityResult, TableWrite, WriteResult, WriteStatus
 from tsmodel.plan.schedule import (
     DEFAULT_FLOW,
-    SaveSchedule,
     WriteFlow,
     check_write_options,
     schedule_save,
@@ -52,9 +51,10 @@ from tsmodel.plan.schedule import (
 from tsmodel.plan.writes import WritePlan
 from tsmodel.run.async_connection import DEFAULT_BATCH_SIZE, AsyncConnection, AsyncQuerySet
 from tsmodel.run.cache import CachingBackend
+from tsmodel.run.drive import drive
+from tsmodel.run.drive import first as first_of
 from tsmodel.run.fanout import Streamed, stream
 from tsmodel.run.frame_steps import frame_steps
-from tsmodel.run.latest import run_latest_many
 from tsmodel.run.observe import Observer, Operation, kind_of_read, rate_changed
 from tsmodel.run.progress import Progress, WriteProgress, watch_delete, watch_save
 from tsmodel.run.query import Query, Read, changed_instance, copy_instance
@@ -65,7 +65,6 @@ __all__ = ["Connection", "QuerySet", "connect", "get_default_connection",
            "DEFAULT_BATCH_SIZE"]
 
 M = TypeVar("M")
-_T = TypeVar("_T")
 _R = TypeVar("_R")
 
 
@@ -294,40 +293,17 @@ class Connection:
             steps.close()
 
     def _run(self, kind: str,
-             schedule_of: Callable[[], SaveSchedule | StepSchedule]) -> WriteResult:
-        """Carry out a save or a delete (its schedule, made by ``schedule_of``), observed."""
+             schedule_of: Callable[[], Schedule[WriteResult] | Steps[WriteResult]],
+             ) -> WriteResult:
+        """Carry out a save or a delete (its steps, made by ``schedule_of``), observed."""
         op = self._observer.operation(kind)
         try:
-            result = self._run_schedule(schedule_of(), op)
+            result: WriteResult = drive(schedule_of(), self, op)
         except BaseException as exc:
             op.end(error=exc)
             raise
         op.end(result)
         return result
-
-    def _run_schedule(self, schedule: SaveSchedule | StepSchedule, op: Operation) -> WriteResult:
-        """Make every call a schedule hands out (a save's or a delete's); its result."""
-        if not self.features.concurrent_calls:
-            while not schedule.done:
-                for ticket, call in schedule.ready():
-                    schedule.answer(ticket, self._call(call, op))
-            return schedule.result()
-        pool = self._workers()
-        out: dict[Future[Any], Any] = {}
-        try:
-            while not schedule.done:
-                handed = schedule.ready()
-                if len(handed) == 1 and not out:  # nothing to overlap: no thread hop
-                    schedule.answer(handed[0][0], self._call(handed[0][1], op))
-                    continue
-                for ticket, call in handed:
-                    out[pool.submit(self._call, call, op)] = ticket
-                finished, _ = wait(out, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    schedule.answer(out.pop(future), future.result())
-        finally:
-            wait(out)  # an interrupted save leaves no call running behind it
-        return schedule.result()
 
     def delete(self, entity: Any) -> None:
         """Delete one event from its main table and its companion tables.
@@ -370,8 +346,8 @@ class Connection:
         """
         meter = WriteProgress(progress, "delete")
         try:
-            result = self._run("delete", lambda: StepSchedule(watch_delete(
-                meter, DeletePlan(entities, self.features), self.batch_size)))
+            result = self._run("delete", lambda: watch_delete(
+                meter, DeletePlan(entities, self.features), self.batch_size))
         finally:
             meter.close()
         if raise_on_failure:
@@ -404,40 +380,20 @@ class Connection:
                                                 thread_name_prefix="tsmodel-call")
             return self._pool
 
-    def each(self, call: Callable[[_T], _R], items: Sequence[_T], most: int) -> list[_R]:
-        """``call`` of every item, answers in order, at most ``most`` at once.
-
-        On the connection's worker threads when the backend's calls overlap
-        (``features.concurrent_calls``), else one after the other here.
-        """
-        if not self.features.concurrent_calls or len(items) < 2:
-            return [call(item) for item in items]
-        pool, out = self._workers(), []
-        waiting: deque[Future[_R]] = deque()
-        for item in items:
-            if len(waiting) >= most:
-                out.append(waiting.popleft().result())
-            waiting.append(pool.submit(call, item))
+    def _read_whole(self, request: ReadRequest, op: Operation | None,
+                    failures: bool) -> list[Row] | errors.BackendError:
+        """The rows of a `Read` step: under ``op`` (a save's, its rows not counted as
+        the save's), else an operation of its own; a failure is the answer with
+        ``failures``."""
         try:
-            out.extend(f.result() for f in waiting)
-        finally:
-            for f in waiting:
-                f.cancel()
-        return out
-
-    def _call(self, call: ReadRequest | TableWrite, op: Operation) -> Any:
-        """The answer to one call of a save (see `SaveSchedule`)."""
-        if isinstance(call, TableWrite):
-            return self._send(call, op)
-        return self._read_whole(call, op)
-
-    def _read_whole(self, request: ReadRequest, op: Operation) -> list[Row] | errors.BackendError:
-        """The rows of a read a save needs (timed; its rows are not the save's rows)."""
-        try:
+            if op is None:
+                return list(self.read(request))
             rows, count = op.read(request.table, lambda: self.backend.read_rows(request))
             return list(op.stream(request.table, rows, count, counted=False, ends=False))
         except errors.BackendError as exc:
-            return exc
+            if failures:
+                return exc
+            raise
 
     def execute(self, plan: WritePlan, writes: Iterable[TableWrite]) -> None:
         """Send each planned table write and record its outcomes in ``plan``."""
@@ -833,7 +789,7 @@ class QuerySet(Query[M]):
 
     def first(self) -> M | None:
         """The first matching instance (after the cursor, if any), or ``None``."""
-        return _first(self._stream(1))
+        return first_of(self._stream(1))
 
     def latest(self, *, as_of: datetime | None = None, **key_fields: Any) -> M:
         """The newest event of one entity, or its newest event at or before ``as_of``.
@@ -961,22 +917,13 @@ class QuerySet(Query[M]):
         """
         conn = self._conn()
         plan = self._latest_many_plan(keys, conn.features, as_of)
-        return run_latest_many(plan, conn, self.model,
-                               lambda entity: _first(stream(entity, conn, self.model)))
+        return drive(plan.lookups(self.model), conn)
 
     def _conn(self) -> Connection:
         """The connection the query runs on: its own, else the default one."""
         conn = self._connection
         return get_default_connection() if conn is None else conn
 
-
-
-def _first(items: Streamed[M]) -> M | None:
-    """The first of ``items``, or ``None``; the reads end now, not when collected."""
-    try:
-        return next(items, None)
-    finally:
-        items.close()
 
 
 @overload
