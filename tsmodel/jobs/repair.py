@@ -73,8 +73,6 @@ from tsmodel.jobs.steps import (
     Scan,
     Send,
     require_tables,
-    run_job,
-    run_job_async,
 )
 from tsmodel.plan.events import EncodedEvent, encode_event
 from tsmodel.plan.merge import check_guard
@@ -85,6 +83,7 @@ from tsmodel.plan.versions import erase, past_limit, timestamps_read, version_li
 from tsmodel.plan.writes import WritePlan
 from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection, QuerySet, get_default_connection
+from tsmodel.run.drive import adrive, drive
 
 __all__ = ["RepairReport", "RepairScope", "repair", "repair_async", "repair_steps",
            "replay_main", "replay_companions", "replay_current", "prune_alternate",
@@ -145,7 +144,7 @@ def repair(model: type, start: datetime, end: datetime, *,
         BackendError: a read failed (writes that fail are counted in ``failed``).
     """
     conn = connection or get_default_connection()
-    return run_job(repair_steps(model, start, end, features=conn.features,
+    return drive(repair_steps(model, start, end, features=conn.features,
                                 batch_size=batch_size, key_prefix=key_prefix,
                                 progress=progress), conn)
 
@@ -162,7 +161,7 @@ async def repair_async(model: type, start: datetime, end: datetime, *,
     Raises:
         BackendError: a read failed (writes that fail are counted in ``failed``).
     """
-    return await run_job_async(repair_steps(model, start, end, features=connection.features,
+    return await adrive(repair_steps(model, start, end, features=connection.features,
                                             batch_size=batch_size, key_prefix=key_prefix,
                                             progress=progress),
                                connection)

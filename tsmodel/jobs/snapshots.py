@@ -51,8 +51,6 @@ from tsmodel.jobs.steps import (
     Scan,
     Send,
     require_tables,
-    run_job,
-    run_job_async,
 )
 from tsmodel.plan.calls import CreateTable, MutateRows
 from tsmodel.plan.events import EncodedEvent
@@ -60,6 +58,7 @@ from tsmodel.plan.results import WriteResult, WriteStatus
 from tsmodel.plan.writes import WritePlan
 from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection, get_default_connection
+from tsmodel.run.drive import adrive, drive
 
 __all__ = ["SnapshotReport", "SnapshotError", "build_snapshot", "build_snapshot_async",
            "snapshot_steps", "JOBS_TABLE", "period_read", "period_events", "write_period"]
@@ -135,7 +134,7 @@ def build_snapshot(
     """
     steps = snapshot_steps(model, period, batch_size=batch_size, progress=progress,
                            restart=restart)
-    return run_job(steps, connection or get_default_connection())
+    return drive(steps, connection or get_default_connection())
 
 
 async def build_snapshot_async(
@@ -153,7 +152,7 @@ async def build_snapshot_async(
     """
     steps = snapshot_steps(model, period, batch_size=batch_size, progress=progress,
                            restart=restart)
-    return await run_job_async(steps, connection)
+    return await adrive(steps, connection)
 
 
 def snapshot_steps(model: type, period: datetime, *, batch_size: int = 1000,

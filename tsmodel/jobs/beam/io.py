@@ -35,13 +35,13 @@ from tsmodel.ground.base import Features, MutationOutcome, ReadRequest
 from tsmodel.jobs.repair import replay_companions, replay_current
 from tsmodel.jobs.snapshots import period_events, period_read, write_period
 from tsmodel.jobs.splits import DEFAULT_MOST, cut_points, split_requests
-from tsmodel.jobs.steps import run_job
 from tsmodel.plan.events import encode_event
 from tsmodel.plan.merge import check_guard
 from tsmodel.plan.reads import QueryState, ReadPlan, compile_query
 from tsmodel.plan.results import WriteStatus
 from tsmodel.plan.writes import prepare_save
 from tsmodel.run.connection import Connection, QuerySet, connect
+from tsmodel.run.drive import drive
 
 __all__ = ["ReadModel", "ReadEvents", "ReadParts", "ModelRead", "TableRead", "WriteModel",
            "DeadLetter", "Entities", "SnapshotRows", "Companions", "DEAD_LETTERS", "NAMESPACE",
@@ -311,7 +311,7 @@ class SnapshotRows:
         self.target = period_read(spec_of(model), period_us)[0]
 
     def write(self, conn: Connection, entities: Sequence[Any]) -> list[Failure]:
-        result = run_job(write_period(period_events(self.target, entities)), conn)
+        result = drive(write_period(period_events(self.target, entities)), conn)
         return [(i, r.status.value, repr(r.error)) for i, r in enumerate(result.results)
                 if r.status is not WriteStatus.WRITTEN]
 
@@ -343,7 +343,7 @@ class Companions:
         events = [encode_event(spec, e) for e in entities]
         bad: dict[int, MutationOutcome]
         if self.current:
-            _, bad, restored = run_job(replay_current(spec, events, len(events) or 1), conn)
+            _, bad, restored = drive(replay_current(spec, events, len(events) or 1), conn)
             if self.restored:
                 beam.metrics.Metrics.counter(NAMESPACE, self.restored).inc(restored)
         else:
@@ -352,7 +352,7 @@ class Companions:
                                   alternates=tuple(r for r in ev.alternates
                                                    if keep is None or r.table in keep))
                       for ev in events]
-            _, bad = run_job(replay_companions(events), conn)
+            _, bad = drive(replay_companions(events), conn)
         return [(i, out.status.value, repr(out.error)) for i, out in sorted(bad.items())]
 
     def check(self, entity: Any) -> None:

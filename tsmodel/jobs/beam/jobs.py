@@ -57,11 +57,12 @@ from tsmodel.jobs.repair import (
 )
 from tsmodel.jobs.snapshots import period_read
 from tsmodel.jobs.splits import DEFAULT_MOST
-from tsmodel.jobs.steps import require_tables, run_job
+from tsmodel.jobs.steps import require_tables
 from tsmodel.plan.events import EncodedEvent, encode_event
 from tsmodel.plan.reads import time_span
 from tsmodel.plan.rollups import expired_slot, rollup_row
 from tsmodel.run.connection import QuerySet, connect
+from tsmodel.run.drive import drive
 
 __all__ = ["BeamReport", "Verification", "SameFields", "snapshot", "repair", "backfill", "migrate",
            "rebuild_rollups", "pipeline_options"]
@@ -209,7 +210,7 @@ def _prepare(url: str, model: str, reads: Sequence[str],
     """Before a pipeline: check that the tables a job reads exist, then create (or
     bring in step) those it writes, and no other."""
     with connect(url, default=False) as conn:
-        run_job(require_tables(model, reads, where=url), conn)
+        drive(require_tables(model, reads, where=url), conn)
         for table in writes:
             conn.backend.create_table(table)
 
@@ -399,7 +400,7 @@ class _ReplayPart(_RepairDoFn):
     def process(self, part: Any) -> Iterator[tuple[bytes, Any]]:
         assert self.scope is not None
         newest: dict[bytes, EncodedEvent] = {}
-        events, failed = run_job(replay_main(self.scope, part, self.batch_size, newest),
+        events, failed = drive(replay_main(self.scope, part, self.batch_size, newest),
                                  self.db())
         self.count("events_read", events)  # each event the part reads is replayed
         self.count("events_replayed", events)
@@ -416,7 +417,7 @@ class _PrunePart(_RepairDoFn):
     def process(self, part: Any) -> Iterator[None]:
         assert self.scope is not None
         alt = next(a for a in self.scope.spec.alternates if a.table == self.table)
-        deleted, failed = run_job(prune_alternate(self.scope, alt, part, self.batch_size),
+        deleted, failed = drive(prune_alternate(self.scope, alt, part, self.batch_size),
                                   self.db())
         self.count("alternate_events_deleted", deleted)
         self.count("failed", failed)
@@ -426,7 +427,7 @@ class _PrunePart(_RepairDoFn):
 class _FixPart(_RepairDoFn):
     def process(self, part: Any) -> Iterator[None]:
         assert self.scope is not None
-        fixed, failed = run_job(fix_current(self.scope, part, self.batch_size), self.db())
+        fixed, failed = drive(fix_current(self.scope, part, self.batch_size), self.db())
         self.count("current_rows_fixed", fixed)
         self.count("failed", failed)
         return iter(())
@@ -702,7 +703,7 @@ class _WriteRows(WorkerDoFn):
             by_table.setdefault(table, []).append(row)
         failed = 0
         for table, rows in by_table.items():
-            failed += run_job(apply_rows(table, rows), self.db())
+            failed += drive(apply_rows(table, rows), self.db())
         deleted = sum(1 for _, row in batch if isinstance(row.mutations[-1], DeleteRow))
         beam.metrics.Metrics.counter(NAMESPACE, "rollup_rows_written").inc(len(batch))
         beam.metrics.Metrics.counter(NAMESPACE, "rollup_rows_deleted").inc(deleted)
