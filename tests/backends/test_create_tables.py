@@ -14,7 +14,6 @@ import pytest
 
 import tsmodel as ts
 from tsmodel.backends.base import Backend, GcRule, TableSpec
-from tsmodel.plan import schema
 
 DAY = timedelta(days=1)
 
@@ -50,5 +49,5 @@ def test_create_tables_is_plan_then_apply(backend: Backend, table_name: str) -> 
                                                 ("LEGACY", GcRule()))))
     tables = ts.Connection(backend).create_tables(model, model)
     assert tables == ts.table_specs(ts.spec_of(model))  # merged by name, once each
-    assert not schema.plan(backend, model).has_changes  # the rule changed, IO added
+    assert not ts.Connection(backend).plan_schema(model).has_changes  # the rule changed, IO added
     assert backend.describe_table(table_name).family_names() == ("IO", "LEGACY", "METRIC")

@@ -54,26 +54,26 @@ def isolated(backend: Backend) -> Iterator[Backend]:
 
 def test_plan_apply_plan(backend: Backend, table_name: str) -> None:
     model = make_model(table_name)
-    plan = schema.plan(backend, model)
+    plan = ts.Connection(backend).plan_schema(model)
     created = [(c.action, c.table) for c in plan.changes]
     assert created == [(schema.Action.CREATE_TABLE, table_name),
                        (schema.Action.CREATE_TABLE, f"{table_name}_CURRENT")]
-    assert schema.apply(backend, plan) == plan.changes
+    assert ts.Connection(backend).apply_schema(plan) == plan.changes
     assert backend.describe_table(table_name) == TableSpec(
         table_name, (("IO", ONE), ("METRIC", ONE)))
-    again = schema.plan(backend, model)
+    again = ts.Connection(backend).plan_schema(model)
     assert not again.has_changes, str(again)
 
 
 def test_retention_round_trips_without_a_phantom_change(backend: Backend,
                                                         table_name: str) -> None:
     model = make_model(table_name, retention=30 * DAY)
-    plan = schema.plan(backend, model)
+    plan = ts.Connection(backend).plan_schema(model)
     assert any("deletes cells older than 30d" in w for w in plan.warnings)
-    schema.apply(backend, plan)
+    ts.Connection(backend).apply_schema(plan)
     described = dict(backend.describe_table(table_name).families)["METRIC"]
     assert schema.gc_rules_equal(described, GcRule(max_versions=1, max_age=30 * DAY))
-    assert not schema.plan(backend, model).has_changes
+    assert not ts.Connection(backend).plan_schema(model).has_changes
 
 
 @pytest.mark.parametrize("rule", [
@@ -97,14 +97,14 @@ def test_missing_family_and_changed_rule(backend: Backend, table_name: str) -> N
     backend.create_table(TableSpec(table_name, (("METRIC", GcRule(max_versions=5)),
                                                 ("LEGACY", GcRule()))))
     backend.create_table(TableSpec(f"{table_name}_CURRENT", (("METRIC", ONE), ("IO", ONE))))
-    plan = schema.plan(backend, model)
+    plan = ts.Connection(backend).plan_schema(model)
     assert [(c.action.value, c.family) for c in plan.changes] == [
         ("add family", "IO"), ("change gc rule", "METRIC")]
     assert any("LEGACY" in n for n in plan.notes)
-    schema.apply(backend, plan)
+    ts.Connection(backend).apply_schema(plan)
     assert dict(backend.describe_table(table_name).families) == {
         "IO": ONE, "METRIC": ONE, "LEGACY": GcRule()}
-    assert not schema.plan(backend, model).has_changes
+    assert not ts.Connection(backend).plan_schema(model).has_changes
 
 
 def test_data_survives_apply(backend: Backend, table_name: str) -> None:
@@ -112,10 +112,10 @@ def test_data_survives_apply(backend: Backend, table_name: str) -> None:
     conn = ts.Connection(backend)
     backend.create_table(TableSpec(table_name, (("METRIC", GcRule(max_versions=5)),)))
     backend.create_table(TableSpec(f"{table_name}_CURRENT", (("METRIC", ONE),)))
-    schema.apply(backend, schema.plan(backend, model))
+    conn.apply_schema(conn.plan_schema(model))
     t = datetime.fromisoformat("2015-03-16T19:53:32.045+00:00")
     conn.save(model(hostname="h1", time=t, cpu=0.5, disk=7))
-    schema.apply(backend, schema.plan(backend, model))  # nothing to do, nothing lost
+    conn.apply_schema(conn.plan_schema(model))  # nothing to do, nothing lost
     assert [m.disk for m in conn.range(model, t, t + DAY, hostname="h1")] == [7]
 
 
@@ -123,27 +123,27 @@ def test_drop_deletes_only_the_tables_named(isolated: Backend) -> None:
     model = make_model("M")
     for name in ("OTHER", "M_20170726", "TSMODEL_JOBS"):
         isolated.create_table(TableSpec(name, (("X", GcRule()),)))
-    schema.apply(isolated, schema.plan(isolated, model))
+    ts.Connection(isolated).apply_schema(ts.Connection(isolated).plan_schema(model))
     assert isolated.list_tables() == ["M", "M_20170726", "M_CURRENT", "OTHER", "TSMODEL_JOBS"]
-    kept = schema.plan(isolated, model, drop=True)
+    kept = ts.Connection(isolated).plan_schema(model, drop=True)
     assert not kept.has_changes  # drop=True never deletes a table
     assert "left alone: M_20170726, OTHER, TSMODEL_JOBS" in kept.notes[0]
-    plan = schema.plan(isolated, model, drop=True, drop_tables=["OTHER"])
+    plan = ts.Connection(isolated).plan_schema(model, drop=True, drop_tables=["OTHER"])
     assert [(c.action.value, c.table) for c in plan.changes] == [("delete table", "OTHER")]
-    schema.apply(isolated, plan)
+    ts.Connection(isolated).apply_schema(plan)
     assert isolated.list_tables() == ["M", "M_20170726", "M_CURRENT", "TSMODEL_JOBS"]
-    assert not schema.plan(isolated, model, drop=True).has_changes
+    assert not ts.Connection(isolated).plan_schema(model, drop=True).has_changes
     with pytest.raises(ts.ConfigurationError, match="no such table"):
-        schema.plan(isolated, model, drop_tables=["OTHER"])
+        ts.Connection(isolated).plan_schema(model, drop_tables=["OTHER"])
     with pytest.raises(ts.ConfigurationError, match="the models declare it"):
-        schema.plan(isolated, model, drop_tables=["M_CURRENT"])
+        ts.Connection(isolated).plan_schema(model, drop_tables=["M_CURRENT"])
     assert isolated.list_tables() == ["M", "M_20170726", "M_CURRENT", "TSMODEL_JOBS"]
 
 
 def test_dropping_a_family(isolated: Backend) -> None:
     model = make_model("M")
     isolated.create_table(TableSpec("M", (("METRIC", ONE), ("IO", ONE), ("LEGACY", ONE))))
-    plan = schema.plan(isolated, model, drop=True)
+    plan = ts.Connection(isolated).plan_schema(model, drop=True)
     assert ("delete family", "LEGACY") in [(c.action.value, c.family) for c in plan.changes]
-    schema.apply(isolated, plan)
+    ts.Connection(isolated).apply_schema(plan)
     assert isolated.describe_table("M").family_names() == ("IO", "METRIC")

@@ -1,6 +1,7 @@
 """Schema plans, the retention guard and sizing advice, without I/O.
 
-tsmodel.plan.schema makes the plans (Connection.create_tables applies them:
+tsmodel.plan.schema makes the plans as steps, Connection.plan_schema and
+apply_schema carry them out (Connection.create_tables is both:
 tests/backends/test_create_tables.py); tsmodel.plan.retention guards saves;
 tsmodel.plan.advice sizes models. What GC rules mean is tested in
 test_gc_rules.py.
@@ -27,6 +28,15 @@ from tsmodel.plan.advice import advise
 
 UTC = timezone.utc
 DAY = timedelta(days=1)
+
+
+def plan_of(backend: Any, *models: Any, **options: Any) -> schema.SchemaPlan:
+    """The schema plan of ``models`` on ``backend``, made by the blocking driver."""
+    return ts.Connection(backend).plan_schema(*models, **options)
+
+
+def apply_to(backend: Any, plan: schema.SchemaPlan) -> tuple[schema.Change, ...]:
+    return ts.Connection(backend).apply_schema(plan)
 
 
 class FakeBackend:
@@ -119,7 +129,7 @@ def test_gc_rules_are_read_by_backends_gc() -> None:
 
 def test_only_models_are_planned() -> None:
     with pytest.raises(TypeError, match="not a tsmodel model"):
-        schema.plan(FakeBackend(), int)
+        plan_of(FakeBackend(), int)
 
 
 # -- plans -------------------------------------------------------------------------------
@@ -127,7 +137,7 @@ def test_only_models_are_planned() -> None:
 
 def test_an_empty_backend_gets_every_table() -> None:
     backend = FakeBackend()
-    plan = schema.plan(backend, Metric)
+    plan = plan_of(backend, Metric)
     assert [(c.action, c.table) for c in plan.changes] == [
         (schema.Action.CREATE_TABLE, "METRIC"), (schema.Action.CREATE_TABLE, "CURRENT_METRIC")]
     assert plan.changes[0].families == (("IO", ONE), ("METRIC", ONE))
@@ -137,29 +147,29 @@ def test_an_empty_backend_gets_every_table() -> None:
 
 def test_apply_then_plan_finds_nothing_to_do() -> None:
     backend = FakeBackend()
-    applied = schema.apply(backend, schema.plan(backend, Metric))
+    applied = apply_to(backend, plan_of(backend, Metric))
     assert len(applied) == 2
-    again = schema.plan(backend, Metric)
+    again = plan_of(backend, Metric)
     assert not again.has_changes
     assert again.summary() == "No changes: the backend has the 2 tables the models need."
     assert str(again) == again.summary()
-    assert schema.apply(backend, again) == ()
+    assert apply_to(backend, again) == ()
 
 
 def test_missing_families_are_added_and_rules_changed() -> None:
     backend = FakeBackend()
     backend.tables["METRIC"] = {"METRIC": GcRule(max_versions=5)}
     backend.tables["CURRENT_METRIC"] = {"METRIC": ONE, "IO": ONE}
-    plan = schema.plan(backend, Metric)
+    plan = plan_of(backend, Metric)
     assert [(c.action.value, c.table, c.family) for c in plan.changes] == [
         ("add family", "METRIC", "IO"), ("change gc rule", "METRIC", "METRIC")]
     change = plan.changes[1]
     assert change.old_rule == GcRule(max_versions=5) and change.rule == ONE
     assert change.destructive
     assert any("keeps fewer versions" in w for w in plan.warnings)
-    schema.apply(backend, plan)
+    apply_to(backend, plan)
     assert backend.tables["METRIC"] == {"METRIC": ONE, "IO": ONE}
-    assert not schema.plan(backend, Metric).has_changes
+    assert not plan_of(backend, Metric).has_changes
 
 
 def test_a_looser_rule_is_not_destructive() -> None:
@@ -167,7 +177,7 @@ def test_a_looser_rule_is_not_destructive() -> None:
     backend.tables = {"METRIC": {"METRIC": ONE, "IO": ONE}, "CURRENT_METRIC": {}}
     backend.tables["KEPT"] = {"K": GcRule(max_versions=1, max_age=DAY)}
     backend.tables["CURRENT_KEPT"] = {"K": ONE}
-    plan = schema.plan(backend, Kept)
+    plan = plan_of(backend, Kept)
     (change,) = plan.changes
     assert change.action is schema.Action.CHANGE_GC_RULE and not change.destructive
     assert not any("keeps fewer" in w for w in plan.warnings)
@@ -175,10 +185,10 @@ def test_a_looser_rule_is_not_destructive() -> None:
 
 def test_nothing_is_deleted_without_drop() -> None:
     backend = FakeBackend()
-    schema.apply(backend, schema.plan(backend, Metric))
+    apply_to(backend, plan_of(backend, Metric))
     backend.tables["METRIC"]["LEGACY"] = GcRule()
     backend.tables["OTHER"] = {"X": GcRule()}
-    plan = schema.plan(backend, Metric)
+    plan = plan_of(backend, Metric)
     assert not plan.has_changes
     assert plan.notes == (
         "table 'METRIC' has families the models do not declare, left alone: LEGACY "
@@ -186,13 +196,13 @@ def test_nothing_is_deleted_without_drop() -> None:
         "1 other table on the backend, not declared by these models, left alone: OTHER "
         "(--drop-table NAME deletes one; drop_tables=[NAME] in Python)",
     )
-    schema.apply(backend, plan)
+    apply_to(backend, plan)
     assert "LEGACY" in backend.tables["METRIC"] and "OTHER" in backend.tables
 
 
 def _with_neighbours(backend: FakeBackend) -> None:
     """The models' tables, plus what a shared instance holds beside them."""
-    schema.apply(backend, schema.plan(backend, Metric))
+    apply_to(backend, plan_of(backend, Metric))
     backend.tables["METRIC"]["LEGACY"] = GcRule()
     for name in ("OTHER_APP", "TSMODEL_JOBS", "SENSOR_20170726", "SENSOR_20170727"):
         backend.tables[name] = {"X": GcRule()}
@@ -201,7 +211,7 @@ def _with_neighbours(backend: FakeBackend) -> None:
 def test_drop_deletes_undeclared_families_never_other_tables() -> None:
     backend = FakeBackend()
     _with_neighbours(backend)
-    plan = schema.plan(backend, Metric, drop=True)
+    plan = plan_of(backend, Metric, drop=True)
     assert [(c.action.value, c.table, c.family) for c in plan.changes] == [
         ("delete family", "METRIC", "LEGACY")]
     assert all(c.destructive for c in plan.changes) and plan.drop
@@ -210,7 +220,7 @@ def test_drop_deletes_undeclared_families_never_other_tables() -> None:
         "4 other tables on the backend, not declared by these models, left alone: "
         "OTHER_APP, SENSOR_20170726, SENSOR_20170727, TSMODEL_JOBS (--drop-table NAME "
         "deletes one; drop_tables=[NAME] in Python)",)
-    schema.apply(backend, plan)
+    apply_to(backend, plan)
     assert backend.tables["METRIC"] == {"METRIC": ONE, "IO": ONE}
     assert sorted(backend.tables) == ["CURRENT_METRIC", "METRIC", "OTHER_APP",
                                       "SENSOR_20170726", "SENSOR_20170727", "TSMODEL_JOBS"]
@@ -220,7 +230,7 @@ def test_drop_deletes_undeclared_families_never_other_tables() -> None:
 def test_drop_tables_deletes_only_the_tables_named() -> None:
     backend = FakeBackend()
     _with_neighbours(backend)
-    plan = schema.plan(backend, Metric, drop_tables=["SENSOR_20170726", "OTHER_APP",
+    plan = plan_of(backend, Metric, drop_tables=["SENSOR_20170726", "OTHER_APP",
                                                      "SENSOR_20170726"])
     assert [(c.action.value, c.table, c.family) for c in plan.changes] == [
         ("delete table", "SENSOR_20170726", None), ("delete table", "OTHER_APP", None)]
@@ -228,7 +238,7 @@ def test_drop_tables_deletes_only_the_tables_named() -> None:
     assert plan.drop_tables == ("SENSOR_20170726", "OTHER_APP") and not plan.drop
     assert plan.notes[0].startswith("table 'METRIC' has families")  # no drop=True: kept
     assert "left alone: SENSOR_20170727, TSMODEL_JOBS (" in plan.notes[1]
-    schema.apply(backend, plan)
+    apply_to(backend, plan)
     assert sorted(backend.tables) == ["CURRENT_METRIC", "METRIC", "SENSOR_20170727",
                                       "TSMODEL_JOBS"]
     assert "LEGACY" in backend.tables["METRIC"]
@@ -249,19 +259,19 @@ def test_drop_tables_refuses_declared_and_missing_tables(names: list[str],
     _with_neighbours(backend)
     backend.calls.clear()
     with pytest.raises(ConfigurationError, match=message):
-        schema.plan(backend, Metric, drop=True, drop_tables=names)
+        plan_of(backend, Metric, drop=True, drop_tables=names)
     assert backend.calls == []
 
 
 def test_drop_tables_wants_names_not_a_string() -> None:
     with pytest.raises(TypeError, match=r"drop_tables=\['OLD'\]"):
-        schema.plan(FakeBackend(), Metric, drop_tables="OLD")
+        plan_of(FakeBackend(), Metric, drop_tables="OLD")
 
 
 def test_changes_are_applied_in_order() -> None:
     backend = FakeBackend()
     backend.tables = {"OTHER": {}, "METRIC": {"METRIC": GcRule(max_versions=3), "OLD": ONE}}
-    schema.apply(backend, schema.plan(backend, Metric, drop=True, drop_tables=["OTHER"]))
+    apply_to(backend, plan_of(backend, Metric, drop=True, drop_tables=["OTHER"]))
     assert [name for name, _ in backend.calls] == [
         "create_table", "create_table", "create_table", "delete_family", "delete_table"]
 
@@ -269,7 +279,7 @@ def test_changes_are_applied_in_order() -> None:
 def test_plan_text_is_aligned() -> None:
     backend = FakeBackend()
     backend.tables = {"METRIC": {"METRIC": GcRule(max_versions=3)}, "ZZ": {}}
-    text = str(schema.plan(backend, Metric, drop_tables=["ZZ"]))
+    text = str(plan_of(backend, Metric, drop_tables=["ZZ"]))
     lines = text.splitlines()
     assert lines[:5] == [
         "ACTION          TABLE           FAMILY  GC RULE",
@@ -285,7 +295,7 @@ def test_plan_text_is_aligned() -> None:
 
 
 def test_plan_json() -> None:
-    plan = schema.plan(FakeBackend(), Kept)
+    plan = plan_of(FakeBackend(), Kept)
     data = json.loads(plan.to_json())
     assert data["counts"]["create table"] == 2 and data["drop"] is False
     assert data["drop_tables"] == []
@@ -299,7 +309,7 @@ def test_plan_json() -> None:
 
 
 def test_plan_warns_about_every_max_age_family() -> None:
-    plan = schema.plan(FakeBackend(), Kept, Metric)
+    plan = plan_of(FakeBackend(), Kept, Metric)
     (warning,) = plan.warnings
     assert warning.startswith("KEPT:K deletes cells older than 30d, counted from the cell "
                               "timestamp, which tsmodel sets to the event time")

@@ -1,7 +1,7 @@
 """``tsmodel schema plan`` and ``tsmodel schema apply``: the tables the models need.
 
-Thin wrappers of `tsmodel.plan.schema.plan()` and
-`tsmodel.plan.schema.apply()`; they first ask the backend whether it answers
+Thin wrappers of `tsmodel.Connection.plan_schema()` and
+`tsmodel.Connection.apply_schema()`; they first ask the backend whether it answers
 (`check_reachable()`), so that a stopped
 emulator fails at once rather than after the client's minute of retries.
 """
@@ -98,9 +98,8 @@ def _schema(args: argparse.Namespace,
     targets = models(args.targets)
     with connect(args.url) as conn:
         _check_reachable(conn.backend, args.connect_timeout)
-        plan = schema.plan(conn.backend, *targets, drop=args.drop,
-                           drop_tables=args.drop_tables)
-        return plan, (schema.apply(conn.backend, plan) if apply else ())
+        plan = conn.plan_schema(*targets, drop=args.drop, drop_tables=args.drop_tables)
+        return plan, (conn.apply_schema(plan) if apply else ())
 
 
 def _check_reachable(backend: Backend, seconds: float) -> None:

@@ -1,27 +1,29 @@
 """Schema as code: compare the tables the models need with a backend, then apply.
 
 `tsmodel.table_specs()` derives every table a model needs, with its column
-families and garbage-collection (GC) rules. `plan()` compares them with
+families and garbage-collection (GC) rules. `plan_steps()` compares them with
 what a backend holds and lists the changes: tables to create, families to
-add, GC rules to change. `apply()` carries a plan out. Nothing is deleted
+add, GC rules to change. `apply_steps()` carries a plan out. Nothing is deleted
 unless asked for: the families of the models' tables that the models do not
 declare with ``drop=True``; a table only when it is named in
 ``drop_tables``. Other tables of the backend are left alone:
 
-    plan = tsmodel.plan.schema.plan(backend, ServerMetric)
+    plan = db.plan_schema(ServerMetric)
     print(plan)                 # an aligned table; plan.to_json() for machines
-    tsmodel.plan.schema.apply(backend, plan)
+    db.apply_schema(plan)
 
-``Connection.create_tables`` and ``tsmodel schema apply`` are this plan and
-apply. A family has one GC rule: models that share a family but want
-different rules are refused (`ConfigurationError`).
+Both are steps (`plan_steps()`, `apply_steps()`) that the drivers of
+`tsmodel.run.drive` carry out; ``Connection.create_tables`` and
+``tsmodel schema apply`` are this plan and apply. A family has one GC rule:
+models that share a family but want different rules are refused
+(`ConfigurationError`).
 GC rules are compared and described by `tsmodel.ground.gc`;
 `gc_rules_equal()`, `describe_gc_rule()` and `gc_rule_to_dict()`
 are its functions under the names plans use.
 
 A max-age GC rule counts from the *cell timestamp*, and tsmodel writes the
 event time there: a backfilled event older than the max age is deleted by the
-next garbage collection, at once. `plan()` warns about every family with
+next garbage collection, at once. `plan_steps()` warns about every family with
 such a rule; `tsmodel.plan.retention` finds the events of a save that would
 be lost, and `tsmodel.plan.advice` sizes a model for an event rate.
 """
@@ -39,7 +41,7 @@ from tsmodel import errors
 from tsmodel.declare.spec import spec_of
 from tsmodel.declare.tables import table_specs
 from tsmodel.ground import gc
-from tsmodel.ground.base import Backend, GcRule, TableSpec
+from tsmodel.ground.base import GcRule, TableSpec
 from tsmodel.ground.gc import describe as describe_gc_rule
 from tsmodel.ground.gc import rules_equal as gc_rules_equal
 from tsmodel.ground.gc import to_dict as gc_rule_to_dict
@@ -55,14 +57,11 @@ from tsmodel.plan.calls import (
 _R = TypeVar("_R")
 
 __all__ = [
-    "run_calls",
     "plan_steps",
     "apply_steps",
     "Action",
     "Change",
     "SchemaPlan",
-    "plan",
-    "apply",
     "desired_tables",
     "describe_gc_rule",
     "gc_rule_to_dict",
@@ -129,7 +128,7 @@ def _merge_family(families: dict[str, GcRule], owner: dict[tuple[str, str], str]
 
 
 class Action(enum.Enum):
-    """What one `Change` does, in the order `apply()` carries them out."""
+    """What one `Change` does, in the order `apply_steps()` carries them out."""
 
     CREATE_TABLE = "create table"
     ADD_FAMILY = "add family"
@@ -214,12 +213,12 @@ class SchemaPlan:
 
     Attributes:
         tables: the tables the models need (from `tsmodel.table_specs()`).
-        changes: what `apply()` will do, in order.
+        changes: what `apply_steps()` will do, in order.
         warnings: retention and data-loss warnings.
         notes: what the plan leaves alone, and why.
         drop: whether undeclared families of the models' tables are deleted
             (``drop=True``).
-        drop_tables: the tables the plan deletes, as named to `plan()`.
+        drop_tables: the tables the plan deletes, as named to `plan_steps()`.
     """
 
     tables: tuple[TableSpec, ...]
@@ -304,20 +303,11 @@ def format_table(headers: tuple[str, ...] | None, rows: Iterable[tuple[str, ...]
 Steps = Generator[BackendCall, Any, _R]
 
 
-def run_calls(steps: Steps[_R], backend: Backend) -> _R:
-    """Drive ``steps`` with blocking calls on ``backend``; return their result."""
-    try:
-        call = next(steps)
-        while True:
-            call = steps.send(call.on(backend))
-    except StopIteration as done:
-        result: _R = done.value
-        return result
-
-
-def plan(backend: Backend, *models: Any, drop: bool = False,
-         drop_tables: Iterable[str] = ()) -> SchemaPlan:
-    """Compare the tables the models need with what the backend holds.
+def plan_steps(*models: Any, drop: bool = False,
+               drop_tables: Iterable[str] = ()) -> Steps[SchemaPlan]:
+    """Compare the tables the models need with what the backend holds, as steps:
+    the backend calls it needs (`tsmodel.plan.calls`), then the plan
+    (``db.plan_schema(*models)`` runs them).
 
     Only the models' own tables are ever changed, unless a table is named in
     ``drop_tables``: the backend's other tables (other applications',
@@ -325,7 +315,6 @@ def plan(backend: Backend, *models: Any, drop: bool = False,
     listed in the notes and left alone.
 
     Args:
-        backend: an open backend.
         *models: model classes; their tables come from `tsmodel.table_specs()`.
         drop: also plan to delete the families of the models' tables that
             the models do not declare. Without it they are listed in the notes.
@@ -341,12 +330,6 @@ def plan(backend: Backend, *models: Any, drop: bool = False,
             table of ``drop_tables`` is declared by the models or does not exist.
         BackendError: the backend could not be read.
     """
-    return run_calls(plan_steps(*models, drop=drop, drop_tables=drop_tables), backend)
-
-
-def plan_steps(*models: Any, drop: bool = False,
-               drop_tables: Iterable[str] = ()) -> Steps[SchemaPlan]:
-    """`plan()` as steps: the calls it needs, then the plan (see `BackendCall`)."""
     wanted = desired_tables(*models)
     existing = set((yield ListTables()))
     dropped = _tables_to_drop(drop_tables, wanted, existing)
@@ -446,12 +429,13 @@ def _loss_warnings(changes: list[Change]) -> list[str]:
     ]
 
 
-def apply(backend: Backend, plan: SchemaPlan) -> tuple[Change, ...]:
-    """Carry out a plan: create tables, add families, set GC rules, then delete.
+def apply_steps(plan: SchemaPlan) -> Steps[tuple[Change, ...]]:
+    """Carry out a plan as steps, one backend call per change, in order: create
+    tables, add families, set GC rules, then delete (``db.apply_schema(plan)``
+    runs them).
 
     Args:
-        backend: the backend the plan was made against.
-        plan: from `plan()`; deletions are in it only if it was made
+        plan: from `plan_steps()`; deletions are in it only if it was made
             with ``drop=True`` (families) or ``drop_tables`` (tables).
 
     Returns:
@@ -461,11 +445,6 @@ def apply(backend: Backend, plan: SchemaPlan) -> tuple[Change, ...]:
         BackendError: the backend refused a change (the changes before it are
             made).
     """
-    return run_calls(apply_steps(plan), backend)
-
-
-def apply_steps(plan: SchemaPlan) -> Steps[tuple[Change, ...]]:
-    """`apply()` as steps: one backend call per change, in order."""
     for change in plan.changes:
         yield _call_of(change)
     return plan.changes

@@ -152,28 +152,21 @@ class AsyncConnection:
 
     async def plan_schema(self, *models: type, drop: bool = False,
                           drop_tables: Iterable[str] = ()) -> schema.SchemaPlan:
-        """The schema plan of the models here (see `tsmodel.plan.schema.plan()`)."""
-        return await self._run_calls(schema.plan_steps(*models, drop=drop,
-                                                       drop_tables=drop_tables))
+        """The schema plan of the models here (see `tsmodel.Connection.plan_schema()`)."""
+        plan: schema.SchemaPlan = await adrive(schema.plan_steps(*models, drop=drop,
+                                                                 drop_tables=drop_tables), self)
+        return plan
 
     async def apply_schema(self, plan: schema.SchemaPlan) -> tuple[schema.Change, ...]:
-        """Carry out a schema plan (see `tsmodel.plan.schema.apply()`)."""
-        return await self._run_calls(schema.apply_steps(plan))
+        """Carry out a schema plan (see `tsmodel.Connection.apply_schema()`)."""
+        changes: tuple[schema.Change, ...] = await adrive(schema.apply_steps(plan), self)
+        return changes
 
     async def drop_tables(self, *models: type) -> None:
         """Delete every table of the models, with their data."""
         for m in models:
             for table in table_specs(spec_of(m)):
                 await self.backend.delete_table(table.name)
-
-    async def _run_calls(self, steps: schema.Steps[_R]) -> _R:
-        try:
-            call = next(steps)
-            while True:
-                call = steps.send(await call.on(self.backend))
-        except StopIteration as done:
-            result: _R = done.value
-            return result
 
     # -- writes -------------------------------------------------------------------
 

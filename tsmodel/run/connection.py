@@ -143,8 +143,8 @@ class Connection:
     def create_tables(self, *models: type) -> list[TableSpec]:
         """Create every table the models need, or bring it in step (idempotent).
 
-        The schema plan applied (`tsmodel.plan.schema.plan()`, then
-        `apply()`): missing tables are created,
+        The schema plan applied (`plan_schema()`, then
+        `apply_schema()`): missing tables are created,
         missing families added, GC rules set; nothing is deleted.
 
         Returns:
@@ -156,9 +156,37 @@ class Connection:
                 GC rules; nothing was changed.
             BackendError: the backend refused a change.
         """
-        plan = schema.plan(self.backend, *models)
-        schema.apply(self.backend, plan)
+        plan = self.plan_schema(*models)
+        self.apply_schema(plan)
         return list(plan.tables)
+
+    def plan_schema(self, *models: type, drop: bool = False,
+                    drop_tables: Iterable[str] = ()) -> schema.SchemaPlan:
+        """Compare the tables the models need with what the backend holds.
+
+        Reading the backend changes nothing; `apply_schema()` carries the plan
+        out. See `tsmodel.plan.schema.plan_steps()` for ``drop`` and
+        ``drop_tables`` (nothing is deleted unless asked for).
+
+        Raises:
+            TypeError: an argument is not a model.
+            ConfigurationError: two models disagree on a family's GC rule, or a
+                table of ``drop_tables`` is declared by the models or does not exist.
+            BackendError: the backend could not be read.
+        """
+        plan: schema.SchemaPlan = drive(schema.plan_steps(*models, drop=drop,
+                                                          drop_tables=drop_tables), self)
+        return plan
+
+    def apply_schema(self, plan: schema.SchemaPlan) -> tuple[schema.Change, ...]:
+        """Carry out a schema plan; the changes made, in order (see
+        `tsmodel.plan.schema.apply_steps()`).
+
+        Raises:
+            BackendError: the backend refused a change (the changes before it are made).
+        """
+        changes: tuple[schema.Change, ...] = drive(schema.apply_steps(plan), self)
+        return changes
 
     def drop_tables(self, *models: type) -> None:
         """Delete every table of the models, with their data."""
