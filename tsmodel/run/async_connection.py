@@ -20,12 +20,11 @@ Open one with `connect_async()`:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tsmodel import errors
-from tsmodel._observe import RATE_LIMITS, RateLimitNote
 from tsmodel.backends import async_backend_for, url_settings
 from tsmodel.declare.spec import class_spec, spec_of
 from tsmodel.declare.tables import table_specs
@@ -43,9 +42,7 @@ from tsmodel.io import polars as _polars
 from tsmodel.io.arrow import DEFAULT_BATCH_ROWS, ArrowColumns
 from tsmodel.io.frames import DEFAULT_FRAME_ROWS, FrameSave
 from tsmodel.plan import schema
-from tsmodel.plan.calls import Schedule, Steps
 from tsmodel.plan.cursors import Page, secret_bytes
-from tsmodel.plan.deletes import DeletePlan
 from tsmodel.plan.pacing import WritePacer
 from tsmodel.plan.reads import LatestResult, QueryState
 from tsmodel.plan.results import TableWrite, WriteResult
@@ -53,13 +50,12 @@ from tsmodel.plan.schedule import (
     DEFAULT_FLOW,
     WriteFlow,
     check_write_options,
-    schedule_save,
 )
 from tsmodel.run.drive import adrive, afirst
 from tsmodel.run.fanout import AStreamed, Streamed, astream
 from tsmodel.run.frame_steps import frame_steps
-from tsmodel.run.observe import Observer, Operation, kind_of_read, rate_changed
-from tsmodel.run.progress import Progress, WriteProgress, watch_delete, watch_save
+from tsmodel.run.observe import Observer, Operation, kind_of_read, paced, pause_before
+from tsmodel.run.progress import Progress, Writing
 from tsmodel.run.query import Query, Read, changed_instance
 from tsmodel.settings import DEFAULT_SETTINGS, Settings
 
@@ -198,14 +194,9 @@ class AsyncConnection:
             RetentionError: events are already older than a max age.
             SaveError: with ``raise_on_failure``, when some writes failed.
         """
-        meter = WriteProgress(progress, "save")
-        try:
-            result = await self._run("save", lambda: watch_save(
-                meter, entities, validate_first, schedule_save(
-                    entities, self.batch_size, self.flow, trusted=self._trusted,
-                    accept_expired=accept_expired, validate_first=validate_first)))
-        finally:
-            meter.close()
+        with Writing(self, "save", progress) as w:
+            steps = w.save(entities, accept_expired, validate_first)
+            result = w.done(await adrive(steps, self, w.op))
         if raise_on_failure:
             result.raise_for_failures()
         return result
@@ -260,12 +251,8 @@ class AsyncConnection:
             ValidationError: an entity's key or time cannot be encoded.
             SaveError: with ``raise_on_failure``, when some deletions failed.
         """
-        meter = WriteProgress(progress, "delete")
-        try:
-            result = await self._run("delete", lambda: watch_delete(
-                meter, DeletePlan(entities, self.features), self.batch_size))
-        finally:
-            meter.close()
+        with Writing(self, "delete", progress) as w:
+            result = w.done(await adrive(w.delete(entities), self, w.op))
         if raise_on_failure:
             result.raise_for_failures()
         return result
@@ -281,19 +268,6 @@ class AsyncConnection:
         """
         return await AsyncQuerySet(model, connection=self._starting(model))._update_event(fields)
 
-    async def _run(self, kind: str,
-                   schedule_of: Callable[[], Schedule[WriteResult] | Steps[WriteResult]],
-                   ) -> WriteResult:
-        """Carry out a save or a delete (its steps, made by ``schedule_of``), observed."""
-        op = self._observer.operation(kind)
-        try:
-            result: WriteResult = await adrive(schedule_of(), self, op)
-        except BaseException as exc:
-            op.end(error=exc)
-            raise
-        op.end(result)
-        return result
-
     async def send(self, write: TableWrite) -> list[MutationOutcome]:
         """Send one table write (an operation of its own: a job's ``write``).
 
@@ -308,22 +282,11 @@ class AsyncConnection:
 
     async def _send(self, write: TableWrite, op: Operation) -> list[MutationOutcome]:
         rows = list(write.rows)
-        pacer = self.pacer
-        if pacer is None:
-            return await self._mutate(write.table, rows, op)
-        pause = pacer.wait(len(rows))
+        pause = pause_before(self.pacer, len(rows), op)
         if pause > 0:
             await asyncio.sleep(pause)
-            op.waited(pause)
-        note = RateLimitNote()
-        token = RATE_LIMITS.set(note)
-        try:
+        with paced(self.pacer):
             return await self._mutate(write.table, rows, op)
-        finally:
-            RATE_LIMITS.reset(token)
-            change = pacer.observe(note.seen)
-            if change is not None:
-                rate_changed(change)
 
     async def _mutate(self, table: str, rows: list[Any],
                       op: Operation) -> list[MutationOutcome]:

@@ -11,14 +11,13 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from tsmodel import errors
-from tsmodel._observe import RATE_LIMITS, RateLimitNote
 from tsmodel.backends import backend_for, url_settings
 from tsmodel.declare.spec import class_spec, spec_of
 from tsmodel.declare.tables import table_specs
@@ -36,9 +35,7 @@ from tsmodel.io import polars as _polars
 from tsmodel.io.arrow import DEFAULT_BATCH_ROWS, ArrowColumns
 from tsmodel.io.frames import DEFAULT_FRAME_ROWS, FrameSave
 from tsmodel.plan import schema
-from tsmodel.plan.calls import Schedule, Steps
 from tsmodel.plan.cursors import Page, secret_bytes
-from tsmodel.plan.deletes import DeletePlan
 from tsmodel.plan.pacing import WritePacer
 from tsmodel.plan.reads import LatestResult, QueryState
 from tsmodel.plan.results import EntityResult, TableWrite, WriteResult, WriteStatus
@@ -46,7 +43,6 @@ from tsmodel.plan.schedule import (
     DEFAULT_FLOW,
     WriteFlow,
     check_write_options,
-    schedule_save,
 )
 from tsmodel.plan.writes import WritePlan
 from tsmodel.run.async_connection import DEFAULT_BATCH_SIZE, AsyncConnection, AsyncQuerySet
@@ -55,8 +51,8 @@ from tsmodel.run.drive import drive
 from tsmodel.run.drive import first as first_of
 from tsmodel.run.fanout import Streamed, stream
 from tsmodel.run.frame_steps import frame_steps
-from tsmodel.run.observe import Observer, Operation, kind_of_read, rate_changed
-from tsmodel.run.progress import Progress, WriteProgress, watch_delete, watch_save
+from tsmodel.run.observe import Observer, Operation, kind_of_read, paced, pause_before
+from tsmodel.run.progress import Progress, Writing
 from tsmodel.run.query import Query, Read, changed_instance, copy_instance
 from tsmodel.settings import DEFAULT_SETTINGS, Settings, check_flag, check_seconds, check_whole
 
@@ -248,14 +244,9 @@ class Connection:
                 was written (streamed: as for ValidationError).
             SaveError: with ``raise_on_failure``, when some writes failed.
         """
-        meter = WriteProgress(progress, "save")
-        try:
-            result = self._run("save", lambda: watch_save(
-                meter, entities, validate_first, schedule_save(
-                    entities, self.batch_size, self.flow, trusted=self._trusted,
-                    accept_expired=accept_expired, validate_first=validate_first)))
-        finally:
-            meter.close()
+        with Writing(self, "save", progress) as w:
+            steps = w.save(entities, accept_expired, validate_first)
+            result = w.done(drive(steps, self, w.op))
         if raise_on_failure:
             result.raise_for_failures()
         return result
@@ -320,19 +311,6 @@ class Connection:
         finally:
             steps.close()
 
-    def _run(self, kind: str,
-             schedule_of: Callable[[], Schedule[WriteResult] | Steps[WriteResult]],
-             ) -> WriteResult:
-        """Carry out a save or a delete (its steps, made by ``schedule_of``), observed."""
-        op = self._observer.operation(kind)
-        try:
-            result: WriteResult = drive(schedule_of(), self, op)
-        except BaseException as exc:
-            op.end(error=exc)
-            raise
-        op.end(result)
-        return result
-
     def delete(self, entity: Any) -> None:
         """Delete one event from its main table and its companion tables.
 
@@ -372,12 +350,8 @@ class Connection:
                 nothing was deleted.
             SaveError: with ``raise_on_failure``, when some deletions failed.
         """
-        meter = WriteProgress(progress, "delete")
-        try:
-            result = self._run("delete", lambda: watch_delete(
-                meter, DeletePlan(entities, self.features), self.batch_size))
-        finally:
-            meter.close()
+        with Writing(self, "delete", progress) as w:
+            result = w.done(drive(w.delete(entities), self, w.op))
         if raise_on_failure:
             result.raise_for_failures()
         return result
@@ -442,22 +416,11 @@ class Connection:
 
     def _send(self, write: TableWrite, op: Operation) -> list[MutationOutcome]:
         rows = list(write.rows)
-        pacer = self.pacer
-        if pacer is None:
-            return self._mutate(write.table, rows, op)
-        pause = pacer.wait(len(rows))
+        pause = pause_before(self.pacer, len(rows), op)
         if pause > 0:
             time.sleep(pause)
-            op.waited(pause)
-        note = RateLimitNote()
-        token = RATE_LIMITS.set(note)
-        try:
+        with paced(self.pacer):
             return self._mutate(write.table, rows, op)
-        finally:
-            RATE_LIMITS.reset(token)
-            change = pacer.observe(note.seen)
-            if change is not None:
-                rate_changed(change)
 
     def _mutate(self, table: str, rows: list[Any], op: Operation) -> list[MutationOutcome]:
         try:

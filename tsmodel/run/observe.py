@@ -30,12 +30,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from tsmodel._observe import CALL_LOG, RETRIES, WRITE_LOG, RetryCount
+from tsmodel._observe import CALL_LOG, RATE_LIMITS, RETRIES, WRITE_LOG, RateLimitNote, RetryCount
 from tsmodel.errors import ConfigurationError, install_hint
 from tsmodel.ground.base import ReadRequest, Row, RowMutation
-from tsmodel.plan.pacing import RateChange
+from tsmodel.plan.pacing import RateChange, WritePacer
 from tsmodel.settings import Settings
 
 __all__ = ["Observer", "Operation", "kind_of_read", "rate_changed"]
@@ -83,6 +84,33 @@ def kind_of_read(request: ReadRequest) -> str:
             r.start is not None and r.end == r.start + b"\0" for r in rows.ranges):
         return "read"
     return "lookup"
+
+
+def pause_before(pacer: WritePacer | None, rows: int, op: Operation) -> float:
+    """The seconds a write of ``rows`` rows waits first, as ``pacer`` says (noted
+    on ``op``); 0 without a pacer."""
+    pause = 0.0 if pacer is None else pacer.wait(rows)
+    if pause > 0:
+        op.waited(pause)
+    return pause
+
+
+@contextmanager
+def paced(pacer: WritePacer | None) -> Iterator[None]:
+    """Around one write: the server's rate limits it meets go to ``pacer``, whose
+    changes of pace are logged (`rate_changed()`). Sync and async writes alike."""
+    if pacer is None:
+        yield
+        return
+    note = RateLimitNote()
+    token = RATE_LIMITS.set(note)
+    try:
+        yield
+    finally:
+        RATE_LIMITS.reset(token)
+        change = pacer.observe(note.seen)
+        if change is not None:
+            rate_changed(change)
 
 
 def rate_changed(change: RateChange) -> None:

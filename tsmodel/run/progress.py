@@ -21,7 +21,12 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["Progress", "ProgressCallback", "WriteProgress", "BAR_DELAY"]
+from tsmodel.plan.calls import Steps
+from tsmodel.plan.deletes import DeletePlan, delete_steps
+from tsmodel.plan.results import WriteResult
+from tsmodel.plan.schedule import SaveSchedule, schedule_save
+
+__all__ = ["Progress", "ProgressCallback", "WriteProgress", "Writing", "BAR_DELAY"]
 
 #: What a ``progress=`` callable receives: entities done, and the total (or ``None``).
 ProgressCallback = Callable[[int, "int | None"], object]
@@ -90,17 +95,49 @@ def length_of(entities: Iterable[Any]) -> int | None:
         return None
 
 
-def watch_save(meter: WriteProgress, entities: Iterable[Any], validated: bool,
-               schedule: Any) -> Any:
-    """``schedule`` (a save's) reporting to ``meter``; its total is the events
-    ``validated`` first, else the input's length if it has one."""
-    total = len(schedule.plan.events) if validated else length_of(entities)
-    schedule.on_batch = meter.start(total)
-    return schedule
+class Writing:
+    """One save or delete on a connection (sync or async): its progress meter,
+    its observed operation (``op``) and its steps.
 
+    ``with Writing(conn, "save", progress) as w:`` then drive `save()` (or
+    `delete()`) under ``w.op`` and hand the result to `done()`; however the
+    block ends, the operation ends (with the result, or the error) and the
+    bar closes.
+    """
 
-def watch_delete(meter: WriteProgress, plan: Any, batch_size: int) -> Any:
-    """The steps of a delete of ``plan`` reporting to ``meter``."""
-    from tsmodel.plan.deletes import delete_steps
+    def __init__(self, conn: Any, kind: str, progress: Progress) -> None:
+        self.meter = WriteProgress(progress, kind)
+        self.op = conn._observer.operation(kind)
+        self._conn = conn
+        self._result: Any = None
 
-    return delete_steps(plan, batch_size, on_batch=meter.start(len(plan.events)))
+    def __enter__(self) -> Writing:
+        return self
+
+    def __exit__(self, kind: object, error: BaseException | None, trace: object) -> None:
+        try:
+            self.op.end(self._result, error)
+        finally:
+            self.meter.close()
+
+    def save(self, entities: Iterable[Any], accept_expired: bool,
+             validate_first: bool) -> SaveSchedule:
+        """The schedule of a ``save_all`` reporting to the meter; its total is the
+        events validated first, else the input's length if it has one."""
+        conn = self._conn
+        schedule = schedule_save(entities, conn.batch_size, conn.flow, trusted=conn._trusted,
+                                 accept_expired=accept_expired, validate_first=validate_first)
+        total = len(schedule.plan.events) if validate_first else length_of(entities)
+        schedule.on_batch = self.meter.start(total)
+        return schedule
+
+    def delete(self, entities: Iterable[Any]) -> Steps[WriteResult]:
+        """The steps of a ``delete_all`` reporting to the meter."""
+        plan = DeletePlan(entities, self._conn.features)
+        return delete_steps(plan, self._conn.batch_size, on_batch=self.meter.start(
+            len(plan.events)))
+
+    def done(self, result: WriteResult) -> WriteResult:
+        """The operation's result (what it ends with)."""
+        self._result = result
+        return result
