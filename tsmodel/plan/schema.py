@@ -59,6 +59,7 @@ _R = TypeVar("_R")
 __all__ = [
     "plan_steps",
     "apply_steps",
+    "drop_steps",
     "Action",
     "Change",
     "SchemaPlan",
@@ -427,6 +428,14 @@ def _loss_warnings(changes: list[Change]) -> list[str]:
         "garbage collection deletes the cells it no longer keeps (this cannot be undone)"
         for c in changes if c.action is Action.CHANGE_GC_RULE and c.destructive
     ]
+
+
+def drop_steps(*models: Any) -> Steps[None]:
+    """Delete every table of the models, with their data: a `DeleteTable` each
+    (``db.drop_tables(*models)``)."""
+    for model in models:
+        for table in table_specs(spec_of(model)):
+            yield DeleteTable(table.name)
 
 
 def apply_steps(plan: SchemaPlan) -> Steps[tuple[Change, ...]]:

@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tsmodel import errors
 from tsmodel.backends import async_backend_for, url_settings
-from tsmodel.declare.spec import class_spec, spec_of
-from tsmodel.declare.tables import table_specs
+from tsmodel.declare.spec import class_spec
 from tsmodel.ground.base import (
     AsyncBackend,
     Features,
@@ -46,15 +45,11 @@ from tsmodel.plan.cursors import Page, secret_bytes
 from tsmodel.plan.pacing import WritePacer
 from tsmodel.plan.reads import LatestResult, QueryState
 from tsmodel.plan.results import TableWrite, WriteResult
-from tsmodel.plan.schedule import (
-    DEFAULT_FLOW,
-    WriteFlow,
-    check_write_options,
-)
+from tsmodel.plan.schedule import DEFAULT_FLOW, WriteFlow, check_write_options
 from tsmodel.run.drive import adrive, afirst
 from tsmodel.run.fanout import AStreamed, Streamed, astream
 from tsmodel.run.frame_steps import frame_steps
-from tsmodel.run.observe import Observer, Operation, kind_of_read, paced, pause_before
+from tsmodel.run.observe import Observer, Operation, paced, pause_before
 from tsmodel.run.progress import Progress, Writing
 from tsmodel.run.query import Query, Read, changed_instance
 from tsmodel.settings import DEFAULT_SETTINGS, Settings
@@ -130,18 +125,9 @@ class AsyncConnection:
     # -- schema -------------------------------------------------------------------
 
     async def create_tables(self, *models: type) -> list[TableSpec]:
-        """Create every table the models need, or bring it in step (idempotent).
-
-        See `tsmodel.Connection.create_tables()`: the same schema plan, applied.
-
-        Returns:
-            The tables the models need, merged by name.
-
-        Raises:
-            TypeError: an argument is not a model.
-            ConfigurationError: two models want different GC rules for a family.
-            BackendError: the backend refused a change.
-        """
+        """Create every table the models need, or bring it in step (idempotent): the
+        same schema plan, applied, with the same result and errors as
+        `tsmodel.Connection.create_tables()`."""
         plan = await self.plan_schema(*models)
         await self.apply_schema(plan)
         return list(plan.tables)
@@ -160,9 +146,7 @@ class AsyncConnection:
 
     async def drop_tables(self, *models: type) -> None:
         """Delete every table of the models, with their data."""
-        for m in models:
-            for table in table_specs(spec_of(m)):
-                await self.backend.delete_table(table.name)
+        await adrive(schema.drop_steps(*models), self)
 
     # -- writes -------------------------------------------------------------------
 
@@ -316,12 +300,7 @@ class AsyncConnection:
     def read(self, request: ReadRequest) -> AsyncIterator[Row]:
         """Stream the rows of one backend read (an operation: a ``lookup`` by row keys,
         else a ``read``)."""
-        op = self._observer.operation(kind_of_read(request), request.table)
-        try:
-            rows, count = op.read(request.table, lambda: self.backend.read_rows(request))
-        except BaseException as exc:
-            op.end(error=exc)
-            raise
+        op, rows, count = self._observer.reading(request, self.backend.read_rows)
         return op.astream(request.table, rows, count)
 
     async def read_all(self, request: ReadRequest) -> list[Row]:

@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from tsmodel import errors
 from tsmodel.backends import backend_for, url_settings
-from tsmodel.declare.spec import class_spec, spec_of
-from tsmodel.declare.tables import table_specs
+from tsmodel.declare.spec import class_spec
 from tsmodel.ground.base import (
     Backend,
     Features,
@@ -39,11 +38,7 @@ from tsmodel.plan.cursors import Page, secret_bytes
 from tsmodel.plan.pacing import WritePacer
 from tsmodel.plan.reads import LatestResult, QueryState
 from tsmodel.plan.results import EntityResult, TableWrite, WriteResult, WriteStatus
-from tsmodel.plan.schedule import (
-    DEFAULT_FLOW,
-    WriteFlow,
-    check_write_options,
-)
+from tsmodel.plan.schedule import DEFAULT_FLOW, WriteFlow, check_write_options
 from tsmodel.plan.writes import WritePlan
 from tsmodel.run.async_connection import DEFAULT_BATCH_SIZE, AsyncConnection, AsyncQuerySet
 from tsmodel.run.cache import CachingBackend
@@ -51,7 +46,7 @@ from tsmodel.run.drive import drive
 from tsmodel.run.drive import first as first_of
 from tsmodel.run.fanout import Streamed, stream
 from tsmodel.run.frame_steps import frame_steps
-from tsmodel.run.observe import Observer, Operation, kind_of_read, paced, pause_before
+from tsmodel.run.observe import Observer, Operation, paced, pause_before
 from tsmodel.run.progress import Progress, Writing
 from tsmodel.run.query import Query, Read, changed_instance, copy_instance
 from tsmodel.settings import DEFAULT_SETTINGS, Settings, check_flag, check_seconds, check_whole
@@ -186,9 +181,7 @@ class Connection:
 
     def drop_tables(self, *models: type) -> None:
         """Delete every table of the models, with their data."""
-        for m in models:
-            for table in table_specs(spec_of(m)):
-                self.backend.delete_table(table.name)
+        drive(schema.drop_steps(*models), self)
 
     # -- writes -------------------------------------------------------------------
 
@@ -436,12 +429,7 @@ class Connection:
 
         The request is sent before this returns, as ``Backend.read_rows`` does.
         """
-        op = self._observer.operation(kind_of_read(request), request.table)
-        try:
-            rows, count = op.read(request.table, lambda: self.backend.read_rows(request))
-        except BaseException as exc:
-            op.end(error=exc)
-            raise
+        op, rows, count = self._observer.reading(request, self.backend.read_rows)
         return op.stream(request.table, rows, count)
 
     # -- queries: thin starters of a QuerySet on this connection ----------------------

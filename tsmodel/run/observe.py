@@ -69,6 +69,20 @@ class Observer:
         """Start observing one operation (``save``, ``delete``, ``read``, ``lookup``, ``write``)."""
         return Operation(self, kind, table)
 
+    def reading(self, request: ReadRequest,
+                read_rows: Callable[[ReadRequest], Any]) -> tuple[Operation, Any, RetryCount]:
+        """Start one read (an operation: a ``lookup`` by row keys, else a ``read``):
+        the operation, the rows ``read_rows(request)`` returns (an iterator, or an
+        async one) and the count of its retries. A read that fails to start ends
+        its operation with the error."""
+        op = self.operation(kind_of_read(request), request.table)
+        try:
+            rows, count = op.read(request.table, lambda: read_rows(request))
+        except BaseException as exc:
+            op.end(error=exc)
+            raise
+        return op, rows, count
+
 
 def kind_of_read(request: ReadRequest) -> str:
     """``lookup`` for a read of named rows, else ``read``.
