@@ -9,6 +9,11 @@ backend: the concrete backends (``tsmodel.backends``) sit above them, and only
 the executors (``run/``), the jobs (``jobs/``), the test helpers (``testing/``)
 and the command line (``cli/``: its emulator command and connection URLs)
 import them.
+
+An operation of more than one backend call is a planner in ``plan/`` that
+yields the typed steps of ``plan/calls.py`` (the one step protocol); the two
+drivers of ``run/drive.py`` alone carry steps out: no other module hands out
+a schedule's steps, and nothing dispatches a call by a method's name.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ LAYERS = ("errors", "_observe", "settings", "encoding", "ground", "layouts", "de
 
 #: The only layers that import the concrete backends (besides ``backends`` itself).
 OPENERS = ("run", "jobs", "cli", "testing")
+#: The step protocol, and the one module that drives it (sync and async).
+PROTOCOL, DRIVERS = "tsmodel.plan.calls", "tsmodel.run.drive"
 
 
 def _module_name(path: Path) -> str:
@@ -143,6 +150,45 @@ def test_private_imports_are_found() -> None:
             "tsmodel.backends.b": {"tsmodel.backends._urls"}}
     assert _private_imports(fake, "tsmodel.backends") == {
         "tsmodel.cli.a": ["tsmodel.backends._urls"]}
+
+
+def _drives_steps(path: Path) -> list[str]:
+    """The places in ``path`` that drive steps themselves or dispatch by name: a
+    schedule's ``.ready()`` called, or ``getattr(<a backend>, <not a literal>)``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "ready" and not node.args:
+            found.append(f"line {node.lineno}: .ready()")
+        if (isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) >= 2
+                and "backend" in ast.unparse(node.args[0])
+                and not isinstance(node.args[1], ast.Constant)):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_only_the_drivers_carry_out_steps() -> None:
+    """Every operation's steps go through ``run/drive.py``; the protocol is plan's."""
+    assert _layer(PROTOCOL) < _layer(DRIVERS) and LAYERS[_layer(PROTOCOL)] == "plan"
+    assert PROTOCOL in GRAPH[DRIVERS]
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if _module_name(path) == DRIVERS:
+            continue
+        places = _drives_steps(path)
+        if places:
+            found[_module_name(path)] = places
+    assert not found, "steps driven (or calls dispatched by name) outside run/drive.py:\n" + \
+        "\n".join(f"{m}: {'; '.join(p)}" for m, p in sorted(found.items()))
+
+
+def test_the_driver_check_can_fail(tmp_path: Path) -> None:
+    source = tmp_path / "loop.py"
+    source.write_text("while not schedule.done:\n    for t, c in schedule.ready():\n"
+                      "        schedule.answer(t, getattr(self.backend, c.method)())\n")
+    assert len(_drives_steps(source)) == 2
 
 
 def test_no_import_cycles() -> None:
