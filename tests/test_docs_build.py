@@ -99,9 +99,9 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
     assert not _RST.search(re.sub(r"<[^>]+>", "", api)), "reST shows on the API page"
     model = api.split('id="tsmodel.model"', 1)[1].split('class="doc doc-contents', 1)[0]
     assert model.count("doc-signature") == 1, "model() shows several signatures (overloads)"
-    for name in ("tsmodel.Connection.save_all", "tsmodel.plan.schema.plan", "tsmodel.cli.main",
-                 "tsmodel.decode_row_key", "tsmodel.plan.retention.retention_problems",
-                 "tsmodel.plan.advice.advise"):
+    for name in ("tsmodel.Connection.save_all", "tsmodel.plan.schema.plan_steps",
+                 "tsmodel.cli.main", "tsmodel.decode_row_key",
+                 "tsmodel.plan.retention.retention_problems", "tsmodel.plan.advice.advise"):
         assert f'id="{name}"' in api, f"the API reference lacks {name}"
     _assert_signatures_wrapped(api)
     schema_page = (site / "schema" / "index.html").read_text(encoding="utf-8")

@@ -64,8 +64,8 @@ def drive(steps: Steps[_R] | Schedule[_R], conn: Any, op: Any = None) -> _R:
     """Carry out ``steps`` with blocking calls on the `Connection` ``conn``; their result.
 
     Raises:
-        whatever the planner raises, and a `BackendError` of a read it does
-        not take as an answer (a failed write is an outcome).
+        BackendError: a read the planner does not take as an answer (a failed
+            write is an outcome); and whatever the planner raises.
     """
     schedule = schedule_of(steps)
     scans: dict[Scan, Iterator[Row]] = {}
@@ -116,7 +116,7 @@ async def adrive(steps: Steps[_R] | Schedule[_R], conn: Any, op: Any = None) -> 
     handed out together go as tasks.
 
     Raises:
-        the same as `drive()`.
+        BackendError: as for `drive()`; and whatever the planner raises.
     """
     schedule = schedule_of(steps)
     scans: dict[Scan, AsyncIterator[Row]] = {}
