@@ -545,9 +545,12 @@ def test_cli_modules_share_only_public_helpers_and_never_grpc(path: Path) -> Non
 
 def test_codec_prints_the_source_generated_for_each_table() -> None:
     out = ok("codec", EXAMPLE)
-    assert "# table METRIC: <tsmodel codec ServerMetric.METRIC encode_event>" in out
-    assert "# table METRIC: <tsmodel codec ServerMetric.METRIC encode>" in out
-    assert "# table CURRENT_METRIC: <tsmodel codec ServerMetric.CURRENT_METRIC encode>" in out
+    # A function's file name is numbered (`` #2``) when this process compiled
+    # another source under the same name first (an earlier test's ServerMetric).
+    for table, function in (("METRIC", "encode_event"), ("METRIC", "encode"),
+                            ("CURRENT_METRIC", "encode")):
+        assert re.search(rf"^# table {table}: <tsmodel codec ServerMetric\.{table} "
+                         rf"{function}( #\d+)?>$", out, re.MULTILINE), out[:2000]
     blocks = out.split("# table ")[1:]
     for block in blocks:  # each block is one function's whole source
         source = block.split("\n", 1)[1]
