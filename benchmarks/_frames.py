@@ -6,8 +6,8 @@ no model instance exists before the save), saves it with
 ``Connection.save_frame`` into fresh ``METRIC`` and ``CURRENT_METRIC`` tables
 and prints, as JSON, the save's time and the process's resident memory: before
 the save (the frame built), at its peak during the save (Linux ``VmHWM``,
-reset first), and after it with the result held (one ``EntityResult`` and one
-instance per row), then once the result is let go.
+reset first), and after it with the result held (a ``FrameResult``: counts,
+and the rows not written), then once the result is let go.
 
 `frame_results()` runs it at each size and makes the rows of ``run.py``: the
 frame's events per second as a share of the write limit measured by (a0) in
@@ -125,11 +125,11 @@ def frame_results(host_port: str, limit: float, sizes: list[int],
                         f"{(f['held'] - f['freed']) / MIB:,.0f} MiB given back to the system "
                         "once the result was let go")
     # The peak is the working memory (chunks, batches in flight) plus the result,
-    # which keeps an EntityResult and an instance per row: a line through the sizes.
+    # which keeps nothing per row written: a line through the sizes, flat when met.
     per_row = (growth[-1] - growth[0]) * MIB / (big["rows"] - small["rows"])
-    a2.notes.append(f"the peak grows by {per_row:,.0f} bytes a row (the result: an "
-                    "EntityResult and an instance per row); what does not grow with the "
-                    f"rows: {growth[0] - per_row * small['rows'] / MIB:,.0f} MiB")
+    a2.notes.append(f"the peak grows by {per_row:,.0f} bytes a row (the result keeps "
+                    "nothing per row written); what does not grow with the rows: "
+                    f"{growth[0] - per_row * small['rows'] / MIB:,.0f} MiB")
     return [a1, a2]
 
 

@@ -68,6 +68,7 @@ from tsmodel.layouts import Layout, cells, columns, offsets, rows
 from tsmodel.plan.codecs import codec_source
 from tsmodel.plan.cursors import Page
 from tsmodel.plan.reads import LatestManyPlan, LatestResult
+from tsmodel.plan.results import FrameResult
 from tsmodel.plan.rollups import ResamplePlan, Stats, Window
 from tsmodel.plan.rowkeys import current_row_key, decode_row_key, encode_row_key, row_key
 from tsmodel.run.async_connection import AsyncConnection, AsyncQuerySet, connect_async
@@ -103,7 +104,8 @@ __all__ = [
     "codec_source",
     # connections and writes
     "connect", "Connection", "get_default_connection", "set_default_connection",
-    "WriteResult", "EntityResult", "WriteStatus", "WriteFlow", "table_specs", "Settings",
+    "WriteResult", "EntityResult", "FrameResult", "WriteStatus", "WriteFlow", "table_specs",
+    "Settings",
     # asyncio
     "connect_async", "AsyncConnection", "AsyncQuerySet", "AsyncBackend", "repair_async",
     "build_snapshot_async",

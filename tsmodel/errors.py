@@ -57,7 +57,9 @@ class ValidationError(TsModelError, ValueError):
         value: the offending value.
         result: raised by a streamed ``save_all(..., validate_first=False)``,
             the `WriteResult` of the entities
-            before the batch that held the bad one (they were sent); else ``None``.
+            before the batch that held the bad one (they were sent); by a
+            ``save_frame(..., validate_first=False)``, the `FrameResult` of the
+            chunks before the bad row's; else ``None``.
         row: raised by ``save_frame()``, the index of the bad row in the frame
             (from 0); else ``None``.
     """
@@ -252,7 +254,8 @@ class SaveError(TsModelError, RuntimeError):
     """Some entities were not written, or their outcome is unknown.
 
     Attributes:
-        result: the `WriteResult` with one outcome per entity.
+        result: the `WriteResult` with one outcome per entity (from
+            ``save_frame()``: the `FrameResult`, counts and the rows not written).
     """
 
     def __init__(self, message: str, result: Any) -> None:

@@ -9,7 +9,11 @@ for what reads return.
 
 from __future__ import annotations
 
+import gc
+import random
+import tracemalloc
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -26,10 +30,19 @@ import tsmodel as ts  # noqa: E402
 from tests import strategies as tst  # noqa: E402
 from tests.backends import conftest as _backends  # noqa: E402
 from tests.backends.conftest import asynchronous  # noqa: E402
+from tests.backends.passthrough import PassThrough  # noqa: E402
 from tests.oracle.ops import aware  # noqa: E402
 from tests.oracle.reference import Ev, Reference  # noqa: E402
 from tests.oracle.shapes import ROWS, SHAPES, Shape, us_of  # noqa: E402
-from tsmodel.backends.base import Backend, ReadFilter, ReadRequest, RowSet  # noqa: E402
+from tsmodel.backends.base import (  # noqa: E402
+    Backend,
+    MutationOutcome,
+    MutationStatus,
+    ReadFilter,
+    ReadRequest,
+    RowMutation,
+    RowSet,
+)
 
 UTC = timezone.utc
 backend, emulator = _backends.backend, _backends.emulator
@@ -109,9 +122,9 @@ def test_a_frame_saves_what_save_all_saves(backend: Backend, shape: Shape,
                                             max_size=2), label="batches"):
                 result = conn.save_frame(framed, frame_as(how, arrow_of(shape, batch)),
                                          rows=rows, progress=False)
-                assert [r.row for r in result.results] == list(range(len(batch)))
                 assert result.ok, result.summary()
-                assert [us_of(r.entity.time) for r in result.results] == [e.t for e in batch]
+                assert (result.rows, result.written, result.not_written) == \
+                    (len(batch), len(batch), ())
                 # The oracle: save_all of the same chunks (a current-value row takes
                 # the newest event of each save_all; a late older event's cell stays).
                 # A chunk never spans two record batches (frame_as: 3 rows each).
@@ -177,7 +190,8 @@ def test_streamed_a_bad_row_stops_its_chunk(rows_model: Any, backend: Backend) -
     exc = info.value
     assert exc.row == 7
     # Rows 0-4 were written; nothing of the chunk of rows 5-7, nor after it.
-    assert [r.row for r in exc.result.results] == list(range(5)) and exc.result.ok
+    assert isinstance(exc.result, ts.FrameResult)
+    assert (exc.result.rows, exc.result.written) == (5, 5) and exc.result.ok
     assert len(dump(backend, model)[0]) == 5
 
 
@@ -198,7 +212,7 @@ def test_a_generator_of_batches_is_saved_chunk_by_chunk(rows_model: Any) -> None
     table = pa.Table.from_pandas(_frame(50))
     result = conn.save_frame(model, (b for b in table.to_batches(max_chunksize=7)),
                              rows=10, validate_first=False, progress=False)
-    assert result.ok and [r.row for r in result.results] == list(range(50))
+    assert result.ok and (result.rows, result.written) == (50, 50)
     got = model.range(T0, T0 + timedelta(hours=1), allow_scan=True).using(conn)
     assert sorted((i.host, i.time, i.x) for i in got) == sorted(
         zip(table["host"].to_pylist(), table["time"].to_pylist(), table["x"].to_pylist(),
@@ -213,11 +227,10 @@ async def test_the_async_connection_saves_frames(rows_model: Any, backend: Backe
         async with asynchronous(backend) as ab:
             result = await ts.AsyncConnection(ab).save_frame(model, frame, rows=6,
                                                              progress=False)
-        assert result.ok and [r.row for r in result.results] == list(range(20))
-        assert conn.save_all([r.entity for r in result.results]).ok is True
-        conn.save_all([listed(**{f: getattr(r.entity, f) for f in ("site", "host", "time",
-                                                                     "x", "note")})
-                       for r in result.results])
+        assert isinstance(result, ts.FrameResult)
+        assert result.ok and (result.rows, result.written, result.not_written) == (20, 20, ())
+        assert conn.save_all([listed(site="s", host=(i % 3) + 1, time=T0 + timedelta(seconds=i),
+                                     x=i) for i in range(20)]).ok
         assert dump(backend, model) == dump(backend, listed)
     finally:
         conn.drop_tables(listed)
@@ -248,8 +261,7 @@ async def test_the_async_connection_names_a_bad_row(rows_model: Any, backend: Ba
         with pytest.raises(ts.ValidationError) as info:
             await aconn.save_frame(model, batches, rows=3, validate_first=False,
                                    progress=False)
-        assert info.value.row == 7 and [r.row for r in info.value.result.results] == \
-            list(range(5))
+        assert info.value.row == 7 and info.value.result.rows == 5
 
 
 @pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
@@ -265,7 +277,7 @@ def test_times_in_any_zone_and_unit_save_the_same_instants(
                               pa.timestamp(unit, tz=zone)),
                           "x": pa.array(range(6), pa.int64())})
         result = conn.save_frame(model, table, rows=4, progress=False)
-        assert [r.entity.time for r in result.results] == times  # the same instants
+        assert result.ok and result.rows == 6
         assert conn.save_all([listed(site="s", host=[1, 2, 3][i % 3], time=t, x=i)
                               for i, t in enumerate(times)]).ok
         assert dump(backend, model) == dump(backend, listed)
@@ -282,3 +294,93 @@ def test_a_missing_time_is_refused_naming_its_row(rows_model: Any, backend: Back
         conn.save_frame(model, table, progress=False)
     assert info.value.row == 1 and info.value.field == "time"
     assert all(not t for t in dump(backend, model))
+
+
+class FailingSites(PassThrough):
+    """The real backend, except for the rows of some sites (a row key starts with its
+    site): a main-table write of site ``bad`` fails (not applied), of ``unk`` is
+    applied but answered UNKNOWN (as after a lost answer), an alternate-table write
+    of ``par`` fails (not applied)."""
+
+    def __init__(self, inner: Backend, main: str, alternate: str) -> None:
+        super().__init__(inner)
+        self.main, self.alternate = main, alternate
+
+    def mutate_rows(self, table: str, entries: Sequence[RowMutation]) -> list[MutationOutcome]:
+        applied = iter(self.inner.mutate_rows(table, [
+            e for e in entries if not self._failed(table, e.key)]))
+        out = []
+        for e in entries:
+            if self._failed(table, e.key):
+                out.append(MutationOutcome(MutationStatus.FAILED, ts.BackendError("refused")))
+            elif table == self.main and e.key.startswith(b"unk"):
+                next(applied)
+                out.append(MutationOutcome(MutationStatus.UNKNOWN, ts.BackendError("lost")))
+            else:
+                out.append(next(applied))
+        return out
+
+    def _failed(self, table: str, key: bytes) -> bool:
+        return ((table == self.main and key.startswith(b"bad"))
+                or (table == self.alternate and key.startswith(b"par")))
+
+
+def _sites_frame(sites: list[str]) -> Any:
+    n = len(sites)
+    return pd.DataFrame({"site": sites, "host": pd.array([(i % 3) + 1 for i in range(n)],
+                                                          dtype="Int64"),
+                         "time": [T0 + timedelta(seconds=i) for i in range(n)],
+                         "x": pd.array(range(n), dtype="Int64")})
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_rows_not_written_are_reported_each_by_its_index(
+        rows_model: Any, backend: Backend, seed: int) -> None:
+    model, _ = rows_model
+    spec = ts.spec_of(model)
+    conn = ts.Connection(FailingSites(backend, spec.table, spec.alternates[0].table))
+    rng = random.Random(seed)
+    sites = [rng.choice(["ok", "ok", "ok", "bad", "unk", "par"]) for _ in range(60)]
+    result = conn.save_frame(model, _sites_frame(sites), rows=7, raise_on_failure=False,
+                             progress=False)
+    # The oracle: what each row's site makes of its writes (a row the server may
+    # have applied is UNKNOWN, never FAILED).
+    status = {"ok": ts.WriteStatus.WRITTEN, "bad": ts.WriteStatus.FAILED,
+              "unk": ts.WriteStatus.UNKNOWN, "par": ts.WriteStatus.PARTIAL}
+    expected = [(i, status[s]) for i, s in enumerate(sites) if s != "ok"]
+    assert [(r.row, r.status) for r in result.not_written] == expected
+    assert all(r.error is not None and r.entity.site == sites[r.row]
+               and r.entity.x == r.row for r in result.not_written)
+    assert (result.rows, result.written, result.failed, result.unknown, result.partial) == (
+        60, sites.count("ok"), sites.count("bad"), sites.count("unk"), sites.count("par"))
+    assert not result.ok and result.summary().startswith(f"{sites.count('ok')} written")
+    with pytest.raises(ts.SaveError) as info:
+        conn.save_frame(model, _sites_frame(sites), rows=7, progress=False)
+    again = info.value.result
+    assert isinstance(again, ts.FrameResult) and again.summary() == result.summary()
+    assert [(r.row, r.status) for r in again.not_written] == expected
+    assert f"first problem: row {expected[0][0]}: " in str(info.value)
+
+
+def test_the_result_keeps_nothing_per_row_written(rows_model: Any) -> None:
+    """Memory: what the result holds does not grow with the rows written."""
+    model, conn = rows_model
+
+    def held(n: int) -> int:
+        frame = _frame(n)
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            result = conn.save_frame(model, frame, rows=500, progress=False)
+            gc.collect()
+            after = tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+        assert result.ok and result.rows == n
+        return after - before
+
+    held(500)  # caches warmed
+    small, large = held(1_000), held(5_000)
+    # Before, the result kept an EntityResult and an instance a row: ~500 bytes.
+    assert large - small < 20 * 4_000, (small, large)

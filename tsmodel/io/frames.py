@@ -22,6 +22,7 @@ field is refused by the save's validation as it would be in ``save_all``.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta, timezone
 from itertools import starmap
@@ -32,7 +33,7 @@ import attrs
 from tsmodel import errors
 from tsmodel.io import require
 from tsmodel.layouts._source import compile_function
-from tsmodel.plan.results import EntityResult, WriteResult
+from tsmodel.plan.results import EntityResult, FrameResult, WriteResult, WriteStatus
 from tsmodel.plan.writes import prepare_save
 
 __all__ = ["Chunk", "chunks", "is_stream", "row_count", "FrameSave", "DEFAULT_FRAME_ROWS"]
@@ -198,8 +199,9 @@ class FrameSave:
 
     The connection saves each chunk of `chunks()` with ``save_all`` and hands
     its result to `saved()` (or the `ValidationError` it raised to
-    `refused()`); `result()` is the whole frame's `WriteResult`, an entry per
-    row in the frame's order, each with its ``row``.
+    `refused()`); `result()` is the whole frame's `FrameResult`: counts per
+    outcome, and the `EntityResult` of each row not written (with its
+    ``row``), nothing kept of a row written, so that memory stays flat.
 
     Args:
         validate_first: `validate()` checks every row before the first write (a
@@ -217,7 +219,8 @@ class FrameSave:
                 "it is written), or a list of batches or a pyarrow Table")
         self.model, self.frame, self.rows = model, frame, rows
         self.validate_first, self.accept_expired = validate_first, accept_expired
-        self._results: list[Any] = []
+        self._rows = self._written = 0
+        self._not_written: list[EntityResult] = []
         #: The rows of the frame when known before reading it (``None``: a stream).
         self.total = row_count(frame)
         self._at = 0  # the row of the entity encoded last (see counted())
@@ -253,9 +256,14 @@ class FrameSave:
         return exc
 
     def saved(self, chunk: Chunk, result: WriteResult) -> None:
-        """Take the `WriteResult` of one chunk's ``save_all``."""
-        self._results.extend(EntityResult(r.entity, r.status, r.tables, row)
-                             for row, r in enumerate(result.results, chunk.start))
+        """Take the `WriteResult` of one chunk's ``save_all``: its rows counted, and the
+        `EntityResult` of each row not written kept (with its ``row``), nothing else."""
+        self._rows += len(result.results)
+        for row, r in enumerate(result.results, chunk.start):
+            if r.status is WriteStatus.WRITTEN:
+                self._written += 1
+            else:
+                self._not_written.append(EntityResult(r.entity, r.status, r.tables, row))
 
     def refused(self, exc: errors.ValidationError) -> errors.ValidationError:
         """The error of a chunk refused (validated chunk by chunk): its row, and the
@@ -264,5 +272,9 @@ class FrameSave:
         exc.result = self.result()
         return exc
 
-    def result(self) -> WriteResult:
-        return WriteResult(tuple(self._results))
+    def result(self) -> FrameResult:
+        """The frame's result so far: counts per outcome, the rows not written."""
+        counts = Counter(r.status for r in self._not_written)
+        return FrameResult(self._rows, self._written, counts[WriteStatus.FAILED],
+                           counts[WriteStatus.UNKNOWN], counts[WriteStatus.PARTIAL],
+                           tuple(self._not_written))

@@ -22,7 +22,7 @@ from tsmodel.ground.base import (
 )
 
 __all__ = ["send_writes", "TableRole", "TableWrite", "TableOutcome", "Outcomes", "WriteStatus",
-           "EntityResult", "WriteResult", "ReadStep", "WriteStep", "entity_status"]
+           "EntityResult", "WriteResult", "FrameResult", "ReadStep", "WriteStep", "entity_status"]
 
 
 class TableRole(enum.Enum):
@@ -162,6 +162,63 @@ class WriteResult:
                 f"{first.status.value}: "
                 f"{first.error!r}", self,
             )
+
+
+
+@attrs.frozen
+class FrameResult:
+    """The outcome of a ``save_frame()``: counts per outcome, and the rows not written.
+
+    Unlike `WriteResult`, it keeps nothing of a row written everywhere (the
+    common case), so that its size does not grow with the rows saved: only
+    how many rows had each `WriteStatus`, and the `EntityResult` of each row
+    that was not written everywhere (failed, unknown or partial), its ``row``
+    the row's index in the frame.
+
+    Attributes:
+        rows: the rows saved (every row of the frame, when it returns).
+        written: the rows written to every table.
+        failed: the rows not written to the main table.
+        unknown: the rows whose main-table write may or may not have happened.
+        partial: the rows written to the main table whose companion writes
+            (current value, alternates, snapshots, rollups) did not all succeed.
+        not_written: the `EntityResult` of each row not ``WRITTEN``, in the
+            frame's order: its ``row``, ``status``, ``tables`` (each table's
+            outcome), ``error`` and ``entity`` (the row as an instance, to save
+            it again).
+    """
+
+    rows: int = 0
+    written: int = 0
+    failed: int = 0
+    unknown: int = 0
+    partial: int = 0
+    not_written: tuple[EntityResult, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Whether every row was written everywhere."""
+        return self.written == self.rows
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def count(self, status: WriteStatus) -> int:
+        """The rows of ``status``."""
+        return int(getattr(self, status.value))
+
+    def summary(self) -> str:
+        return (", ".join(f"{self.count(s)} {s.value}" for s in WriteStatus if self.count(s))
+                or "nothing to write")
+
+    def raise_for_failures(self) -> None:
+        """Raise `SaveError` (this result its ``result``) unless every row was written
+        everywhere; its message names the first row not written."""
+        if not self.ok:
+            first = self.not_written[0]
+            raise errors.SaveError(
+                f"save incomplete ({self.summary()}); first problem: row {first.row}: "
+                f"{first.status.value}: {first.error!r}", self)
 
 
 

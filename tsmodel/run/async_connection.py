@@ -48,7 +48,7 @@ from tsmodel.plan.results import TableWrite, WriteResult
 from tsmodel.plan.schedule import DEFAULT_FLOW, WriteFlow, check_write_options
 from tsmodel.run.drive import adrive, afirst
 from tsmodel.run.fanout import AStreamed, Streamed, astream
-from tsmodel.run.frame_steps import frame_steps
+from tsmodel.run.frame_steps import FrameResult, frame_steps
 from tsmodel.run.observe import Observer, Operation, paced, pause_before
 from tsmodel.run.progress import Progress, Writing
 from tsmodel.run.query import Query, Read, changed_instance
@@ -188,7 +188,7 @@ class AsyncConnection:
     async def save_frame(self, model: type, frame: Any, *, rows: int = DEFAULT_FRAME_ROWS,
                          raise_on_failure: bool = True, accept_expired: bool = False,
                          validate_first: bool = True,
-                         progress: Progress = None) -> WriteResult:
+                         progress: Progress = None) -> FrameResult:
         """Save the rows of a data frame whose columns are ``model``'s fields, as events.
 
         The same sequence, arguments and result as
@@ -210,7 +210,7 @@ class AsyncConnection:
                 else:
                     entities, hook, checked = steps.send(done)
         except StopIteration as stop:
-            result: WriteResult = stop.value
+            result: FrameResult = stop.value
             return result
         finally:
             steps.close()

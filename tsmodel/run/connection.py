@@ -45,7 +45,7 @@ from tsmodel.run.cache import CachingBackend
 from tsmodel.run.drive import drive
 from tsmodel.run.drive import first as first_of
 from tsmodel.run.fanout import Streamed, stream
-from tsmodel.run.frame_steps import frame_steps
+from tsmodel.run.frame_steps import FrameResult, frame_steps
 from tsmodel.run.observe import Observer, Operation, paced, pause_before
 from tsmodel.run.progress import Progress, Writing
 from tsmodel.run.query import Query, Read, changed_instance, copy_instance
@@ -246,16 +246,16 @@ class Connection:
 
     def save_frame(self, model: type, frame: Any, *, rows: int = DEFAULT_FRAME_ROWS,
                    raise_on_failure: bool = True, accept_expired: bool = False,
-                   validate_first: bool = True, progress: Progress = None) -> WriteResult:
+                   validate_first: bool = True, progress: Progress = None) -> FrameResult:
         """Save the rows of a data frame whose columns are ``model``'s fields, as events.
 
         A pandas or polars ``DataFrame``, a ``pyarrow.Table`` or
         ``RecordBatch``, or an iterable of record batches: each row is one
         event, saved as `save_all()` saves it (the same checks, companion
         tables, rollups and outcomes), ``rows`` rows at a time: the working
-        memory is one chunk's, whatever the frame's size, beside the result's
-        one `EntityResult` per row (about 0.5 KiB a row with its instance). A field without a
-        column takes its default; a column that is no field is refused.
+        memory is one chunk's, whatever the frame's size, and the result keeps
+        nothing of a row written (counts, and the rows not written). A field
+        without a column takes its default; a column that is no field is refused.
         Needs pyarrow (``pip install 'tsmodel-bigtable[arrow]'``).
 
         Args:
@@ -273,16 +273,19 @@ class Connection:
                 ``None`` for a stream of batches).
 
         Returns:
-            The `WriteResult`, one `EntityResult` per row in the frame's order,
-            its ``row`` the row's index.
+            The `FrameResult`: how many rows were written, failed, unknown or
+            partial, and the `EntityResult` of each row not written (its ``row``
+            the row's index); nothing per row written.
 
         Raises:
             ValidationError: a row cannot be stored (or the columns are not the
                 model's); its ``row`` is the row's index and the message names
                 the row, the field and the value. Nothing was written (with
                 ``validate_first=False``: nothing of its chunk or after;
-                ``result`` holds the outcomes of the chunks before).
-            RetentionError, SaveError: as for `save_all()`.
+                ``result`` is the `FrameResult` of the chunks before).
+            RetentionError: as for `save_all()`.
+            SaveError: with ``raise_on_failure``, when some rows were not
+                written everywhere; its ``result`` is the `FrameResult`.
             ExtraNotInstalledError: pyarrow is not installed.
         """
         steps = frame_steps(FrameSave(model, frame, rows, validate_first=validate_first,
@@ -299,7 +302,7 @@ class Connection:
                 else:
                     entities, hook, checked = steps.send(done)
         except StopIteration as stop:
-            result: WriteResult = stop.value
+            result: FrameResult = stop.value
             return result
         finally:
             steps.close()

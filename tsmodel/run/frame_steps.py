@@ -4,7 +4,8 @@
 generator that yields each chunk's save (the entities, the progress hook
 and the ``validate_first`` to give ``save_all``), takes its `WriteResult`
 back (``send``) or the `ValidationError` it raised (``throw``), and returns
-the frame's result. The connections only make the calls, with or without
+the frame's `FrameResult` (counts, and the rows not written: nothing kept
+per row written). The connections only make the calls, with or without
 ``await``.
 
 A frame validated first (every row checked before the first write) saves
@@ -21,10 +22,10 @@ from typing import Any
 
 from tsmodel import errors
 from tsmodel.io.frames import FrameSave
-from tsmodel.plan.results import WriteResult
+from tsmodel.plan.results import FrameResult, WriteResult
 from tsmodel.run.progress import Progress, WriteProgress
 
-__all__ = ["ChunkSave", "frame_steps"]
+__all__ = ["ChunkSave", "FrameResult", "frame_steps"]
 
 #: One chunk's save: its entities, the ``progress=`` hook and ``validate_first`` of
 #: its ``save_all``.
@@ -32,7 +33,7 @@ ChunkSave = tuple[Iterator[Any], Callable[[int, int | None], None], bool]
 
 
 def frame_steps(save: FrameSave, progress: Progress,
-                raise_on_failure: bool) -> Generator[ChunkSave, WriteResult, WriteResult]:
+                raise_on_failure: bool) -> Generator[ChunkSave, WriteResult, FrameResult]:
     """The save of ``save``'s frame, a chunk's ``save_all`` per step (see the module).
 
     Raises:
@@ -52,10 +53,11 @@ def frame_steps(save: FrameSave, progress: Progress,
                 counted[0] = done
 
             try:
-                result = yield save.counted(chunk), batch_done, not save.validate_first
+                done = yield save.counted(chunk), batch_done, not save.validate_first
             except errors.ValidationError as exc:
                 raise save.refused(exc) from None
-            save.saved(chunk, result)
+            save.saved(chunk, done)
+            del done  # the chunk's results: let go before the next chunk is made
     finally:
         meter.close()
     result = save.result()
