@@ -384,3 +384,91 @@ def test_the_result_keeps_nothing_per_row_written(rows_model: Any) -> None:
     small, large = held(1_000), held(5_000)
     # Before, the result kept an EntityResult and an instance a row: ~500 bytes.
     assert large - small < 20 * 4_000, (small, large)
+
+
+def _bad_values(shape: Shape) -> list[tuple[str, Any]]:
+    """Values to put in one row, field by field: some refused by the model, some not."""
+    out: list[tuple[str, Any]] = [("time", None)]
+    for seg in shape.key:
+        if seg.field is None or seg.kind in ("salt", "time"):
+            continue
+        if seg.kind == "int":
+            out += [(seg.field, 10 ** seg.width if seg.width else -1), (seg.field, -1)]
+        else:
+            out += [(seg.field, v) for v in ("", "x#y", "\x00", "é" * 40, None)]
+    for v in shape.values:
+        if v.kind == "float":
+            out += [(v.name, x) for x in (float("nan"), float("inf"), None)]
+        elif v.kind == "int":
+            out += [(v.name, -2**63), (v.name, None)]
+        else:
+            out += [(v.name, None)]
+    return out
+
+
+def _outcome(call: Any) -> tuple[Any, ...] | None:
+    """What a save raised, as something to compare (``None``: nothing raised)."""
+    try:
+        call()
+    except (ts.ValidationError, TypeError, ValueError) as exc:
+        row = getattr(exc, "row", None)
+        text = str(exc).removeprefix(f"row {row}: ") if row is not None else str(exc)
+        return (type(exc), getattr(exc, "field", None), repr(getattr(exc, "value", None)),
+                text)
+    return None
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
+def test_a_bad_row_is_refused_as_save_all_refuses_it(backend: Backend, shape: Shape,
+                                                     request: pytest.FixtureRequest) -> None:
+    """The frame path against the instance path: the same rows refused with the same
+    error (the frame's naming the row), nothing written; the same cells otherwise."""
+    kind = request.node.callspec.params["backend"]
+
+    @settings(max_examples=3 * EXAMPLES[kind], deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(data=st.data())
+    def run(data: st.DataObject) -> None:
+        framed, conn = _fresh(backend, shape)
+        listed, _ = _fresh(backend, shape)
+        try:
+            batch = data.draw(tst.oracle_batches(shape), label="batch")
+            at = data.draw(st.integers(0, len(batch) - 1), label="row")
+            name, bad = data.draw(st.sampled_from(_bad_values(shape)), label="value")
+            table = arrow_of(shape, batch)
+            column = table.column(name).to_pylist()
+            column[at] = bad
+            table = table.set_column(table.schema.get_field_index(name), name,
+                                     pa.array(column, table.schema.field(name).type))
+
+            def instances() -> list[Any]:
+                rows = [{**e.fields(), "time": aware(e.t, e.zone)} for e in batch]
+                # In pandas a float column's NaN is a missing value (its convention,
+                # and what to_pandas() writes for one).
+                nan = isinstance(bad, float) and bad != bad
+                rows[at][name] = None if nan and how == "pandas" else bad
+                return [listed(**r) for r in rows]
+
+            how = data.draw(st.sampled_from(["arrow", "pandas", "polars"]), label="input")
+            expected = _outcome(lambda: conn.save_all(instances()))
+            frame = frame_as(how, table)
+            caught: list[BaseException] = []
+
+            def save() -> None:
+                try:
+                    conn.save_frame(framed, frame, rows=3, progress=False)
+                except BaseException as exc:
+                    caught.append(exc)
+                    raise
+
+            assert _outcome(save) == expected
+            if expected is None:
+                assert dump(backend, framed) == dump(backend, listed)
+            else:
+                assert getattr(caught[0], "row", None) == at
+                assert all(not t for t in dump(backend, framed))  # nothing written
+        finally:
+            conn.drop_tables(framed)
+            conn.drop_tables(listed)
+
+    run()
