@@ -11,9 +11,11 @@ alike, and refuse the same entries.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import attrs
 import pytest
 from google.cloud.bigtable_v2.types import bigtable as bigtable_types
 from hypothesis import HealthCheck, given, settings
@@ -32,6 +34,7 @@ from tsmodel.backends.base import (
     RowMutation,
     SetCell,
 )
+from tsmodel.layouts._source import rendered
 from tsmodel.plan.events import encode_event
 
 MutateRowsRequest: Any = bigtable_types.MutateRowsRequest.pb()
@@ -230,3 +233,77 @@ def test_a_subset_of_a_request_keeps_its_entries_and_adds() -> None:
     [(expected, _)] = message_requests("t", None, [entries[2], entries[0]], range(2), 100,
                                        10_000, pytest.fail)
     assert part.SerializeToString() == expected.SerializeToString()
+
+
+# -- the generated writer of declared cells --------------------------------------------
+
+def _declares(shape: Shape) -> bool:
+    """Which shapes lay every event out as one cell per value field, as the shape
+    describes itself (not tsmodel's spec): a row per event or cell versions, every
+    value required, no serialized blob."""
+    return (shape.layout in ("rows", "cells") and not shape.serialized
+            and not any(v.optional for v in shape.values))
+
+
+def test_the_shapes_that_declare_their_cells() -> None:
+    declaring = [s.name for s in SHAPES
+                 if ts.spec_of(_model(s)).codec.declared_cells is not None]
+    assert declaring == [s.name for s in SHAPES if _declares(s)]
+    assert declaring  # the rendering below is exercised
+
+
+def _model(shape: Shape) -> type:
+    return _MODELS.get(shape.name) or _MODELS.setdefault(shape.name, shape.make_model("W"))
+
+
+@pytest.mark.parametrize("shape", [s for s in SHAPES if _declares(s)], ids=lambda s: s.name)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_every_declared_rendering_writes_the_message_built_bytes(shape: Shape,
+                                                                 data: Any) -> None:
+    """The generated writer of a table's declared cells, not its fall-back: the same
+    entry bytes as the general writer, which the message-built oracle holds."""
+    model = _model(shape)
+    spec = ts.spec_of(model)
+    events = data.draw(st.lists(oracle_events(shape), min_size=1, max_size=6))
+    entries = []
+    for e in events:
+        ev = encode_event(spec, model(**{**e.fields(), "time": aware(e.t, e.zone)}))
+        for entry in (ev.row_mutation(), ev.current_row_mutation()):
+            if entry is not None and entry.declared is not None:
+                entries.append(entry)
+    assert entries and all(e.declared is spec.codec.declared_cells for e in entries)
+    write = wire.render_cells_writer(spec.codec.declared_cells)
+    for entry in entries:
+        written = write(entry.key, entry.mutations)
+        if entry.mutations[0].timestamp >= 0:  # before 1970: refused by the general path
+            assert written is not None
+            assert written == wire.entry_bytes(attrs.evolve(entry, declared=None))
+        else:
+            assert written is None
+    _both(entries)
+
+
+@pytest.mark.parametrize("stamp", [0, -1_000, 2**63, -(2**63), True, 1_000.0, 5_000])
+def test_declared_cells_outside_the_rendering_are_written_or_refused_alike(stamp: Any) -> None:
+    """Timestamps the generated writer leaves to the general path: the same bytes or
+    the same refusal as for undeclared cells."""
+    shape = next(s for s in SHAPES if _declares(s))
+    declared = ts.spec_of(_model(shape)).codec.declared_cells
+    assert declared is not None
+    cells = tuple(SetCell(family, qualifier, stamp, b"\x00" * n)
+                  for n, (family, qualifier) in enumerate(declared.columns))
+    _both([RowMutation(b"k", cells, None, declared),
+           RowMutation(b"k" * 200, cells, None, declared)])
+
+
+def test_the_rendered_writer_is_there_to_read() -> None:
+    shape = next(s for s in SHAPES if _declares(s))
+    declared = ts.spec_of(_model(shape)).codec.declared_cells
+    assert declared is not None
+    write = wire.render_cells_writer(declared)
+    source = rendered(write)
+    assert source.startswith("def write_entry(key, cells):")
+    for family, qualifier in declared.columns:
+        assert repr(qualifier) in source and repr(family) in source
+    assert inspect.getsourcefile(write) == f"<tsmodel codec {declared.label} wire>"

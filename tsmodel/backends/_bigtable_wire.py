@@ -22,6 +22,7 @@ from google.cloud.bigtable_v2.types import feature_flags
 from tsmodel.backends._chunks import ReadProgress
 from tsmodel.ground.base import (
     AddToCell,
+    DeclaredCells,
     DeleteCells,
     DeleteFamily,
     DeleteRow,
@@ -32,6 +33,8 @@ from tsmodel.ground.base import (
     SetCell,
     ValueCondition,
 )
+from tsmodel.layouts._fragment import Fragment
+from tsmodel.layouts._source import compile_function
 
 __all__ = [
     "MutateRequest", "entry_bytes", "MutateRowsResponse", "ReadRowsRequest", "ReadRowsResponse",
@@ -339,6 +342,14 @@ def entry_bytes(entry: RowMutation) -> tuple[bytes, int, int, bool]:
         # Cloud Bigtable: INVALID_ARGUMENT "No mutations provided"; the
         # emulator would apply it, the official client refuses it first.
         raise ValueError(f"row {key!r:.80}: an entry needs at least one mutation")
+    declared = entry.declared
+    if declared is not None:
+        writer = declared.renderings.get("bigtable")
+        if writer is None:
+            writer = declared.renderings["bigtable"] = render_cells_writer(declared)
+        written = writer(key, mutations)
+        if written is not None:
+            return written
     head = _bytes_field(b"\x0a", key)
     # A model's tables share one tuple of cells where they lay them out alike (the
     # current-value row's are the main row's): written once, sent twice.
@@ -353,6 +364,69 @@ def entry_bytes(entry: RowMutation) -> tuple[bytes, int, int, bool]:
     size = len(head) + len(body)
     return (b"\x12" + (_SMALL[size] if size < 128 else _varint(size)) + head + body, count,
             size, adds)
+
+
+def render_cells_writer(declared: DeclaredCells) -> Callable[[bytes, Any],
+                                                             tuple[bytes, int, int, bool] | None]:
+    """The generated writer of a `DeclaredCells` entry: ``write(key, cells)``.
+
+    ``cells`` are exactly the declared cells (one `SetCell` per column, in
+    order, at one timestamp): the writer takes only their timestamp and
+    values and writes the entry as `entry_bytes()` does, its columns' tags,
+    names and lengths worked out once per value size. It returns what
+    `entry_bytes()` returns, or ``None`` for a timestamp it leaves to
+    `entry_bytes()`'s general path (negative or out of range: the path
+    that refuses them), so both write the same bytes and refuse alike
+    (held to the message-built requests by ``tests/unit/test_wire_bytes.py``).
+    The source is registered as ``<tsmodel codec Model.table wire>``.
+    """
+    src = Fragment()
+    for reserved in ("key", "cells", "ts", "stamp", "n", "size", "body"):
+        src.local(reserved)
+    count = len(declared.columns)
+    names = [(src.local(f"v{i}"), src.local(f"h{i}")) for i in range(count)]
+    unpacked = ", ".join(f"(_, _, {'ts' if i == 0 else '_'}, {v})"
+                         for i, (v, _) in enumerate(names))
+    src.emit(f"{unpacked}, = cells")
+    src.emit(f"if type(ts) is not int or not 0 <= ts <= {_INT64_MAX}:")
+    src.emit("return None", 1)
+    stamps = src.bind(_TIMESTAMP_VARINTS, "STAMPS")
+    src.emit(f"stamp = {stamps}.get(ts)")
+    src.emit("if stamp is None:")
+    src.emit(f"stamp = {src.bind(_stamp_of, 'stamp_of')}(ts)", 1)
+    src.emit("n = len(stamp)")
+    small, varint = src.bind(_SMALL, "SMALL"), src.bind(_varint, "varint")
+    head = src.bind(_set_cell_head, "set_cell_head")
+    pieces = []
+    for i, ((family, qualifier), (v, h)) in enumerate(zip(declared.columns, names,
+                                                          strict=True)):
+        # Per column, the bytes around its timestamp and value by their sizes.
+        heads = src.bind({}, f"HEADS{i}")
+        src.emit(f"{h} = {heads}.get(len({v}) * 16 + n)")  # a stamp is 0 to 11 bytes
+        src.emit(f"if {h} is None:")
+        src.emit(f"{h} = {head}({family!r}, {qualifier!r}, n, len({v}))", 1)
+        src.emit(f"if len({heads}) < 64:", 1)
+        src.emit(f"{heads}[len({v}) * 16 + n] = {h}", 2)
+        pieces.append(f"{h}[0], stamp, {h}[1], {v}")
+    src.emit(f"body = b''.join(({', '.join(pieces)},))")
+    src.emit("n = len(key)")
+    src.emit(f"size = n + len(body) + (2 if n < 128 else 1 + len({varint}(n)))")
+    src.emit(f"return (b''.join((b'\\x12', {small}[size] if size < 128 else {varint}(size), "
+             f"b'\\x0a', {small}[n] if n < 128 else {varint}(n), key, body)), {count}, size, "
+             "False)")
+    name = "write_entry"
+    return compile_function(src.source(f"def {name}(key, cells):"), name, src.namespace,
+                            f"<tsmodel codec {declared.label} wire>")
+
+
+def _stamp_of(ts: int) -> bytes:
+    """A set_cell's timestamp field (``0 <= ts < 2**63``; none for 0, as proto3 leaves
+    a default out), kept for the cells that follow."""
+    stamp = b"\x18" + _varint(ts) if ts else b""
+    if len(_TIMESTAMP_VARINTS) >= 4096:
+        _TIMESTAMP_VARINTS.clear()
+    _TIMESTAMP_VARINTS[ts] = stamp
+    return stamp
 
 
 #: The bytes of recently written tuples of mutations, by identity (each kept with

@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import timedelta
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import attrs
 
@@ -34,6 +34,7 @@ __all__ = [
     "SetCell",
     "AddToCell",
     "DeleteCells",
+    "DeclaredCells",
     "DeleteFamily",
     "DeleteRow",
     "Mutation",
@@ -296,6 +297,34 @@ class DeleteRow:
 Mutation = SetCell | AddToCell | DeleteCells | DeleteFamily | DeleteRow
 
 
+class DeclaredCells:
+    """The cells a table lays an event out in, as its declaration says: one
+    `SetCell` per column of ``columns``, in that order, all at one timestamp.
+
+    A table codec declares one where its layout writes exactly such cells for
+    every event (`tsmodel.layouts.codec.TableCodec.declared_cells`): a row
+    per event or a bucket of cell versions, every value required, no
+    serialized blob, key column or version stamp. A backend may render, once
+    per declaration, a writer of such cells in its own terms (the Bigtable
+    backend: a ``MutateRows`` entry's wire bytes); ``renderings`` keeps them.
+
+    Attributes:
+        label: ``Model.table``, for the name of a rendering.
+        columns: ``(family, qualifier)`` of each cell, in order.
+    """
+
+    __slots__ = ("label", "columns", "renderings")
+
+    def __init__(self, label: str, columns: tuple[tuple[str, bytes], ...]) -> None:
+        self.label = label
+        self.columns = columns
+        #: Renderings by the backend that made them (``"bigtable"``: its wire writer).
+        self.renderings: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"DeclaredCells({self.label!r}, {self.columns!r})"
+
+
 @attrs.frozen
 class RowMutation:
     """Mutations applied atomically to one row.
@@ -310,11 +339,16 @@ class RowMutation:
             Bigtable: a ``CheckAndMutateRow`` call of its own (a timestamp
             range predicate, the mutations when it matches nothing), not a
             ``MutateRows`` entry. ``None``: unconditional.
+        declared: the declaration ``mutations`` were laid out by, where they
+            are exactly its cells (`DeclaredCells`: the generated encoders set
+            it), so that a backend may write them with its rendering of that
+            declaration; ``None`` for any other mutations. Not compared.
     """
 
     key: bytes
     mutations: tuple[Mutation, ...]
     unless_newer: int | None = None
+    declared: DeclaredCells | None = attrs.field(default=None, eq=False, repr=False)
 
 
 class MutationStatus(enum.Enum):

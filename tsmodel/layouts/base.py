@@ -118,6 +118,10 @@ class Layout(abc.ABC):
     #: event time alone, and raises nothing: the event's checks can then run
     #: apart from laying out its cells (`tsmodel.layouts.render_write`).
     writer_of_values: ClassVar[bool] = False
+    #: Whether `render_writer` lays an event out, when every value is required and
+    #: none is serialized, as one `SetCell` per value field in declaration order,
+    #: all at one timestamp (`render_value_cells`): the table's `DeclaredCells`.
+    cells_per_value: ClassVar[bool] = False
 
     # -- declaration ------------------------------------------------------------------
 

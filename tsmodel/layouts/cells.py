@@ -32,6 +32,7 @@ class Cells(Layout):
     """A bucket row, a new cell version per event."""
 
     writer_of_values = True
+    cells_per_value = True
     name = "cells"
     columns_are_fields = True
 

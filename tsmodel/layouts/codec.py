@@ -19,7 +19,7 @@ from tsmodel import errors
 from tsmodel.encoding.keys import ConstantSegment, KeyLayout, SegmentValueError
 from tsmodel.encoding.timestamps import EPOCH, to_micros
 from tsmodel.encoding.values import MAX_VALUE_BYTES, ValueEncoder, ValueSpec
-from tsmodel.ground.base import Cell, Mutation, Row, RowMutation, SetCell
+from tsmodel.ground.base import Cell, DeclaredCells, Mutation, Row, RowMutation, SetCell
 from tsmodel.layouts.base import (
     Event,
     Layout,
@@ -95,7 +95,7 @@ class TableCodec:
                  "_time_check", "_like", "_required", "_defaulted", "witness", "_key_columns",
                  "_version_field", "_history", "_owns", "_rendered_records",
                  "_rendered_decode", "_rendered_columns", "_encode", "_events", "_parts",
-                 "_stripped_read")
+                 "_stripped_read", "declared_cells")
 
     def __init__(self, shape: TableShape, *, table: str, key: KeyLayout, layout: Layout,
                  time_field: str, values: ValueEncoder, like: TableCodec | None = None,
@@ -131,6 +131,13 @@ class TableCodec:
         self._history = layout.history_reader(shape) if version_field is not None else None
         if version_field is not None:
             self._like = None  # cells stamped with version times are this table's own
+        #: The cells of every event, where the layout declares them plainly: a
+        #: backend may render its own writer of them (`DeclaredCells`).
+        self.declared_cells = DeclaredCells(f"{shape.name}.{table}", tuple(
+            (v.family, v.qualifier) for v in shape.values)) if (
+            layout.cells_per_value and shape.serialization is None and shape.values
+            and not any(v.optional for v in shape.values) and not key_columns
+            and version_field is None) else None
         #: The test of a column some field declares, when unknown columns are refused.
         self._owns = layout.owns_column(shape) if strict_columns else None
         #: The reader of rows read with values stripped (`count_events()`), made on first use.

@@ -216,6 +216,13 @@ def _shared(src: Fragment, codec: TableCodec) -> _Locals:
     return out
 
 
+def _declared(src: Fragment, codec: TableCodec) -> str:
+    """The expression of the table's `DeclaredCells`: its cells are exactly those."""
+    if codec.declared_cells is None:
+        return "None"
+    return src.bind(codec.declared_cells, "declared")
+
+
 def _label(codec: TableCodec) -> str:
     return f"{codec.model}.{codec.table}"
 
@@ -248,8 +255,9 @@ def render_event_encoder(main: TableCodec, current: TableCodec | None,
     out = _shared(src, main)
     key, cells = _render_row(src, main, out, "")
     fields = len(getattr(make_event, "_fields", ()))
+    declared = _declared(src, main)
     if current is None:
-        rest = ["None", "None", "()", "()", "None"][:fields - 5]
+        rest = ["None", "None", "()", "()", "None", declared][:fields - 5]
         event = src.build(make_event, "entity", repr(main.table), key, "us", cells, *rest)
         src.emit(f"return {event}")
     else:
@@ -257,7 +265,7 @@ def render_event_encoder(main: TableCodec, current: TableCodec | None,
         if extra:  # a current key of fields the main key lacks: encode them too
             _render_extra_keys(src, current, out, extra)
         ckey, ccells = _render_row(src, current, out, "current_", like=cells)
-        rest = ["()", "None"][:fields - 8]
+        rest = ["()", "None", declared][:fields - 8]
         event = src.build(make_event, "entity", repr(main.table), key, "us", cells,
                           repr(current.table), ckey, ccells, *rest)
         src.emit(f"return {event}")
@@ -327,13 +335,14 @@ def render_event_parts(main: TableCodec, current: TableCodec | None,
         names.append(ckey)
     src.emit(f"{', '.join(names)}, = checked")
     cells = _render_cells(src, main, values, "")
+    declared = _declared(src, main)
     if current is None:
-        rest = ["None", "None", "()", "()", "None"][:fields - 5]
+        rest = ["None", "None", "()", "()", "None", declared][:fields - 5]
         event = src.build(make_event, "entity", repr(main.table), key, "us", cells, *rest)
     else:
         ccells = cells if current._like is not None else _render_cells(src, current, values,
                                                                       "current_")
-        rest = ["()", "None"][:fields - 8]
+        rest = ["()", "None", declared][:fields - 8]
         event = src.build(make_event, "entity", repr(main.table), key, "us", cells,
                           repr(current.table), ckey, ccells, *rest)
     src.emit(f"return {event}")

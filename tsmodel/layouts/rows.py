@@ -46,6 +46,7 @@ class Rows(Layout):
     exact_times: bool = False
 
     writer_of_values = True
+    cells_per_value = True
     name = "rows"
     bucketed = False
     read_versions = 1

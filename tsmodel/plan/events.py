@@ -13,6 +13,7 @@ from typing import Any, NamedTuple, TypeVar
 from tsmodel import errors
 from tsmodel.declare.spec import ModelSpec, instance_spec
 from tsmodel.ground.base import (
+    DeclaredCells,
     Mutation,
     RowMutation,
 )
@@ -44,6 +45,9 @@ class EncodedEvent(NamedTuple):
         spec: the model's spec, where the event may correct one stored before
             (its cells depend on its values) or has rollups: a batch that holds
             one reads before or after its writes, and goes alone.
+        declared: the main table's `DeclaredCells` while ``mutations`` are
+            exactly its cells as the encoder laid them out (``None`` once a
+            correction changes them): a backend writes them with its rendering.
     """
 
     entity: Any
@@ -56,6 +60,7 @@ class EncodedEvent(NamedTuple):
     current_mutations: tuple[Mutation, ...] = ()
     alternates: tuple[EncodedRow, ...] = ()
     spec: ModelSpec | None = None
+    declared: DeclaredCells | None = None
 
     @classmethod
     def of(cls, entity: Any, main: EncodedRow, current: EncodedRow | None = None,
@@ -81,12 +86,15 @@ class EncodedEvent(NamedTuple):
                           self.current_mutations)
 
     def row_mutation(self) -> RowMutation:
-        return RowMutation(self.key, self.mutations)
+        return RowMutation(self.key, self.mutations, None, self.declared)
 
     def current_row_mutation(self) -> RowMutation | None:
         if self.current_key is None:
             return None
-        return RowMutation(self.current_key, self.current_mutations)
+        mutations = self.current_mutations
+        # The current-value row's cells are the main row's where both lay them out alike.
+        return RowMutation(self.current_key, mutations, None,
+                           self.declared if mutations is self.mutations else None)
 
 
 def encode_event(spec: ModelSpec, entity: Any) -> EncodedEvent:

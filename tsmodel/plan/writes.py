@@ -207,7 +207,8 @@ class WritePlan:
             assert ev.spec is not None
             past = past_limit(ev.spec, row.cells, cells) - written[(ev.table, ev.key)]
             if past:
-                self.events[i] = ev._replace(mutations=erase(past) + ev.mutations)
+                self.events[i] = ev._replace(mutations=erase(past) + ev.mutations,
+                                              declared=None)
         for i in batch:
             for alt, key, deleted in self._moved_alt.pop(i, ()):
                 stamps = found.get((alt.table, key))
@@ -253,7 +254,7 @@ class WritePlan:
                 self._moved_alt.setdefault(i, []).append((alt, before.key, [
                     (m.family, m.qualifier, m.timestamp_start or 0) for m in gone
                     if isinstance(m, DeleteCells)]))
-        return ev._replace(mutations=mutations, alternates=tuple(alternates))
+        return ev._replace(mutations=mutations, alternates=tuple(alternates), declared=None)
 
     def main_writes(self, batch: range) -> list[TableWrite]:
         """The main-table writes of the events in ``batch``, one per table.
@@ -420,7 +421,9 @@ def _current_row(ev: EncodedEvent) -> RowMutation:
         for m in mutations:
             if type(m) is SetCell and (m.family, m.qualifier) in late:
                 return RowMutation(ev.current_key, mutations, unless_newer=m.timestamp + _MS)
-    return RowMutation(ev.current_key, mutations)
+    # The main row's cells, where both tables lay them out alike: written as declared.
+    return RowMutation(ev.current_key, mutations, None,
+                       ev.declared if mutations is ev.mutations else None)
 
 
 def _may_lack(spec: ModelSpec) -> frozenset[tuple[str, bytes]]:
