@@ -184,9 +184,9 @@ def test_the_two_parts_cover_the_plain_layouts_and_only_them() -> None:
 @given(data=st.data())
 def test_a_validated_save_checks_every_event_and_lays_each_out_later(shape: Shape,
                                                                      data: Any) -> None:
-    """`check_all()` keeps `Checked` events where a model's rows allow it; laid out,
-    they are what `encode_all()` gives."""
-    from tsmodel.plan.events import Checked, check_all, encode_all
+    """`check_all()` keeps the plain tuples of the checks where a model's rows allow
+    it; laid out, they are what `encode_all()` gives."""
+    from tsmodel.plan.events import check_all, encode_all
 
     model = _model(shape)
     spec = ts.spec_of(model)
@@ -195,5 +195,8 @@ def test_a_validated_save_checks_every_event_and_lays_each_out_later(shape: Shap
     checked = check_all(entities)
     plain = _has_parts(spec) and not (spec.alternates or spec.corrections_read_first
                                       or spec.rollups)
-    assert all((type(c) is Checked) == plain for c in checked)
-    assert [c.encoded() if type(c) is Checked else c for c in checked] == encode_all(entities)
+    assert checked.entities == entities
+    assert all((type(c) is tuple) == plain for c in checked.events)
+    assert all((lay_out is not None) == plain for lay_out in checked.lay_outs)
+    assert [lay_out(e, c) if lay_out is not None else c for e, c, lay_out in zip(
+        *checked, strict=True)] == encode_all(entities)

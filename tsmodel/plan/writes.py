@@ -31,7 +31,14 @@ from tsmodel.ground.base import (
     SetCell,
 )
 from tsmodel.layouts import EncodedRow
-from tsmodel.plan.events import Checked, EncodedEvent, check_all, encode, encode_event
+from tsmodel.plan.events import (
+    CheckedEvents,
+    EncodedEvent,
+    LayOut,
+    check_all,
+    encode,
+    encode_event,
+)
 from tsmodel.plan.results import Outcomes, TableRole, TableWrite, WriteResult
 from tsmodel.plan.retention import retention_message, retention_problems
 from tsmodel.plan.rollups import Increments, RollupRefresh
@@ -47,15 +54,25 @@ class WritePlan:
     """The writes of a batch of encoded events, and the fold of their outcomes.
 
     Args:
-        events: the encoded events, in input order.
+        events: the encoded events, in input order; or `check_all()`'s
+            `CheckedEvents`, laid out batch by batch (`lay_out()`).
     """
 
-    def __init__(self, events: Sequence[EncodedEvent]) -> None:
-        self.events = list(events)
+    def __init__(self, events: Sequence[EncodedEvent] | CheckedEvents) -> None:
+        if isinstance(events, CheckedEvents):
+            #: Per entity, the function that lays its checked tuple out (or None).
+            self._lay_outs: list[LayOut | None] = events.lay_outs
+            self.entities: list[Any] = events.entities
+            self.events = cast("list[EncodedEvent]", events.events)
+        else:
+            self.events = list(events)
+            self.entities = [ev.entity for ev in self.events]
+            self._lay_outs = []
         #: Per entity: its main outcome and each table's.
         self.outcomes = Outcomes(len(self.events))
-        #: The `Checked` events laid out by `lay_out()`, until `let_go()` puts them back.
-        self._checked: dict[int, Checked] = {}
+        #: The checked tuples of the events laid out by `lay_out()`, until
+        #: `let_go()` puts them back.
+        self._checked: dict[int, tuple[Any, ...]] = {}
         #: Per entity: alternate rows of the event it corrects, to delete.
         self._stale: dict[int, list[EncodedRow]] = {}
         #: Entities whose later version in the same batch is written instead.
@@ -72,17 +89,21 @@ class WritePlan:
         self._moved_alt: dict[int, list[tuple[ModelSpec, bytes, list[tuple[str, bytes, int]]]]] = {}
 
     def lay_out(self, batch: range) -> None:
-        """Lay the cells of the batch's `Checked` events out (before planning its writes)."""
-        events = self.events
+        """Lay the cells of the batch's checked events out (before planning its writes)."""
+        events: list[Any] = self.events  # checked tuples until laid out here
+        lay_outs, entities, checked = self._lay_outs, self.entities, self._checked
         for i in batch:
-            ev: Any = events[i]  # `prepare_save()`'s `Checked` events until laid out here
-            if type(ev) is Checked:
-                self._checked[i] = ev
-                events[i] = ev.lay_out(ev.entity, ev.checked)
+            ev = events[i]
+            if type(ev) is tuple:
+                lay_out = lay_outs[i]
+                assert lay_out is not None
+                checked[i] = ev
+                events[i] = lay_out(entities[i], ev)
 
     def extend(self, events: Sequence[EncodedEvent]) -> None:
         """Plan more events after those planned (a streamed save's next batch)."""
         self.events.extend(events)
+        self.entities.extend(ev.entity for ev in events)
         self.outcomes.extend(len(events))
 
     def let_go(self, batch: range) -> None:
@@ -90,7 +111,7 @@ class WritePlan:
         events, checked = self.events, self._checked
         for i in batch:
             was = checked.pop(i, None)
-            if was is not None:  # back to what it was: no new object
+            if was is not None:  # back to its checked tuple: no new object
                 events[i] = cast("EncodedEvent", was)
             else:
                 ev = events[i]
@@ -386,7 +407,7 @@ class WritePlan:
 
     def result(self) -> WriteResult:
         """One `EntityResult` per event, in input order."""
-        return WriteResult(self.outcomes.results([ev.entity for ev in self.events]))
+        return WriteResult(self.outcomes.results(self.entities))
 
 
 def _by_time(spec: ModelSpec, cls: Callable[..., Any], row: Row) -> dict[int, list[Any]]:
@@ -465,13 +486,13 @@ def prepare_save(entities: Iterable[Any], accept_expired: bool) -> WritePlan:
         RetentionError: unless ``accept_expired``, events already older than
             a family's max age.
     """
-    events = check_all(entities)
+    checked = check_all(entities)
     if not accept_expired:
-        problems = retention_problems(ev.entity for ev in events)
+        problems = retention_problems(checked.entities)
         if problems:
             raise errors.RetentionError(retention_message(problems), problems)
     # Checked events are laid out batch by batch (`WritePlan.lay_out()`, called
     # by the schedule before it plans a batch).
-    return WritePlan(cast("list[EncodedEvent]", events))
+    return WritePlan(checked)
 
 
