@@ -74,3 +74,50 @@ def test_a_refusal_stands_for_the_main_outcome() -> None:
     assert refused.status is WriteStatus.FAILED and refused.error is error
     assert refused.tables == (("ALT", MutationOutcome(MutationStatus.FAILED, error)),)
     assert untouched.status is WriteStatus.WRITTEN and untouched.tables == ()
+
+
+# Runs of entities sharing outcomes, as a save records them (one shared APPLIED outcome).
+_OUTCOMES = [MutationOutcome(MutationStatus.APPLIED),
+             MutationOutcome(MutationStatus.FAILED, ValueError("no")),
+             MutationOutcome(MutationStatus.UNKNOWN, TimeoutError("late"))]
+
+
+@given(st.lists(st.tuples(st.integers(1, 4), st.sampled_from([None, *_OUTCOMES]),
+                          st.lists(st.sampled_from(_OUTCOMES), max_size=2)), max_size=6))
+def test_results_made_when_read_are_those_of_the_outcomes(
+        runs: list[tuple[int, MutationOutcome | None, list[MutationOutcome]]]) -> None:
+    """`EntityResults`: each entity's status by the rule above, its tables as recorded;
+    counted without making them, equal to the tuple of them, pickled as that tuple."""
+    import pickle
+
+    from tsmodel.plan.results import EntityResult, EntityResults, WriteResult
+
+    log = Outcomes()
+    wanted: list[EntityResult] = []
+    for n, main, others in runs:
+        tables = tuple([TableOutcome("M", main)] if main is not None else []) + tuple(
+            TableOutcome(f"C{k}", o) for k, o in enumerate(others))
+        start = len(log.main)
+        log.extend(n)
+        for i in range(start, start + n):
+            log.main[i] = main
+            log.tables[i] = tables  # shared by the run, as `record()` shares it
+            wanted.append(EntityResult(f"e{i}", expected(
+                None if main is None else main.status, [o.status for o in others]), tables))
+    made = log.results([r.entity for r in wanted])
+    assert isinstance(made, EntityResults)
+    counts: dict[WriteStatus, int] = {}
+    for r in wanted:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    assert made.counts() == counts and made._made is None  # nothing made to count them
+    result = WriteResult(made)
+    assert result.ok == all(r.status is WriteStatus.WRITTEN for r in wanted)
+    assert len(result) == len(wanted)
+    assert made == tuple(wanted) and tuple(wanted) == made and list(made) == wanted
+    assert result == WriteResult(tuple(wanted))
+    assert [made[i] for i in range(len(wanted))] == wanted and made[1:] == tuple(wanted[1:])
+    assert made.counts() == counts  # the same once made
+    back = pickle.loads(pickle.dumps(made))  # a tuple (errors compare by identity)
+    assert type(back) is tuple
+    assert [(r.entity, r.status, len(r.tables)) for r in back] == [
+        (r.entity, r.status, len(r.tables)) for r in wanted]

@@ -8,8 +8,8 @@ per entity (`WriteResult`).
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Generator, Sequence
-from typing import Any, NamedTuple, cast
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from typing import Any, NamedTuple, cast, overload
 
 import attrs
 
@@ -22,7 +22,8 @@ from tsmodel.ground.base import (
 )
 
 __all__ = ["send_writes", "TableRole", "TableWrite", "TableOutcome", "Outcomes", "WriteStatus",
-           "EntityResult", "WriteResult", "FrameResult", "ReadStep", "WriteStep", "entity_status"]
+           "EntityResult", "EntityResults", "WriteResult", "FrameResult", "ReadStep", "WriteStep",
+           "entity_status"]
 
 
 class TableRole(enum.Enum):
@@ -109,21 +110,126 @@ class EntityResult:
         return next((o.error for _, o in self.tables if o.error is not None), None)
 
 
+class EntityResults(Sequence[EntityResult]):
+    """One `EntityResult` per entity of a write, in input order, made when first read.
+
+    A write records its outcomes compactly (`Outcomes`: per entity, its main
+    outcome and a tuple of table outcomes that entities with the same outcomes
+    share). The `EntityResult` objects are built from those the first time
+    one is read (by index or iteration), not when the write returns:
+    `counts()` (what `WriteResult.ok` and `summary()` use) needs none. A
+    sequence like a tuple, and equal to the tuple of the same results.
+    """
+
+    __slots__ = ("_entities", "_main", "_tables", "_made")
+
+    def __init__(self, entities: Sequence[Any], main: Sequence[MutationOutcome | None],
+                 tables: Sequence[tuple[TableOutcome, ...]]) -> None:
+        if not len(entities) == len(main) == len(tables):
+            raise ValueError("one entity, main outcome and table outcomes each")
+        self._entities, self._main, self._tables = entities, main, tables
+        self._made: tuple[EntityResult, ...] | None = None
+
+    def _statuses(self) -> Iterator[tuple[WriteStatus, int]]:
+        """Each run of entities with the same outcomes: its status and length."""
+        last_main: Any = _NOTHING
+        last_tables: Any = _NOTHING
+        status, run = WriteStatus.WRITTEN, 0
+        for main, tables in zip(self._main, self._tables, strict=True):
+            if main is not last_main or tables is not last_tables:  # mostly shared
+                if run:
+                    yield status, run
+                last_main, last_tables, run = main, tables, 0
+                status = entity_status(main, tables)
+            run += 1
+        if run:
+            yield status, run
+
+    def counts(self) -> dict[WriteStatus, int]:
+        """How many entities ended in each status (without making their results)."""
+        if self._made is not None:
+            return _counts(r.status for r in self._made)
+        out: dict[WriteStatus, int] = {}
+        for status, run in self._statuses():
+            out[status] = out.get(status, 0) + run
+        return out
+
+    def _results(self) -> tuple[EntityResult, ...]:
+        made = self._made
+        if made is None:
+            out: list[EntityResult] = []
+            append = out.append
+            tables = iter(self._tables)
+            entities = iter(self._entities)
+            for status, run in self._statuses():
+                for _ in range(run):
+                    append(EntityResult(next(entities), status, next(tables)))
+            made = self._made = tuple(out)
+        return made
+
+    def __len__(self) -> int:
+        return len(self._main)
+
+    @overload
+    def __getitem__(self, index: int) -> EntityResult: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[EntityResult, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> EntityResult | tuple[EntityResult, ...]:
+        return self._results()[index]
+
+    def __iter__(self) -> Iterator[EntityResult]:
+        return iter(self._results())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (EntityResults, tuple)):
+            return self._results() == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._results())
+
+    def __repr__(self) -> str:
+        return repr(self._results())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return tuple, (self._results(),)
+
+
+_NOTHING = object()
+
+
+def _counts(statuses: Iterable[WriteStatus]) -> dict[WriteStatus, int]:
+    out: dict[WriteStatus, int] = {}
+    for status in statuses:
+        out[status] = out.get(status, 0) + 1
+    return out
+
+
 @attrs.frozen
 class WriteResult:
     """The per-entity outcome of ``save_all`` (or ``delete_all``), in input order.
 
     Attributes:
-        results: one `EntityResult` per entity.
+        results: one `EntityResult` per entity (a tuple, or `EntityResults`,
+            which makes them when first read).
         action: what was written: ``"save"``, or ``"delete"`` (whose
             ``WRITTEN`` means deleted from every table; docs/deleting.md).
     """
 
-    results: tuple[EntityResult, ...]
+    results: tuple[EntityResult, ...] | EntityResults
     action: str = "save"
 
     def _with(self, status: WriteStatus) -> list[EntityResult]:
         return [r for r in self.results if r.status is status]
+
+    def counts(self) -> dict[WriteStatus, int]:
+        """How many entities ended in each status (those with none left out)."""
+        results = self.results
+        if isinstance(results, EntityResults):
+            return results.counts()
+        return _counts(r.status for r in results)
 
     @property
     def written(self) -> list[EntityResult]:
@@ -144,14 +250,15 @@ class WriteResult:
     @property
     def ok(self) -> bool:
         """Whether every entity was written everywhere."""
-        return all(r.status is WriteStatus.WRITTEN for r in self.results)
+        return not any(n for s, n in self.counts().items() if s is not WriteStatus.WRITTEN)
 
     def __len__(self) -> int:
         return len(self.results)
 
     def summary(self) -> str:
-        counts = {s: len(self._with(s)) for s in WriteStatus}
-        return ", ".join(f"{n} {s.value}" for s, n in counts.items() if n) or "nothing to write"
+        counts = self.counts()
+        return ", ".join(f"{counts[s]} {s.value}" for s in WriteStatus if counts.get(s)) \
+            or "nothing to write"
 
     def raise_for_failures(self) -> None:
         """Raise `SaveError` unless every entity was written everywhere."""
@@ -316,19 +423,9 @@ class Outcomes:
         return sum(1 for out in self.tables for _, o in out
                    if o.status is not MutationStatus.APPLIED)
 
-    def results(self, entities: Sequence[Any]) -> tuple[EntityResult, ...]:
-        """One `EntityResult` per entity, in index order."""
-        out: list[EntityResult] = []
-        append = out.append
-        last_main: MutationOutcome | None = None
-        last_tables: tuple[TableOutcome, ...] | None = None
-        status = WriteStatus.WRITTEN
-        for entity, main, tables in zip(entities, self.main, self.tables, strict=True):
-            if main is not last_main or tables is not last_tables:  # mostly shared
-                last_main, last_tables = main, tables
-                status = entity_status(main, tables)
-            append(EntityResult(entity, status, tables))
-        return tuple(out)
+    def results(self, entities: Sequence[Any]) -> EntityResults:
+        """One `EntityResult` per entity, in index order (made when first read)."""
+        return EntityResults(entities, self.main, self.tables)
 
 
 @attrs.frozen
