@@ -51,6 +51,7 @@ from tsmodel.errors import (
 )
 from tsmodel.ground.base import (
     AddToCell,
+    DeclaredCells,
     Features,
     KeySample,
     MutationOutcome,
@@ -550,8 +551,19 @@ def _emulator_refusals(backend: Any, target: _Target, table: str,
     refused: dict[int, Exception] = {}
     families: set[str | None] = set()
     add = families.add
+    declarations: set[DeclaredCells] = set()
     for index, entry in enumerate(entries):
         mutations = entry.mutations
+        declared = entry.declared
+        if declared is not None:  # its cells: one timestamp, the declared families
+            stamp = mutations[0].timestamp  # type: ignore[union-attr]
+            if stamp % 1000:
+                refused[index] = BackendError(
+                    f"timestamp {stamp} is not a whole number of milliseconds")
+            elif declared not in declarations:
+                declarations.add(declared)
+                families.update(family for family, _ in declared.columns)
+            continue
         bad = None
         for mutation in mutations:
             if (type(mutation) is SetCell or isinstance(mutation, AddToCell)) and \
