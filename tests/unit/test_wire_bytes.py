@@ -50,6 +50,11 @@ def _fill_entry(pb: Any, entry: RowMutation) -> int:
         raise ValueError(f"row {key!r:.80}: an entry needs at least one mutation")
     pb.row_key = key
     add = pb.mutations.add
+    for mutation in entry.mutations:
+        # protobuf 7 refuses a boolean for an int64 field, as the wire bytes do;
+        # protobuf 6 (which apache-beam installs) took True as 1.
+        if isinstance(getattr(mutation, "timestamp", None), bool):
+            raise TypeError(f"expected an int, got a boolean: {mutation.timestamp!r}")
     count = 0
     for mutation in entry.mutations:
         if type(mutation) is SetCell:
