@@ -7,6 +7,7 @@ tests share the session's backend without seeing each other's rows.
 
 from __future__ import annotations
 
+import functools
 import random
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -420,3 +421,72 @@ def test_cached_latest_sees_this_connections_writes(backend: Backend) -> None:
         cached.latest(Metric, hostname="nobody")
     cached.save(Metric(hostname="nobody", time=T0, cpu1_usr=0.0, blk_read=0))
     assert cached.latest(Metric, hostname="nobody").blk_read == 0
+
+
+def test_cached_latest_follows_every_write_and_delete_of_the_connection(
+        backend: Backend) -> None:
+    """Random saves, updates and deletes through a caching connection; after each, every
+    host's cached latest() (both spellings) is the newest event a plain dict holds."""
+    from tsmodel.run.cache import CachingBackend
+
+    Metric = metric_model()
+    cached = ts.Connection(CachingBackend(backend, maxsize=100, ttl=600))  # type: ignore[arg-type]
+    cached.create_tables(Metric)
+    hosts = ["a", "b", "c"]
+    stored: dict[tuple[str, datetime], tuple[float, int]] = {}  # the oracle
+    rng = random.Random(7)
+
+    def event(host: str, second: int, value: int) -> Any:
+        return Metric(hostname=host, time=T0 + timedelta(seconds=second),
+                      cpu1_usr=value / 4, blk_read=value)
+
+    for step in range(60):
+        host, second, value = rng.choice(hosts), rng.randrange(8), step
+        held = sorted(t for (h, t) in stored if h == host)
+        what = rng.choice(["save", "save_all", "update", "delete", "delete_all",
+                           "delete_range", "update_range"])
+        if what == "save":
+            cached.save(event(host, second, value))
+            stored[host, T0 + timedelta(seconds=second)] = (value / 4, value)
+        elif what == "save_all":
+            cached.save_all([event(host, second, value), event(host, second + 1, value + 100)])
+            stored[host, T0 + timedelta(seconds=second)] = (value / 4, value)
+            stored[host, T0 + timedelta(seconds=second + 1)] = ((value + 100) / 4, value + 100)
+        elif what == "update" and held:
+            when = rng.choice(held)
+            cached.update(Metric, hostname=host, time=when, blk_read=value)
+            stored[host, when] = (stored[host, when][0], value)
+        elif what == "delete" and held:
+            when = rng.choice(held)
+            cached.delete(Metric(hostname=host, time=when, cpu1_usr=0.0, blk_read=0))
+            del stored[host, when]
+        elif what == "delete_all" and held:
+            gone = held[-2:]
+            cached.delete_all([Metric(hostname=host, time=t, cpu1_usr=0.0, blk_read=0)
+                               for t in gone])
+            for when in gone:
+                del stored[host, when]
+        elif what == "delete_range":
+            start, end = T0 + timedelta(seconds=second), T0 + timedelta(seconds=second + 3)
+            Metric.range(start, end, hostname=host).using(cached).delete()
+            for when in held:
+                if start <= when < end:
+                    del stored[host, when]
+        elif what == "update_range":
+            start, end = T0 + timedelta(seconds=second), T0 + timedelta(seconds=9)
+            Metric.range(start, end, hostname=host).using(cached).update(blk_read=-value)
+            for when in held:
+                if start <= when < end:
+                    stored[host, when] = (stored[host, when][0], -value)
+        for each in hosts:
+            newest = max((t for (h, t) in stored if h == each), default=None)
+            for ask in (functools.partial(cached.latest, Metric, hostname=each),
+                        functools.partial(Metric.using(cached).latest, hostname=each)):
+                if newest is None:
+                    with pytest.raises(Metric.DoesNotExist):
+                        ask()
+                else:
+                    got = ask()
+                    assert (got.hostname, got.time, got.cpu1_usr, got.blk_read) == (
+                        each, newest, *stored[each, newest]), (step, what)
+    assert cached.cache is not None and cached.cache.stats.hits > 0

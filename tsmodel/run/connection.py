@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from itertools import islice
@@ -48,7 +48,7 @@ from tsmodel.run.fanout import Streamed, stream
 from tsmodel.run.frame_steps import FrameResult, frame_steps
 from tsmodel.run.observe import Observer, Operation, paced, pause_before
 from tsmodel.run.progress import Progress, Writing
-from tsmodel.run.query import Query, Read, changed_instance, copy_instance
+from tsmodel.run.query import Query, Read, changed_instance, copier
 from tsmodel.settings import DEFAULT_SETTINGS, Settings, check_flag, check_seconds, check_whole
 
 __all__ = ["Connection", "QuerySet", "connect", "get_default_connection",
@@ -456,9 +456,24 @@ class Connection:
 
     def latest(self, model: type[M], *, as_of: datetime | None = None,
                **key_fields: Any) -> M:
-        """``model.using(conn).latest(...)`` (at or before ``as_of``)."""
-        return QuerySet(model, connection=self._starting(model)).latest(as_of=as_of,
-                                                                       **key_fields)
+        """``model.using(conn).latest(...)`` (at or before ``as_of``): see
+        `QuerySet.latest()`.
+
+        With a read cache (``connect(cache=True)``), what builds the decoded
+        instance is kept, tied to the entity's current-value row, so that this
+        connection's writes of the row drop it; each hit builds a new copy (the
+        caller's to change). A hit plans nothing and reads nothing: the key
+        fields were checked when the instance was kept.
+        """
+        spec = class_spec(model)
+        cache = self.cache
+        if cache is None or as_of is not None or spec.current_key is None:
+            return QuerySet(model, connection=self)._read_latest(key_fields, as_of)
+        kept = cache.memoize(("latest", model, tuple(key_fields.items())),
+                             lambda: QuerySet(model, connection=self)._kept_latest(key_fields))
+        if kept is None:
+            return QuerySet(model, connection=self)._found(None, key_fields)
+        return kept()  # type: ignore[no-any-return]
 
     def latest_many(self, model: type[M], keys: Iterable[Mapping[str, Any] | tuple[Any, ...]],
                     *, as_of: datetime | None = None) -> LatestResult[M]:
@@ -795,19 +810,19 @@ class QuerySet(Query[M]):
             DoesNotExist: the entity has no event (at or before ``as_of``)
                 (``Model.DoesNotExist``).
         """
-        cache = self._conn().cache
-        if cache is not None and self._spec.current_key is not None and as_of is None:
-            # The decoded instance is kept, tied to its current-value row, so
-            # this connection's writes drop it; callers get copies. A hit
-            # builds no query: the key fields were checked when it was kept.
-            def lookup() -> tuple[ReadRequest, M | None]:
-                qs = self._latest_query(key_fields)
-                return qs.explain().requests[0], qs.first()
+        return self._conn().latest(self.model, as_of=as_of, **key_fields)
 
-            token = ("latest", self.model, tuple(key_fields.items()))
-            found = cache.memoize(token, lookup)
-            return self._found(None if found is None else copy_instance(found), key_fields)
+    def _read_latest(self, key_fields: dict[str, Any], as_of: datetime | None) -> M:
+        """`latest()` read from the backend (the cache aside)."""
         return self._found(self._latest_query(key_fields, as_of).first(), key_fields)
+
+    def _kept_latest(self, key_fields: dict[str, Any]) -> tuple[ReadRequest,
+                                                               Callable[[], M] | None]:
+        """`latest()` for the cache: the request of its one row, and what builds
+        a copy of the instance read (``None``: no event)."""
+        qs = self._latest_query(key_fields)
+        found = qs.first()
+        return qs.explain().requests[0], None if found is None else copier(found)
 
     def delete(self, *, allow_scan: bool = False, raise_on_failure: bool = True) -> WriteResult:
         """Delete every event the query selects, from every table of the model.
