@@ -50,6 +50,8 @@ __all__ = ["stream", "astream", "Streamed", "AStreamed", "CHANNEL_ROWS", "PULL_R
            "RESUME_ATTEMPTS", "RESUME_DELAY"]
 
 M = TypeVar("M")
+S = TypeVar("S")
+C = TypeVar("C")
 
 
 class Reader(Protocol):
@@ -77,8 +79,21 @@ RESUME_ATTEMPTS = 3
 RESUME_DELAY = 0.05
 
 
-class _Resuming(Generic[M]):
-    """What both drivers share: the merge as it stands, its position, its token.
+class _Take(Generic[S]):
+    """A step of `_Resuming.steps()`: take the next rows of ``source`` (at most ``most``).
+
+    The driver takes them and puts them in ``rows`` before it resumes the steps.
+    """
+
+    __slots__ = ("source", "most", "rows")
+
+    def __init__(self, source: S, most: int | None) -> None:
+        self.source, self.most = source, most
+        self.rows: list[Row] | None = None
+
+
+class _Resuming(Generic[M, S, C]):
+    """What both drivers share: the merge as it stands, its steps, position and token.
 
     The generator that reads refers to this state, never to the iterator that
     holds both: dropping the iterator drops the generator at once (CPython's
@@ -87,27 +102,47 @@ class _Resuming(Generic[M]):
     """
 
     def __init__(self, plan: ReadPlan, model: type[M], codec: CursorCodec | None,
-                 start: Position | None, sink: str) -> None:
+                 start: Position | None, sink: str, conn: C) -> None:
         self._plan, self._model, self._codec, self._sink = plan, model, codec, sink
+        self._conn = conn
         self._merge = ReadMerge(plan, model, start, sink=sink)
         self._handed = 0  # instances of the merge's last batch handed out
         self._failures = 0
 
+    def _open(self, merge: ReadMerge[M], request: ReadRequest | None) -> S:
+        """Start the read of one of the merge's streams (``None``: nothing left to read)."""
+        raise NotImplementedError
+
+    def steps(self, merge: ReadMerge[M],
+              sources: list[S]) -> Iterator[_Take[S] | list[M] | None]:
+        """The merge's reads as steps for a driver, without I/O.
+
+        Each step is a `_Take` (the driver takes the rows, sets ``rows``, and
+        resumes), ``None`` (the merge needs no more rows: the driver closes every
+        source in ``sources`` now), or the instances to hand out, in order: the
+        driver sets `_handed` to the count handed out so far, as it hands each
+        out. The streams the merge
+        opens are started (into ``sources``) before rows are taken from any.
+        """
+        while (i := merge.want()) is not None:
+            while len(sources) < merge.opened:
+                sources.append(self._open(merge, merge.streams[len(sources)]))
+            take = _Take(sources[i], merge.remaining)
+            yield take
+            out = merge.give(i, take.rows)
+            self._handed = 0
+            if merge.done:
+                yield None
+            yield out
+
     def position(self) -> Position | None:
-        """Where the read stands: after the last instance handed out (``None``:
-        a plan sorted or reversed in memory, once it handed one out)."""
+        """Where the read stands: after the last instance handed out (``None``: a plan
+        sorted or reversed in memory, once it handed one out)."""
         return self._merge.position(self._handed)
 
     @property
     def cursor(self) -> str:
-        """The token that re-opens the query after the last instance handed out.
-
-        Pass it to ``qs.after(token)`` (or ``qs.page(size, after=token)``) of
-        the same query, in this process or another.
-
-        Raises:
-            QueryError: the query hands out no cursors (say why).
-        """
+        """The token after the last instance handed out: see `Streamed.cursor`."""
         codec = self._codec
         if codec is None:
             raise TypeError("this read was not started by a QuerySet: it has no cursor")
@@ -146,6 +181,21 @@ class _Resuming(Generic[M]):
         return error
 
 
+class _Batches:
+    """The size of the next batch a stream taken by the consumer gives: one row at
+    first (``first()`` reads one), doubling up to `PULL_ROWS`; never more than ``most``."""
+
+    __slots__ = ("_size",)
+
+    def __init__(self) -> None:
+        self._size = 1
+
+    def _next_size(self, most: int | None) -> int:
+        size = self._size if most is None else max(1, min(self._size, most))
+        self._size = min(2 * self._size, PULL_ROWS)
+        return size
+
+
 # -- sync ---------------------------------------------------------------------------
 
 
@@ -153,7 +203,7 @@ def stream(plan: ReadPlan, conn: Reader, model: type[M], codec: CursorCodec | No
            start: Position | None = None, *, sink: str = "instances") -> Streamed[M]:
     """The instances of ``plan`` (or what else ``sink`` says: see
     `ReadMerge`), read on ``conn`` and merged as the plan says."""
-    return Streamed(plan, conn, model, codec, start, sink=sink)
+    return Streamed(_SyncRun(plan, model, codec, start, sink, conn))
 
 
 class Streamed(Iterator[M]):
@@ -165,11 +215,8 @@ class Streamed(Iterator[M]):
     cancels the reads still streaming.
     """
 
-    def __init__(self, plan: ReadPlan, conn: Reader, model: type[M],
-                 codec: CursorCodec | None = None, start: Position | None = None, *,
-                 sink: str = "instances") -> None:
-        self._run = _SyncRun(plan, model, codec, start, sink, conn)
-        self._items = self._run.items()
+    def __init__(self, run: _SyncRun[M]) -> None:
+        self._run, self._items = run, run.items()
 
     def __iter__(self) -> Streamed[M]:
         return self
@@ -194,13 +241,8 @@ class Streamed(Iterator[M]):
         self._items.close()
 
 
-class _SyncRun(_Resuming[M]):
-    """The state of a `Streamed` and the generator that reads."""
-
-    def __init__(self, plan: ReadPlan, model: type[M], codec: CursorCodec | None,
-                 start: Position | None, sink: str, conn: Reader) -> None:
-        super().__init__(plan, model, codec, start, sink)
-        self._conn = conn
+class _SyncRun(_Resuming[M, "_Pulled", Reader]):
+    """The state of a `Streamed`, and the sync driver of its steps."""
 
     def items(self) -> Generator[M, None, None]:
         while True:
@@ -210,23 +252,28 @@ class _SyncRun(_Resuming[M]):
             except errors.ReadInterruptedError as exc:
                 time.sleep(self._resume(exc))
 
+    def _open(self, merge: ReadMerge[M], request: ReadRequest | None) -> _Pulled:
+        return _Pulled(() if request is None else self._conn.read(request))
+
     def _read(self, merge: ReadMerge[M]) -> Generator[M, None, None]:
-        conn = self._conn
         sources: list[_Pulled] = []
         try:
-            while (i := merge.want()) is not None:
-                while len(sources) < merge.opened:  # started before any is taken from
-                    request = merge.streams[len(sources)]
-                    sources.append(_Pulled(() if request is None else conn.read(request)))
-                out = merge.give(i, sources[i].take(merge.remaining))
-                self._handed = 0
-                if merge.done:
-                    _close(sources)
-                for item in out:
-                    self._handed += 1
+            for step in self.steps(merge, sources):
+                if not isinstance(step, list):
+                    _do(step, sources)
+                    continue
+                for self._handed, item in enumerate(step, 1):  # noqa: B007 - the count
                     yield item
         finally:
             _close(sources)
+
+
+def _do(step: _Take[_Pulled] | None, sources: list[_Pulled]) -> None:
+    """Take the rows a step asks for (``None``: close every source)."""
+    if step is None:
+        _close(sources)
+    else:
+        step.rows = step.source.take(step.most)
 
 
 def _close(sources: list[_Pulled]) -> None:
@@ -234,21 +281,19 @@ def _close(sources: list[_Pulled]) -> None:
         source.close()
 
 
-class _Pulled:
+class _Pulled(_Batches):
     """A started read, whose rows the consumer takes a batch at a time."""
 
-    __slots__ = ("_rows", "_size")
+    __slots__ = ("_rows",)
 
     def __init__(self, rows: Iterable[Row]) -> None:
+        super().__init__()
         self._rows: Iterator[Row] | None = iter(rows)
-        self._size = 1
 
     def take(self, most: int | None) -> list[Row] | None:
         """The next rows (at most ``most`` when given), or ``None`` at the end."""
         assert self._rows is not None
-        size = self._size if most is None else max(1, min(self._size, most))
-        self._size = min(2 * self._size, PULL_ROWS)
-        return list(itertools.islice(self._rows, size)) or None
+        return list(itertools.islice(self._rows, self._next_size(most))) or None
 
     def close(self) -> None:
         rows, self._rows = self._rows, None
@@ -264,7 +309,7 @@ def astream(plan: ReadPlan, conn: AsyncReader, model: type[M],
             codec: CursorCodec | None = None, start: Position | None = None, *,
             sink: str = "instances") -> AStreamed[M]:
     """`stream()` on an event loop: a task per stream read at once."""
-    return AStreamed(plan, conn, model, codec, start, sink=sink)
+    return AStreamed(_AsyncRun(plan, model, codec, start, sink, conn))
 
 
 class AStreamed(AsyncIterator[M]):
@@ -274,11 +319,8 @@ class AStreamed(AsyncIterator[M]):
     reads still streaming at once; else they end when it is collected.
     """
 
-    def __init__(self, plan: ReadPlan, conn: AsyncReader, model: type[M],
-                 codec: CursorCodec | None = None, start: Position | None = None, *,
-                 sink: str = "instances") -> None:
-        self._run = _AsyncRun(plan, model, codec, start, sink, conn)
-        self._items = self._run.items()
+    def __init__(self, run: _AsyncRun[M]) -> None:
+        self._run, self._items = run, run.items()
 
     def __aiter__(self) -> AStreamed[M]:
         return self
@@ -296,13 +338,8 @@ class AStreamed(AsyncIterator[M]):
         await self._items.aclose()
 
 
-class _AsyncRun(_Resuming[M]):
-    """The state of an `AStreamed` and the generator that reads."""
-
-    def __init__(self, plan: ReadPlan, model: type[M], codec: CursorCodec | None,
-                 start: Position | None, sink: str, conn: AsyncReader) -> None:
-        super().__init__(plan, model, codec, start, sink)
-        self._conn = conn
+class _AsyncRun(_Resuming[M, "_APulled | _Tasked", AsyncReader]):
+    """The state of an `AStreamed`, and the async driver of its steps."""
 
     async def items(self) -> AsyncGenerator[M, None]:
         while True:
@@ -317,25 +354,31 @@ class _AsyncRun(_Resuming[M]):
                 await reads.aclose()  # not by itself when this generator is closed
             await asyncio.sleep(delay)
 
+    def _open(self, merge: ReadMerge[M], request: ReadRequest | None) -> _APulled | _Tasked:
+        if merge.concurrent and self._conn.features.concurrent_calls:
+            return _Tasked(self._conn, request)
+        return _APulled(self._conn, request)
+
     async def _read(self, merge: ReadMerge[M]) -> AsyncGenerator[M, None]:
-        conn = self._conn
-        concurrent = merge.concurrent and conn.features.concurrent_calls
         sources: list[_APulled | _Tasked] = []
         try:
-            while (i := merge.want()) is not None:
-                while len(sources) < merge.opened:
-                    request = merge.streams[len(sources)]
-                    sources.append(_Tasked(conn, request) if concurrent
-                                   else _APulled(conn, request))
-                out = merge.give(i, await sources[i].take(merge.remaining))
-                self._handed = 0
-                if merge.done:
-                    await _aclose(sources)
-                for item in out:
-                    self._handed += 1
+            for step in self.steps(merge, sources):
+                if not isinstance(step, list):
+                    await _ado(step, sources)
+                    continue
+                for self._handed, item in enumerate(step, 1):  # noqa: B007 - the count
                     yield item
         finally:
             await _aclose(sources)
+
+
+async def _ado(step: _Take[_APulled | _Tasked] | None,
+              sources: list[_APulled | _Tasked]) -> None:
+    """`_do()` on an event loop."""
+    if step is None:
+        await _aclose(sources)
+    else:
+        step.rows = await step.source.take(step.most)
 
 
 async def _aclose(sources: list[_APulled | _Tasked]) -> None:
@@ -345,23 +388,22 @@ async def _aclose(sources: list[_APulled | _Tasked]) -> None:
         await source.join()
 
 
-class _APulled:
+class _APulled(_Batches):
     """A stream read by the consumer's task, a batch when the merge asks."""
 
-    __slots__ = ("_conn", "_request", "_rows", "_size")
+    __slots__ = ("_conn", "_request", "_rows")
 
     def __init__(self, conn: AsyncReader, request: ReadRequest | None) -> None:
+        super().__init__()
         self._conn, self._request = conn, request
         self._rows: AsyncIterator[Row] | None = None
-        self._size = 1
 
     async def take(self, most: int | None) -> list[Row] | None:
         if self._rows is None:
             if self._request is None:  # nothing left to read (a resumed read)
                 return None
             self._rows = aiter(self._conn.read(self._request))
-        size = self._size if most is None else max(1, min(self._size, most))
-        self._size = min(2 * self._size, PULL_ROWS)
+        size = self._next_size(most)
         rows = []
         async for row in self._rows:
             rows.append(row)
