@@ -28,7 +28,7 @@ import socket
 import threading
 import time
 import warnings
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any, TypeVar, cast
 
 import attrs
@@ -336,17 +336,10 @@ class BigtableBackend(_BigtableBase):
             TableNotFoundError: the table does not exist (nothing was applied).
             BackendError: the backend is closed.
         """
-        target = self._target(table)
-        steps = mutate_steps(self, target, table, entries)
-        try:
-            request = next(steps)
-            while True:
-                send = self._rpc.check_and_mutate_rows if isinstance(request, list) else \
-                    self._rpc.mutate_rows
-                request = steps.send(send(request, target.metadata))
-        except StopIteration as done:
-            outcomes: list[MutationOutcome] = done.value
-            return outcomes
+        steps = MutateDriven(self, table, entries)
+        while steps.send is not None:
+            steps.answer(steps.send(steps.request, steps.metadata))
+        return steps.outcomes
 
     @staticmethod
     def _classify(error: BaseException) -> MutationStatus:
@@ -474,6 +467,41 @@ MutateSteps = Generator[Any, "dict[int, Exception]", "list[MutationOutcome]"]
 _Steps = Generator[Any, "dict[int, Exception]", _T]
 
 
+class MutateDriven:
+    """`mutate_steps()` as a driver sees it: the next call to make and its
+    arguments, until the outcomes are known.
+
+    The sync backend sends each ``request`` with ``send(request, metadata)``,
+    the async one awaits it; each hands the answer to `answer()`, until
+    ``send`` is ``None`` and ``outcomes`` holds one outcome per entry.
+
+    Raises:
+        TableNotFoundError: the table does not exist (nothing was applied).
+    """
+
+    def __init__(self, backend: Any, table: str, entries: Sequence[RowMutation]) -> None:
+        target = backend._target(table)
+        self._rpc, self.metadata = backend._rpc, target.metadata
+        self._steps = mutate_steps(backend, target, table, entries)
+        self.send: Callable[..., Any] | None = None
+        self.request: Any = None
+        self.outcomes: list[MutationOutcome] = []
+        self._take(lambda: next(self._steps))
+
+    def answer(self, failures: dict[int, Exception]) -> None:
+        """Hand over the answer to ``request`` (its failures by entry)."""
+        self._take(lambda: self._steps.send(failures))
+
+    def _take(self, step: Callable[[], Any]) -> None:
+        try:
+            self.request = step()
+        except StopIteration as done:
+            self.send, self.outcomes = None, done.value
+            return
+        self.send = self._rpc.check_and_mutate_rows if isinstance(self.request, list) \
+            else self._rpc.mutate_rows
+
+
 def mutate_steps(backend: Any, target: _Target, table: str,
                  entries: Sequence[RowMutation]) -> MutateSteps:
     """The ``MutateRows`` requests of one ``mutate_rows``, and its outcomes.
@@ -482,9 +510,9 @@ def mutate_steps(backend: Any, target: _Target, table: str,
     when one is needed), receives that request's failures, and returns one
     outcome per entry. Entries with ``unless_newer`` come last, as one list
     of ``CheckAndMutateRow`` requests sent side by side.
-    `BigtableBackend.mutate_rows()` drives it with
-    blocking calls, the async backend with awaited ones: the batching,
-    refusals and classification are written once.
+    `MutateDriven` picks the call of each request; `BigtableBackend.mutate_rows()`
+    makes them with blocking calls, the async backend with awaited ones: the
+    batching, refusals, classification and choice of call are written once.
 
     Args:
         backend: the backend (its ``emulator_host``, ``app_profile_id`` and

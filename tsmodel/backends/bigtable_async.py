@@ -30,9 +30,9 @@ from google.cloud.bigtable.data import BigtableDataClientAsync
 from tsmodel.backends._bigtable_rpc import AsyncDataRpc
 from tsmodel.backends.bigtable import (
     BigtableBackend,
+    MutateDriven,
     _BigtableBase,
     _check_listening,
-    mutate_steps,
 )
 from tsmodel.backends.threaded import ThreadedBackend
 from tsmodel.ground.base import (
@@ -126,17 +126,10 @@ class AsyncBigtableBackend(_BigtableBase):
             One outcome per entry: an entry the server may have applied
             (timeout, lost connection) is UNKNOWN, never FAILED.
         """
-        target = self._target(table)
-        steps = mutate_steps(self, target, table, entries)
-        try:
-            request = next(steps)
-            while True:
-                send = self._rpc.check_and_mutate_rows if isinstance(request, list) else \
-                    self._rpc.mutate_rows
-                request = steps.send(await send(request, target.metadata))
-        except StopIteration as done:
-            outcomes: list[MutationOutcome] = done.value
-            return outcomes
+        steps = MutateDriven(self, table, entries)
+        while steps.send is not None:
+            steps.answer(await steps.send(steps.request, steps.metadata))
+        return steps.outcomes
 
     async def read_rows(self, request: ReadRequest) -> AsyncIterator[Row]:
         """See `tsmodel.backends.bigtable.BigtableBackend.read_rows()`.
