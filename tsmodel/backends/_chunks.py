@@ -15,15 +15,14 @@ fast, dependency-free half of the Bigtable backend's read path.
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from operator import itemgetter
-from typing import Any, Final, Literal
+from typing import Any
 
 from tsmodel.errors import BackendError
 from tsmodel.ground.base import Cell, Row
 
-__all__ = ["InvalidChunk", "ReadProgress", "merge_rows", "row_merger", "NEED"]
+__all__ = ["InvalidChunk", "ReadProgress", "merge_rows"]
 
 _family_of = itemgetter(0)
 
@@ -79,46 +78,14 @@ def merge_rows(responses: Iterable[Any], progress: ReadProgress, *,
         InvalidChunk: a chunk breaks the protocol, or the stream ends inside
             a row. Rows committed before it have been yielded.
     """
-    merger = row_merger(progress, labels=labels)
-    next(merger)
-    feed, more = merger.send, merger.__next__
-    for response in responses:
-        row = feed(response)
-        while row is not NEED:
-            yield row
-            row = more()
-    _finish(merger)
+    return _merged(iter(responses), progress, labels)
 
 
-def _finish(merger: Generator[Any, Any, None]) -> None:
-    """Tell ``merger`` the stream ended; it raises if a row was left open."""
-    try:
-        merger.send(None)
-    except StopIteration:
-        return
-    raise AssertionError("the row merger went on after the end of the stream")
-
-
-class _Need(enum.Enum):
-    NEED = "need"
-
-
-#: What `row_merger()` yields when it wants the next response.
-NEED: Final = _Need.NEED
-
-
-def row_merger(progress: ReadProgress, *,
-               labels: bool = False) -> Generator[Row | Literal[_Need.NEED], Any, None]:
-    """The chunk merger, without I/O: responses are sent in, rows come out.
-
-    Prime it with ``next()``; it yields `NEED` when it wants a
-    response. ``send(response)`` returns the first row the response
-    completes (or `NEED`); ``next()`` the following ones, until
-    `NEED`. ``send(None)`` ends the stream. `merge_rows()` drives it
-    for both backends (the async one reads in a worker thread): the rules
-    live here once. See `merge_rows()` for
-    ``progress``, ``labels`` and the errors.
-    """
+def _merged(responses: Iterator[Any], progress: ReadProgress,
+            labels: bool) -> Iterator[Row]:
+    """The chunk merger of `merge_rows()`: the rules live here once, for both backends
+    (the async one reads in a worker thread). It pulls the responses itself, so
+    that a row costs one generator switch."""
     new = tuple.__new__  # Cell(...) and Row(...) without their Python __new__
     key: bytes | None = None  # the row in progress
     cells: list[Cell] = []
@@ -129,10 +96,7 @@ def row_merger(progress: ReadProgress, *,
     timestamp = 0
     cell_labels: tuple[str, ...] = ()
     row_labels: dict[int, tuple[str, ...]] | None = None
-    while True:
-        response = yield NEED
-        if response is None:
-            break
+    for response in responses:
         scanned = response.last_scanned_row_key
         if scanned and key is None:  # inside a row, the row's own key will do
             progress.check_order(scanned)
@@ -156,28 +120,35 @@ def row_merger(progress: ReadProgress, *,
                 cells.append(new(Cell, (family, qualifier, timestamp, b"".join(parts))))
                 parts = None
             else:
+                # Each field is read once, a sub-message's presence asked only when
+                # its value is empty (an unset wrapper reads as empty): the common
+                # chunk costs a few attribute reads (measured: a fifth of the merge).
+                row_key = chunk.row_key
                 if key is None:
-                    key = chunk.row_key
-                    if not key:
-                        key = None
+                    if not row_key:
                         raise InvalidChunk("the first chunk of a row has no row key")
-                    progress.check_order(key)
-                elif chunk.row_key and chunk.row_key != key:
+                    last = progress.last_key
+                    if last is not None and (row_key >= last if progress.reverse
+                                             else row_key <= last):
+                        progress.check_order(row_key)  # raises
+                    key = row_key
+                elif row_key and row_key != key:
                     raise InvalidChunk(
-                        f"row key {chunk.row_key!r:.80} began before row {key!r:.80} "
+                        f"row key {row_key!r:.80} began before row {key!r:.80} "
                         "was committed")
-                new_family = chunk.family_name.value if chunk.HasField("family_name") else ""
+                new_family = chunk.family_name.value
+                new_qualifier = chunk.qualifier.value
                 if new_family:
-                    if not chunk.HasField("qualifier"):
+                    if not new_qualifier and not chunk.HasField("qualifier"):
                         raise InvalidChunk(f"family {new_family!r} came without a qualifier")
                     if new_family != family:
                         unsorted = unsorted or (bool(cells) and new_family < family)
                         family = new_family
-                    qualifier = chunk.qualifier.value
-                elif chunk.HasField("qualifier"):
+                    qualifier = new_qualifier
+                elif new_qualifier or chunk.HasField("qualifier"):
                     if not family:
                         raise InvalidChunk("a qualifier came without a family")
-                    qualifier = chunk.qualifier.value
+                    qualifier = new_qualifier
                 elif qualifier is None:
                     raise InvalidChunk("a cell came without a family and a qualifier")
                 timestamp = chunk.timestamp_micros
