@@ -28,6 +28,7 @@ from tests.strategies import oracle_events, row_mutations
 from tsmodel.backends import _bigtable_wire as wire
 from tsmodel.backends.base import (
     AddToCell,
+    DeclaredRows,
     DeleteCells,
     DeleteFamily,
     DeleteRow,
@@ -35,7 +36,7 @@ from tsmodel.backends.base import (
     SetCell,
 )
 from tsmodel.layouts._source import rendered
-from tsmodel.plan.events import encode_event
+from tsmodel.plan.events import check_all, encode_event
 
 MutateRowsRequest: Any = bigtable_types.MutateRowsRequest.pb()
 
@@ -312,3 +313,57 @@ def test_the_rendered_writer_is_there_to_read() -> None:
     for family, qualifier in declared.columns:
         assert repr(qualifier) in source and repr(family) in source
     assert inspect.getsourcefile(write) == f"<tsmodel codec {declared.label} wire>"
+
+
+# -- a batch of declared rows, written from the events' checked tuples ------------------
+
+@pytest.mark.parametrize("shape", [s for s in SHAPES if _declares(s)], ids=lambda s: s.name)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), max_bytes=st.sampled_from([20 * 1024 * 1024, 300]))
+def test_a_batch_of_checked_tuples_sends_the_message_built_bytes(shape: Shape, data: Any,
+                                                                 max_bytes: int) -> None:
+    """A save's batch carried as its checked tuples (`DeclaredRows`): as rows, the
+    rows the generated encoder lays out; as requests, the bytes, split and refusals
+    of the message-built oracle for those rows, in the main and current-value table."""
+    model = _model(shape)
+    spec = ts.spec_of(model)
+    events = data.draw(st.lists(oracle_events(shape), min_size=1, max_size=6))
+    entities = [model(**{**e.fields(), "time": aware(e.t, e.zone)}) for e in events]
+    checked = check_all(entities)
+    if spec.alternates or spec.corrections_read_first or spec.rollups:
+        assert not checked.plain  # such models' events are laid out
+        return
+    (plain,) = checked.plain.values()
+    encoded = [encode_event(spec, e) for e in entities]
+    tables = [(DeclaredRows(plain.declared, checked.events), [ev.row_mutation()
+                                                                for ev in encoded])]
+    if plain.current_table is not None:
+        tables.append((DeclaredRows(plain.declared, checked.events,
+                                    len(checked.events[0]) - 1),
+                       [ev.current_row_mutation() for ev in encoded]))
+    for rows, laid_out in tables:
+        assert list(rows) == laid_out
+        assert [r.declared for r in rows] == [r.declared for r in laid_out]
+        _same_requests(rows, laid_out, max_bytes)
+
+
+def _same_requests(rows: DeclaredRows, laid_out: list[Any], max_bytes: int) -> None:
+    """The batch writer on ``rows`` gives the message-built requests of ``laid_out``."""
+    refused: dict[str, list[tuple[int, type, str]]] = {"wire": [], "message": []}
+    got = [(r.SerializeToString(), p) for r, p in wire.entry_requests(
+        "t", None, rows, range(len(rows)), 7, max_bytes,
+        lambda i, exc: refused["wire"].append((i, type(exc), _message(exc))))]
+    expected = [(r.SerializeToString(), p) for r, p in message_requests(
+        "t", None, laid_out, range(len(laid_out)), 7, max_bytes,
+        lambda i, exc: refused["message"].append((i, type(exc), _message(exc))))]
+    assert got == expected
+    assert refused["wire"] == refused["message"]
+
+
+def test_the_rendered_rows_writer_is_there_to_read() -> None:
+    shape = next(s for s in SHAPES if _declares(s))
+    declared = ts.spec_of(_model(shape)).codec.declared_cells
+    assert declared is not None
+    write = wire.render_rows_writer(declared)
+    assert rendered(write).startswith("def write_rows(checked, key_at, indices):")
+    assert inspect.getsourcefile(write) == f"<tsmodel codec {declared.label} wire rows>"

@@ -23,6 +23,7 @@ from tsmodel.backends._chunks import ReadProgress
 from tsmodel.ground.base import (
     AddToCell,
     DeclaredCells,
+    DeclaredRows,
     DeleteCells,
     DeleteFamily,
     DeleteRow,
@@ -168,12 +169,20 @@ def entry_requests(
     adds: set[int] = set()
     positions: list[int] = []
     mutations = size = 0
-    for index in indices:
-        try:
-            data, count, entry_size, adding = entry_bytes(entries[index])
-        except (TypeError, ValueError, OverflowError) as exc:
-            refuse(index, exc)
-            continue
+    datas: list[bytes | None] = []
+    if isinstance(entries, DeclaredRows):  # the batch's entries written in one call
+        declared_count = len(entries.declared.columns)
+        datas, sizes = _rendered(entries.declared)[1](entries.checked, entries.key_at, indices)
+    for at, index in enumerate(indices):
+        data = datas[at] if datas else None
+        if data is not None:
+            count, entry_size, adding = declared_count, sizes[at], False
+        else:
+            try:
+                data, count, entry_size, adding = entry_bytes(entries[index])
+            except (TypeError, ValueError, OverflowError) as exc:
+                refuse(index, exc)
+                continue
         if not count:
             continue
         if positions and (mutations + count > max_mutations or size + entry_size > max_bytes):
@@ -344,10 +353,7 @@ def entry_bytes(entry: RowMutation) -> tuple[bytes, int, int, bool]:
         raise ValueError(f"row {key!r:.80}: an entry needs at least one mutation")
     declared = entry.declared
     if declared is not None:
-        writer = declared.renderings.get("bigtable")
-        if writer is None:
-            writer = declared.renderings["bigtable"] = render_cells_writer(declared)
-        written = writer(key, mutations)
+        written: tuple[bytes, int, int, bool] | None = _rendered(declared)[0](key, mutations)
         if written is not None:
             return written
     head = _bytes_field(b"\x0a", key)
@@ -380,43 +386,103 @@ def render_cells_writer(declared: DeclaredCells) -> Callable[[bytes, Any],
     (held to the message-built requests by ``tests/unit/test_wire_bytes.py``).
     The source is registered as ``<tsmodel codec Model.table wire>``.
     """
+    writer: Callable[[bytes, Any], tuple[bytes, int, int, bool] | None]
+    writer = _rendered(declared)[0]
+    return writer
+
+
+def render_rows_writer(declared: DeclaredCells) -> Callable[
+        [list[tuple[Any, ...]], int, Sequence[int]], tuple[list[bytes | None], list[int]]]:
+    """The generated writer of a batch of `DeclaredRows`: ``write(checked, key_at,
+    indices)``, the entries of ``checked[i]`` for ``i`` of ``indices``.
+
+    Rendered with `render_cells_writer()`'s writer from the same lines, per
+    row from its checked tuple (row key at ``key_at``, event time at 1, the
+    values from 2) instead of its cells. Returns the entries' bytes and their
+    sizes (as `entry_bytes()`), ``None`` for a row left to `entry_bytes()`
+    (a row key Bigtable refuses, a timestamp out of range). The source is
+    registered as ``<tsmodel codec Model.table wire rows>``.
+    """
+    writer: Callable[[list[tuple[Any, ...]], int, Sequence[int]],
+                     tuple[list[bytes | None], list[int]]] = _rendered(declared)[1]
+    return writer
+
+
+def _rendered(declared: DeclaredCells) -> tuple[Any, Any]:
+    """Both writers of ``declared``, rendered once and kept in its renderings."""
+    both = declared.renderings.get("bigtable")
+    if both is None:
+        heads: list[dict[int, tuple[bytes, bytes]]] = [{} for _ in declared.columns]
+        both = declared.renderings["bigtable"] = (_render_writer(declared, heads, False),
+                                                  _render_writer(declared, heads, True))
+    return both
+
+
+def _render_writer(declared: DeclaredCells, heads: list[dict[int, tuple[bytes, bytes]]],
+                   rows: bool) -> Any:
+    """The entry writer (``rows`` false) or the batch writer of ``declared``: one body."""
     src = Fragment()
-    for reserved in ("key", "cells", "ts", "stamp", "n", "size", "body"):
+    for reserved in ("key", "cells", "ts", "stamp", "n", "size", "body", "checked", "key_at",
+                     "indices", "datas", "sizes", "row", "i", "us"):
         src.local(reserved)
     count = len(declared.columns)
     names = [(src.local(f"v{i}"), src.local(f"h{i}")) for i in range(count)]
-    unpacked = ", ".join(f"(_, _, {'ts' if i == 0 else '_'}, {v})"
-                         for i, (v, _) in enumerate(names))
-    src.emit(f"{unpacked}, = cells")
-    src.emit(f"if type(ts) is not int or not 0 <= ts <= {_INT64_MAX}:")
-    src.emit("return None", 1)
+    d = 0
+    if rows:
+        src.emit("datas = []")
+        src.emit("sizes = []")
+        src.emit("for i in indices:")
+        d = 1
+        src.emit("row = checked[i]", d)
+        src.emit("key = row[key_at]", d)
+        src.emit(f"{''.join(v + ', ' for v, _ in names)}= row[2:{2 + count}]", d)
+        src.emit("us = row[1]", d)
+        stamp = "us * 1000" if declared.exact_times else "us // 1000 * 1000"
+        src.emit(f"ts = {stamp} if type(us) is int else None", d)
+        src.emit(f"if ts is None or not 0 <= ts <= {_INT64_MAX} or not key "
+                 f"or len(key) > {MAX_ROW_KEY}:", d)
+        src.emit("datas.append(None)", d + 1)
+        src.emit("sizes.append(0)", d + 1)
+        src.emit("continue", d + 1)
+    else:
+        unpacked = ", ".join(f"(_, _, {'ts' if i == 0 else '_'}, {v})"
+                             for i, (v, _) in enumerate(names))
+        src.emit(f"{unpacked}, = cells")
+        src.emit(f"if type(ts) is not int or not 0 <= ts <= {_INT64_MAX}:")
+        src.emit("return None", 1)
     stamps = src.bind(_TIMESTAMP_VARINTS, "STAMPS")
-    src.emit(f"stamp = {stamps}.get(ts)")
-    src.emit("if stamp is None:")
-    src.emit(f"stamp = {src.bind(_stamp_of, 'stamp_of')}(ts)", 1)
-    src.emit("n = len(stamp)")
+    src.emit(f"stamp = {stamps}.get(ts)", d)
+    src.emit("if stamp is None:", d)
+    src.emit(f"stamp = {src.bind(_stamp_of, 'stamp_of')}(ts)", d + 1)
+    src.emit("n = len(stamp)", d)
     small, varint = src.bind(_SMALL, "SMALL"), src.bind(_varint, "varint")
     head = src.bind(_set_cell_head, "set_cell_head")
     pieces = []
     for i, ((family, qualifier), (v, h)) in enumerate(zip(declared.columns, names,
                                                           strict=True)):
         # Per column, the bytes around its timestamp and value by their sizes.
-        heads = src.bind({}, f"HEADS{i}")
-        src.emit(f"{h} = {heads}.get(len({v}) * 16 + n)")  # a stamp is 0 to 11 bytes
-        src.emit(f"if {h} is None:")
-        src.emit(f"{h} = {head}({family!r}, {qualifier!r}, n, len({v}))", 1)
-        src.emit(f"if len({heads}) < 64:", 1)
-        src.emit(f"{heads}[len({v}) * 16 + n] = {h}", 2)
+        column_heads = src.bind(heads[i], f"HEADS{i}")
+        src.emit(f"{h} = {column_heads}.get(len({v}) * 16 + n)", d)  # a stamp: 0 to 11 bytes
+        src.emit(f"if {h} is None:", d)
+        src.emit(f"{h} = {head}({family!r}, {qualifier!r}, n, len({v}))", d + 1)
+        src.emit(f"if len({column_heads}) < 64:", d + 1)
+        src.emit(f"{column_heads}[len({v}) * 16 + n] = {h}", d + 2)
         pieces.append(f"{h}[0], stamp, {h}[1], {v}")
-    src.emit(f"body = b''.join(({', '.join(pieces)},))")
-    src.emit("n = len(key)")
-    src.emit(f"size = n + len(body) + (2 if n < 128 else 1 + len({varint}(n)))")
-    src.emit(f"return (b''.join((b'\\x12', {small}[size] if size < 128 else {varint}(size), "
-             f"b'\\x0a', {small}[n] if n < 128 else {varint}(n), key, body)), {count}, size, "
-             "False)")
-    name = "write_entry"
-    return compile_function(src.source(f"def {name}(key, cells):"), name, src.namespace,
-                            f"<tsmodel codec {declared.label} wire>")
+    src.emit(f"body = b''.join(({', '.join(pieces)},))", d)
+    src.emit("n = len(key)", d)
+    src.emit(f"size = n + len(body) + (2 if n < 128 else 1 + len({varint}(n)))", d)
+    entry = (f"b''.join((b'\\x12', {small}[size] if size < 128 else {varint}(size), "
+             f"b'\\x0a', {small}[n] if n < 128 else {varint}(n), key, body))")
+    if rows:
+        src.emit(f"datas.append({entry})", d)
+        src.emit("sizes.append(size)", d)
+        src.emit("return datas, sizes")
+        name, header, label = "write_rows", "def write_rows(checked, key_at, indices):", " rows"
+    else:
+        src.emit(f"return ({entry}, {count}, size, False)")
+        name, header, label = "write_entry", "def write_entry(key, cells):", ""
+    return compile_function(src.source(header), name, src.namespace,
+                            f"<tsmodel codec {declared.label} wire{label}>")
 
 
 def _stamp_of(ts: int) -> bytes:

@@ -52,6 +52,7 @@ from tsmodel.errors import (
 from tsmodel.ground.base import (
     AddToCell,
     DeclaredCells,
+    DeclaredRows,
     Features,
     KeySample,
     MutationOutcome,
@@ -532,7 +533,10 @@ def mutate_steps(backend: Any, target: _Target, table: str,
         for index, error in refused.items():
             refuse(index, error)
         sendable = [i for i in sendable if i not in refused]
-    plain = [i for i in sendable if entries[i].unless_newer is None]
+    # A batch of declared rows holds no conditional entry: no row object is made.
+    declared = isinstance(entries, DeclaredRows)
+    plain = list(sendable) if declared else [i for i in sendable
+                                             if entries[i].unless_newer is None]
     requests = wire.entry_requests(target.name, backend.app_profile_id, entries, plain,
                                    MAX_MUTATIONS_PER_REQUEST, MAX_BYTES_PER_REQUEST, refuse)
     number = -1
@@ -543,7 +547,7 @@ def mutate_steps(backend: Any, target: _Target, table: str,
         for position, failure in failures.items():
             outcomes[positions[position]] = MutationOutcome(classify(failure), failure)
     conditional, positions = [], []
-    for index in sendable:
+    for index in () if declared else sendable:
         if entries[index].unless_newer is not None:
             try:
                 check = wire.conditional_request(target.name, backend.app_profile_id,
@@ -580,7 +584,11 @@ def _emulator_refusals(backend: Any, target: _Target, table: str,
     families: set[str | None] = set()
     add = families.add
     declarations: set[DeclaredCells] = set()
-    for index, entry in enumerate(entries):
+    each: Sequence[RowMutation] = entries
+    if isinstance(entries, DeclaredRows):  # one declaration: its families, whole ms
+        families.update(family for family, _ in entries.declared.columns)
+        each = ()
+    for index, entry in enumerate(each):
         mutations = entry.mutations
         declared = entry.declared
         if declared is not None:  # its cells: one timestamp, the declared families

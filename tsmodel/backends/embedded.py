@@ -34,6 +34,7 @@ from tsmodel.errors import BackendError, ReadInterruptedError, TableNotFoundErro
 from tsmodel.ground import gc
 from tsmodel.ground.base import (
     AddToCell,
+    DeclaredRows,
     DeleteCells,
     DeleteFamily,
     DeleteRow,
@@ -305,6 +306,8 @@ class EmbeddedBackend:
             TableNotFoundError: the table does not exist (nothing was applied).
             BackendError: the backend is closed.
         """
+        if isinstance(entries, DeclaredRows):  # its rows, each made once
+            entries = list(entries)
         with self._lock, _wrapped(f"write to table {table!r}"):
             meta = self._table(table)
             outcomes = [_APPLIED] * len(entries)

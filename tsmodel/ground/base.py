@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import timedelta
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, overload, runtime_checkable
 
 import attrs
 
@@ -35,6 +35,7 @@ __all__ = [
     "AddToCell",
     "DeleteCells",
     "DeclaredCells",
+    "DeclaredRows",
     "DeleteFamily",
     "DeleteRow",
     "Mutation",
@@ -311,18 +312,86 @@ class DeclaredCells:
     Attributes:
         label: ``Model.table``, for the name of a rendering.
         columns: ``(family, qualifier)`` of each cell, in order.
+        exact_times: the cells' timestamp is the event time in µs times 1000
+            (current-value rows of ``unit="us"`` models), else the event time
+            floored to the millisecond (`stamp()`).
     """
 
-    __slots__ = ("label", "columns", "renderings")
+    __slots__ = ("label", "columns", "exact_times", "renderings")
 
-    def __init__(self, label: str, columns: tuple[tuple[str, bytes], ...]) -> None:
+    def __init__(self, label: str, columns: tuple[tuple[str, bytes], ...],
+                 exact_times: bool = False) -> None:
         self.label = label
         self.columns = columns
+        self.exact_times = exact_times
         #: Renderings by the backend that made them (``"bigtable"``: its wire writer).
         self.renderings: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         return f"DeclaredCells({self.label!r}, {self.columns!r})"
+
+    def stamp(self, us: int) -> int:
+        """The timestamp of an event's cells from its time in µs."""
+        return us * 1000 if self.exact_times else us // 1000 * 1000
+
+    def cells(self, us: int, values: Sequence[bytes]) -> tuple[SetCell, ...]:
+        """The cells of an event at ``us`` with these values, in declared order."""
+        ts = self.stamp(us)
+        return tuple([SetCell(family, qualifier, ts, value)
+                      for (family, qualifier), value in zip(self.columns, values, strict=True)])
+
+
+class DeclaredRows(Sequence["RowMutation"]):
+    """The rows of a batch of events laid out as one `DeclaredCells` declares,
+    carried as the events' checked tuples: no object per row until one is asked for.
+
+    Each tuple of ``checked`` is what the generated check of an event returned
+    (`tsmodel.layouts.render_write.render_event_parts`): the main row key, the
+    event time in µs, the encoded values of the declared cells in order, then
+    the current-value row key if the model has one; the tuple's item
+    ``key_at`` is the row key in this table (0: the main table). A plain tuple
+    of bytes and ints, which the garbage collector does not track.
+
+    As a sequence, item ``i`` is the `RowMutation` of row ``i`` (made when
+    asked for), so that any backend writes it; a backend may write the whole
+    batch from the tuples with its rendering of ``declared`` instead (the
+    Bigtable backend: the ``MutateRows`` entries' wire bytes).
+    """
+
+    __slots__ = ("declared", "checked", "key_at")
+
+    def __init__(self, declared: DeclaredCells, checked: list[tuple[Any, ...]],
+                 key_at: int = 0) -> None:
+        self.declared = declared
+        self.checked = checked
+        self.key_at = key_at
+
+    def __len__(self) -> int:
+        return len(self.checked)
+
+    @overload
+    def __getitem__(self, index: int) -> RowMutation: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[RowMutation, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> RowMutation | tuple[RowMutation, ...]:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self))))
+        return self.row(self.checked[index])
+
+    def row(self, checked: tuple[Any, ...]) -> RowMutation:
+        """The `RowMutation` of one checked tuple."""
+        count = len(self.declared.columns)
+        return RowMutation(checked[self.key_at],
+                           self.declared.cells(checked[1], checked[2:2 + count]),
+                           None, self.declared)
+
+    def __iter__(self) -> Iterator[RowMutation]:
+        return map(self.row, self.checked)
+
+    def __repr__(self) -> str:
+        return f"DeclaredRows({self.declared.label!r}, {len(self)} rows)"
 
 
 @attrs.frozen

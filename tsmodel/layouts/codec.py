@@ -134,7 +134,8 @@ class TableCodec:
         #: The cells of every event, where the layout declares them plainly: a
         #: backend may render its own writer of them (`DeclaredCells`).
         self.declared_cells = DeclaredCells(f"{shape.name}.{table}", tuple(
-            (v.family, v.qualifier) for v in shape.values)) if (
+            (v.family, v.qualifier) for v in shape.values),
+            getattr(layout, "exact_times", False)) if (
             layout.cells_per_value and shape.serialization is None and shape.values
             and not any(v.optional for v in shape.values) and not key_columns
             and version_field is None) else None

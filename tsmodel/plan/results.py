@@ -57,7 +57,7 @@ class TableWrite:
     """
 
     table: str
-    rows: tuple[RowMutation, ...]
+    rows: Sequence[RowMutation]
     members: tuple[int, ...] | tuple[tuple[int, ...], ...]
     grouped: bool = False
     role: TableRole = TableRole.MAIN

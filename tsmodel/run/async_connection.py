@@ -20,7 +20,7 @@ Open one with `connect_async()`:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -29,6 +29,7 @@ from tsmodel.backends import async_backend_for, url_settings
 from tsmodel.declare.spec import class_spec
 from tsmodel.ground.base import (
     AsyncBackend,
+    DeclaredRows,
     Features,
     MutationOutcome,
     MutationStatus,
@@ -265,14 +266,15 @@ class AsyncConnection:
             op.end()
 
     async def _send(self, write: TableWrite, op: Operation) -> list[MutationOutcome]:
-        rows = list(write.rows)
+        # A batch of declared rows stays one: the backend writes it from its tuples.
+        rows = write.rows if isinstance(write.rows, DeclaredRows) else list(write.rows)
         pause = pause_before(self.pacer, len(rows), op)
         if pause > 0:
             await asyncio.sleep(pause)
         with paced(self.pacer):
             return await self._mutate(write.table, rows, op)
 
-    async def _mutate(self, table: str, rows: list[Any],
+    async def _mutate(self, table: str, rows: Sequence[Any],
                       op: Operation) -> list[MutationOutcome]:
         try:
             outcomes: list[MutationOutcome] = await op.acall(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from itertools import islice
@@ -22,6 +22,7 @@ from tsmodel.backends import backend_for, url_settings
 from tsmodel.declare.spec import class_spec
 from tsmodel.ground.base import (
     Backend,
+    DeclaredRows,
     Features,
     MutationOutcome,
     MutationStatus,
@@ -411,14 +412,15 @@ class Connection:
             op.end()
 
     def _send(self, write: TableWrite, op: Operation) -> list[MutationOutcome]:
-        rows = list(write.rows)
+        # A batch of declared rows stays one: the backend writes it from its tuples.
+        rows = write.rows if isinstance(write.rows, DeclaredRows) else list(write.rows)
         pause = pause_before(self.pacer, len(rows), op)
         if pause > 0:
             time.sleep(pause)
         with paced(self.pacer):
             return self._mutate(write.table, rows, op)
 
-    def _mutate(self, table: str, rows: list[Any], op: Operation) -> list[MutationOutcome]:
+    def _mutate(self, table: str, rows: Sequence[Any], op: Operation) -> list[MutationOutcome]:
         try:
             return op.call(table, rows, lambda: self.backend.mutate_rows(table, rows))
         except errors.BackendError as exc:
