@@ -199,4 +199,4 @@ def test_a_validated_save_checks_every_event_and_lays_each_out_later(shape: Shap
     assert all((type(c) is tuple) == plain for c in checked.events)
     assert all((lay_out is not None) == plain for lay_out in checked.lay_outs)
     assert [lay_out(e, c) if lay_out is not None else c for e, c, lay_out in zip(
-        *checked, strict=True)] == encode_all(entities)
+        checked.entities, checked.events, checked.lay_outs, strict=True)] == encode_all(entities)

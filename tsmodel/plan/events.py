@@ -8,7 +8,7 @@ events (saves, deletes, repairs, snapshot jobs) encodes through here.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 from tsmodel import errors
 from tsmodel.declare.spec import ModelSpec, instance_spec
@@ -20,7 +20,7 @@ from tsmodel.ground.base import (
 from tsmodel.layouts import EncodedRow
 
 __all__ = ["EncodedEvent", "CheckedEvents", "encode_event", "encode", "encoder",
-           "event_encoder", "encode_all", "check_all"]
+           "event_encoder", "encode_all", "check_all", "PlainRows"]
 
 _T = TypeVar("_T")
 
@@ -149,6 +149,27 @@ def encode_all(entities: Iterable[Any]) -> list[EncodedEvent]:
 LayOut = Callable[[Any, tuple[Any, ...]], EncodedEvent]
 
 
+class PlainRows(NamedTuple):
+    """How a model's checked events are written without laying them out: the
+    common case of a save (no correction read first, no rollup, no alternate
+    key), where the main table's cells are `DeclaredCells` and the
+    current-value row, if any, holds the same cells.
+
+    A batch of such events is carried down to the backend as their checked
+    tuples (`tsmodel.ground.base.DeclaredRows`): no cell, event or row object
+    per event.
+
+    Attributes:
+        table: the main table.
+        declared: its declared cells (the current-value row's too).
+        current_table: the current-value table, or ``None``.
+    """
+
+    table: str
+    declared: DeclaredCells
+    current_table: str | None
+
+
 class CheckedEvents(NamedTuple):
     """Every event of a save checked as its encoder checks it (`check_all()`).
 
@@ -168,11 +189,14 @@ class CheckedEvents(NamedTuple):
         lay_outs: per entity, the function that lays its checked tuple out
             (``lay_outs[i](entities[i], events[i])`` is the `EncodedEvent`),
             ``None`` for an event encoded whole.
+        plain: per lay-out function, its model's `PlainRows` where its
+            events may be written without being laid out.
     """
 
     entities: list[Any]
     events: list[Any]
     lay_outs: list[LayOut | None]
+    plain: dict[LayOut, PlainRows] = {}
 
 
 def check_all(entities: Iterable[Any]) -> CheckedEvents:
@@ -187,15 +211,31 @@ def check_all(entities: Iterable[Any]) -> CheckedEvents:
     # Per model class: its check and lay-out, or its whole encoder and None; the loop
     # of `_each()` filling three lists, so that no object per event is made.
     makers: dict[type, tuple[Callable[[Any], Any], LayOut | None]] = {}
+    plain: dict[LayOut, PlainRows] = {}
     kept, events, lay_outs = [], [], []
     for e in entities:
         maker = makers.get(type(e))
         if maker is None:
-            maker = makers[type(e)] = _checker(instance_spec(e))
+            spec = instance_spec(e)
+            maker = makers[type(e)] = _checker(spec)
+            rows = _plain_rows(spec) if maker[1] is not None else None
+            if rows is not None:
+                plain[cast("LayOut", maker[1])] = rows
         kept.append(e)
         events.append(maker[0](e))
         lay_outs.append(maker[1])
-    return CheckedEvents(kept, events, lay_outs)
+    return CheckedEvents(kept, events, lay_outs, plain)
+
+
+def _plain_rows(spec: ModelSpec) -> PlainRows | None:
+    """``spec``'s `PlainRows`, where its checked events are written as they are."""
+    declared = spec.codec.declared_cells
+    current = spec.current_codec
+    if declared is None or spec.alternates or spec.corrections_read_first or spec.rollups:
+        return None
+    if current is not None and current._like is None:  # its cells are its own
+        return None
+    return PlainRows(spec.codec.table, declared, None if current is None else current.table)
 
 
 def _each(entities: Iterable[Any], made_for: Callable[[ModelSpec], Callable[[Any], _T]]

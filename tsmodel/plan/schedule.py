@@ -18,6 +18,7 @@ from tsmodel import errors
 from tsmodel.declare.spec import ModelSpec, instance_spec
 from tsmodel.ground.base import (
     AddToCell,
+    DeclaredRows,
     DeleteCells,
     MutationOutcome,
     MutationStatus,
@@ -26,7 +27,7 @@ from tsmodel.ground.base import (
     SetCell,
 )
 from tsmodel.plan.calls import Read, Write
-from tsmodel.plan.events import EncodedEvent, encode_all
+from tsmodel.plan.events import EncodedEvent, PlainRows, encode_all
 from tsmodel.plan.results import ReadStep, TableWrite, WriteResult, WriteStep, send_writes
 from tsmodel.plan.retention import retention_message, retention_problems
 from tsmodel.plan.rollups import refresh_steps
@@ -150,7 +151,12 @@ class _Footprint:
         self.table = write.table
         cells: set[tuple[bytes, int]] = set()
         deletes: dict[bytes, tuple[int, int]] = {}
-        for row in write.rows:
+        rows = write.rows
+        if isinstance(rows, DeclaredRows):  # the declared cells: one timestamp per row
+            at, stamp = rows.key_at, rows.declared.stamp
+            cells = {(row[at], stamp(row[1])) for row in rows.checked}
+            rows = ()
+        for row in rows:
             key = row.key
             for m in row.mutations:
                 kind = type(m)
@@ -357,10 +363,13 @@ class SaveSchedule:
             together = self.flow.companions_with_main
             reads = False
             trusted, events = self.trusted, self.plan.events
-            for i in batch:
+            plain = self.plan.plain(batch)
+            for i in (() if plain is not None else batch):
                 ev = events[i]
                 reads = reads or (ev.spec is not None and _reads(ev.spec))
                 together = together and ev.table in trusted
+            if plain is not None:
+                together = together and plain.table in trusted
             self._kinds = (batch, len(self.trusted), (together, reads or not together))
         return self._kinds[2]
 
@@ -375,7 +384,11 @@ class SaveSchedule:
     def _start(self, batch: range) -> None:
         self.plan.lay_out(batch)
         events = self.plan.events
-        size = sum(_size(events[i]) for i in batch)
+        plain = self.plan.plain(batch)
+        if plain is not None:
+            size = _plain_size(plain, events[batch.start:batch.stop])
+        else:
+            size = sum(_size(events[i]) for i in batch)
         together, alone = self._kind(batch)
         self._number += 1
         job = _Batch(self._number, batch,
@@ -431,6 +444,19 @@ def _size(ev: EncodedEvent) -> int:
         else:
             size += 16 + len(getattr(m, "qualifier", b"")) + len(getattr(m, "value", b""))
     return size * (1 + (ev.current_key is not None) + len(ev.alternates))
+
+
+def _plain_size(plain: PlainRows, checked: Sequence[Any]) -> int:
+    """`_size()` of a batch of checked tuples (`PlainRows`), from the tuples."""
+    columns = plain.declared.columns
+    count = len(columns)
+    end = 2 + count
+    size = (16 * count + sum(len(q) for _, q in columns)) * len(checked)
+    for row in checked:
+        size += len(row[0])
+        for value in row[2:end]:
+            size += len(value)
+    return size * (2 if plain.current_table is not None else 1)
 
 
 def _batch_steps(plan: WritePlan, batch: range, together: bool,

@@ -19,6 +19,7 @@ from typing import Any, cast
 from tsmodel import errors
 from tsmodel.declare.spec import ModelSpec, instance_spec
 from tsmodel.ground.base import (
+    DeclaredRows,
     DeleteCells,
     Mutation,
     MutationOutcome,
@@ -35,6 +36,7 @@ from tsmodel.plan.events import (
     CheckedEvents,
     EncodedEvent,
     LayOut,
+    PlainRows,
     check_all,
     encode,
     encode_event,
@@ -64,10 +66,14 @@ class WritePlan:
             self._lay_outs: list[LayOut | None] = events.lay_outs
             self.entities: list[Any] = events.entities
             self.events = cast("list[EncodedEvent]", events.events)
+            self._plain_of: dict[LayOut, PlainRows] = events.plain
         else:
             self.events = list(events)
             self.entities = [ev.entity for ev in self.events]
             self._lay_outs = []
+            self._plain_of = {}
+        #: The batches (by their first index) written as their checked tuples.
+        self._plain: dict[int, tuple[range, PlainRows]] = {}
         #: Per entity: its main outcome and each table's.
         self.outcomes = Outcomes(len(self.events))
         #: The checked tuples of the events laid out by `lay_out()`, until
@@ -89,9 +95,26 @@ class WritePlan:
         self._moved_alt: dict[int, list[tuple[ModelSpec, bytes, list[tuple[str, bytes, int]]]]] = {}
 
     def lay_out(self, batch: range) -> None:
-        """Lay the cells of the batch's checked events out (before planning its writes)."""
+        """Lay the cells of the batch's checked events out (before planning its writes).
+
+        A batch of one model's events that need no laying out (`PlainRows`:
+        the common case), none twice, stays its checked tuples: its writes
+        carry them down to the backend (`DeclaredRows`)."""
         events: list[Any] = self.events  # checked tuples until laid out here
         lay_outs, entities, checked = self._lay_outs, self.entities, self._checked
+        if self.plain(batch) is not None:
+            return
+        if batch and self._plain_of and type(events[batch[0]]) is tuple:
+            first = lay_outs[batch[0]]
+            plain = self._plain_of.get(first)  # type: ignore[arg-type]
+            if plain is not None and all(lay_outs[i] is first and type(events[i]) is tuple
+                                         for i in batch):
+                # Versions of one event (same row and time) go as one write: laid out.
+                tuples = events[batch.start:batch.stop]
+                if len(set(zip([t[0] for t in tuples], [t[1] for t in tuples],
+                               strict=True))) == len(batch):
+                    self._plain[batch.start] = (batch, plain)
+                    return
         for i in batch:
             ev = events[i]
             if type(ev) is tuple:
@@ -99,6 +122,11 @@ class WritePlan:
                 assert lay_out is not None
                 checked[i] = ev
                 events[i] = lay_out(entities[i], ev)
+
+    def plain(self, batch: range) -> PlainRows | None:
+        """The `PlainRows` of a batch written as its checked tuples, else ``None``."""
+        found = self._plain.get(batch.start)
+        return found[1] if found is not None and found[0] == batch else None
 
     def extend(self, events: Sequence[EncodedEvent]) -> None:
         """Plan more events after those planned (a streamed save's next batch)."""
@@ -109,6 +137,8 @@ class WritePlan:
     def let_go(self, batch: range) -> None:
         """Drop the cells of a batch whose calls are answered: keep what results need."""
         events, checked = self.events, self._checked
+        if self._plain.pop(batch.start, None) is not None:
+            return  # its events are still their checked tuples
         for i in batch:
             was = checked.pop(i, None)
             if was is not None:  # back to its checked tuple: no new object
@@ -130,6 +160,8 @@ class WritePlan:
         need them: one read per main table, of the batch's rows, in the batch's
         span of cell timestamps. Hand the rows to `absorb()`.
         """
+        if self.plain(batch) is not None:
+            return []
         wanted: dict[str, tuple[ModelSpec, set[bytes], list[int]]] = {}
         for i in batch:
             ev = self.events[i]
@@ -286,6 +318,11 @@ class WritePlan:
         Versions whose cells carry different times (amendments stamped with
         their version time) write different cells, and are each written.
         """
+        plain = self.plain(batch)
+        if plain is not None:  # one table, each event once: its checked tuples
+            checked: list[Any] = self.events[batch.start:batch.stop]
+            return [TableWrite(plain.table, DeclaredRows(plain.declared, checked),
+                               tuple(batch), role=TableRole.MAIN)]
         self._dedupe(batch)
         by_table: dict[str, list[int]] = {}
         skipped = self._superseded | self._refused
@@ -332,6 +369,11 @@ class WritePlan:
         counts as written, which is how a repair replays companions).
         """
         failed = self.outcomes.failed
+        plain = self.plain(batch)
+        if plain is not None:
+            if plain.current_table is None:
+                return []
+            return self._plain_current_writes(plain, [i for i in batch if not failed(i)])
         live = [i for i in batch if i not in self._superseded and not failed(i)]
         return [*self._current_writes(live), *self._alternate_writes(live),
                 *self._increment_writes(live)]
@@ -359,6 +401,32 @@ class WritePlan:
             out.append(TableWrite(table, rows, tuple(tuple(members[s]) for s in slots),
                                   grouped=True, role=TableRole.CURRENT))
         return out
+
+    def _plain_current_writes(self, plain: PlainRows, live: list[int]) -> list[TableWrite]:
+        """`_current_writes()` of a batch of checked tuples: the newest event per
+        current-value key (the tuple's last item) stands for the others."""
+        newest: dict[bytes, int] = {}
+        members: dict[bytes, list[int]] = {}
+        events: list[Any] = self.events
+        for i in live:
+            ev = events[i]
+            key = ev[-1]
+            group = members.get(key)
+            if group is None:
+                members[key] = [i]
+                newest[key] = i
+                continue
+            group.append(i)
+            if ev[1] >= events[newest[key]][1]:
+                newest[key] = i
+        if not newest:
+            return []
+        checked = [events[i] for i in newest.values()]
+        assert plain.current_table is not None
+        return [TableWrite(plain.current_table,
+                           DeclaredRows(plain.declared, checked, len(checked[0]) - 1),
+                           tuple([tuple(m) for m in members.values()]), grouped=True,
+                           role=TableRole.CURRENT)]
 
     def _alternate_writes(self, live: list[int]) -> list[TableWrite]:
         by_table: dict[str, list[tuple[int, RowMutation]]] = {}
@@ -389,6 +457,8 @@ class WritePlan:
         them); call it once the main outcomes are recorded.
         """
         refresh = RollupRefresh()
+        if self.plain(batch) is not None:
+            return refresh  # no rollup
         failed = self.outcomes.failed
         for i in batch:
             ev = self.events[i]
