@@ -12,6 +12,7 @@ The strategies are in ``tests/strategies.py``.
 
 import zlib
 from datetime import datetime
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -405,3 +406,24 @@ def test_current_prefix_isolates_an_exchange(conn, pair, symbols):
     key_b = ts.current_row_key(Quote(exchange=b, symbol=symbols[1], time=from_micros(0)))
     assert in_ranges(plan, key_a)
     assert not in_ranges(plan, key_b)
+
+
+def _outcome(encode: Any, value: Any) -> tuple[str, Any]:
+    try:
+        return "bytes", encode(value)
+    except Exception as exc:  # noqa: BLE001 - the refusal itself is compared
+        return type(exc).__name__, str(exc)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(segment=st.sampled_from([StrSegment("s"), StrSegment("s", width=4),
+                                StrSegment("s", width=3, align="right", pad="0")]),
+       values=st.lists(st.one_of(st.text(max_size=6), st.sampled_from(["a", "a#", "", "\ud800"]),
+                                 st.integers(), st.none()), max_size=8))
+def test_the_str_encoder_of_the_write_path_encodes_and_refuses_as_encode(
+        segment: StrSegment, values: list[Any]) -> None:
+    """`StrSegment.encoder()` keeps the bytes of strings it has encoded: every value, seen
+    once or again, gives `encode()`'s bytes or its refusal."""
+    encoder = segment.encoder()
+    for value in values + values:
+        assert _outcome(encoder, value) == _outcome(segment.encode, value)

@@ -136,6 +136,10 @@ class ConstantSegment(Segment):
         return f"constant {self.text!r}"
 
 
+#: The most strings a key segment's encoder keeps the bytes of (`StrSegment.encoder()`).
+_KNOWN_STRINGS = 4096
+
+
 @attrs.frozen
 class StrSegment(Segment):
     """A string field, fixed width (padded) or variable width.
@@ -162,6 +166,25 @@ class StrSegment(Segment):
     @property
     def max_width(self) -> int:
         return self.width if self.width is not None else self.max_length
+
+    def encoder(self) -> Callable[[Any], bytes]:
+        # A key's strings repeat from event to event (a host, a sensor): what
+        # `encode()` returned for a str is kept (never a refusal: it raises
+        # before anything is kept), a bounded number of them.
+        encode = self.encode
+        known: dict[str, bytes] = {}
+
+        def encode_known(value: Any) -> bytes:
+            if type(value) is not str:
+                return encode(value)
+            data = known.get(value)
+            if data is None:
+                data = encode(value)
+                if len(known) < _KNOWN_STRINGS:
+                    known[value] = data
+            return data
+
+        return encode_known
 
     def encode(self, value: str) -> bytes:
         if not isinstance(value, str):
