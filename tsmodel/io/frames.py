@@ -258,11 +258,13 @@ class FrameSave:
     def saved(self, chunk: Chunk, result: WriteResult) -> None:
         """Take the `WriteResult` of one chunk's ``save_all``: its rows counted, and the
         `EntityResult` of each row not written kept (with its ``row``), nothing else."""
-        self._rows += len(result.results)
+        self._rows += len(result)
+        written = result.counts().get(WriteStatus.WRITTEN, 0)
+        self._written += written
+        if written == len(result):  # the common case: no row's result is made at all
+            return
         for row, r in enumerate(result.results, chunk.start):
-            if r.status is WriteStatus.WRITTEN:
-                self._written += 1
-            else:
+            if r.status is not WriteStatus.WRITTEN:
                 self._not_written.append(EntityResult(r.entity, r.status, r.tables, row))
 
     def refused(self, exc: errors.ValidationError) -> errors.ValidationError:
