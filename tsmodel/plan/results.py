@@ -256,9 +256,7 @@ class WriteResult:
         return len(self.results)
 
     def summary(self) -> str:
-        counts = self.counts()
-        return ", ".join(f"{counts[s]} {s.value}" for s in WriteStatus if counts.get(s)) \
-            or "nothing to write"
+        return _summary(self.counts().get)
 
     def raise_for_failures(self) -> None:
         """Raise `SaveError` unless every entity was written everywhere."""
@@ -315,8 +313,7 @@ class FrameResult:
         return int(getattr(self, status.value))
 
     def summary(self) -> str:
-        return (", ".join(f"{self.count(s)} {s.value}" for s in WriteStatus if self.count(s))
-                or "nothing to write")
+        return _summary(self.count)
 
     def raise_for_failures(self) -> None:
         """Raise `SaveError` (this result its ``result``) unless every row was written
@@ -327,6 +324,12 @@ class FrameResult:
                 f"save incomplete ({self.summary()}); first problem: row {first.row}: "
                 f"{first.status.value}: {first.error!r}", self)
 
+
+
+def _summary(count: Callable[[WriteStatus], int | None]) -> str:
+    """``"3 written, 1 failed"``: the count of each status that has any."""
+    return ", ".join(f"{count(s)} {s.value}" for s in WriteStatus if count(s)) \
+        or "nothing to write"
 
 
 def entity_status(main: MutationOutcome | None,
