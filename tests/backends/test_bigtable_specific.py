@@ -232,6 +232,23 @@ def test_gc_rule_round_trips_exactly_through_describe(
         bt.delete_table(table_name)
 
 
+def test_the_session_emulator_collects_garbage_from_the_start(
+        bt: BigtableBackend, table_name: str) -> None:
+    """The plugin's emulator collects as Bigtable may, at any moment, even when no
+    test changed a GC rule before (the emulator alone would wait for one: a test
+    could then pass alone and fail after another, as a CI run showed)."""
+    bt.create_table(TableSpec(table_name, (("cf", GcRule(max_versions=1)),)))
+    try:
+        bt.mutate_rows(table_name, [RowMutation(b"r", (put("cf", b"q", 1, b"old"),
+                                                       put("cf", b"q", 2, b"new")))])
+        deadline = time.monotonic() + 20  # the emulator's loop runs every 0.5-1.5 s
+        while [c.value for _, cells in rows(bt, table_name) for c in cells] != [b"new"]:
+            assert time.monotonic() < deadline, "the version past the limit was never collected"
+            time.sleep(0.1)
+    finally:
+        bt.delete_table(table_name)
+
+
 def test_gc_rule_protos() -> None:
     assert gc_rule_to_proto(GcRule(max_versions=3)).max_num_versions == 3
     both = gc_rule_to_proto(GcRule(max_versions=3, max_age=timedelta(hours=1)))

@@ -132,6 +132,12 @@ def _kinds(values: object, where: str) -> tuple[str, ...]:
 def tsmodel_emulator() -> Iterator[Emulator]:
     """The Cloud Bigtable emulator, on a free loopback port for the whole session.
 
+    Its garbage collection runs from the start, every second or so, as Cloud
+    Bigtable's may at any moment: a test sees cells a GC rule collects gone or
+    not yet gone, whatever ran before it (the emulator on its own starts
+    collecting only once some test changes a family's GC rule, so a test
+    could pass alone and fail after another).
+
     Skips the test when ``cbtemulator`` is not installed, except under
     ``CI=true``, where that fails the test.
     """
@@ -147,6 +153,7 @@ def tsmodel_emulator() -> Iterator[Emulator]:
     emulator = Emulator(binary)
     emulator.start()
     try:
+        _start_garbage_collection(emulator)
         yield emulator
     finally:
         emulator.stop()
@@ -251,6 +258,17 @@ def open_backend(kind: str, request: pytest.FixtureRequest, *, instance: str) ->
     emulator: Emulator = request.getfixturevalue("tsmodel_emulator")
     return BigtableBackend(project=PROJECT, instance=instance,
                            emulator_host=emulator.host_port)
+
+
+def _start_garbage_collection(emulator: Emulator) -> None:
+    """Start the emulator's GC loop: it starts on the first change of a GC rule."""
+    from tsmodel.backends.bigtable import BigtableBackend
+    from tsmodel.ground.base import GcRule, TableSpec
+
+    with BigtableBackend(project=PROJECT, instance="tsmodel-gc",
+                         emulator_host=emulator.host_port) as backend:
+        backend.create_table(TableSpec("gc", (("f", GcRule()),)))
+        backend.create_table(TableSpec("gc", (("f", GcRule(max_versions=1)),)))
 
 
 def _drop_tables(backend: Backend) -> None:
