@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import TypeAlias
 
 from tsmodel.encoding.timestamps import to_micros
 from tsmodel.ground.base import Backend, ReadRequest, RowRange, RowSet
+from tsmodel.ground.gc import collects
 from tsmodel.run.connection import Connection
 
 __all__ = ["Versions", "ExpectedCell", "ExpectedRows", "table_rows", "assert_rows"]
@@ -25,14 +26,19 @@ ExpectedCell: TypeAlias = bytes | str | Sequence[tuple[int | datetime, bytes | s
 ExpectedRows: TypeAlias = Mapping[bytes | str, Mapping[str, ExpectedCell]]
 
 
-def table_rows(source: Connection | Backend, table: str, *,
-               prefix: bytes | str | None = None) -> dict[bytes, dict[str, Versions]]:
+def table_rows(source: Connection | Backend, table: str, *, prefix: bytes | str | None = None,
+               after_gc: bool = False) -> dict[bytes, dict[str, Versions]]:
     """A table's rows as stored: row key → ``"family:qualifier"`` → versions.
 
     Args:
         source: a `Connection` or an open backend.
         table: the table's name.
         prefix: read only the row keys that start with it.
+        after_gc: leave out the versions the table's GC rules collect (and
+            the rows left with none), as the table is once garbage collection
+            has run. Bigtable and the emulator collect when they get to it, so
+            two stores written alike may differ in them until then; the
+            embedded store collects when asked.
 
     Returns:
         Rows in key order; in each, columns in the order the backend returns
@@ -49,11 +55,31 @@ def table_rows(source: Connection | Backend, table: str, *,
             columns.setdefault(_column(cell.family, cell.qualifier), []).append(
                 (cell.timestamp, cell.value))
         result[row.key] = columns
-    return result
+    return _after_gc(backend, table, result) if after_gc else result
+
+
+def _after_gc(backend: Backend, table: str,
+              rows: dict[bytes, dict[str, Versions]]) -> dict[bytes, dict[str, Versions]]:
+    """``rows`` without the versions the table's GC rules collect now."""
+    now = to_micros(datetime.now(timezone.utc))
+    collected = {family: collects(rule, now)
+                 for family, rule in backend.describe_table(table).families}
+    kept_rows: dict[bytes, dict[str, Versions]] = {}
+    for key, columns in rows.items():
+        kept_columns: dict[str, Versions] = {}
+        for column, versions in columns.items():
+            test = collected[column.partition(":")[0]]
+            kept = [(ts, value) for rank, (ts, value) in enumerate(versions)
+                    if not test(rank, ts)]
+            if kept:
+                kept_columns[column] = kept
+        if kept_columns:
+            kept_rows[key] = kept_columns
+    return kept_rows
 
 
 def assert_rows(source: Connection | Backend, table: str, expected: ExpectedRows, *,
-                prefix: bytes | str | None = None) -> None:
+                prefix: bytes | str | None = None, after_gc: bool = False) -> None:
     """Check that ``table`` holds exactly the ``expected`` rows and cells.
 
     Every row and every column must be as expected, no more and no fewer (with
@@ -74,6 +100,8 @@ def assert_rows(source: Connection | Backend, table: str, expected: ExpectedRows
         expected: row key → ``"family:qualifier"`` → value or versions
             (`ExpectedRows`).
         prefix: compare only the row keys that start with it.
+        after_gc: compare the rows as they are once garbage collection has
+            run (see `table_rows`).
 
     Raises:
         AssertionError: the rows differ; the message lists every missing,
@@ -83,7 +111,7 @@ def assert_rows(source: Connection | Backend, table: str, expected: ExpectedRows
     __tracebackhide__ = True
     want = {_bytes(key): {column: _expected_cell(cell) for column, cell in columns.items()}
             for key, columns in expected.items()}
-    got = table_rows(source, table, prefix=prefix)
+    got = table_rows(source, table, prefix=prefix, after_gc=after_gc)
     lines: list[str] = []
     matching = 0
     for key in sorted(want.keys() | got.keys()):
