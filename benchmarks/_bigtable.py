@@ -292,7 +292,7 @@ class BigtableSuite:
                                target=">= 0.8 of b0")]
         in_turn = [n / self._raw_read(threads=1) for _ in range(self.runs)]
         limit.notes.append(
-            f"b0: SingleThreadedUnaryStream channel, {READ_LIMIT_THREADS} calls at once on a "
+            f"SingleThreadedUnaryStream channel, {READ_LIMIT_THREADS} calls at once on a "
             f"thread pool; the same calls in turn on one thread (as (b) reads the hosts): "
             f"{median(in_turn):,.0f} events/s, {median(in_turn) / median(limits):.2f} of b0")
         shares[0].what = "(b) range read into instances, / the read limit"
