@@ -225,71 +225,23 @@ class Operation:
             counted: count the rows into the operation (not for the reads of a save).
             ends: end the operation with the read (a read or a lookup).
         """
-        got = _Got()
-        detailed, error = self.detailed, None
-        clock = time.perf_counter
         iterator = iter(rows)
-        token: Any = RETRIES.set(count)
-        waited = 0.0
-        try:
-            started = clock()
+        with _Streaming(self, table, count, counted, ends, iterator) as tally:
             for row in iterator:
-                waited += clock() - started
-                if token is not None:
-                    RETRIES.reset(token)
-                    token = None
-                got.rows += 1
-                if detailed:
-                    got.add(row)
+                tally.arrived(row)
                 yield row
-                started = clock()
-            waited += clock() - started
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            if token is not None:
-                RETRIES.reset(token)
-            close = getattr(iterator, "close", None)  # an abandoned read ends its stream now
-            if close is not None:
-                close()
-            self._called("read", table, waited, count.n, got if counted else None)
-            if ends:
-                self.end(error=None if isinstance(error, GeneratorExit) else error)
+                tally.waiting()
+            tally.stopped()
 
     async def astream(self, table: str, rows: AsyncIterator[Row], count: RetryCount, *,
                       counted: bool = True, ends: bool = True) -> AsyncIterator[Row]:
         """`stream()` of an async iterator."""
-        got = _Got()
-        detailed, error = self.detailed, None
-        clock = time.perf_counter
-        token: Any = RETRIES.set(count)
-        waited = 0.0
-        try:
-            started = clock()
+        async with _Streaming(self, table, count, counted, ends, rows) as tally:
             async for row in rows:
-                waited += clock() - started
-                if token is not None:
-                    RETRIES.reset(token)
-                    token = None
-                got.rows += 1
-                if detailed:
-                    got.add(row)
+                tally.arrived(row)
                 yield row
-                started = clock()
-            waited += clock() - started
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            if token is not None:
-                RETRIES.reset(token)
-            aclose = getattr(rows, "aclose", None)
-            if aclose is not None:
-                await aclose()
-            self._called("read", table, waited, count.n, got if counted else None)
-            if ends:
-                self.end(error=None if isinstance(error, GeneratorExit) else error)
+                tally.waiting()
+            tally.stopped()
 
     def _called(self, what: str, table: str, seconds: float, retries: int,
                 rows: Sequence[RowMutation] | _Got | None) -> None:
@@ -361,6 +313,77 @@ class _Got:
         """Count the cells and bytes of a row (its count is kept by the caller)."""
         self.cells += len(row.cells)
         self.bytes += len(row.key) + sum(len(c.qualifier) + len(c.value) for c in row.cells)
+
+
+class _Streaming:
+    """The account of one read's stream, shared by `Operation.stream()` and
+    `Operation.astream()`: its rows, the time spent waiting for the backend, its
+    retry count in the context until the first row; on leaving (``with`` or
+    ``async with``) the source is closed (an abandoned read ends its stream now)
+    and the call is recorded.
+    """
+
+    __slots__ = ("op", "table", "count", "counted", "ends", "source", "detailed", "got",
+                 "token", "waited", "started")
+
+    def __init__(self, op: Operation, table: str, count: RetryCount, counted: bool,
+                 ends: bool, source: Any) -> None:
+        self.op, self.table, self.count = op, table, count
+        self.counted, self.ends, self.source = counted, ends, source
+        self.detailed = op.detailed
+        self.got = _Got()
+        self.token: Any = None
+        self.waited = self.started = 0.0
+
+    def __enter__(self) -> _Streaming:
+        self.token = RETRIES.set(self.count)
+        self.started = time.perf_counter()
+        return self
+
+    async def __aenter__(self) -> _Streaming:
+        return self.__enter__()
+
+    def arrived(self, row: Row) -> None:
+        """A row came: the wait for it ends, it is counted."""
+        self.waited += time.perf_counter() - self.started
+        if self.token is not None:
+            self._release()
+        self.got.rows += 1
+        if self.detailed:
+            self.got.add(row)
+
+    def waiting(self) -> None:
+        """The caller asks for the next row: the wait starts."""
+        self.started = time.perf_counter()
+
+    def stopped(self) -> None:
+        """The source ran out: the last wait ends."""
+        self.waited += time.perf_counter() - self.started
+
+    def _release(self) -> None:
+        if self.token is not None:
+            RETRIES.reset(self.token)
+            self.token = None
+
+    def _record(self, error: BaseException | None) -> None:
+        self.op._called("read", self.table, self.waited, self.count.n,
+                        self.got if self.counted else None)
+        if self.ends:
+            self.op.end(error=None if isinstance(error, GeneratorExit) else error)
+
+    def __exit__(self, kind: object, error: BaseException | None, tb: object) -> None:
+        self._release()
+        close = getattr(self.source, "close", None)
+        if close is not None:
+            close()
+        self._record(error)
+
+    async def __aexit__(self, kind: object, error: BaseException | None, tb: object) -> None:
+        self._release()
+        aclose = getattr(self.source, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        self._record(error)
 
 
 def _written(rows: Sequence[RowMutation]) -> tuple[int, int]:
