@@ -43,14 +43,14 @@ from tsmodel.io.arrow import DEFAULT_BATCH_ROWS, ArrowColumns
 from tsmodel.io.frames import DEFAULT_FRAME_ROWS, FrameSave
 from tsmodel.plan import schema
 from tsmodel.plan.cursors import Page, secret_bytes
-from tsmodel.plan.pacing import WritePacer
 from tsmodel.plan.reads import LatestResult, QueryState
 from tsmodel.plan.results import TableWrite, WriteResult
 from tsmodel.plan.schedule import DEFAULT_FLOW, WriteFlow, check_write_options
+from tsmodel.run._connection_state import DEFAULT_BATCH_SIZE, ConnectionState
 from tsmodel.run.drive import adrive, afirst
 from tsmodel.run.fanout import AStreamed, Streamed, astream
 from tsmodel.run.frame_steps import FrameResult, frame_steps
-from tsmodel.run.observe import Observer, Operation, paced, pause_before
+from tsmodel.run.observe import Operation, paced, pause_before
 from tsmodel.run.progress import Progress, Writing
 from tsmodel.run.query import Query, Read, changed_instance
 from tsmodel.settings import DEFAULT_SETTINGS, Settings
@@ -60,11 +60,8 @@ __all__ = ["AsyncConnection", "AsyncQuerySet", "connect_async", "DEFAULT_BATCH_S
 M = TypeVar("M")
 _R = TypeVar("_R")
 
-#: Entities per bulk write call, per table (of both kinds of connection).
-DEFAULT_BATCH_SIZE = 1000
 
-
-class AsyncConnection:
+class AsyncConnection(ConnectionState[AsyncBackend]):
     """An asyncio backend plus the model-level operations on it.
 
     Every method that reads or writes is a coroutine; queries come from
@@ -90,25 +87,10 @@ class AsyncConnection:
                  batch_size: int = DEFAULT_BATCH_SIZE, flow: WriteFlow = DEFAULT_FLOW,
                  settings: Settings = DEFAULT_SETTINGS,
                  cursor_secret: str | bytes | None = None) -> None:
-        check_write_options(batch_size, flow)
-        #: The key that signs page tokens, or ``None``.
-        self.cursor_secret = secret_bytes(cursor_secret)
-        self.settings = settings
-        #: The one instrumentation point (see `tsmodel.Connection`).
-        self._observer = Observer(settings)
-        self.backend = backend
-        self.batch_size = batch_size
-        self.flow = flow
-        #: The pace of writes the server asked for (as for `tsmodel.Connection`).
-        self.pacer: WritePacer | None = WritePacer() if flow.server_rate_limits else None
-        #: Main tables that have taken a write here: their companions go with them.
-        self._trusted: set[str] = set()
+        super().__init__(backend, batch_size=batch_size, flow=flow, settings=settings,
+                         cursor_secret=cursor_secret)
         #: Latest-value caching is not offered on async connections (yet).
         self.cache = None
-
-    @property
-    def features(self) -> Features:
-        return self.backend.features
 
     async def __aenter__(self) -> AsyncConnection:
         return self
@@ -119,9 +101,6 @@ class AsyncConnection:
     async def close(self) -> None:
         """Close the backend. Idempotent."""
         await self.backend.close()
-
-    def __repr__(self) -> str:
-        return f"<AsyncConnection {type(self.backend).__name__}>"
 
     # -- schema -------------------------------------------------------------------
 

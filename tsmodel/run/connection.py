@@ -36,18 +36,18 @@ from tsmodel.io.arrow import DEFAULT_BATCH_ROWS, ArrowColumns
 from tsmodel.io.frames import DEFAULT_FRAME_ROWS, FrameSave
 from tsmodel.plan import schema
 from tsmodel.plan.cursors import Page, secret_bytes
-from tsmodel.plan.pacing import WritePacer
 from tsmodel.plan.reads import LatestResult, QueryState
 from tsmodel.plan.results import EntityResult, TableWrite, WriteResult, WriteStatus
 from tsmodel.plan.schedule import DEFAULT_FLOW, WriteFlow, check_write_options
 from tsmodel.plan.writes import WritePlan
+from tsmodel.run._connection_state import ConnectionState
 from tsmodel.run.async_connection import DEFAULT_BATCH_SIZE, AsyncConnection, AsyncQuerySet
 from tsmodel.run.cache import CachingBackend
 from tsmodel.run.drive import drive
 from tsmodel.run.drive import first as first_of
 from tsmodel.run.fanout import Streamed, stream
 from tsmodel.run.frame_steps import FrameResult, frame_steps
-from tsmodel.run.observe import Observer, Operation, paced, pause_before
+from tsmodel.run.observe import Operation, paced, pause_before
 from tsmodel.run.progress import Progress, Writing
 from tsmodel.run.query import Query, Read, changed_instance, copier
 from tsmodel.settings import DEFAULT_SETTINGS, Settings, check_flag, check_seconds, check_whole
@@ -60,7 +60,7 @@ M = TypeVar("M")
 _R = TypeVar("_R")
 
 
-class Connection:
+class Connection(ConnectionState[Backend]):
     """A backend plus the model-level operations on it.
 
     Args:
@@ -89,29 +89,13 @@ class Connection:
     def __init__(self, backend: Backend, *, batch_size: int = DEFAULT_BATCH_SIZE,
                  flow: WriteFlow = DEFAULT_FLOW, settings: Settings = DEFAULT_SETTINGS,
                  cursor_secret: str | bytes | None = None) -> None:
-        check_write_options(batch_size, flow)
-        #: The key that signs page tokens, or ``None``.
-        self.cursor_secret = secret_bytes(cursor_secret)
-        self.settings = settings
-        #: The one instrumentation point: logs and telemetry of every operation.
-        self._observer = Observer(settings)
-        self.backend = backend
-        self.batch_size = batch_size
-        self.flow = flow
-        #: The pace of writes the server asked for (``None`` with
-        #: ``flow.server_rate_limits`` off): ``pacer.rate``, ``pacer.changes``.
-        self.pacer: WritePacer | None = WritePacer() if flow.server_rate_limits else None
-        #: Main tables that have taken a write here: their companions go with them.
-        self._trusted: set[str] = set()
+        super().__init__(backend, batch_size=batch_size, flow=flow, settings=settings,
+                         cursor_secret=cursor_secret)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         #: The read cache of latest-value lookups, when the backend has one.
         self.cache: CachingBackend | None = (
             backend if isinstance(backend, CachingBackend) else None)
-
-    @property
-    def features(self) -> Features:
-        return self.backend.features
 
     def __enter__(self) -> Connection:
         return self
@@ -126,9 +110,6 @@ class Connection:
         if pool is not None:
             pool.shutdown(wait=True)
         self.backend.close()
-
-    def __repr__(self) -> str:
-        return f"<Connection {type(self.backend).__name__}>"
 
     # -- schema -------------------------------------------------------------------
 
