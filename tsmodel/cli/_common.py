@@ -29,7 +29,9 @@ from tsmodel.encoding.keys import KeyLayout, Segment, SegmentValueError
 from tsmodel.errors import key_error
 
 __all__ = [
-    "CliError", "Run", "URL_HELP", "print_error", "command", "group", "wrap", "add_target",
+    "CliError", "Run", "Arg", "arg", "Command", "TARGET", "TARGETS", "JSON", "STORE", "url",
+    "app_profile", "bounds", "batch_size", "URL_HELP", "print_error", "command", "group",
+    "wrap", "add_target",
     "add_json", "add_url", "add_app_profile", "add_store", "add_bounds", "add_batch_size",
     "APP_PROFILE_HELP", "parse_time", "pairs", "typed", "key_prefix", "at_least_one",
     "app_profile_id", "connect", "open_store", "jsonable", "print_json", "print_table",
@@ -94,19 +96,53 @@ def wrap(text: str) -> str:
                        for p in paragraphs)
 
 
-def add_target(sub: argparse.ArgumentParser, *, each: bool = False) -> None:
-    """The ``TARGET`` model; with ``each``, a module stands for each of its models."""
-    sub.add_argument("target", metavar="TARGET",
-                     help="module:Model, or a module for each of its models" if each
-                     else "module:Model")
+@attrs.frozen
+class Arg:
+    """One argument of a command, declared: what ``add_argument()`` takes."""
+
+    flags: tuple[str, ...]
+    options: dict[str, Any]
+
+    def add_to(self, sub: Any) -> None:
+        """Add the argument to ``sub`` (a parser or an argument group)."""
+        sub.add_argument(*self.flags, **self.options)
 
 
-def add_json(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument("--json", action="store_true", help="print JSON instead of a table")
+def arg(*flags: str, **options: Any) -> Arg:
+    """The argument ``add_argument(*flags, **options)`` would add."""
+    return Arg(flags, options)
 
 
-def add_url(sub: argparse.ArgumentParser, more: str = "") -> None:
-    sub.add_argument("--url", default=None, help=URL_HELP + more)
+@attrs.frozen
+class Command:
+    """A command without actions, declared: its subparser's words, what it runs
+    and its arguments, in the order ``--help`` lists them."""
+
+    name: str
+    summary: str
+    description: str
+    run: Run
+    arguments: tuple[Arg, ...] = ()
+
+    def add(self, commands: Any) -> argparse.ArgumentParser:
+        """Add the command's subparser to ``commands``."""
+        sub = command(commands, self.name, self.summary, self.description, self.run)
+        for argument in self.arguments:
+            argument.add_to(sub)
+        return sub
+
+
+#: The ``TARGET`` model.
+TARGET = arg("target", metavar="TARGET", help="module:Model")
+#: The ``TARGET`` models: a module stands for each of its models.
+TARGETS = arg("target", metavar="TARGET", help="module:Model, or a module for each of its models")
+#: ``--json``.
+JSON = arg("--json", action="store_true", help="print JSON instead of a table")
+
+
+def url(more: str = "") -> Arg:
+    """``--url``; ``more`` is added to its help."""
+    return arg("--url", default=None, help=URL_HELP + more)
 
 
 APP_PROFILE_HELP = ("the Cloud Bigtable app profile of the requests, e.g. a low-priority "
@@ -114,29 +150,60 @@ APP_PROFILE_HELP = ("the Cloud Bigtable app profile of the requests, e.g. a low-
                     "store ignores it)")
 
 
+def app_profile(help: str = APP_PROFILE_HELP) -> Arg:
+    return arg("--app-profile", default=None, metavar="ID", help=help)
+
+
+#: ``--url`` and ``--app-profile``: the store a command writes (`open_store()`).
+STORE = (url(), app_profile())
+
+
+def bounds(what: str) -> tuple[Arg, ...]:
+    """The required time range [--start, --end) of a ``what``, and its key prefix
+    (``--field``, read by `key_prefix()`)."""
+    return (arg("--start", required=True, help="inclusive start, ISO 8601"),
+            arg("--end", required=True, help="exclusive end, ISO 8601"),
+            arg("--field", action="append", default=[], metavar="NAME=VALUE",
+                help=f"limit the {what} to a key prefix (repeat for several)"))
+
+
+def batch_size(default: int, unit: str) -> Arg:
+    """``--batch-size N``: ``unit`` (events, entities) per write batch (`at_least_one()`)."""
+    return arg("--batch-size", type=int, default=default, metavar="N",
+               help=f"{unit} per write batch (default: {default})")
+
+
+def add_target(sub: argparse.ArgumentParser, *, each: bool = False) -> None:
+    """The ``TARGET`` model; with ``each``, a module stands for each of its models."""
+    (TARGETS if each else TARGET).add_to(sub)
+
+
+def add_json(sub: argparse.ArgumentParser) -> None:
+    JSON.add_to(sub)
+
+
+def add_url(sub: argparse.ArgumentParser, more: str = "") -> None:
+    url(more).add_to(sub)
+
+
 def add_app_profile(sub: argparse.ArgumentParser, help: str = APP_PROFILE_HELP) -> None:
-    sub.add_argument("--app-profile", default=None, metavar="ID", help=help)
+    app_profile(help).add_to(sub)
 
 
 def add_store(sub: argparse.ArgumentParser) -> None:
     """``--url`` and ``--app-profile``: the store a command writes (`open_store()`)."""
-    add_url(sub)
-    add_app_profile(sub)
+    for argument in STORE:
+        argument.add_to(sub)
 
 
 def add_bounds(sub: argparse.ArgumentParser, what: str) -> None:
-    """The required time range [--start, --end) of a ``what``, and its key prefix
-    (``--field``, read by `key_prefix()`)."""
-    sub.add_argument("--start", required=True, help="inclusive start, ISO 8601")
-    sub.add_argument("--end", required=True, help="exclusive end, ISO 8601")
-    sub.add_argument("--field", action="append", default=[], metavar="NAME=VALUE",
-                     help=f"limit the {what} to a key prefix (repeat for several)")
+    """`bounds()`, added to ``sub``."""
+    for argument in bounds(what):
+        argument.add_to(sub)
 
 
 def add_batch_size(sub: argparse.ArgumentParser, default: int, unit: str) -> None:
-    """``--batch-size N``: ``unit`` (events, entities) per write batch (`at_least_one()`)."""
-    sub.add_argument("--batch-size", type=int, default=default, metavar="N",
-                     help=f"{unit} per write batch (default: {default})")
+    batch_size(default, unit).add_to(sub)
 
 
 # -- input values -----------------------------------------------------------------------

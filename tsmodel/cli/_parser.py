@@ -23,8 +23,11 @@ from tsmodel.cli._common import print_error, wrap
 
 __all__ = ["build_parser"]
 
-#: The command modules, in the order ``tsmodel --help`` lists them.
-COMMANDS = (schema, explain, keys, layout, codec, advise, emulator, snapshot, repair, job)
+#: What adds each command's subparser, in the order ``tsmodel --help`` lists them: a
+#: `Command` declared, or the ``add_command`` of a command with actions.
+COMMANDS = (schema.add_command, explain.COMMAND.add, keys.add_command, layout.COMMAND.add,
+            codec.COMMAND.add, advise.COMMAND.add, emulator.COMMAND.add, snapshot.COMMAND.add,
+            repair.COMMAND.add, job.add_command)
 
 
 #: argparse's message for a word that is not one of a subparser's choices.
@@ -75,6 +78,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tsmodel {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
-    for module in COMMANDS:
-        module.add_command(commands)
+    for add in COMMANDS:
+        add(commands)
     return parser

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from tsmodel import spec_of
 from tsmodel.cli._common import (
-    add_json,
-    add_target,
-    command,
+    JSON,
+    TARGET,
+    Command,
+    arg,
     print_json,
     print_note,
     print_table,
@@ -18,22 +18,7 @@ from tsmodel.cli._style import BOLD, GREEN, RED, YELLOW
 from tsmodel.cli._targets import one_model
 from tsmodel.plan.advice import Advice, advise
 
-__all__ = ["add_command"]
-
-
-def add_command(commands: Any) -> None:
-    """Add ``advise`` to the command's subparsers."""
-    sub = command(commands, "advise", "size rows and rate the hotspot risk for an event rate",
-                  "For an event rate per entity: events, rows and cells per bucket (per day "
-                  "without a bucket), the estimated row size, the versions a row needs and "
-                  "the GC rule keeps, and the hotspot risk of the row key's leading segment.",
-                  _run)
-    add_target(sub)
-    sub.add_argument("--rate", type=float, metavar="EVENTS_PER_SEC",
-                     help="events per second of one entity (default: the model's max_rate)")
-    sub.add_argument("--entities", type=int, metavar="N",
-                     help="how many entities write (distinct row keys without the time)")
-    add_json(sub)
+__all__ = ["COMMAND"]
 
 
 #: The hotspot risk levels' colours on a terminal.
@@ -62,3 +47,17 @@ def _headline(model: type, advice: Advice) -> str:
     bucket = f"{advice.bucket} buckets" if advice.bucket else "no time bucket"
     who = "per entity" if advice.entities is None else f"for each of {advice.entities:,} entities"
     return f"{advice.model} at {advice.rate:g} events/s {who}: {layout}, {bucket}"
+
+
+COMMAND = Command(
+    "advise", "size rows and rate the hotspot risk for an event rate",
+    "For an event rate per entity: events, rows and cells per bucket (per day "
+    "without a bucket), the estimated row size, the versions a row needs and "
+    "the GC rule keeps, and the hotspot risk of the row key's leading segment.",
+    _run,
+    (TARGET,
+     arg("--rate", type=float, metavar="EVENTS_PER_SEC",
+         help="events per second of one entity (default: the model's max_rate)"),
+     arg("--entities", type=int, metavar="N",
+         help="how many entities write (distinct row keys without the time)"),
+     JSON))

@@ -12,27 +12,11 @@ from types import FrameType
 from typing import Any
 
 from tsmodel.backends.emulator import Emulator
-from tsmodel.cli._common import CliError, add_json, command
+from tsmodel.cli._common import JSON, CliError, Command, arg
 
-__all__ = ["add_command"]
+__all__ = ["COMMAND"]
 
 _Handler = Callable[[int, FrameType | None], Any]
-
-
-def add_command(commands: Any) -> None:
-    """Add ``emulator`` to the command's subparsers."""
-    sub = command(commands, "emulator", "run the Cloud Bigtable emulator until Ctrl-C",
-                  "Start the Cloud Bigtable emulator (cbtemulator) on a free port, print the "
-                  "environment to point clients at it, and stop it on Ctrl-C or SIGTERM. "
-                  "Its data lives in memory and is lost when it stops.\n\nexample:\n"
-                  "  tsmodel emulator --port 8086", _run)
-    sub.add_argument("--port", type=int, help="port to listen on (default: a free one)")
-    sub.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    sub.add_argument("--project", default="local",
-                     help="project in the printed TSMODEL_URL (any name works)")
-    sub.add_argument("--instance", default="local",
-                     help="instance in the printed TSMODEL_URL (any name works)")
-    add_json(sub)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -87,3 +71,19 @@ def _announce(host_port: str, args: argparse.Namespace) -> None:
               flush=True)
     print(f"tsmodel: Cloud Bigtable emulator on {host_port} (in memory); Ctrl-C stops it",
           file=sys.stderr, flush=True)
+
+
+COMMAND = Command(
+    "emulator", "run the Cloud Bigtable emulator until Ctrl-C",
+    "Start the Cloud Bigtable emulator (cbtemulator) on a free port, print the "
+    "environment to point clients at it, and stop it on Ctrl-C or SIGTERM. "
+    "Its data lives in memory and is lost when it stops.\n\nexample:\n"
+    "  tsmodel emulator --port 8086",
+    _run,
+    (arg("--port", type=int, help="port to listen on (default: a free one)"),
+     arg("--host", default="127.0.0.1", help="address to listen on"),
+     arg("--project", default="local",
+         help="project in the printed TSMODEL_URL (any name works)"),
+     arg("--instance", default="local",
+         help="instance in the printed TSMODEL_URL (any name works)"),
+     JSON))

@@ -10,11 +10,11 @@ import attrs
 
 from tsmodel import ModelSpec, QuerySet, ReadPlan, spec_of
 from tsmodel.cli._common import (
+    JSON,
+    TARGET,
     CliError,
-    add_json,
-    add_target,
-    add_url,
-    command,
+    Command,
+    arg,
     connect,
     jsonable,
     pairs,
@@ -22,34 +22,12 @@ from tsmodel.cli._common import (
     print_json,
     text,
     typed,
+    url,
 )
 from tsmodel.cli._targets import one_model
 from tsmodel.ground.base import ReadRequest
 
-__all__ = ["add_command"]
-
-
-def add_command(commands: Any) -> None:
-    """Add ``explain`` to the command's subparsers."""
-    sub = command(commands, "explain", "show the read plan of a range query",
-                  "Show how a time-range query (or, with --current, a current-value query) "
-                  "reads Bigtable: the table, row ranges, filters and whether it scans.\n\n"
-                  "example:\n  tsmodel explain examples/server_metrics.py:ServerMetric \\\n"
-                  "      --start 2015-03-16T19:00Z --end 2015-03-16T20:00Z "
-                  "--field hostname=server1.aaa.bbb.com", _run)
-    add_target(sub)
-    sub.add_argument("--start", help="inclusive start, ISO 8601 (no offset means UTC)")
-    sub.add_argument("--end", help="exclusive end, ISO 8601 (no offset means UTC)")
-    sub.add_argument("--field", action="append", default=[], metavar="NAME=VALUE",
-                     help="a key field value (repeat for several)")
-    sub.add_argument("--current", action="store_true",
-                     help="query the current-value table instead of a time range")
-    sub.add_argument("--allow-scan", action="store_true",
-                     help="plan a query that is not served by a row-key prefix")
-    sub.add_argument("--limit", type=int, help="at most this many events")
-    sub.add_argument("--newest-first", action="store_true", help="newest events first")
-    add_url(sub, "; only its features (reverse scans) matter")
-    add_json(sub)
+__all__ = ["COMMAND"]
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -107,3 +85,26 @@ def _request_dict(req: ReadRequest) -> dict[str, Any]:
         "filter": flt, "limit": req.limit or None, "reverse": req.reverse,
     })
     return out
+
+
+COMMAND = Command(
+    "explain", "show the read plan of a range query",
+    "Show how a time-range query (or, with --current, a current-value query) "
+    "reads Bigtable: the table, row ranges, filters and whether it scans.\n\n"
+    "example:\n  tsmodel explain examples/server_metrics.py:ServerMetric \\\n"
+    "      --start 2015-03-16T19:00Z --end 2015-03-16T20:00Z "
+    "--field hostname=server1.aaa.bbb.com",
+    _run,
+    (TARGET,
+     arg("--start", help="inclusive start, ISO 8601 (no offset means UTC)"),
+     arg("--end", help="exclusive end, ISO 8601 (no offset means UTC)"),
+     arg("--field", action="append", default=[], metavar="NAME=VALUE",
+         help="a key field value (repeat for several)"),
+     arg("--current", action="store_true",
+         help="query the current-value table instead of a time range"),
+     arg("--allow-scan", action="store_true",
+         help="plan a query that is not served by a row-key prefix"),
+     arg("--limit", type=int, help="at most this many events"),
+     arg("--newest-first", action="store_true", help="newest events first"),
+     url("; only its features (reverse scans) matter"),
+     JSON))

@@ -18,7 +18,7 @@ from typing import Any
 
 import tsmodel
 from tsmodel import ModelSpec, spec_of
-from tsmodel.cli._common import CliError, add_target, command, pairs, parse_time, typed
+from tsmodel.cli._common import TARGETS, CliError, Command, arg, pairs, parse_time, typed
 from tsmodel.cli._grid import FORMATS, SampleCell, TableSample, render
 from tsmodel.cli._targets import load_models
 from tsmodel.encoding.codecs import Codec
@@ -28,41 +28,13 @@ from tsmodel.ground.base import Cell, ReadRequest, Row
 from tsmodel.layouts.codec import TableCodec
 from tsmodel.plan.events import encode_event
 
-__all__ = ["add_command", "TableSample", "SampleCell", "sample_events", "sample_tables"]
+__all__ = ["COMMAND", "TableSample", "SampleCell", "sample_events", "sample_tables"]
 
 #: The first sample event: the weather balloons' first report in the guide.
 DEFAULT_START = datetime(2021, 3, 5, 12, 0, tzinfo=timezone.utc)
 #: Spacings tried in turn for the sample events: the first the model stores.
 _SPACINGS = (timedelta(minutes=1), timedelta(minutes=15), timedelta(hours=1),
              timedelta(days=1), timedelta(days=7), timedelta(days=31))
-
-
-def add_command(commands: Any) -> None:
-    """Add ``layout`` to the command's subparsers."""
-    sub = command(commands, "layout", "draw sample rows of a model's tables",
-                  "Save a few sample events into an in-memory embedded store and draw "
-                  "the rows they make in each of the model's tables (main, current-value, "
-                  "alternate-key, snapshot): row keys down, family:qualifier columns "
-                  "across, each cell's value (decoded by its field's codec) and cell "
-                  "timestamp; a column's versions newest first, as Bigtable returns them.\n\n"
-                  "example:\n  tsmodel layout examples/server_metrics.py:ServerMetric "
-                  "--events 3 --entities 2", _run)
-    add_target(sub, each=True)
-    sub.add_argument("--events", type=int, default=3, metavar="N",
-                     help="sample events per entity (default: 3)")
-    sub.add_argument("--entities", type=int, default=1, metavar="N",
-                     help="entities, each with its own key field values (default: 1)")
-    sub.add_argument("--start", help="the first event time, ISO 8601 (default: "
-                                     "2021-03-05T12:00Z)")
-    sub.add_argument("--every", type=float, metavar="SECONDS",
-                     help="seconds between events (default: the first of 1 min, 15 min, "
-                          "1 h, 1 day... that the model stores)")
-    sub.add_argument("--field", action="append", default=[], metavar="NAME=VALUE",
-                     help="a key field's value for every entity (repeat for several)")
-    sub.add_argument("--format", choices=FORMATS, default="text",
-                     help="text (default; fits --width), markdown or html")
-    sub.add_argument("--width", type=int, metavar="COLUMNS",
-                     help="text width (default: the terminal's)")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -312,3 +284,29 @@ def _raw(data: bytes) -> str:
         pass
     more = f"… ({len(data)} bytes)" if len(data) > 16 else ""
     return "0x" + data[:16].hex() + more
+
+
+COMMAND = Command(
+    "layout", "draw sample rows of a model's tables",
+    "Save a few sample events into an in-memory embedded store and draw "
+    "the rows they make in each of the model's tables (main, current-value, "
+    "alternate-key, snapshot): row keys down, family:qualifier columns "
+    "across, each cell's value (decoded by its field's codec) and cell "
+    "timestamp; a column's versions newest first, as Bigtable returns them.\n\n"
+    "example:\n  tsmodel layout examples/server_metrics.py:ServerMetric "
+    "--events 3 --entities 2",
+    _run,
+    (TARGETS,
+     arg("--events", type=int, default=3, metavar="N",
+         help="sample events per entity (default: 3)"),
+     arg("--entities", type=int, default=1, metavar="N",
+         help="entities, each with its own key field values (default: 1)"),
+     arg("--start", help="the first event time, ISO 8601 (default: 2021-03-05T12:00Z)"),
+     arg("--every", type=float, metavar="SECONDS",
+         help="seconds between events (default: the first of 1 min, 15 min, "
+              "1 h, 1 day... that the model stores)"),
+     arg("--field", action="append", default=[], metavar="NAME=VALUE",
+         help="a key field's value for every entity (repeat for several)"),
+     arg("--format", choices=FORMATS, default="text",
+         help="text (default; fits --width), markdown or html"),
+     arg("--width", type=int, metavar="COLUMNS", help="text width (default: the terminal's)")))

@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
 
 from tsmodel import repair, spec_of
 from tsmodel.cli._common import (
-    add_batch_size,
-    add_bounds,
-    add_json,
-    add_store,
-    add_target,
+    JSON,
+    STORE,
+    TARGET,
+    Command,
+    arg,
     at_least_one,
-    command,
+    batch_size,
+    bounds,
     key_prefix,
     open_store,
     parse_time,
@@ -25,23 +25,7 @@ from tsmodel.cli._common import (
 )
 from tsmodel.cli._targets import one_model
 
-__all__ = ["add_command"]
-
-
-def add_command(commands: Any) -> None:
-    """Add ``repair`` to the command's subparsers."""
-    sub = command(
-        commands, "repair", "rewrite companion tables from the main table",
-        "Rewrite a model's current-value and alternate-key tables from its main table "
-        "over [--start, --end): replays every event, deletes companion events the main "
-        "table lacks. Idempotent.", _run)
-    add_target(sub)
-    add_bounds(sub, "repair")
-    add_store(sub)
-    add_batch_size(sub, 1000, "events")
-    sub.add_argument("--no-progress", action="store_true",
-                     help="no progress bars (and no counting pass for their totals)")
-    add_json(sub)
+__all__ = ["COMMAND"]
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -62,3 +46,15 @@ def _run(args: argparse.Namespace) -> int:
               f"table lacks and restored {report.current_rows_fixed} current-value rows; "
               f"{report.failed} writes failed ({time.monotonic() - began:.2f} s)")
     return 0 if report.ok else 1
+
+
+COMMAND = Command(
+    "repair", "rewrite companion tables from the main table",
+    "Rewrite a model's current-value and alternate-key tables from its main table "
+    "over [--start, --end): replays every event, deletes companion events the main "
+    "table lacks. Idempotent.",
+    _run,
+    (TARGET, *bounds("repair"), *STORE, batch_size(1000, "events"),
+     arg("--no-progress", action="store_true",
+         help="no progress bars (and no counting pass for their totals)"),
+     JSON))

@@ -6,44 +6,23 @@ A thin wrapper of `tsmodel.build_snapshot()`.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from tsmodel import build_snapshot
 from tsmodel.cli._common import (
-    add_batch_size,
-    add_json,
-    add_store,
-    add_target,
+    JSON,
+    STORE,
+    TARGET,
+    Command,
+    arg,
     at_least_one,
-    command,
+    batch_size,
     open_store,
     parse_time,
     print_json,
 )
 from tsmodel.cli._targets import one_model
 
-__all__ = ["add_command"]
-
-
-def add_command(commands: Any) -> None:
-    """Add ``snapshot`` to the command's subparsers."""
-    sub = command(
-        commands, "snapshot", "build one period's snapshot table",
-        "Copy one period (a day by default) of a model's main table into its snapshot table "
-        "(e.g. SENSOR_20170726), in batches, recording progress after each: running it "
-        "again after an interruption resumes; on a complete snapshot it does nothing "
-        "unless --restart.\n\nexample:\n  tsmodel snapshot examples/energy_meters.py:"
-        "MeterReading --period 2017-07-26 --url sqlite:///meters.db", _run)
-    add_target(sub)
-    sub.add_argument("--period", required=True,
-                     help="any instant of the period, ISO 8601 (no offset means UTC)")
-    add_store(sub)
-    add_batch_size(sub, 1000, "events")
-    sub.add_argument("--restart", action="store_true",
-                     help="copy the whole period again, ignoring recorded progress")
-    sub.add_argument("--no-progress", action="store_true",
-                     help="no progress bar (and no counting pass for its total)")
-    add_json(sub)
+__all__ = ["COMMAND"]
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -59,3 +38,22 @@ def _run(args: argparse.Namespace) -> int:
     else:
         print(report)
     return 0
+
+
+COMMAND = Command(
+    "snapshot", "build one period's snapshot table",
+    "Copy one period (a day by default) of a model's main table into its snapshot table "
+    "(e.g. SENSOR_20170726), in batches, recording progress after each: running it "
+    "again after an interruption resumes; on a complete snapshot it does nothing "
+    "unless --restart.\n\nexample:\n  tsmodel snapshot examples/energy_meters.py:"
+    "MeterReading --period 2017-07-26 --url sqlite:///meters.db",
+    _run,
+    (TARGET,
+     arg("--period", required=True,
+         help="any instant of the period, ISO 8601 (no offset means UTC)"),
+     *STORE, batch_size(1000, "events"),
+     arg("--restart", action="store_true",
+         help="copy the whole period again, ignoring recorded progress"),
+     arg("--no-progress", action="store_true",
+         help="no progress bar (and no counting pass for its total)"),
+     JSON))
