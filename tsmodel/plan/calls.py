@@ -31,7 +31,7 @@ on the way at once).
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
@@ -110,10 +110,18 @@ class Send:
 
 @attrs.frozen
 class Save:
-    """Save entities as ``save_all(entities, raise_on_failure=False)`` does;
-    answered with the `WriteResult`."""
+    """Save entities as ``save_all(entities, raise_on_failure=False)`` does, with the
+    options given; answered with the `WriteResult`. With ``refusals``, a
+    ``ValidationError`` of the save is the answer instead of ending the driver.
 
-    entities: tuple[Any, ...]
+    ``entities`` is taken as ``save_all`` takes it: one by one, in order.
+    """
+
+    entities: Iterable[Any]
+    progress: Any = False
+    accept_expired: bool = False
+    validate_first: bool = True
+    refusals: bool = False
 
 
 @attrs.frozen

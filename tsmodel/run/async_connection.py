@@ -47,7 +47,7 @@ from tsmodel.plan.reads import LatestResult, QueryState
 from tsmodel.plan.results import TableWrite, WriteResult
 from tsmodel.plan.schedule import DEFAULT_FLOW, WriteFlow, check_write_options
 from tsmodel.run._connection_state import DEFAULT_BATCH_SIZE, ConnectionState
-from tsmodel.run.drive import adrive, afirst
+from tsmodel.run.drive import adrive, afirst, chunk_saves
 from tsmodel.run.fanout import AStreamed, Streamed, astream
 from tsmodel.run.frame_steps import FrameResult, frame_steps
 from tsmodel.run.observe import Operation, paced, pause_before
@@ -178,22 +178,7 @@ class AsyncConnection(ConnectionState[AsyncBackend]):
         steps = frame_steps(FrameSave(model, frame, rows, validate_first=validate_first,
                                       accept_expired=accept_expired),
                             progress, raise_on_failure)
-        try:
-            entities, hook, checked = next(steps)
-            while True:
-                try:
-                    done = await self.save_all(entities, raise_on_failure=False,
-                                               progress=hook, accept_expired=accept_expired,
-                                               validate_first=checked)
-                except errors.ValidationError as exc:
-                    entities, hook, checked = steps.throw(exc)
-                else:
-                    entities, hook, checked = steps.send(done)
-        except StopIteration as stop:
-            result: FrameResult = stop.value
-            return result
-        finally:
-            steps.close()
+        return await adrive(chunk_saves(steps, accept_expired), self)
 
     async def delete(self, entity: Any) -> None:
         """Delete one event from every table of its model (see `delete_all()`).

@@ -43,7 +43,7 @@ from tsmodel.plan.writes import WritePlan
 from tsmodel.run._connection_state import ConnectionState
 from tsmodel.run.async_connection import DEFAULT_BATCH_SIZE, AsyncConnection, AsyncQuerySet
 from tsmodel.run.cache import CachingBackend
-from tsmodel.run.drive import drive
+from tsmodel.run.drive import chunk_saves, drive
 from tsmodel.run.drive import first as first_of
 from tsmodel.run.fanout import Streamed, stream
 from tsmodel.run.frame_steps import FrameResult, frame_steps
@@ -273,21 +273,7 @@ class Connection(ConnectionState[Backend]):
         steps = frame_steps(FrameSave(model, frame, rows, validate_first=validate_first,
                                       accept_expired=accept_expired),
                             progress, raise_on_failure)
-        try:
-            entities, hook, checked = next(steps)
-            while True:
-                try:
-                    done = self.save_all(entities, raise_on_failure=False, progress=hook,
-                                         accept_expired=accept_expired, validate_first=checked)
-                except errors.ValidationError as exc:
-                    entities, hook, checked = steps.throw(exc)
-                else:
-                    entities, hook, checked = steps.send(done)
-        except StopIteration as stop:
-            result: FrameResult = stop.value
-            return result
-        finally:
-            steps.close()
+        return drive(chunk_saves(steps, accept_expired), self)
 
     def delete(self, entity: Any) -> None:
         """Delete one event from its main table and its companion tables.

@@ -3,7 +3,8 @@
 Every operation that needs more than one backend call is planned as steps:
 saves and deletes (`SaveSchedule`, `delete_steps()`), schema plans and
 their application, the jobs (repair, snapshots, backfills, migrations,
-rollup rebuilds), ``latest_many``. `drive()` carries the steps out with
+rollup rebuilds), ``latest_many``, the chunks of a frame save (`chunk_saves()`).
+`drive()` carries the steps out with
 blocking calls on a `Connection`, `adrive()` awaits them on an
 `AsyncConnection`. What each step means on a connection is said once
 (`_call()`: a value on the first, an awaitable on the second); the drivers
@@ -18,10 +19,11 @@ opened.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, TypeVar
 
+from tsmodel import errors
 from tsmodel.ground.base import Row
 from tsmodel.plan.calls import (
     First,
@@ -35,9 +37,11 @@ from tsmodel.plan.calls import (
     Write,
     schedule_of,
 )
+from tsmodel.plan.results import FrameResult, WriteResult
 from tsmodel.run.fanout import AStreamed, Streamed, astream, stream
+from tsmodel.run.frame_steps import ChunkSave
 
-__all__ = ["drive", "adrive", "first", "afirst"]
+__all__ = ["drive", "adrive", "chunk_saves", "first", "afirst"]
 
 _R = TypeVar("_R")
 M = TypeVar("M")
@@ -54,7 +58,9 @@ def _call(step: Any, conn: Any, op: Any) -> Any:
     if kind is Read:
         return conn._read_whole(step.request, op, step.failures)
     if kind is Save:
-        return conn.save_all(step.entities, raise_on_failure=False, progress=False)
+        return conn.save_all(step.entities, raise_on_failure=False, progress=step.progress,
+                             accept_expired=step.accept_expired,
+                             validate_first=step.validate_first)
     if kind is First:
         return step.query.using(conn).first()
     return step.on(conn.backend)  # a BackendCall
@@ -96,6 +102,11 @@ def drive(steps: Steps[_R] | Schedule[_R], conn: Any, op: Any = None) -> _R:
 def _answer(step: Any, conn: Any, op: Any, scans: dict[Scan, Iterator[Row]]) -> Any:
     if type(step) is FirstOf:
         return first(stream(step.plan, conn, step.model))
+    if type(step) is Save and step.refusals:
+        try:
+            return _call(step, conn, op)
+        except errors.ValidationError as exc:
+            return exc
     if type(step) is not Rows:
         return _call(step, conn, op)
     rows = scans.get(step.scan)
@@ -147,6 +158,11 @@ async def adrive(steps: Steps[_R] | Schedule[_R], conn: Any, op: Any = None) -> 
 async def _aanswer(step: Any, conn: Any, op: Any, scans: dict[Scan, AsyncIterator[Row]]) -> Any:
     if type(step) is FirstOf:
         return await afirst(astream(step.plan, conn, step.model))
+    if type(step) is Save and step.refusals:
+        try:
+            return await _call(step, conn, op)
+        except errors.ValidationError as exc:
+            return exc
     if type(step) is not Rows:
         return await _call(step, conn, op)
     rows = scans.get(step.scan)
@@ -160,6 +176,26 @@ async def _aanswer(step: Any, conn: Any, op: Any, scans: dict[Scan, AsyncIterato
         if held >= step.cells:
             break
     return out
+
+
+def chunk_saves(steps: Generator[ChunkSave, WriteResult, FrameResult],
+                accept_expired: bool) -> Steps[FrameResult]:
+    """The chunk saves of `frame_steps()` as `Save` steps: each chunk's ``save_all``
+    (its ``ValidationError`` handed back to the frame's steps, which name the row)."""
+    try:
+        entities, hook, checked = next(steps)
+        while True:
+            done = yield Save(entities, progress=hook, accept_expired=accept_expired,
+                              validate_first=checked, refusals=True)
+            if isinstance(done, errors.ValidationError):
+                entities, hook, checked = steps.throw(done)
+            else:
+                entities, hook, checked = steps.send(done)
+    except StopIteration as stop:
+        result: FrameResult = stop.value
+        return result
+    finally:
+        steps.close()
 
 
 def first(items: Streamed[M]) -> M | None:
