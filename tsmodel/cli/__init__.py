@@ -9,7 +9,8 @@ exits with status 1 (2 for a command line that does not parse).
 One module per command (`schema`, `explain`,
 `keys`, `advise`,
 `emulator`, `snapshot`,
-`repair`), each adding its subparser with ``add_command``;
+`repair`, `job`), each declaring a ``COMMAND`` or, with actions, adding its
+subparser with ``add_command``;
 what they share is in ``_common`` (subparsers, input values, output) and
 ``_targets`` (which models a TARGET names).
 """

@@ -1,9 +1,9 @@
 """What the ``tsmodel`` commands share: subparsers, input values, connections, output.
 
-Every command module builds its subparser with `command()` (or
-`group()` for a command with actions) and the arguments several commands
-take with the ``add_*`` functions, parses text with `parse_time()`,
-`pairs()`, `typed()` and `key_prefix()`, opens the backend with
+Every command module declares itself as a `Command` (or adds a `group()`
+of actions), its arguments `arg()` values (those several commands take are
+declared here once: `TARGET`, `JSON`, `STORE`, `bounds()`...); it parses
+text with `parse_time()`, `pairs()`, `typed()` and `key_prefix()`, opens the backend with
 `connect()` (`open_store()` for ``--url`` and ``--app-profile``) and prints
 with `print_json()` or a table. Bad input raises
 `CliError`, which ``main`` prints as one line.
@@ -31,9 +31,7 @@ from tsmodel.errors import key_error
 __all__ = [
     "CliError", "Run", "Arg", "arg", "Command", "TARGET", "TARGETS", "JSON", "STORE", "url",
     "app_profile", "bounds", "batch_size", "URL_HELP", "print_error", "command", "group",
-    "wrap", "add_target",
-    "add_json", "add_url", "add_app_profile", "add_store", "add_bounds", "add_batch_size",
-    "APP_PROFILE_HELP", "parse_time", "pairs", "typed", "key_prefix", "at_least_one",
+    "wrap", "APP_PROFILE_HELP", "parse_time", "pairs", "typed", "key_prefix", "at_least_one",
     "app_profile_id", "connect", "open_store", "jsonable", "print_json", "print_table",
     "print_note", "text", "shown",
 ]
@@ -171,39 +169,6 @@ def batch_size(default: int, unit: str) -> Arg:
     """``--batch-size N``: ``unit`` (events, entities) per write batch (`at_least_one()`)."""
     return arg("--batch-size", type=int, default=default, metavar="N",
                help=f"{unit} per write batch (default: {default})")
-
-
-def add_target(sub: argparse.ArgumentParser, *, each: bool = False) -> None:
-    """The ``TARGET`` model; with ``each``, a module stands for each of its models."""
-    (TARGETS if each else TARGET).add_to(sub)
-
-
-def add_json(sub: argparse.ArgumentParser) -> None:
-    JSON.add_to(sub)
-
-
-def add_url(sub: argparse.ArgumentParser, more: str = "") -> None:
-    url(more).add_to(sub)
-
-
-def add_app_profile(sub: argparse.ArgumentParser, help: str = APP_PROFILE_HELP) -> None:
-    app_profile(help).add_to(sub)
-
-
-def add_store(sub: argparse.ArgumentParser) -> None:
-    """``--url`` and ``--app-profile``: the store a command writes (`open_store()`)."""
-    for argument in STORE:
-        argument.add_to(sub)
-
-
-def add_bounds(sub: argparse.ArgumentParser, what: str) -> None:
-    """`bounds()`, added to ``sub``."""
-    for argument in bounds(what):
-        argument.add_to(sub)
-
-
-def add_batch_size(sub: argparse.ArgumentParser, default: int, unit: str) -> None:
-    batch_size(default, unit).add_to(sub)
 
 
 # -- input values -----------------------------------------------------------------------

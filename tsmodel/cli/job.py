@@ -21,16 +21,18 @@ from typing import Any
 from tsmodel import errors, spec_of
 from tsmodel.cli._common import (
     APP_PROFILE_HELP,
+    JSON,
+    TARGET,
+    Arg,
     CliError,
+    Command,
     Run,
-    add_app_profile,
-    add_batch_size,
-    add_bounds,
-    add_json,
-    add_target,
+    app_profile,
     app_profile_id,
+    arg,
     at_least_one,
-    command,
+    batch_size,
+    bounds,
     group,
     key_prefix,
     parse_time,
@@ -47,63 +49,74 @@ _EPILOG = ("Arguments after -- go to Apache Beam as pipeline options, e.g. -- "
            "TSMODEL_DEBUG=1, Beam's log of a failed worker and the traceback show too.")
 
 
+#: The arguments of every action, before its own.
+_SHARED = (
+    TARGET,
+    arg("--url", required=True,
+        help="the store every worker opens: bigtable://PROJECT/INSTANCE"
+             "[?app_profile=ID], an emulator, or sqlite:////absolute/file.db"),
+    app_profile(APP_PROFILE_HELP.replace("the requests", "the workers' requests")),
+    arg("--runner", default="DirectRunner",
+        help="Beam runner: DirectRunner (default), DataflowRunner, ..."),
+    batch_size(500, "entities"),
+    arg("--max-parts", type=int, default=512, metavar="N",
+        help="the most key ranges a read is cut into (default: 512)"),
+    arg("--dead-letters", default=None, metavar="PATH",
+        help="where entities that could not be written go, as JSON lines "
+             "(a gs:// prefix on Dataflow; default: the log)"),
+    JSON,
+)
+
+#: The optional time range of a backfill or a migration.
+_SPAN = (arg("--start", default=None, help="inclusive start, ISO 8601 (default: all)"),
+         arg("--end", default=None, help="exclusive end, ISO 8601 (default: all)"))
+
+
 def add_command(commands: Any) -> None:
     """Add ``job`` and its actions to the command's subparsers."""
     actions = group(commands, "job", "run a job on Apache Beam (DirectRunner, Dataflow)",
                     "Run a job over whole tables on Apache Beam: locally on the "
                     "DirectRunner, at scale on Dataflow. " + _EPILOG)
-    sub = _action(actions, "snapshot", "build one period's snapshot table",
-                  "Build the snapshot table of the period holding --period, as "
-                  "'tsmodel snapshot' does, on Beam.", _snapshot)
-    sub.add_argument("--period", required=True, help="any instant of the period, ISO 8601")
-    sub = _action(actions, "repair", "rewrite companion tables from the main table",
-                  "Rewrite the current-value and alternate-key tables from the main "
-                  "table over [--start, --end), as 'tsmodel repair' does, on Beam.", _repair)
-    add_bounds(sub, "repair")
-    sub = _action(actions, "backfill", "fill newly declared companion tables",
-                  "Write every main-table event into companion tables declared after "
-                  "the data was written (alternate-key and current-value tables).", _backfill)
-    sub.add_argument("--table", action="append", default=None, metavar="TABLE",
-                     help="a companion table to fill (repeat; default: all)")
-    _span(sub)
-    sub = _action(actions, "migrate", "copy a table into a new key layout, then verify",
-                  "Copy every event of TARGET into the model NEW (a new salt count, "
-                  "bucket, key order or table), then count both sides and look some "
-                  "events up in the new table.", _migrate)
-    sub.add_argument("new", metavar="NEW", help="module:Model of the new layout")
-    sub.add_argument("--to-url", default=None, help="the new table's store (default: --url)")
-    sub.add_argument("--no-verify", action="store_true", help="skip the verification pass")
-    sub.add_argument("--verify-only", action="store_true",
-                     help="only verify an earlier copy (count and spot-check both sides)")
-    sub.add_argument("--spot-checks", type=int, default=100, metavar="N",
-                     help="events looked up in the new table (default: 100)")
-    _span(sub)
-    sub = _action(actions, "rollups", "recompute rollup rows from the main table",
-                  "Recompute every rollup row of a bucket overlapping [--start, --end) "
-                  "from the main table's events, as 'tsmodel repair' does for rollups "
-                  "(a row whose bucket has no event left is deleted), on Beam.", _rollups)
-    add_bounds(sub, "rebuild")
+    for action in (
+        _action("snapshot", "build one period's snapshot table",
+                "Build the snapshot table of the period holding --period, as "
+                "'tsmodel snapshot' does, on Beam.", _snapshot,
+                arg("--period", required=True, help="any instant of the period, ISO 8601")),
+        _action("repair", "rewrite companion tables from the main table",
+                "Rewrite the current-value and alternate-key tables from the main "
+                "table over [--start, --end), as 'tsmodel repair' does, on Beam.", _repair,
+                *bounds("repair")),
+        _action("backfill", "fill newly declared companion tables",
+                "Write every main-table event into companion tables declared after "
+                "the data was written (alternate-key and current-value tables).", _backfill,
+                arg("--table", action="append", default=None, metavar="TABLE",
+                    help="a companion table to fill (repeat; default: all)"),
+                *_SPAN),
+        _action("migrate", "copy a table into a new key layout, then verify",
+                "Copy every event of TARGET into the model NEW (a new salt count, "
+                "bucket, key order or table), then count both sides and look some "
+                "events up in the new table.", _migrate,
+                arg("new", metavar="NEW", help="module:Model of the new layout"),
+                arg("--to-url", default=None, help="the new table's store (default: --url)"),
+                arg("--no-verify", action="store_true", help="skip the verification pass"),
+                arg("--verify-only", action="store_true",
+                    help="only verify an earlier copy (count and spot-check both sides)"),
+                arg("--spot-checks", type=int, default=100, metavar="N",
+                    help="events looked up in the new table (default: 100)"),
+                *_SPAN),
+        _action("rollups", "recompute rollup rows from the main table",
+                "Recompute every rollup row of a bucket overlapping [--start, --end) "
+                "from the main table's events, as 'tsmodel repair' does for rollups "
+                "(a row whose bucket has no event left is deleted), on Beam.", _rollups,
+                *bounds("rebuild")),
+    ):
+        action.add(actions).set_defaults(pipeline_args=[])  # what follows -- (tsmodel.cli.main)
 
 
-def _action(actions: Any, name: str, summary: str, description: str,
-            run: Any) -> argparse.ArgumentParser:
-    sub = command(actions, name, summary, description + "\n\n" + _EPILOG, _one_line(run))
-    add_target(sub)
-    sub.add_argument("--url", required=True,
-                     help="the store every worker opens: bigtable://PROJECT/INSTANCE"
-                          "[?app_profile=ID], an emulator, or sqlite:////absolute/file.db")
-    add_app_profile(sub, APP_PROFILE_HELP.replace("the requests", "the workers' requests"))
-    sub.add_argument("--runner", default="DirectRunner",
-                     help="Beam runner: DirectRunner (default), DataflowRunner, ...")
-    add_batch_size(sub, 500, "entities")
-    sub.add_argument("--max-parts", type=int, default=512, metavar="N",
-                     help="the most key ranges a read is cut into (default: 512)")
-    sub.add_argument("--dead-letters", default=None, metavar="PATH",
-                     help="where entities that could not be written go, as JSON lines "
-                          "(a gs:// prefix on Dataflow; default: the log)")
-    add_json(sub)
-    sub.set_defaults(pipeline_args=[])  # what follows -- (see tsmodel.cli.main)
-    return sub
+def _action(name: str, summary: str, description: str, run: Run, *own: Arg) -> Command:
+    """A job action: the arguments every action takes, then its own."""
+    return Command(name, summary, description + "\n\n" + _EPILOG, _one_line(run),
+                   (*_SHARED, *own))
 
 
 #: The logger Beam's runners log a failed worker's exception on, with its traceback.
@@ -170,11 +183,6 @@ def _silenced(logger: logging.Logger) -> Iterator[None]:
         yield
     finally:
         logger.setLevel(level)
-
-
-def _span(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument("--start", default=None, help="inclusive start, ISO 8601 (default: all)")
-    sub.add_argument("--end", default=None, help="exclusive end, ISO 8601 (default: all)")
 
 
 def _beam() -> Any:

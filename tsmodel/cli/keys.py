@@ -13,9 +13,9 @@ from typing import Any
 
 from tsmodel import ModelSpec, decode_row_key, encode_row_key, spec_of
 from tsmodel.cli._common import (
+    JSON,
+    TARGET,
     CliError,
-    add_json,
-    add_target,
     command,
     group,
     pairs,
@@ -41,13 +41,13 @@ def add_command(commands: Any) -> None:
                   "timestamp is ISO 8601 (no offset means UTC).\n\nexample:\n  tsmodel keys "
                   "encode examples/server_metrics.py:ServerMetric hostname=server1.aaa.bbb.com "
                   "time=2015-03-16T19:53:32.045Z", _run_encode)
-    add_target(enc)
+    TARGET.add_to(enc)
     enc.add_argument("values", nargs="*", metavar="NAME=VALUE", help="key field values")
-    add_json(enc)
+    JSON.add_to(enc)
     dec = command(actions, "decode", "the typed fields of a row key",
                   "The key field values of a row key; the timestamp as ISO 8601 UTC.",
                   _run_decode)
-    add_target(dec)
+    TARGET.add_to(dec)
     dec.add_argument("key", metavar="KEY", help="the row key (UTF-8 text, or hex with --hex)")
     dec.add_argument("--hex", action="store_true", help="KEY is hexadecimal")
     which = dec.add_mutually_exclusive_group()
@@ -56,7 +56,7 @@ def add_command(commands: Any) -> None:
     which.add_argument("--table", metavar="NAME",
                        help="KEY is a row key of this table of the model: its main, "
                             "current-value or an alternate-key table (default: main)")
-    add_json(dec)
+    JSON.add_to(dec)
 
 
 # -- encode -----------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import argparse
 import json
 from typing import Any
 
-from tsmodel.cli._common import CliError, add_json, add_url, command, connect, group
+from tsmodel.cli._common import JSON, CliError, command, connect, group, url
 from tsmodel.cli._targets import models
 from tsmodel.errors import BackendUnreachableError
 from tsmodel.ground.base import Backend, Reachable
@@ -49,7 +49,7 @@ def add_command(commands: Any) -> None:
 def _add_arguments(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("targets", nargs="+", metavar="TARGET",
                      help="module:Model or module (all its models)")
-    add_url(sub)
+    url().add_to(sub)
     sub.add_argument("--drop", action="store_true",
                      help="also delete the families of the models' tables that the "
                           "models do not declare")
@@ -61,7 +61,7 @@ def _add_arguments(sub: argparse.ArgumentParser) -> None:
                      metavar="SECONDS",
                      help="on the emulator: how long to wait for it to answer before "
                           f"giving up (default: {CONNECT_TIMEOUT:g})")
-    add_json(sub)
+    JSON.add_to(sub)
 
 
 def _seconds(text: str) -> float:
