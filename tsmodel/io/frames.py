@@ -31,9 +31,13 @@ from typing import Any
 import attrs
 
 from tsmodel import errors
+from tsmodel.declare.spec import spec_of
+from tsmodel.encoding.timestamps import to_micros
 from tsmodel.io import require
 from tsmodel.layouts._source import compile_function
+from tsmodel.plan.events import column_checker
 from tsmodel.plan.results import EntityResult, FrameResult, WriteResult, WriteStatus
+from tsmodel.plan.retention import retention_horizons
 from tsmodel.plan.writes import prepare_save
 
 __all__ = ["Chunk", "chunks", "is_stream", "row_count", "FrameSave", "DEFAULT_FRAME_ROWS"]
@@ -155,6 +159,67 @@ def chunks(model: type, frame: Any, rows: int) -> Iterator[Chunk]:
         start += data.num_rows
 
 
+def _column_chunks(model: type, frame: Any, rows: int
+                   ) -> Iterator[tuple[int, dict[str, list[Any]]]]:
+    """The rows of ``frame`` as `chunks()` reads them, each chunk as its columns of
+    Python values by field name (the values its instances are made of), and its start."""
+    fields = {a.name: a for a in attrs.fields(model)}
+    pa = require("pyarrow", "arrow", "save_frame()")
+    start = 0
+    checked: tuple[str, ...] | None = None
+    for data in _arrow_chunks(frame, rows):
+        names = tuple(data.schema.names)
+        if names != checked:
+            _check_columns(model.__name__, fields, names)
+            checked = names
+        yield start, {n: _python_column(pa, data.column(i)) for i, n in enumerate(names)}
+        start += data.num_rows
+
+
+class _ColumnCheck:
+    """The check of a frame's rows column-wise, without their instances, where it
+    is the check ``save_all`` makes of them: `tsmodel.plan.events.column_checker`,
+    the per-event check rendered over columns, for a model whose instances hold
+    exactly the values they are made of (no attrs converter, validator or
+    post-init hook) and whose missing columns' defaults are plain values."""
+
+    def __init__(self, model: type) -> None:
+        self.spec = spec_of(model)
+        self.fields = {a.name: a for a in attrs.fields(model)}
+        found = column_checker(self.spec)
+        plain = all(a.converter is None and a.validator is None for a in self.fields.values())
+        hooks = any(hasattr(model, h) for h in ("__attrs_post_init__", "__attrs_pre_init__"))
+        self.check = found if plain and not hooks else None
+        self.horizons = retention_horizons(self.spec)
+
+    def rows_pass(self, columns: dict[str, list[Any]], accept_expired: bool) -> bool:
+        """Whether every row passes the check (and retention, unless ``accept_expired``);
+        ``False``: the rows must be checked per event (one may be refused)."""
+        if self.check is None:
+            return False
+        names, check = self.check
+        n = len(next(iter(columns.values()))) if columns else 0
+        given = []
+        for name in names:
+            column = columns.get(name)
+            if column is None:
+                default = self.fields[name].default
+                if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+                    return False
+                column = [default] * n
+            given.append(column)
+        try:
+            checked = check(*given)
+        except Exception:  # noqa: BLE001 (the per-event check raises the error to show)
+            return False
+        if accept_expired or not self.horizons or not checked:
+            return True
+        now_us = to_micros(datetime.now(timezone.utc))
+        oldest = min(t[1] for t in checked) // 1_000 * 1_000
+        return all(oldest >= now_us - age // timedelta(microseconds=1)
+                   for _, _, age in self.horizons)
+
+
 def _maker(model: type, names: tuple[str, ...]) -> Any:
     """``model``'s constructor taking the frame's columns by position: each row's
     values as keywords, without a dict per row (a compiled one-line function)."""
@@ -234,7 +299,16 @@ class FrameSave:
         """
         if not self.validate_first:
             return
-        for chunk in chunks(self.model, self.frame, self.rows):
+        column_check = _ColumnCheck(self.model)
+        makers: dict[tuple[str, ...], Any] = {}
+        for start, columns in _column_chunks(self.model, self.frame, self.rows):
+            if column_check.rows_pass(columns, self.accept_expired):
+                continue  # no instance made: the rows pass the check save_all makes
+            # A row refused (or a value the column-wise check leaves to the per-event
+            # one): the chunk's instances, checked as save_all checks them.
+            names = tuple(columns)
+            make = makers.get(names) or makers.setdefault(names, _maker(self.model, names))
+            chunk = Chunk(start, list(starmap(make, zip(*columns.values(), strict=True))))
             try:
                 prepare_save(self.counted(chunk), self.accept_expired)
             except errors.ValidationError as exc:

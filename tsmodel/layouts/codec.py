@@ -32,6 +32,7 @@ from tsmodel.layouts.base import (
 )
 from tsmodel.layouts.render_read import render_columns, render_raw_columns, render_rows
 from tsmodel.layouts.render_write import (
+    render_column_check,
     render_event_encoder,
     render_event_parts,
     render_row_encoder,
@@ -95,7 +96,7 @@ class TableCodec:
                  "_time_check", "_like", "_required", "_defaulted", "witness", "_key_columns",
                  "_version_field", "_history", "_owns", "_rendered_records",
                  "_rendered_decode", "_rendered_columns", "_encode", "_events", "_parts",
-                 "_stripped_read", "declared_cells")
+                 "_columns", "_stripped_read", "declared_cells")
 
     def __init__(self, shape: TableShape, *, table: str, key: KeyLayout, layout: Layout,
                  time_field: str, values: ValueEncoder, like: TableCodec | None = None,
@@ -152,6 +153,8 @@ class TableCodec:
                            Callable[[Any], Any]] = {}
         self._parts: dict[tuple[TableCodec | None, Callable[..., Any]],
                           tuple[Callable[[Any], Any], Callable[[Any, Any], Any]] | None] = {}
+        self._columns: dict[TableCodec | None,
+                            tuple[tuple[str, ...], Callable[..., Any]] | None] = {}
 
     @property
     def model(self) -> str:
@@ -181,7 +184,8 @@ class TableCodec:
     def generated(self) -> list[Callable[..., Any]]:
         """The functions generated so far for this table's codec (their source: `rendered()`)."""
         found = [self.encoder(), *self._events.values(),
-                 *(f for parts in self._parts.values() if parts is not None for f in parts)]
+                 *(f for parts in self._parts.values() if parts is not None for f in parts),
+                 *(c[1] for c in self._columns.values() if c is not None)]
         for slot in self.__slots__:  # the read side's, wherever they are kept
             value = getattr(self, slot, None)
             items = value.values() if isinstance(value, dict) else \
@@ -216,6 +220,15 @@ class TableCodec:
         if key not in self._parts:
             self._parts[key] = render_event_parts(self, current, make)
         return self._parts[key]
+
+    def column_check(self, current: TableCodec | None
+                     ) -> tuple[tuple[str, ...], Callable[..., list[tuple[Any, ...]]]] | None:
+        """The check of `event_parts()` rendered column-wise: the fields it reads and
+        ``check_columns(*columns)`` (`tsmodel.layouts.render_write.render_column_check`),
+        or ``None`` where the event parts are not rendered. Rendered once per ``current``."""
+        if current not in self._columns:
+            self._columns[current] = render_column_check(self, current)
+        return self._columns[current]
 
     def time_of(self, entity: Any) -> int:
         """The event time of ``entity`` in microseconds."""

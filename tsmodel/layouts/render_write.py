@@ -35,7 +35,18 @@ from tsmodel.layouts._source import compile_function
 #: A `tsmodel.layouts.codec.TableCodec` (which imports this module).
 TableCodec = Any
 
-__all__ = ["render_row_encoder", "render_event_encoder", "render_event_parts"]
+__all__ = ["render_row_encoder", "render_event_encoder", "render_event_parts",
+           "render_column_check", "NotColumnWise"]
+
+
+class NotColumnWise(Exception):  # noqa: N818 (a signal, not an error shown to users)
+    """A column-wise check met a value it does not take on its own (a time not in
+    ``datetime.timezone.utc``): the rows go through the per-event check instead."""
+
+
+def _attribute(name: str) -> str:
+    """The expression of field ``name`` in the per-event renderings."""
+    return f"entity.{name}"
 
 #: Types whose values always equal themselves (no NaN): no ``item == item`` test.
 _NEVER_NAN = frozenset({int, str, bytes, bool})
@@ -63,18 +74,24 @@ def _time_refused(model: str, field: str, entity: Any, problem: str) -> Exceptio
     return errors.ValidationError(f"{raw} {problem}", model=model, field=field, value=raw)
 
 
-def _render_time(src: Fragment, codec: TableCodec) -> None:
-    """``us``: the event time in µs (a UTC datetime inline, else the checked path)."""
+def _render_time(src: Fragment, codec: TableCodec, of: Callable[[str], str] = _attribute,
+                 columns: bool = False) -> None:
+    """``us``: the event time in µs (a UTC datetime inline, else the checked path;
+    column-wise, anything else is `NotColumnWise`)."""
     dt, utc, epoch = (src.bind(datetime, "datetime"), src.bind(timezone.utc, "UTC"),
                       src.bind(EPOCH, "EPOCH"))
-    src.emit(f"raw = entity.{codec.time_field}")
+    src.emit(f"raw = {of(codec.time_field)}")
     src.emit(f"if type(raw) is {dt} and raw.tzinfo is {utc}:")
     src.emit(f"us = (raw - {epoch}) // {src.bind(_US, 'US')}", 1)
     src.emit("else:")
-    src.emit(f"us = {src.bind(codec.time_of, 'time_of')}(entity)", 1)
+    if columns:
+        src.emit(f"raise {src.bind(NotColumnWise, 'NotColumnWise')}", 1)
+    else:
+        src.emit(f"us = {src.bind(codec.time_of, 'time_of')}(entity)", 1)
 
 
-def _render_keys(src: Fragment, codec: TableCodec, out: _Locals) -> None:
+def _render_keys(src: Fragment, codec: TableCodec, out: _Locals,
+                 of: Callable[[str], str] = _attribute) -> None:
     """A local per key segment of a field, each refusal named by its field."""
     failed = src.bind(_key_failed, "key_failed")
     refused = src.bind(SegmentValueError, "SegmentValueError")
@@ -83,12 +100,13 @@ def _render_keys(src: Fragment, codec: TableCodec, out: _Locals) -> None:
         out.keys[name] = local
         encoder = src.bind(encode, f"key_{name}")
         src.emit("try:")
-        src.emit(f"{local} = {encoder}({'us' if is_time else f'entity.{name}'})", 1)
+        src.emit(f"{local} = {encoder}({'us' if is_time else of(name)})", 1)
         src.emit(f"except {refused} as exc:")
         src.emit(f"raise {failed}({codec.model!r}, {name!r}, entity, exc) from None", 1)
 
 
-def _render_values(src: Fragment, codec: TableCodec, out: _Locals) -> None:
+def _render_values(src: Fragment, codec: TableCodec, out: _Locals,
+                   of: Callable[[str], str] = _attribute) -> None:
     """A local per value field: its bytes, or ``None`` for an optional ``None``."""
     checked = src.bind(codec.values.checked, "checked")
     for v in codec.values.values:
@@ -98,7 +116,7 @@ def _render_values(src: Fragment, codec: TableCodec, out: _Locals) -> None:
         encode = src.bind(v.codec.encode, f"encode_{v.name}")
         exact = tuple(v.accepted_types)
         item = src.local(f"item_{v.name}")
-        src.emit(f"{item} = entity.{v.name}")
+        src.emit(f"{item} = {of(v.name)}")
         if len(exact) == 1:
             test = f"type({item}) is {src.bind(exact[0], exact[0].__name__)}"
         else:
@@ -206,13 +224,14 @@ def _render_cells(src: Fragment, codec: TableCodec, out: _Locals, prefix: str) -
     return cells
 
 
-def _shared(src: Fragment, codec: TableCodec) -> _Locals:
+def _shared(src: Fragment, codec: TableCodec, of: Callable[[str], str] = _attribute,
+            columns: bool = False) -> _Locals:
     out = _Locals()
     for reserved in ("entity", "us", "raw", "exc", "m"):
         src.local(reserved)
-    _render_time(src, codec)
-    _render_keys(src, codec, out)
-    _render_values(src, codec, out)
+    _render_time(src, codec, of, columns)
+    _render_keys(src, codec, out, of)
+    _render_values(src, codec, out, of)
     return out
 
 
@@ -303,20 +322,7 @@ def render_event_parts(main: TableCodec, current: TableCodec | None,
         return None
     fields = len(getattr(make_event, "_fields", ()))
     src = Fragment()
-    out = _shared(src, main)
-    _render_time_check(src, main, "")
-    key = src.local("key")
-    src.emit(f"{key} = {_render_join(src, main, out.keys)}")
-    kept = [key, "us", *out.values.values()]
-    if current is not None:
-        extra = [n for n, _, _ in current._encoders if n not in out.keys]
-        if extra:
-            _render_extra_keys(src, current, out, extra)
-        if current._like is None:
-            _render_time_check(src, current, "current_")
-        ckey = src.local("current_key")
-        src.emit(f"{ckey} = {_render_join(src, current, out.keys)}")
-        kept.append(ckey)
+    kept = _render_check(src, main, current)
     src.emit(f"return ({', '.join(kept)},)")
     name = "check_event_" + _identifier(main.table)
     check = compile_function(src.source(f"def {name}(entity):"), name, src.namespace,
@@ -352,7 +358,77 @@ def render_event_parts(main: TableCodec, current: TableCodec | None,
     return check, lay_out
 
 
-def _render_extra_keys(src: Fragment, codec: TableCodec, out: _Locals, names: list[str]) -> None:
+def _render_check(src: Fragment, main: TableCodec, current: TableCodec | None,
+                  of: Callable[[str], str] = _attribute, columns: bool = False) -> list[str]:
+    """The lines of an event's checks (`render_event_parts`); the locals of its tuple."""
+    out = _shared(src, main, of, columns)
+    _render_time_check(src, main, "")
+    key = src.local("key")
+    src.emit(f"{key} = {_render_join(src, main, out.keys)}")
+    kept = [key, "us", *out.values.values()]
+    if current is not None:
+        extra = [n for n, _, _ in current._encoders if n not in out.keys]
+        if extra:
+            _render_extra_keys(src, current, out, extra, of)
+        if current._like is None:
+            _render_time_check(src, current, "current_")
+        ckey = src.local("current_key")
+        src.emit(f"{ckey} = {_render_join(src, current, out.keys)}")
+        kept.append(ckey)
+    return kept
+
+
+def column_fields(main: TableCodec, current: TableCodec | None) -> tuple[str, ...]:
+    """The fields an event's checks read, in the order `render_column_check()` takes them."""
+    names = [main.time_field]
+    for codec in (main, current):
+        if codec is not None:
+            names += [n for n, _, is_time in codec._encoders if not is_time]
+    names += [v.name for v in main.values.values]
+    return tuple(dict.fromkeys(names))
+
+
+def render_column_check(main: TableCodec, current: TableCodec | None
+                        ) -> tuple[tuple[str, ...], Callable[..., list[tuple[Any, ...]]]] | None:
+    """The check of `render_event_parts()` rendered column-wise: the fields it reads
+    (`column_fields()`) and ``check_columns(*columns)``, or ``None`` where the
+    event parts are not rendered.
+
+    ``check_columns`` takes one sequence of values per field, in that order,
+    and returns the list of the rows' checked tuples: for each row, the tuple
+    the per-event ``check`` returns for an instance holding those values. It
+    is the same rendering with each field read from its column instead of an
+    attribute, in a loop over the rows: the same checks, encoders and
+    bytes. It takes the common case only: any exception it raises (a value
+    refused, or `NotColumnWise`: a time not in ``datetime.timezone.utc``)
+    means the rows must go through the per-event check, whose error, naming
+    the row's entity, is the one to raise.
+    """
+    if not _checks_apart(main) or (current is not None and not _checks_apart(current)):
+        return None
+    names = column_fields(main, current)
+    src = Fragment()
+    for reserved in ("columns", "out", "append"):
+        src.local(reserved)
+    cols = {n: src.local(f"c_{n}") for n in names}
+    kept = _render_check(src, main, current, cols.__getitem__, columns=True)
+    src.emit(f"append(({', '.join(kept)},))")
+    body = src.lines
+    src.lines = []
+    src.emit("entity = None  # no instance: an error raised here names none (see above)")
+    src.emit("out = []")
+    src.emit("append = out.append")
+    src.emit(f"for {', '.join(cols.values())}, in zip(*columns, strict=True):")
+    src.lines += ["    " + line for line in body]
+    src.emit("return out")
+    name = "check_columns_" + _identifier(main.table)
+    check = compile_function(src.source(f"def {name}(*columns):"), name, src.namespace,
+                             f"<tsmodel codec {_label(main)} check_columns>")
+    return names, check
+
+
+def _render_extra_keys(src: Fragment, codec: TableCodec, out: _Locals, names: list[str],
+                       of: Callable[[str], str] = _attribute) -> None:
     failed = src.bind(_key_failed, "key_failed")
     refused = src.bind(SegmentValueError, "SegmentValueError")
     for name, encode, is_time in codec._encoders:
@@ -361,7 +437,7 @@ def _render_extra_keys(src: Fragment, codec: TableCodec, out: _Locals, names: li
         local = out.keys[name] = src.local(f"k_{name}")
         src.emit("try:")
         src.emit(f"{local} = {src.bind(encode, f'current_key_{name}')}"
-                 f"({'us' if is_time else f'entity.{name}'})", 1)
+                 f"({'us' if is_time else of(name)})", 1)
         src.emit(f"except {refused} as exc:")
         src.emit(f"raise {failed}({codec.model!r}, {name!r}, entity, exc) from None", 1)
 

@@ -258,3 +258,12 @@ def _checker(spec: ModelSpec) -> tuple[Callable[[Any], Any], LayOut | None]:
     if parts is None:
         return encoder(spec), None
     return parts
+
+
+def column_checker(spec: ModelSpec) -> tuple[tuple[str, ...], Callable[..., list[Any]]] | None:
+    """The check `check_all()` makes of each of ``spec``'s events, rendered column-wise
+    (`tsmodel.layouts.codec.TableCodec.column_check`): the fields it reads and
+    ``check_columns(*columns)``; ``None`` where `check_all()` encodes the events whole."""
+    if spec.alternates or spec.corrections_read_first or spec.rollups:
+        return None
+    return spec.codec.column_check(spec.current_codec)
