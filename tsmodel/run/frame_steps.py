@@ -8,11 +8,14 @@ the frame's `FrameResult` (counts, and the rows not written: nothing kept
 per row written). The connections only make the calls, with or without
 ``await``.
 
-A frame validated first (every row checked before the first write) saves
-its chunks streamed (``validate_first=False``): their rows were checked
-already, and a streamed save encodes each batch while the batches before
-it are on the way. A frame saved chunk by chunk checks each chunk before
-its first write (``validate_first=True``).
+Each chunk is saved as ``save_all(validate_first=True)`` saves: its rows
+checked, then written as one plan. A frame validated first (every row
+checked before the first write, column-wise where the model allows:
+`tsmodel.io.frames`) checks its rows again there, and still saves faster
+than a streamed save of the chunk (``validate_first=False``, which
+encodes each batch while the batches before it are on the way): about
+1.7x on the emulator (docs/benchmarks.md, a1). A frame saved chunk by
+chunk checks each chunk before its first write.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ def frame_steps(save: FrameSave, progress: Progress,
                 counted[0] = done
 
             try:
-                done = yield save.counted(chunk), batch_done, not save.validate_first
+                done = yield save.counted(chunk), batch_done, True
             except errors.ValidationError as exc:
                 raise save.refused(exc) from None
             save.saved(chunk, done)
