@@ -14,7 +14,7 @@ from typing import Any
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.layouts import TableCodec
 from tsmodel.layouts._source import rendered
-from tsmodel.plan.events import event_encoder
+from tsmodel.plan.events import column_checker, event_encoder
 
 __all__ = ["codec_source", "generated_functions", "table_codecs"]
 
@@ -35,15 +35,16 @@ def table_codecs(spec: ModelSpec) -> list[TableCodec]:
 def generated_functions(model: type) -> list[tuple[str, Callable[..., Any]]]:
     """``(table, function)`` for each function generated for ``model``'s codecs.
 
-    The event encoder of a save and each table's encoder are rendered here if
-    they were not yet; the read side's functions are listed as far as they
-    were made.
+    The event encoder of a save, its check column-wise (`save_frame()`'s) and
+    each table's encoder are rendered here if they were not yet; the read
+    side's functions are listed as far as they were made.
 
     Raises:
         DeclarationError: ``model`` is not a tsmodel model.
     """
     spec = spec_of(model)
     event_encoder(spec)  # rendered at a model's first save: render it now
+    column_checker(spec)  # and the check save_frame() makes column-wise
     out: list[tuple[str, Callable[..., Any]]] = []
     seen: set[int] = set()
     for codec in table_codecs(spec):
