@@ -182,6 +182,34 @@ def test_a_bad_row_is_named_and_nothing_is_written(rows_model: Any, backend: Bac
     assert all(not t for t in dump(backend, model))  # validated first: nothing written
 
 
+def _mixed_frame(n: int, bad_at: int) -> Any:
+    """``x`` an object column of ints with one string: Arrow holds no such column."""
+    frame = _frame(n)
+    frame["x"] = pd.Series([i if i != bad_at else "seven" for i in range(n)], dtype=object)
+    return frame
+
+
+@pytest.mark.parametrize("validate_first", [True, False])
+def test_a_value_arrow_cannot_hold_is_refused_naming_its_row(
+        rows_model: Any, backend: Backend, validate_first: bool) -> None:
+    """A column mixing types is a bad row of the frame like any other (not pyarrow's
+    ``ArrowInvalid`` or ``ArrowTypeError``), found as its chunk is read."""
+    model, conn = rows_model
+    with pytest.raises(ts.ValidationError) as info:
+        conn.save_frame(model, _mixed_frame(10, bad_at=7), rows=3,
+                        validate_first=validate_first, progress=False)
+    exc = info.value
+    assert (exc.row, exc.field, exc.value) == (7, "x", "seven")
+    assert str(exc).startswith("row 7: ") and "'seven'" in str(exc)
+    assert model.__name__ in str(exc)
+    written = len(dump(backend, model)[0])
+    if validate_first:
+        assert written == 0
+    else:  # rows 0-5 were written, in the chunks before the bad row's (rows 6-8)
+        assert isinstance(exc.result, ts.FrameResult)
+        assert (exc.result.rows, exc.result.written) == (6, 6) and written == 6
+
+
 def test_streamed_a_bad_row_stops_its_chunk(rows_model: Any, backend: Backend) -> None:
     model, conn = rows_model
     # Batches of 5 rows, saved 3 rows at a time: chunks of rows 0-2, 3-4, 5-7, 8-9.

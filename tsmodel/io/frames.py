@@ -85,13 +85,23 @@ def _kind(frame: Any) -> str:
     return "batches"
 
 
-def _arrow_chunks(frame: Any, rows: int) -> Iterator[Any]:
-    """The input as Arrow record batches (or tables) of at most ``rows`` rows."""
+def _arrow_chunks(model: str, frame: Any, rows: int) -> Iterator[Any]:
+    """The input as Arrow record batches (or tables) of at most ``rows`` rows.
+
+    Raises:
+        ValidationError: a pandas column holds values Arrow cannot hold in one
+            column (its ``row``: the first value of another type than the first).
+    """
     kind = _kind(frame)
     pa = require("pyarrow", "arrow", "save_frame()")
     if kind == "pandas":
         for at in range(0, len(frame), rows):
-            yield pa.RecordBatch.from_pandas(frame.iloc[at:at + rows], preserve_index=False)
+            part = frame.iloc[at:at + rows]
+            try:
+                batch = pa.RecordBatch.from_pandas(part, preserve_index=False)
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                raise _mixed_column(pa, model, part, at, exc) from None
+            yield batch
     elif kind == "polars":
         for at in range(0, frame.height, rows):
             yield frame.slice(at, rows).to_arrow()
@@ -103,6 +113,35 @@ def _arrow_chunks(frame: Any, rows: int) -> Iterator[Any]:
                 raise TypeError("save_frame() takes an iterable of pyarrow record batches; "
                                 f"got one of {type(batch).__name__}")
             yield from _rechunked(batch, rows)
+
+
+def _mixed_column(pa: Any, model: str, part: Any, at: int,
+                  exc: Exception) -> errors.ValidationError:
+    """The error of a pandas chunk (from row ``at``) that Arrow could not convert."""
+    for name in part.columns:
+        try:
+            pa.array(part[name], from_pandas=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            values = part[name].tolist()
+            present = [(i, v) for i, v in enumerate(values) if v is not None and v == v]
+            kind = type(present[0][1]) if present else None
+            i, value = next(((i, v) for i, v in present if type(v) is not kind),
+                            present[0] if present else (0, None))
+            error = errors.ValidationError(
+                f"{value!r} ({type(value).__name__}) in a column of "
+                f"{kind.__name__ if kind else 'other'} values: a frame's column holds "
+                f"values of one type (pyarrow: {exc})", model=model, field=str(name),
+                value=value)
+            return _at_row(error, at + i)
+    return _at_row(errors.ValidationError(
+        f"the frame's rows from here to row {at + len(part) - 1} cannot be read as Arrow "
+        f"columns (pyarrow: {exc})", model=model), at)
+
+
+def _at_row(error: errors.ValidationError, row: int) -> errors.ValidationError:
+    error.row = row
+    error.args = (f"row {row}: {error.args[0]}", *error.args[1:])
+    return error
 
 
 def _rechunked(data: Any, rows: int) -> Iterator[Any]:
@@ -148,7 +187,7 @@ def chunks(model: type, frame: Any, rows: int) -> Iterator[Chunk]:
     start = 0
     checked: tuple[str, ...] | None = None
     make: Any = None
-    for data in _arrow_chunks(frame, rows):
+    for data in _arrow_chunks(model.__name__, frame, rows):
         names = tuple(data.schema.names)
         if names != checked:
             _check_columns(model.__name__, fields, names)
@@ -167,7 +206,7 @@ def _column_chunks(model: type, frame: Any, rows: int
     pa = require("pyarrow", "arrow", "save_frame()")
     start = 0
     checked: tuple[str, ...] | None = None
-    for data in _arrow_chunks(frame, rows):
+    for data in _arrow_chunks(model.__name__, frame, rows):
         names = tuple(data.schema.names)
         if names != checked:
             _check_columns(model.__name__, fields, names)
@@ -324,10 +363,9 @@ class FrameSave:
             yield instance
 
     def _located(self, exc: errors.ValidationError) -> errors.ValidationError:
-        exc.row = self._at
-        if exc.args:
-            exc.args = (f"row {self._at}: {exc.args[0]}", *exc.args[1:])
-        return exc
+        if exc.row is not None:  # located where it was found (a value Arrow refused)
+            return exc
+        return _at_row(exc, self._at)
 
     def saved(self, chunk: Chunk, result: WriteResult) -> None:
         """Take the `WriteResult` of one chunk's ``save_all``: its rows counted, and the

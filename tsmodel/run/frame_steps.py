@@ -24,7 +24,7 @@ from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 from tsmodel import errors
-from tsmodel.io.frames import FrameSave
+from tsmodel.io.frames import Chunk, FrameSave
 from tsmodel.plan.results import FrameResult, WriteResult
 from tsmodel.run.progress import Progress, WriteProgress
 
@@ -33,6 +33,14 @@ __all__ = ["ChunkSave", "FrameResult", "frame_steps"]
 #: One chunk's save: its entities, the ``progress=`` hook and ``validate_first`` of
 #: its ``save_all``.
 ChunkSave = tuple[Iterator[Any], Callable[[int, int | None], None], bool]
+
+
+def _refusing(save: FrameSave, chunks: Iterator[Chunk]) -> Iterator[Chunk]:
+    """``chunks``, a row refused as its chunk is read raised as `FrameSave.refused`."""
+    try:
+        yield from chunks
+    except errors.ValidationError as exc:
+        raise save.refused(exc) from None
 
 
 def frame_steps(save: FrameSave, progress: Progress,
@@ -48,7 +56,7 @@ def frame_steps(save: FrameSave, progress: Progress,
     try:
         save.validate()
         advance = meter.start(save.total)
-        for chunk in save.chunks():
+        for chunk in _refusing(save, save.chunks()):
             counted = [0]  # the chunk's entities answered so far
 
             def batch_done(done: int, total: int | None, counted: list[int] = counted) -> None:
