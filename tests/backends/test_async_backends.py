@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterator
 
 import pytest
 
@@ -21,6 +22,7 @@ from tsmodel.backends.base import (
     MutationStatus,
     ReadFilter,
     ReadRequest,
+    Row,
     RowMutation,
     RowRange,
     RowSet,
@@ -124,3 +126,42 @@ async def test_abandoned_read_frees_its_stream(backend: Backend, table_name: str
         assert first.key == b"row000"
         # the store still answers (an embedded read holds no lock between batches)
         assert len(await rows_of(ab, ReadRequest(table_name, limit=2))) == 2
+
+
+class _Counted:
+    """A blocking backend whose reads count the rows taken from them (a real store under)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend, self.features, self.taken = backend, backend.features, 0
+
+    def read_rows(self, request: ReadRequest) -> Iterator[Row]:
+        for row in self.backend.read_rows(request):
+            self.taken += 1
+            yield row
+
+
+async def test_a_threaded_read_holds_at_most_a_batch_ahead(
+        backend: Backend, table_name: str) -> None:
+    """Back-pressure of the thread hops: the rows taken from the blocking read stay
+    within a batch of those the loop took, and nothing is read after a close."""
+    from tsmodel.backends.threaded import _LARGEST_BATCH, ThreadedBackend
+
+    backend.create_table(TableSpec(table_name, (("f", GcRule()), ("g", GcRule()))))
+    backend.mutate_rows(table_name, cells(1000))
+    expected = list(backend.read_rows(ReadRequest(table_name)))
+    counted = _Counted(backend)
+    ab = ThreadedBackend(counted)  # type: ignore[arg-type]
+    assert await rows_of(ab, ReadRequest(table_name)) == expected
+    assert counted.taken == 1000
+
+    counted.taken = 0
+    stream = ab.read_rows(ReadRequest(table_name))
+    got = [await anext(stream) for _ in range(600)]
+    await asyncio.sleep(0.2)  # a hop still running would have finished by now
+    assert got == expected[:600]
+    assert 600 <= counted.taken <= 600 + _LARGEST_BATCH
+    await stream.aclose()  # type: ignore[attr-defined]
+    taken = counted.taken
+    await asyncio.sleep(0.05)
+    assert counted.taken == taken  # nothing reads after the close
+    assert len(await rows_of(ab, ReadRequest(table_name, limit=2))) == 2
