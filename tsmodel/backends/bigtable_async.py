@@ -131,7 +131,7 @@ class AsyncBigtableBackend(_BigtableBase):
             steps.answer(await steps.send(steps.request, steps.metadata))
         return steps.outcomes
 
-    async def read_rows(self, request: ReadRequest) -> AsyncIterator[Row]:
+    def read_rows(self, request: ReadRequest) -> AsyncIterator[Row]:
         """See `tsmodel.backends.bigtable.BigtableBackend.read_rows()`.
 
         The rows are read by the sync backend's path, on a sync channel in a
@@ -141,9 +141,17 @@ class AsyncBigtableBackend(_BigtableBase):
         it on the reading thread, and the emulator sends a message per row.
         Cancellation and back-pressure are the hop's: no row is read ahead of
         the batch the loop asked for, beyond what gRPC's flow-control window
-        holds.
+        holds. Once the sync reader is open, the hop's own iterator is
+        returned: no generator of this backend's re-yields each row.
         """
-        async for row in (await self._reader()).read_rows(request):
+        self._check_open()
+        if self._sync is not None:
+            return self._sync.read_rows(request)
+        return self._first_read(request)
+
+    async def _first_read(self, request: ReadRequest) -> AsyncIterator[Row]:
+        reader = await self._reader()
+        async for row in reader.read_rows(request):
             yield row
 
     async def _reader(self) -> ThreadedBackend:
