@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.inprocess import Done, run_tsmodel
-from tsmodel.backends.base import GcRule, TableSpec
+from tsmodel.backends.base import GcRule, ReadRequest, RowMutation, SetCell, TableSpec
 from tsmodel.backends.bigtable import BigtableBackend
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -171,8 +171,16 @@ def test_the_emulator_command_serves_until_stopped(emulator: Any, stop: signal.S
             f"export TSMODEL_URL=bigtable-emulator://{host_port}/local/local")
         backend = BigtableBackend(project="p", instance="i", emulator_host=host_port)
         try:
-            backend.create_table(TableSpec("T", (("F", GcRule()),)))
+            backend.create_table(TableSpec("T", (("F", GcRule(max_versions=1)),)))
             assert backend.list_tables() == ["T"]
+            # It collects garbage from the start, as Bigtable may at any moment.
+            backend.mutate_rows("T", [RowMutation(b"r", (SetCell("F", b"q", 1_000, b"old"),
+                                                         SetCell("F", b"q", 2_000, b"new")))])
+            deadline = time.monotonic() + 20  # the emulator collects every 0.5-1.5 s
+            while [c.value for row in backend.read_rows(ReadRequest("T"))
+                   for c in row.cells] != [b"new"]:
+                assert time.monotonic() < deadline, "the version past the limit stayed"
+                time.sleep(0.1)
         finally:
             backend.close()
         proc.send_signal(stop)

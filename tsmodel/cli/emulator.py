@@ -39,6 +39,7 @@ def _run(args: argparse.Namespace) -> int:
 def _start(emu: Emulator) -> None:
     try:
         emu.start()
+        emu.collect_garbage_continuously()  # as Bigtable may collect: at any moment
     except RuntimeError as exc:  # a busy port, or an emulator that would not start
         raise CliError(str(exc)) from None
 

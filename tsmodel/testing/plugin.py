@@ -153,7 +153,7 @@ def tsmodel_emulator() -> Iterator[Emulator]:
     emulator = Emulator(binary)
     emulator.start()
     try:
-        _start_garbage_collection(emulator)
+        emulator.collect_garbage_continuously()
         yield emulator
     finally:
         emulator.stop()
@@ -258,17 +258,6 @@ def open_backend(kind: str, request: pytest.FixtureRequest, *, instance: str) ->
     emulator: Emulator = request.getfixturevalue("tsmodel_emulator")
     return BigtableBackend(project=PROJECT, instance=instance,
                            emulator_host=emulator.host_port)
-
-
-def _start_garbage_collection(emulator: Emulator) -> None:
-    """Start the emulator's GC loop: it starts on the first change of a GC rule."""
-    from tsmodel.backends.bigtable import BigtableBackend
-    from tsmodel.ground.base import GcRule, TableSpec
-
-    with BigtableBackend(project=PROJECT, instance="tsmodel-gc",
-                         emulator_host=emulator.host_port) as backend:
-        backend.create_table(TableSpec("gc", (("f", GcRule()),)))
-        backend.create_table(TableSpec("gc", (("f", GcRule(max_versions=1)),)))
 
 
 def _drop_tables(backend: Backend) -> None:
