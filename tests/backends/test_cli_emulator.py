@@ -212,6 +212,26 @@ def test_the_emulator_command_takes_a_port_and_prints_json(emulator: Any) -> Non
             proc.wait()
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="the emulator stops with its parent on Linux only")
+def test_the_emulator_stops_when_the_command_is_killed(emulator: Any) -> None:
+    # SIGKILL leaves the command no chance to stop its child: the kernel must.
+    proc = _start()
+    try:
+        host_port = _first_line(proc).split("=", 1)[1]
+        assert _listening(host_port)
+        proc.kill()
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 20
+        while _listening(host_port):
+            assert time.monotonic() < deadline, "the emulator outlived the killed command"
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_the_emulator_command_reports_a_busy_port(emulator: Any) -> None:
     host, _, port = emulator.host_port.rpartition(":")
     line = _one_line_error(tsmodel("emulator", "--port", port))

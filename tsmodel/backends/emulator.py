@@ -10,14 +10,17 @@ emulator`` command start it on a free loopback port with `Emulator`:
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import IO, NoReturn
@@ -107,6 +110,22 @@ def _gcloud_sdk_root() -> str | None:
     return root if done.returncode == 0 and root else None
 
 
+def _stop_with(parent: int) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the kernel send SIGTERM to the child when the
+    thread that forked it ends (Linux's ``PR_SET_PDEATHSIG``); ``None`` elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
+    pr_set_pdeathsig = 1
+
+    def in_child() -> None:
+        prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the call: no signal will come
+            os._exit(1)
+
+    return in_child
+
+
 def _free_port(host: str) -> int:
     """A TCP port on ``host`` that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -155,14 +174,22 @@ class Emulator:
         host: the address to listen on.
         port: the port to listen on; a free port is picked when ``None``.
 
+        stop_with_parent: on Linux, have the kernel stop the emulator when
+            the thread that started it ends, the process killed with it (by
+            SIGKILL too, which leaves no chance to call `stop()`). Only for a
+            thread that lives as long as the emulator should, such as a
+            program's main thread; ``tsmodel emulator`` sets it. Ignored on
+            other systems.
+
     The emulator keeps everything in memory: stopping it loses all data.
     """
 
     def __init__(self, binary: str | None = None, host: str = "127.0.0.1",
-                 port: int | None = None) -> None:
+                 port: int | None = None, *, stop_with_parent: bool = False) -> None:
         self.binary = binary
         self.host = host
         self.port = port
+        self.stop_with_parent = stop_with_parent
         self._process: subprocess.Popen[bytes] | None = None
         self._output: IO[bytes] | None = None
 
@@ -217,6 +244,7 @@ class Emulator:
         self._process = subprocess.Popen(
             [binary, "-host", self.host, "-port", str(self.port)],
             stdin=subprocess.DEVNULL, stdout=self._output, stderr=subprocess.STDOUT,
+            preexec_fn=_stop_with(os.getpid()) if self.stop_with_parent else None,
         )
         self._wait_until_ready(timeout)
 

@@ -20,7 +20,7 @@ _Handler = Callable[[int, FrameType | None], Any]
 
 
 def _run(args: argparse.Namespace) -> int:
-    emu = Emulator(host=args.host, port=args.port)
+    emu = Emulator(host=args.host, port=args.port, stop_with_parent=True)
     stop = threading.Event()
     previous = _on_signals(lambda signum, frame: stop.set())
     try:
