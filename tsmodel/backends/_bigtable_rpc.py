@@ -31,10 +31,11 @@ cause and attempt number, and a call whose retries run out at WARNING.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, cast
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Sequence
+from typing import Any, TypeVar, cast
 
 import attrs
 import grpc
@@ -62,6 +63,8 @@ _MUTATE_ROWS = "/google.bigtable.v2.Bigtable/MutateRows"
 _READ_ROWS = "/google.bigtable.v2.Bigtable/ReadRows"
 _SAMPLE_ROW_KEYS = "/google.bigtable.v2.Bigtable/SampleRowKeys"
 _CHECK_AND_MUTATE_ROW = "/google.bigtable.v2.Bigtable/CheckAndMutateRow"
+
+_T = TypeVar("_T")
 
 MUTATE_RETRYABLE: tuple[type[Exception], ...] = (
     core_exceptions.DeadlineExceeded, core_exceptions.ServiceUnavailable)
@@ -196,7 +199,7 @@ class _MutateAttempt:
 class _MutateOperation:
     """The retry policy of one MutateRows operation, without I/O.
 
-    A driver (`DataRpc`, `AsyncDataRpc`) sends
+    Its pump (`_Rpc._mutate_rows()`, for both drivers) sends
     `attempt()`'s request, feeds it the responses, then asks
     `delay()` whether and when to try again.
     """
@@ -336,8 +339,17 @@ def _describe(error: BaseException | None) -> str:
     return "no error" if error is None else f"{type(error).__name__}: {error}"
 
 
-class _Rpc:
-    """What both drivers share: the channel and the common headers."""
+class _Rpc(abc.ABC):
+    """What both drivers share: the channel, the common headers, and the pumps of
+    the write calls, each written once as a coroutine over the driver's I/O.
+
+    A driver supplies the I/O of its channel as awaitables: `_pause()` (the
+    back-off between attempts), `_streamed()` (a response stream as an async
+    iterator) and `_side_by_side()` (unary calls made at once). `AsyncDataRpc`
+    awaits the pumps on its event loop; on a blocking channel none of these
+    awaitables suspends, so `DataRpc` runs a pump to its end in one step
+    (`_blocking()`).
+    """
 
     def __init__(self, channel: Callable[[], Any],
                  metadata: Sequence[tuple[str, str]] = (),
@@ -359,6 +371,64 @@ class _Rpc:
         """`_call()` of a unary-unary method."""
         return self.channel().unary_unary(method, request_serializer=_serialize,
                                           response_deserializer=response_type.FromString)
+
+    @abc.abstractmethod
+    async def _pause(self, seconds: float) -> None:
+        """Wait ``seconds`` before the next attempt."""
+
+    @abc.abstractmethod
+    def _streamed(self, responses: Any) -> AsyncIterator[Any]:
+        """The responses of a unary-stream call, as the pumps read them."""
+
+    @abc.abstractmethod
+    async def _side_by_side(self, call: Any, requests: list[Any], timeout: float,
+                            headers: Sequence[tuple[str, str]]) -> list[Any]:
+        """Make the unary ``call`` of each request at once; the response of each,
+        or the exception it ended with, in order (as ``asyncio.gather`` with
+        ``return_exceptions=True`` gives them)."""
+
+    async def _mutate_rows(self, request: Any,
+                           metadata: Sequence[tuple[str, str]]) -> dict[int, Exception]:
+        """The pump of `DataRpc.mutate_rows()`: `_MutateOperation` decides, this sends."""
+        operation = _MutateOperation(request, self.policies.mutate)
+        headers = (*self.metadata, *metadata)
+        while True:
+            attempt = operation.attempt()
+            mutate_rows = self._call(_MUTATE_ROWS, wire.MutateRowsResponse)
+            try:
+                async for response in self._streamed(mutate_rows(
+                        attempt.request, timeout=attempt.timeout, metadata=headers)):
+                    attempt.response(response)
+            except grpc.RpcError as rpc_error:
+                attempt.broken(rpc_error)
+            delay = operation.delay(attempt)
+            if delay is None:
+                return operation.result()
+            await self._pause(delay)
+
+    async def _check_and_mutate_rows(self, requests: Sequence[Any],
+                                     metadata: Sequence[tuple[str, str]]
+                                     ) -> dict[int, Exception]:
+        """The pump of `DataRpc.check_and_mutate_rows()`: `_Conditional` decides."""
+        attempts = _Conditional(self, requests)
+        headers = (*self.metadata, *metadata)
+        while attempts.pending:
+            call = self._unary(_CHECK_AND_MUTATE_ROW, wire.CheckAndMutateRowResponse)
+            pending = attempts.pending
+            results = await self._side_by_side(call, [requests[i] for i in pending],
+                                               attempts.timeout(), headers)
+            answers: dict[int, Exception | None] = {}
+            for i, result in zip(pending, results, strict=True):
+                if isinstance(result, grpc.RpcError):
+                    answers[i] = _from_grpc_error(result)
+                elif isinstance(result, BaseException):
+                    raise result
+                else:
+                    answers[i] = None
+            delay = attempts.answered(answers)
+            if delay is not None:
+                await self._pause(delay)
+        return attempts.failed
 
 
 class _Conditional:
@@ -428,21 +498,7 @@ class DataRpc(_Rpc):
             `RetryExceptionGroup` of every attempt's. Entries not
             listed were applied.
         """
-        operation = _MutateOperation(request, self.policies.mutate)
-        headers = (*self.metadata, *metadata)
-        while True:
-            attempt = operation.attempt()
-            mutate_rows = self._call(_MUTATE_ROWS, wire.MutateRowsResponse)
-            try:
-                for response in mutate_rows(attempt.request, timeout=attempt.timeout,
-                                            metadata=headers):
-                    attempt.response(response)
-            except grpc.RpcError as rpc_error:
-                attempt.broken(rpc_error)
-            delay = operation.delay(attempt)
-            if delay is None:
-                return operation.result()
-            self.sleep(delay)
+        return _blocking(self._mutate_rows(request, metadata))
 
     def check_and_mutate_rows(self, requests: Sequence[Any],
                               metadata: Sequence[tuple[str, str]]) -> dict[int, Exception]:
@@ -456,24 +512,19 @@ class DataRpc(_Rpc):
             The error of each request (by its index) not applied in the end
             (or perhaps not); requests not listed were applied.
         """
-        attempts = _Conditional(self, requests)
-        while attempts.pending:
-            call = self._unary(_CHECK_AND_MUTATE_ROW, wire.CheckAndMutateRowResponse)
-            timeout = attempts.timeout()
-            futures = [(i, call.future(requests[i], timeout=timeout,
-                                       metadata=(*self.metadata, *metadata)))
-                       for i in attempts.pending]
-            answers: dict[int, Exception | None] = {}
-            for i, future in futures:
-                try:
-                    future.result()
-                    answers[i] = None
-                except grpc.RpcError as rpc_error:
-                    answers[i] = _from_grpc_error(rpc_error)
-            delay = attempts.answered(answers)
-            if delay is not None:
-                self.sleep(delay)
-        return attempts.failed
+        return _blocking(self._check_and_mutate_rows(requests, metadata))
+
+    async def _pause(self, seconds: float) -> None:
+        self.sleep(seconds)
+
+    def _streamed(self, responses: Any) -> AsyncIterator[Any]:
+        return _Blocking(responses)
+
+    async def _side_by_side(self, call: Any, requests: list[Any], timeout: float,
+                            headers: Sequence[tuple[str, str]]) -> list[Any]:
+        futures = [call.future(request, timeout=timeout, metadata=headers)
+                   for request in requests]
+        return [future.exception() or future.result() for future in futures]
 
     def sample_row_keys(self, request: Any,
                         metadata: Sequence[tuple[str, str]]) -> list[tuple[bytes, int]]:
@@ -556,7 +607,7 @@ class DataRpc(_Rpc):
 class AsyncDataRpc(_Rpc):
     """Raw MutateRows on a ``grpc.aio`` channel: `DataRpc`'s writes on an event loop.
 
-    The same retry policy (`_MutateOperation`) drives both. Reads are not
+    The same pumps (`_Rpc`) drive both, over this driver's I/O. Reads are not
     here: the async backend reads through `DataRpc` in a worker thread
     (`tsmodel.backends.bigtable_async.AsyncBigtableBackend.read_rows()`).
     """
@@ -564,46 +615,59 @@ class AsyncDataRpc(_Rpc):
     async def mutate_rows(self, request: Any,
                           metadata: Sequence[tuple[str, str]]) -> dict[int, Exception]:
         """See `DataRpc.mutate_rows()`."""
-        operation = _MutateOperation(request, self.policies.mutate)
-        headers = (*self.metadata, *metadata)
-        while True:
-            attempt = operation.attempt()
-            mutate_rows = self._call(_MUTATE_ROWS, wire.MutateRowsResponse)
-            try:
-                async for response in mutate_rows(attempt.request, timeout=attempt.timeout,
-                                                  metadata=headers):
-                    attempt.response(response)
-            except grpc.RpcError as rpc_error:
-                attempt.broken(rpc_error)
-            delay = operation.delay(attempt)
-            if delay is None:
-                return operation.result()
-            await asyncio.sleep(delay)
+        return await self._mutate_rows(request, metadata)
 
     async def check_and_mutate_rows(self, requests: Sequence[Any],
                                     metadata: Sequence[tuple[str, str]]
                                     ) -> dict[int, Exception]:
         """See `DataRpc.check_and_mutate_rows()`: the calls as tasks."""
-        attempts = _Conditional(self, requests)
-        while attempts.pending:
-            call = self._unary(_CHECK_AND_MUTATE_ROW, wire.CheckAndMutateRowResponse)
-            timeout = attempts.timeout()
-            pending = attempts.pending
-            results = await asyncio.gather(
-                *(call(requests[i], timeout=timeout, metadata=(*self.metadata, *metadata))
-                  for i in pending), return_exceptions=True)
-            answers: dict[int, Exception | None] = {}
-            for i, result in zip(pending, results, strict=True):
-                if isinstance(result, grpc.RpcError):
-                    answers[i] = _from_grpc_error(result)
-                elif isinstance(result, BaseException):
-                    raise result
-                else:
-                    answers[i] = None
-            delay = attempts.answered(answers)
-            if delay is not None:
-                await asyncio.sleep(delay)
-        return attempts.failed
+        return await self._check_and_mutate_rows(requests, metadata)
+
+    async def _pause(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    def _streamed(self, responses: Any) -> AsyncIterator[Any]:
+        return cast(AsyncIterator[Any], responses)  # a grpc.aio call is one
+
+    async def _side_by_side(self, call: Any, requests: list[Any], timeout: float,
+                            headers: Sequence[tuple[str, str]]) -> list[Any]:
+        return await asyncio.gather(*(call(request, timeout=timeout, metadata=headers)
+                                      for request in requests), return_exceptions=True)
+
+
+class _Blocking:
+    """A blocking channel's response stream as an async iterator that never suspends."""
+
+    __slots__ = ("_responses",)
+
+    def __init__(self, responses: Iterable[Any]) -> None:
+        self._responses = iter(responses)
+
+    def __aiter__(self) -> _Blocking:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return next(self._responses)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+
+def _blocking(pump: Coroutine[Any, Any, _T]) -> _T:
+    """Run a pump of `_Rpc` to its end on a blocking channel.
+
+    Its awaits (`DataRpc._pause()`, `_Blocking`, `DataRpc._side_by_side()`)
+    never suspend, so one step runs it whole.
+
+    Raises:
+        RuntimeError: the pump awaited something that suspends (a bug).
+    """
+    try:
+        pump.send(None)
+    except StopIteration as done:
+        return cast(_T, done.value)
+    pump.close()
+    raise RuntimeError("a pump on a blocking channel suspended")
 
 
 def _serialize(message: Any) -> bytes:
