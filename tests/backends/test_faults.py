@@ -704,6 +704,38 @@ def test_every_reported_outcome_is_true(saved: Saved, proxy: FaultProxy, emulato
     assert FIGURES.outcomes["mixed WRITTEN"] < len(saved.events), "no fault changed an outcome"
 
 
+class _AsyncSaves:
+    """``save_all`` of an `AsyncConnection` through the proxy, for `save_through()`."""
+
+    def __init__(self, proxy: FaultProxy) -> None:
+        self.proxy = proxy
+
+    def save_all(self, entities: list[Any], raise_on_failure: bool) -> ts.WriteResult:
+        import asyncio
+
+        from tsmodel.backends.bigtable_async import AsyncBigtableBackend
+
+        async def main() -> ts.WriteResult:
+            async with AsyncBigtableBackend(PROJECT, INSTANCE,
+                                            emulator_host=self.proxy.host_port) as backend:
+                conn = ts.AsyncConnection(backend, batch_size=BATCH)
+                return await conn.save_all(entities, raise_on_failure=raise_on_failure)
+
+        return asyncio.run(main())
+
+
+def test_every_reported_outcome_of_async_saves_is_true(
+        proxy: FaultProxy, direct_conn: ts.Connection, emulator: Any) -> None:
+    """The async backend's MutateRows under the same faults: its pump is the sync
+    one's (`_Rpc._mutate_rows`) over grpc.aio; every reported outcome is true."""
+    run = save_through(proxy, _AsyncSaves(proxy), direct_conn,  # type: ignore[arg-type]
+                       WRITE_FAULTS, max(100, ENTITIES // 5), "async")
+    problems = untrue_outcomes(run, proxy, emulator)
+    assert not problems, f"{len(problems)} untrue outcomes:\n" + "\n".join(problems[:30])
+    assert FIGURES.outcomes["async WRITTEN"] < len(run.events), "no fault changed an outcome"
+    direct_conn.drop_tables(*(s.model for s in run.shapes))
+
+
 def companion_problems(shape: Shape, events: list[Any], direct: Direct) -> list[str]:
     """How ``shape``'s companions differ from what a clean run of the main table's events writes.
 
@@ -916,7 +948,7 @@ class ConditionalFaults(FaultProxy):
 
     def _check_fault(self) -> tuple[str, Any]:
         if self.first.now:
-            self._count(f"check.{self.when}.{self.code.name}")
+            self._count(f"check.{self.when}.{self.code.name if self.code else 'garbage'}")
             return self.when, self.code
         return "none", None
 
@@ -956,14 +988,17 @@ def _current_rows(direct_conn: ts.Connection, table: str
 @pytest.mark.parametrize("how", ["sync", "async"])
 @pytest.mark.parametrize("when, status", [
     ("before", "UNAVAILABLE"), ("before", "DEADLINE_EXCEEDED"), ("before", "INTERNAL"),
-    ("after", "UNAVAILABLE"), ("after", "DEADLINE_EXCEEDED"), ("after", "INTERNAL")])
+    ("after", "UNAVAILABLE"), ("after", "DEADLINE_EXCEEDED"), ("after", "INTERNAL"),
+    ("after", "GARBAGE")])
 def test_a_failed_check_and_mutate_is_retried_or_unknown_and_the_row_exact(
         emulator: Any, direct_conn: ts.Connection, when: str, status: str, how: str) -> None:
     """Issue 26: the current row's conditional write (CheckAndMutateRow) failing once,
     before or after the emulator applied it: a retryable status is retried (every
     entity WRITTEN), any other leaves the current row UNKNOWN, never FAILED; each
     current row holds exactly one event's cells, and after the entities not WRITTEN
-    are saved again, exactly the newest event's (the oracle)."""
+    are saved again, exactly the newest event's (the oracle). GARBAGE: the answer
+    does not parse (INTERNAL on a blocking channel; grpc.aio hands out ``None``,
+    issue 25), so the row is UNKNOWN on both."""
     import asyncio
 
     from tsmodel.backends.bigtable_async import AsyncBigtableBackend
@@ -981,7 +1016,7 @@ def test_a_failed_check_and_mutate_is_retried_or_unknown_and_the_row_exact(
             for h in hosts]
     later = [Metric(host=h, time=T0 + timedelta(seconds=3), cpu=0.3, note="older")
              for h in hosts[4:6]]
-    code = getattr(grpc.StatusCode, status)
+    code = None if status == "GARBAGE" else getattr(grpc.StatusCode, status)
     with ConditionalFaults(emulator.host_port, when, code) as proxy:
         if how == "sync":
             conn = ts.Connection(BigtableBackend(PROJECT, INSTANCE,
@@ -1001,7 +1036,7 @@ def test_a_failed_check_and_mutate_is_retried_or_unknown_and_the_row_exact(
             results = asyncio.run(main())
     faulted = [c for c in proxy.checks if c.fault == when]
     assert len(faulted) == len(late) + len(later), "harness: every request faulted once"
-    retryable = status != "INTERNAL"
+    retryable = status not in ("INTERNAL", "GARBAGE")
     for r in results:
         outcome = dict(r.tables)[spec.current_table]
         if retryable:

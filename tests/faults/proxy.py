@@ -24,8 +24,9 @@ and ``CheckAndMutateRow`` are parsed (with google-cloud-bigtable's generated
   server); answer bytes that do not parse.
 * **CheckAndMutateRow**: fail the call before forwarding (``UNAVAILABLE``,
   ``DEADLINE_EXCEEDED``, ``INTERNAL``: nothing applied), or forward it and
-  then fail it (the same statuses: the emulator applied it). Every call is
-  logged (:attr:`FaultProxy.checks`).
+  then fail it (the same statuses: the emulator applied it) or, with no
+  status given (a subclass's fault), answer bytes that do not parse. Every
+  call is logged (:attr:`FaultProxy.checks`).
 * Any call may be delayed by a few milliseconds.
 * **Flow control**: with :attr:`FaultProxy.rate_limit` set, every
   ``MutateRows`` response carries that ``RateLimitInfo`` (as Cloud Bigtable
@@ -429,6 +430,9 @@ class FaultProxy:
             if not matched:
                 self.applied[(table, pb.row_key)].update(stamps)
             self.checks.append(CheckCall(table, pb.row_key, stamps, kind, code, matched))
+        if kind == "after" and code is None:
+            yield _GARBAGE  # applied; the answer does not parse
+            return
         if kind == "after":
             raise _Abort(code, "injected after forwarding: the emulator applied it")
         yield raw

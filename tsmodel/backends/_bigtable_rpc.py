@@ -626,13 +626,29 @@ class AsyncDataRpc(_Rpc):
     async def _pause(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
-    def _streamed(self, responses: Any) -> AsyncIterator[Any]:
-        return cast(AsyncIterator[Any], responses)  # a grpc.aio call is one
+    async def _streamed(self, responses: Any) -> AsyncIterator[Any]:
+        async for response in responses:
+            if response is None:  # did not parse: grpc.aio yields None (see `_unparsed()`)
+                responses.cancel()
+                raise _unparsed()
+            yield response
 
     async def _side_by_side(self, call: Any, requests: list[Any], timeout: float,
                             headers: Sequence[tuple[str, str]]) -> list[Any]:
-        return await asyncio.gather(*(call(request, timeout=timeout, metadata=headers)
-                                      for request in requests), return_exceptions=True)
+        results = await asyncio.gather(*(call(request, timeout=timeout, metadata=headers)
+                                         for request in requests), return_exceptions=True)
+        return [_unparsed() if result is None else result for result in results]
+
+
+def _unparsed() -> grpc.RpcError:
+    """The error of a response that does not parse, as a blocking channel raises it.
+
+    A blocking channel ends such a call with ``INTERNAL`` ("Exception
+    deserializing response!"); ``grpc.aio`` logs the parse error and hands out
+    ``None`` as the response, which would read as a call that succeeded.
+    """
+    return grpc.aio.AioRpcError(grpc.StatusCode.INTERNAL, grpc.aio.Metadata(),
+                                grpc.aio.Metadata(), "Exception deserializing response!")
 
 
 class _Blocking:
