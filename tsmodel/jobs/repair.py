@@ -53,15 +53,12 @@ from tsmodel.ground.base import (
     DeleteCells,
     DeleteRow,
     Features,
-    Mutation,
     MutationOutcome,
-    MutationStatus,
     ReadFilter,
     ReadRequest,
     Row,
     RowMutation,
     RowSet,
-    SetCell,
 )
 from tsmodel.jobs.progress import Progress, advance, close
 from tsmodel.jobs.steps import (
@@ -79,7 +76,7 @@ from tsmodel.plan.merge import check_guard
 from tsmodel.plan.reads import QueryState, ReadPlan, compile_query
 from tsmodel.plan.results import ReadStep, TableWrite
 from tsmodel.plan.rollups import RollupRefresh, refresh_steps
-from tsmodel.plan.versions import erase, past_limit, timestamps_read, version_limit
+from tsmodel.plan.versions import erase, past_limit, timestamps_read, version_limit, written_cells
 from tsmodel.plan.writes import WritePlan
 from tsmodel.run.async_connection import AsyncConnection
 from tsmodel.run.connection import Connection, QuerySet, get_default_connection
@@ -455,7 +452,7 @@ def prune_alternate(scope: RepairScope, alt: ModelSpec, request: ReadRequest,
                 if scope.in_scope(entity):
                     found.append((row.key, entity))
         held = yield from scope.holds(e for _, e in found)
-        gone = [(key, _cells(alt.codec.encode(e).mutations)) for key, e in found
+        gone = [(key, written_cells(alt.codec.encode(e).mutations)) for key, e in found
                 if (alt.table, key, alt.codec.time_of(e)) not in held]
         if gone and version_limit(alt) is not None:
             # Bucket rows: the events pushed past the version limit go too (gone for good).
@@ -470,17 +467,12 @@ def prune_alternate(scope: RepairScope, alt: ModelSpec, request: ReadRequest,
     return deleted, failed
 
 
-def _cells(written: Iterable[Mutation]) -> list[tuple[str, bytes, int]]:
-    """The cells an event wrote: (family, qualifier, timestamp)."""
-    return [(m.family, m.qualifier, m.timestamp) for m in written if isinstance(m, SetCell)]
-
-
 def apply_rows(table: str, rows: list[RowMutation]) -> JobSteps[int]:
     """Send ``rows``; the number whose outcome is not APPLIED."""
     if not rows:
         return 0
     (outcomes,) = yield Send((TableWrite(table, tuple(rows), (), grouped=True),))
-    return sum(1 for o in outcomes if o.status is not MutationStatus.APPLIED)
+    return sum(1 for o in outcomes if not o.ok)
 
 
 def fix_current(scope: RepairScope, request: ReadRequest, batch_size: int,
@@ -595,7 +587,7 @@ def _fix_rollups(spec: ModelSpec, model: type, span: tuple[int, int], refresh: R
     bad: list[int] = []
 
     def record(write: TableWrite, outcomes: Any) -> None:
-        bad.extend(1 for o in outcomes if o.status is not MutationStatus.APPLIED)
+        bad.extend(1 for o in outcomes if not o.ok)
 
     # The slots in chunks: the reads of one chunk are merged per bucket.
     for chunk in refresh.split(batch_size):

@@ -73,21 +73,21 @@ from tsmodel.plan.results import (
     send_writes,
 )
 from tsmodel.plan.rollups import RollupRefresh, refresh_steps
-from tsmodel.plan.versions import erase, past_limit, timestamps_read, version_limit
+from tsmodel.plan.versions import (
+    CellId,
+    erase,
+    past_limit,
+    timestamps_read,
+    version_limit,
+    written_cells,
+)
 
 __all__ = ["DeletePlan", "delete_steps"]
 
 _MS = 1_000
 
-#: A cell an event wrote: (family, qualifier, timestamp).
-_CellId = tuple[str, bytes, int]
-
 #: The steps of a delete: answered like a save's, returning its result.
 DeleteSteps = Generator["ReadStep | WriteStep", Any, WriteResult]
-
-
-def _cells(mutations: Iterable[Mutation]) -> list[_CellId]:
-    return [(m.family, m.qualifier, m.timestamp) for m in mutations if type(m) is SetCell]
 
 
 class DeletePlan:
@@ -120,7 +120,7 @@ class DeletePlan:
         #: Per entity: its stored versions, encoded (the given event among them).
         self._versions: list[list[EncodedEvent]] = [[ev] for ev in events]
         #: Per entity: cells its main row keeps for other events (survivors).
-        self._kept: dict[int, set[_CellId]] = {}
+        self._kept: dict[int, set[CellId]] = {}
         #: Per current-value row (table, key): the time of the event it shows,
         #: or None when it could not be read; absent: no such row.
         self._shown: dict[tuple[str, bytes], int | None] = {}
@@ -247,7 +247,7 @@ class DeletePlan:
                     if encoded.timestamp == ev.timestamp:
                         self._versions[i].append(encoded)
                     elif encoded.timestamp not in gone:
-                        kept.update(_cells(encoded.mutations))
+                        kept.update(written_cells(encoded.mutations))
             if spec.snapshot is not None:
                 self._absorb_snapshot(i, spec, found, failed, doomed)
             slot = self._slot(ev)
@@ -292,15 +292,15 @@ class DeletePlan:
         if row is None:
             return  # the snapshot does not hold it
         gone = doomed.get((snap.table, key), set())
-        cells: set[_CellId] = set()
-        kept: set[_CellId] = set()
+        cells: set[CellId] = set()
+        kept: set[CellId] = set()
         held = snap.codec.decode(type(ev.entity), row, history=True)
         for version in [*(v.entity for v in self._versions[i]), *(
                 old for old in held if snap.codec.time_of(old) == ev.timestamp)]:
-            cells.update(_cells(snap.codec.encode(version).mutations))
+            cells.update(written_cells(snap.codec.encode(version).mutations))
         for other in held:
             if snap.codec.time_of(other) not in gone:
-                kept.update(_cells(snap.codec.encode(other).mutations))
+                kept.update(written_cells(snap.codec.encode(other).mutations))
         self._snapshots[i] = (snap.table, key, erase(cells - kept))
 
     def _stored(self, i: int) -> list[EncodedEvent]:
@@ -349,7 +349,8 @@ class DeletePlan:
             ev = self.events[i]
             assert ev.spec is not None
             kept = self._kept.get(i, set())
-            cells = [c for v in self._versions[i] for c in _cells(v.mutations) if c not in kept]
+            cells = [c for v in self._versions[i] for c in written_cells(v.mutations)
+                     if c not in kept]
             past = self._past_limit(ev.spec, ev.key, cells)
             if past:
                 cells.extend(past)
@@ -358,7 +359,7 @@ class DeletePlan:
         return [TableWrite(table, tuple(r for _, r in rows), tuple(i for i, _ in rows),
                            role=TableRole.MAIN) for table, rows in by_table.items()]
 
-    def _past_limit(self, spec: ModelSpec, key: bytes, cells: list[_CellId]) -> set[_CellId]:
+    def _past_limit(self, spec: ModelSpec, key: bytes, cells: list[CellId]) -> set[CellId]:
         """The cells of events past the version limit that go with ``cells``."""
         row = self._stamps.get((spec.table, key))
         return past_limit(spec, row.cells, cells) if row is not None and cells else set()
@@ -440,11 +441,11 @@ class DeletePlan:
         alternates: dict[str, list[tuple[int, RowMutation]]] = {}
         roles: dict[str, TableRole] = {}
         for i in live:
-            rows: dict[tuple[str, bytes], list[_CellId]] = {}
+            rows: dict[tuple[str, bytes], list[CellId]] = {}
             specs = {a.table: a for a in self.events[i].spec.alternates}  # type: ignore[union-attr]
             for v in self._stored(i):  # the rows the stored event wrote, not the given one's
                 for alt in v.alternates:
-                    rows.setdefault((alt.table, alt.key), []).extend(_cells(alt.mutations))
+                    rows.setdefault((alt.table, alt.key), []).extend(written_cells(alt.mutations))
             for (table, key), cells in rows.items():
                 error = self._unstamped.get(table)
                 if error is not None:  # its versions past the limit are unknown: send nothing

@@ -27,9 +27,18 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from tsmodel.declare.spec import ModelSpec
-from tsmodel.ground.base import Cell, DeleteCells, Mutation, ReadFilter, ReadRequest, RowSet
+from tsmodel.ground.base import (
+    Cell,
+    DeleteCells,
+    Mutation,
+    ReadFilter,
+    ReadRequest,
+    RowSet,
+    SetCell,
+)
 
-__all__ = ["version_limit", "timestamps_read", "past_limit", "erase"]
+__all__ = ["CellId", "version_limit", "timestamps_read", "past_limit", "written_cells",
+           "erase"]
 
 _MS = 1_000
 
@@ -84,6 +93,11 @@ def past_limit(spec: ModelSpec, cells: Iterable[Cell], erased: Iterable[CellId])
                 out.add((*other, ts))
                 todo.append(other)
     return out
+
+
+def written_cells(mutations: Iterable[Mutation]) -> list[CellId]:
+    """The cells ``mutations`` write (an event's, as its codec encodes it), in order."""
+    return [(m.family, m.qualifier, m.timestamp) for m in mutations if type(m) is SetCell]
 
 
 def erase(cells: Iterable[CellId]) -> tuple[Mutation, ...]:

@@ -44,7 +44,7 @@ from tsmodel.plan.events import (
 from tsmodel.plan.results import Outcomes, TableRole, TableWrite, WriteResult
 from tsmodel.plan.retention import retention_message, retention_problems
 from tsmodel.plan.rollups import Increments, RollupRefresh
-from tsmodel.plan.versions import erase, past_limit, timestamps_read, version_limit
+from tsmodel.plan.versions import erase, past_limit, timestamps_read, version_limit, written_cells
 
 _MS = 1_000
 
@@ -249,8 +249,7 @@ class WritePlan:
             if i not in self._refused:
                 for encoded in (ev.main, *ev.alternates):
                     written.setdefault((encoded.table, encoded.key), set()).update(
-                        (m.family, m.qualifier, m.timestamp) for m in encoded.mutations
-                        if isinstance(m, SetCell))
+                        written_cells(encoded.mutations))
         for i in batch:
             cells = self._moved.pop(i, None)
             ev = self.events[i]
@@ -530,11 +529,8 @@ def _may_lack(spec: ModelSpec) -> frozenset[tuple[str, bytes]]:
 
 def _stale(old: EncodedRow, new: EncodedRow | None) -> tuple[Mutation, ...]:
     """Deletions of the cells ``old`` wrote that ``new`` (a correction) does not write."""
-    kept = set() if new is None else {(m.family, m.qualifier, m.timestamp)
-                                      for m in new.mutations if isinstance(m, SetCell)}
-    return tuple(DeleteCells(m.family, m.qualifier, m.timestamp, m.timestamp + _MS)
-                 for m in old.mutations
-                 if isinstance(m, SetCell) and (m.family, m.qualifier, m.timestamp) not in kept)
+    kept = set() if new is None else set(written_cells(new.mutations))
+    return erase(cell for cell in written_cells(old.mutations) if cell not in kept)
 
 
 def _cell_time(ev: EncodedEvent) -> int:
