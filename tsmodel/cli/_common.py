@@ -2,9 +2,9 @@
 
 Every command module declares itself as a `Command` (or adds a `group()`
 of actions), its arguments `arg()` values (those several commands take are
-declared here once: `TARGET`, `JSON`, `STORE`, `bounds()`...); it parses
+declared here once: `TARGET`, `JSON`, `JOB`, `bounds()`...); it parses
 text with `parse_time()`, `pairs()`, `typed()` and `key_prefix()`, opens the backend with
-`connect()` (`open_store()` for ``--url`` and ``--app-profile``) and prints
+`connect()` (a job in this process: `run_job()`) and prints
 with `print_json()` or a table. Bad input raises
 `CliError`, which ``main`` prints as one line.
 """
@@ -18,7 +18,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -29,12 +29,14 @@ from tsmodel.encoding.keys import KeyLayout, Segment, SegmentValueError
 from tsmodel.errors import key_error
 
 __all__ = [
-    "CliError", "Run", "Arg", "arg", "Command", "TARGET", "TARGETS", "JSON", "STORE", "url",
+    "CliError", "Run", "Arg", "arg", "Command", "TARGET", "TARGETS", "JSON", "JOB", "url",
     "app_profile", "bounds", "batch_size", "URL_HELP", "print_error", "command", "group",
     "wrap", "APP_PROFILE_HELP", "parse_time", "pairs", "typed", "key_prefix", "at_least_one",
-    "app_profile_id", "connect", "open_store", "jsonable", "print_json", "print_table",
+    "app_profile_id", "connect", "run_job", "jsonable", "print_json", "print_table",
     "print_note", "text", "shown",
 ]
+
+_R = TypeVar("_R")
 
 #: What a command runs: the parsed arguments in, the exit status out.
 Run = Callable[[argparse.Namespace], int]
@@ -152,10 +154,6 @@ def app_profile(help: str = APP_PROFILE_HELP) -> Arg:
     return arg("--app-profile", default=None, metavar="ID", help=help)
 
 
-#: ``--url`` and ``--app-profile``: the store a command writes (`open_store()`).
-STORE = (url(), app_profile())
-
-
 def bounds(what: str) -> tuple[Arg, ...]:
     """The required time range [--start, --end) of a ``what``, and its key prefix
     (``--field``, read by `key_prefix()`)."""
@@ -169,6 +167,15 @@ def batch_size(default: int, unit: str) -> Arg:
     """``--batch-size N``: ``unit`` (events, entities) per write batch (`at_least_one()`)."""
     return arg("--batch-size", type=int, default=default, metavar="N",
                help=f"{unit} per write batch (default: {default})")
+
+
+#: The arguments of a job run in this process (`run_job()`), after the command's own:
+#: the store it works on (``--url``, ``--app-profile``), ``--batch-size``,
+#: ``--no-progress`` and ``--json``.
+JOB = (url(), app_profile(), batch_size(1000, "events"),
+       arg("--no-progress", action="store_true",
+           help="no progress bars (and no counting pass for their totals)"),
+       JSON)
 
 
 # -- input values -----------------------------------------------------------------------
@@ -258,9 +265,15 @@ def connect(url: str | None, *, announce: bool = True,
     return tsmodel.connect(url, default=False)
 
 
-def open_store(args: argparse.Namespace) -> tsmodel.Connection:
-    """The connection of `add_store()`'s ``--url`` and ``--app-profile``."""
-    return connect(args.url, app_profile=args.app_profile)
+def run_job(args: argparse.Namespace, job: Callable[..., _R], *where: Any,
+            **options: Any) -> _R:
+    """Run ``job`` (`tsmodel.repair`, `tsmodel.build_snapshot`) in this process, as the
+    arguments of `JOB` say: ``job(*where, connection=, batch_size=, progress=, **options)``
+    on the store of ``--url`` and ``--app-profile``; its report."""
+    size = at_least_one(args.batch_size, "--batch-size")
+    with connect(args.url, app_profile=args.app_profile) as conn:
+        return job(*where, connection=conn, batch_size=size,
+                   progress=False if args.no_progress else None, **options)
 
 
 # -- output -----------------------------------------------------------------------------

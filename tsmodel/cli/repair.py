@@ -10,18 +10,14 @@ import time
 
 from tsmodel import repair, spec_of
 from tsmodel.cli._common import (
-    JSON,
-    STORE,
+    JOB,
     TARGET,
     Command,
-    arg,
-    at_least_one,
-    batch_size,
     bounds,
     key_prefix,
-    open_store,
     parse_time,
     print_json,
+    run_job,
 )
 from tsmodel.cli._targets import one_model
 
@@ -30,14 +26,10 @@ __all__ = ["COMMAND"]
 
 def _run(args: argparse.Namespace) -> int:
     model = one_model(args.target)
-    batch_size = at_least_one(args.batch_size, "--batch-size")
     fields = key_prefix(spec_of(model), args)
     began = time.monotonic()
-    with open_store(args) as conn:
-        report = repair(model, parse_time(args.start, "--start"),
-                        parse_time(args.end, "--end"), connection=conn,
-                        batch_size=batch_size,
-                        progress=False if args.no_progress else None, **fields)
+    report = run_job(args, repair, model, parse_time(args.start, "--start"),
+                     parse_time(args.end, "--end"), **fields)
     if args.json:
         print_json(report)
     else:
@@ -54,7 +46,4 @@ COMMAND = Command(
     "over [--start, --end): replays every event, deletes companion events the main "
     "table lacks. Idempotent.",
     _run,
-    (TARGET, *bounds("repair"), *STORE, batch_size(1000, "events"),
-     arg("--no-progress", action="store_true",
-         help="no progress bars (and no counting pass for their totals)"),
-     JSON))
+    (TARGET, *bounds("repair"), *JOB))

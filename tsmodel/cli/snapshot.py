@@ -8,31 +8,15 @@ from __future__ import annotations
 import argparse
 
 from tsmodel import build_snapshot
-from tsmodel.cli._common import (
-    JSON,
-    STORE,
-    TARGET,
-    Command,
-    arg,
-    at_least_one,
-    batch_size,
-    open_store,
-    parse_time,
-    print_json,
-)
+from tsmodel.cli._common import JOB, TARGET, Command, arg, parse_time, print_json, run_job
 from tsmodel.cli._targets import one_model
 
 __all__ = ["COMMAND"]
 
 
 def _run(args: argparse.Namespace) -> int:
-    model = one_model(args.target)
-    batch_size = at_least_one(args.batch_size, "--batch-size")
-    with open_store(args) as conn:
-        report = build_snapshot(model, parse_time(args.period, "--period"),
-                                connection=conn, batch_size=batch_size,
-                                progress=False if args.no_progress else None,
-                                restart=args.restart)
+    report = run_job(args, build_snapshot, one_model(args.target),
+                     parse_time(args.period, "--period"), restart=args.restart)
     if args.json:
         print_json(report)
     else:
@@ -51,9 +35,6 @@ COMMAND = Command(
     (TARGET,
      arg("--period", required=True,
          help="any instant of the period, ISO 8601 (no offset means UTC)"),
-     *STORE, batch_size(1000, "events"),
      arg("--restart", action="store_true",
          help="copy the whole period again, ignoring recorded progress"),
-     arg("--no-progress", action="store_true",
-         help="no progress bar (and no counting pass for its total)"),
-     JSON))
+     *JOB))
