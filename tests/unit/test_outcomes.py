@@ -67,7 +67,7 @@ def test_a_refusal_stands_for_the_main_outcome() -> None:
     neither pending nor live for the steps that follow."""
     log = Outcomes(2)
     error = RuntimeError("read failed")
-    log.add(0, TableRole.MAIN, "ALT", MutationOutcome(MutationStatus.FAILED, error))
+    log.not_sent(0, TableRole.MAIN, "ALT", error)
     assert log.recorded(0) and log.failed(0)
     assert not log.recorded(1) and not log.failed(1)
     (refused, untouched) = log.results(["a", "b"])

@@ -53,7 +53,6 @@ from tsmodel.ground.base import (
     Features,
     Mutation,
     MutationOutcome,
-    MutationStatus,
     ReadFilter,
     ReadRequest,
     Row,
@@ -235,8 +234,7 @@ class DeletePlan:
             spec = ev.spec
             assert spec is not None
             if ev.table in failed:
-                self.outcomes.add(i, TableRole.MAIN, ev.table,
-                                  MutationOutcome(MutationStatus.FAILED, failed[ev.table]))
+                self.outcomes.not_sent(i, TableRole.MAIN, ev.table, failed[ev.table])
                 continue
             row = found.get((ev.table, ev.key))
             if row is not None:
@@ -429,8 +427,7 @@ class DeletePlan:
             self._unread.add(slot)
             for i in self._live(batch):
                 if self._slot(self.events[i]) == slot:
-                    self.outcomes.add(i, TableRole.CURRENT, slot[0],
-                                      MutationOutcome(MutationStatus.FAILED, error))
+                    self.outcomes.not_sent(i, TableRole.CURRENT, slot[0], error)
 
     # -- round trip 4: the companions ---------------------------------------------
 
@@ -449,8 +446,7 @@ class DeletePlan:
             for (table, key), cells in rows.items():
                 error = self._unstamped.get(table)
                 if error is not None:  # its versions past the limit are unknown: send nothing
-                    self.outcomes.add(i, TableRole.ALTERNATE, table,
-                                      MutationOutcome(MutationStatus.FAILED, error))
+                    self.outcomes.not_sent(i, TableRole.ALTERNATE, table, error)
                     continue
                 cells.extend(self._past_limit(specs[table], key, cells))
                 alternates.setdefault(table, []).append((i, RowMutation(key, erase(cells))))
@@ -459,8 +455,7 @@ class DeletePlan:
             if isinstance(snapshot, BaseException):  # its snapshot row could not be read
                 table = self.events[i].spec.snapshot.table_for(  # type: ignore[union-attr]
                     self.events[i].timestamp)
-                self.outcomes.add(i, TableRole.SNAPSHOT, table,
-                                  MutationOutcome(MutationStatus.FAILED, snapshot))
+                self.outcomes.not_sent(i, TableRole.SNAPSHOT, table, snapshot)
             elif snapshot is not None:
                 alternates.setdefault(snapshot[0], []).append(
                     (i, RowMutation(snapshot[1], snapshot[2])))

@@ -375,8 +375,10 @@ class Outcomes:
         self.main.extend([None] * n)
         self.tables.extend([()] * n)
 
-    def add(self, i: int, role: TableRole, table: str, outcome: MutationOutcome) -> None:
-        """Entity ``i``'s outcome in ``table``."""
+    def not_sent(self, i: int, role: TableRole, table: str, error: BaseException) -> None:
+        """Entity ``i``'s write to ``table``, not sent because of ``error`` (a read it
+        needed failed): FAILED, since nothing of it reached the server."""
+        outcome = MutationOutcome(MutationStatus.FAILED, error)
         if role is TableRole.MAIN and self.main[i] is None:
             self.main[i] = outcome
         self.tables[i] = (*self.tables[i], TableOutcome(table, outcome))

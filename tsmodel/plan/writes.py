@@ -23,7 +23,6 @@ from tsmodel.ground.base import (
     DeleteCells,
     Mutation,
     MutationOutcome,
-    MutationStatus,
     ReadFilter,
     ReadRequest,
     Row,
@@ -210,11 +209,10 @@ class WritePlan:
         Their companions are not attempted either, as for any FAILED main write.
         """
         # What refused an entity stands for its main outcome, whatever the table.
-        refused = MutationOutcome(MutationStatus.FAILED, error)
         for i in batch:
             if self.events[i].table == table or any(
                     alt.table == table for alt, _, _ in self._moved_alt.get(i, ())):
-                self.outcomes.add(i, TableRole.MAIN, table, refused)
+                self.outcomes.not_sent(i, TableRole.MAIN, table, error)
                 self._refused.add(i)
 
     def stamp_reads(self, batch: range) -> list[ReadRequest]:
