@@ -12,7 +12,7 @@ import math
 import re
 import struct
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from tsmodel import errors
 from tsmodel.encoding.ordering import (
@@ -25,6 +25,7 @@ from tsmodel.encoding.ordering import (
 
 __all__ = ["Codec", "Int64", "Float64", "Utf8", "Bool", "Raw", "Text", "codec_for"]
 
+_N = TypeVar("_N", int, float)
 _INT64 = struct.Struct(">q")
 _FLOAT64 = struct.Struct(">d")
 #: Every int of at most this magnitude is exactly a double.
@@ -90,11 +91,32 @@ class Codec(Protocol):
     def decode(self, data: bytes) -> Any: ...
 
 
-class Int64:
+class _Packed(Generic[_N]):
+    """A number in 8 bytes big-endian, `Int64` or `Float64`: their decoding."""
+
+    name: ClassVar[str]
+    #: The number's format.
+    _packing: ClassVar[struct.Struct]
+
+    def decode(self, data: bytes) -> _N:
+        """The number of 8 bytes.
+
+        Raises:
+            CellDecodingError: ``data`` is not 8 bytes long.
+        """
+        try:
+            value: _N = self._packing.unpack(data)[0]
+        except struct.error:
+            raise _wrong_size(self.name, data) from None
+        return value
+
+
+class Int64(_Packed[int]):
     """A signed 64-bit integer, 8 bytes big-endian (Bigtable's counter format)."""
 
     python_type = int
     name = "int64"
+    _packing = _INT64
 
     def encode(self, value: int) -> bytes:
         try:
@@ -102,28 +124,17 @@ class Int64:
         except struct.error as exc:
             raise OverflowError(f"{value} does not fit in a signed 64-bit integer") from exc
 
-    def decode(self, data: bytes) -> int:
-        """The int of 8 bytes.
-
-        Raises:
-            CellDecodingError: ``data`` is not 8 bytes long.
-        """
-        try:
-            value: int = _INT64.unpack(data)[0]
-        except struct.error:
-            raise _wrong_size(self.name, data) from None
-        return value
-
     def byte_ranges(self, interval: Interval) -> list[ByteRange]:
         """The cell values of the ints in ``interval``: a server-side filter's ranges."""
         return int64_ranges(interval)
 
 
-class Float64:
+class Float64(_Packed[float]):
     """An IEEE 754 double, 8 bytes big-endian."""
 
     python_type = (float, int)
     name = "float64"
+    _packing = _FLOAT64
 
     def encode(self, value: float) -> bytes:
         """The 8 bytes of ``value``.
@@ -138,18 +149,6 @@ class Float64:
             return _FLOAT64.pack(value)
         except (struct.error, OverflowError) as exc:
             raise OverflowError(f"{value} does not fit in a 64-bit float") from exc
-
-    def decode(self, data: bytes) -> float:
-        """The double of 8 bytes.
-
-        Raises:
-            CellDecodingError: ``data`` is not 8 bytes long.
-        """
-        try:
-            value: float = _FLOAT64.unpack(data)[0]
-        except struct.error:
-            raise _wrong_size(self.name, data) from None
-        return value
 
     def byte_ranges(self, interval: Interval) -> list[ByteRange]:
         """The cell values of the floats in ``interval``: a server-side filter's ranges."""
