@@ -14,6 +14,7 @@ from tsmodel.encoding.timestamps import ceil_to, from_micros
 from tsmodel.encoding.values import ValueEncoder, ValueSpec
 from tsmodel.ground.base import ReadFilter
 from tsmodel.layouts import Layout, Rows, TableCodec, rows
+from tsmodel.layouts.base import bucket_problem
 
 if TYPE_CHECKING:
     from tsmodel.encoding.serialization import BoundSerialization
@@ -97,7 +98,7 @@ class ModelSpec:
     def __attrs_post_init__(self) -> None:
         # Compiled here, so that every spec (attrs.evolve included) has its own; the
         # layout is checked first, as it compiles its writer and reader for the spec.
-        problem = self.layout.check(self)
+        problem = bucket_problem(self.layout, self) or self.layout.check(self)
         if problem:
             raise errors.DeclarationError(f"{self.name}: {problem}")
         values = ValueEncoder(self.name, self.values)

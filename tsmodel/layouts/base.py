@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from tsmodel.encoding.values import ValueSpec
 
 __all__ = ["Layout", "TableShape", "Event", "Writer", "Reader", "TimeCheck", "render_value_cells",
-           "value_columns", "missing_value", "not_event_time", "bucket_missing",
+           "value_columns", "missing_value", "not_event_time", "bucket_problem",
            "column_name", "stripped_shape",
            "newest_cells", "value_bytes", "CELL_OVERHEAD", "MS"]
 
@@ -94,6 +94,9 @@ class Layout(abc.ABC):
 
     #: A short name for messages and ``explain()`` output.
     name: ClassVar[str]
+    #: The layout as a declaration spells it, for messages (``ts.cells()``); empty:
+    #: its class's name, called (``TimeColumns()``).
+    spelled: ClassVar[str] = ""
     #: Whether a row holds the events of a time bucket (else a row per event).
     bucketed: ClassVar[bool] = True
     #: Versions per column a read needs (``None``: every version).
@@ -125,9 +128,10 @@ class Layout(abc.ABC):
 
     # -- declaration ------------------------------------------------------------------
 
-    @abc.abstractmethod
     def check(self, shape: TableShape) -> str | None:
-        """Why the table cannot use this layout, or ``None``."""
+        """Why the table cannot use this layout, or ``None``: what it needs beyond
+        a time bucket or none, which `bucketed` says (`bucket_problem()`)."""
+        return None
 
     @abc.abstractmethod
     def describe(self) -> str:
@@ -394,11 +398,18 @@ def render_value_cells(shape: TableShape, src: Fragment, values: Mapping[str, st
     return cells
 
 
-def bucket_missing(shape: TableShape, layout: str) -> str:
-    """Why a table without a time bucket cannot use ``layout`` (``ts.cells()``),
-    whose rows each hold a bucket of events: the message of `Layout.check()`."""
-    return (f"layout={layout} needs ts.timestamp(bucket=...) on field "
-            f"{shape.timestamp_field!r}")
+def bucket_problem(layout: Layout, shape: TableShape) -> str | None:
+    """Why the table cannot use ``layout`` for its time bucket, or ``None``: a
+    `bucketed` layout's rows each hold a bucket of events, so it needs
+    one; a row per event has none. Checked before `Layout.check()`."""
+    if layout.bucketed and shape.bucket is None:
+        spelled = layout.spelled or f"{type(layout).__name__}()"
+        return (f"layout={spelled} needs ts.timestamp(bucket=...) on field "
+                f"{shape.timestamp_field!r}")
+    if not layout.bucketed and shape.bucket is not None:
+        return (f"a bucket (ts.timestamp(bucket=...) on field {shape.timestamp_field!r}) "
+                "needs a bucket layout: layout=ts.cells(), ts.columns() or ts.offsets(step)")
+    return None
 
 
 def value_columns(shape: TableShape) -> frozenset[tuple[str, bytes]]:

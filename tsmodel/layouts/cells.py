@@ -18,7 +18,6 @@ from tsmodel.layouts.base import (
     Layout,
     Reader,
     TableShape,
-    bucket_missing,
     render_value_cells,
     value_columns,
 )
@@ -34,12 +33,8 @@ class Cells(Layout):
     writer_of_values = True
     cells_per_value = True
     name = "cells"
+    spelled = "ts.cells()"
     columns_are_fields = True
-
-    def check(self, shape: TableShape) -> str | None:
-        if not shape.bucket:
-            return bucket_missing(shape, "ts.cells()")
-        return None
 
     def describe(self) -> str:
         return "a bucket row, a new cell version per event"

@@ -19,7 +19,6 @@ from tsmodel.layouts.base import (
     Layout,
     Reader,
     TableShape,
-    bucket_missing,
     value_bytes,
 )
 
@@ -32,11 +31,10 @@ class Columns(Layout):
 
     writer_of_values = True
     name = "columns"
+    spelled = "ts.columns()"
     cells_depend_on_values = True
 
     def check(self, shape: TableShape) -> str | None:
-        if not shape.bucket:
-            return bucket_missing(shape, "ts.columns()")
         if len(shape.values) != 1 or shape.serialization is not None:
             return ("layout=ts.columns() stores one measurement per row in the qualifier: "
                     "declare exactly one value field (promote the metric name into the key) "

@@ -28,7 +28,6 @@ from tsmodel.layouts.base import (
     Reader,
     TableShape,
     TimeCheck,
-    bucket_missing,
     column_name,
     newest_cells,
     not_event_time,
@@ -53,12 +52,11 @@ class Offsets(Layout):
     qualifier_format: str | None = None
 
     name = "offsets"
+    spelled = "ts.offsets(step)"
     read_versions = 1
     reads_time_from_cells = False
 
     def check(self, shape: TableShape) -> str | None:
-        if not shape.bucket:
-            return bucket_missing(shape, "ts.offsets(step)")
         if shape.serialization is None and len(shape.values) != 1:
             return ("layout=ts.offsets(step) holds one value per offset column: declare one "
                     "value field, or serialization=ts.Protobuf() for the whole event")
@@ -68,6 +66,8 @@ class Offsets(Layout):
                     "serialize the event (serialization=ts.Protobuf())")
         if self.step <= 0 or self.step % _SECOND:
             return f"offsets step must be a positive whole number of seconds, got {self.step} us"
+        if shape.bucket is None:  # bucket_problem()'s to refuse, before this
+            return None
         return _step_problem(shape.bucket, self.step) or self._format_problem(shape.bucket)
 
     def _format_problem(self, bucket: Bucket) -> str | None:

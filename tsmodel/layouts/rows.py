@@ -57,13 +57,6 @@ class Rows(Layout):
     def plain_event_rows(self) -> bool:
         return not self.exact_times
 
-    def check(self, shape: TableShape) -> str | None:
-        if shape.bucket is not None:
-            return (f"a bucket (ts.timestamp(bucket=...) on field {shape.timestamp_field!r}) "
-                    "needs a bucket layout: "
-                    "layout=ts.cells(), ts.columns() or ts.offsets(step)")
-        return None
-
     def describe(self) -> str:
         return "a row per event"
 
