@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +13,7 @@ from tsmodel.encoding.buckets import Bucket
 from tsmodel.encoding.keys import BucketSegment, KeyLayout, SaltSegment, TimestampSegment
 from tsmodel.encoding.timestamps import ceil_to, from_micros
 from tsmodel.encoding.values import ValueEncoder, ValueSpec
-from tsmodel.ground.base import ReadFilter
+from tsmodel.ground.base import ReadFilter, ReadRequest, RowSet
 from tsmodel.layouts import Layout, Rows, TableCodec, rows
 from tsmodel.layouts.base import bucket_problem
 
@@ -118,6 +119,15 @@ class ModelSpec:
                            promoted or self.layout.cells_depend_on_values)
         object.__setattr__(self, "codec", codec)
         object.__setattr__(self, "current_codec", current)
+
+    def rows_read(self, keys: Iterable[bytes], *, table: str | None = None,
+                  **filters: Any) -> ReadRequest:
+        """The read of the rows ``keys`` (each once, in key order) of this table, or of
+        ``table`` (a companion in the same families: the current-value table), in
+        the model's families, plus ``filters``."""
+        return ReadRequest(self.table if table is None else table,
+                           RowSet(keys=tuple(sorted(set(keys)))),
+                           ReadFilter(families=self.families, **filters))
 
     def events_filter(self, **filters: Any) -> ReadFilter:
         """The read filter of this table's events, plus ``filters``.

@@ -399,10 +399,8 @@ def replay_current(spec: ModelSpec, newest: Sequence[EncodedEvent], batch_size: 
     failed, bad, restored = 0, dict[int, MutationOutcome](), 0
     for i in range(0, len(newest), batch_size):
         chunk = newest[i:i + batch_size]
-        request = ReadRequest(codec.table, RowSet(keys=tuple(ev.current_key for ev in chunk
-                                                             if ev.current_key is not None)),
-                              ReadFilter(families=spec.families, cells_per_column=1,
-                                         strip_values=True))
+        request = spec.rows_read((ev.current_key for ev in chunk if ev.current_key is not None),
+                                 table=codec.table, cells_per_column=1, strip_values=True)
         rows: list[Row] = yield Read(request)
         held = {row.key: max(c.timestamp for c in row.cells) for row in rows}
         cell_time = codec.layout.cell_timestamp
@@ -515,7 +513,6 @@ def _fix_row(scope: RepairScope, row: Row, found: list[Any]) -> JobSteps[tuple[i
     spec, model = scope.spec, scope.model
     codec = spec.current_codec
     assert codec is not None
-    row_filter = ReadFilter(families=spec.families, cells_per_column=1)
     entity, failed = found[0], 0
     # Delete the event the main table lacks; an older one may show next.
     while found and not scope.held(found[0], (yield from scope.holds(found[:1]))):
@@ -524,8 +521,8 @@ def _fix_row(scope: RepairScope, row: Row, found: list[Any]) -> JobSteps[tuple[i
             DeleteCells(c.family, c.qualifier, newest_ts, newest_ts + _MS)
             for c in row.cells if c.timestamp == newest_ts))])
         failed += bad
-        again: list[Row] = [] if bad else (yield Read(ReadRequest(
-            codec.table, RowSet(keys=(row.key,)), row_filter)))
+        again: list[Row] = [] if bad else (yield Read(spec.rows_read(
+            (row.key,), table=codec.table, cells_per_column=1)))
         if not again:
             break
         row = again[0]

@@ -53,11 +53,9 @@ from tsmodel.ground.base import (
     Features,
     Mutation,
     MutationOutcome,
-    ReadFilter,
     ReadRequest,
     Row,
     RowMutation,
-    RowSet,
     SetCell,
 )
 from tsmodel.plan.events import EncodedEvent, encode, encode_event
@@ -166,15 +164,14 @@ class DeletePlan:
         out = []
         for table, (spec, keys, times) in main.items():
             whole = spec.key_columns or spec.version_field or not spec.event_time_cells
-            out.append(ReadRequest(table, RowSet(keys=tuple(sorted(keys))), ReadFilter(
-                families=spec.families,
+            out.append(spec.rows_read(
+                keys, table=table,
                 # Cells shared by the row's events (key columns) and version-stamped
                 # cells are not in the events' time span: read the whole rows.
                 timestamp_start=None if whole else min(times) // _MS * _MS,
-                timestamp_end=None if whole else max(times) // _MS * _MS + _MS)))
+                timestamp_end=None if whole else max(times) // _MS * _MS + _MS))
         for table, (spec, keys) in current.items():
-            out.append(ReadRequest(table, RowSet(keys=tuple(sorted(keys))),
-                                   ReadFilter(families=spec.families, cells_per_column=1)))
+            out.append(spec.rows_read(keys, table=table, cells_per_column=1))
         snapshots: dict[str, tuple[ModelSpec, set[bytes]]] = {}
         for i in batch:
             ev = self.events[i]
@@ -183,9 +180,8 @@ class DeletePlan:
                 snap = ev.spec.snapshot.spec_for(ev.timestamp)
                 snapshots.setdefault(snap.table, (snap, set()))[1].add(
                     snap.codec.encode(ev.entity).key)
-        for table, (spec, keys) in snapshots.items():  # whole rows: the events they keep
-            out.append(ReadRequest(table, RowSet(keys=tuple(sorted(keys))),
-                                   ReadFilter(families=spec.families)))
+        for spec, keys in snapshots.values():  # whole rows: the events they keep
+            out.append(spec.rows_read(keys))
         # Bucket rows with a version limit: every cell's timestamp, for the versions
         # past the limit that go with the deleted cells.
         limited: dict[str, tuple[ModelSpec, set[bytes]]] = {}

@@ -27,15 +27,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from tsmodel.declare.spec import ModelSpec
-from tsmodel.ground.base import (
-    Cell,
-    DeleteCells,
-    Mutation,
-    ReadFilter,
-    ReadRequest,
-    RowSet,
-    SetCell,
-)
+from tsmodel.ground.base import Cell, DeleteCells, Mutation, ReadRequest, SetCell
 
 __all__ = ["CellId", "version_limit", "timestamps_read", "past_limit", "written_cells",
            "erase"]
@@ -58,8 +50,7 @@ def version_limit(spec: ModelSpec) -> int | None:
 
 def timestamps_read(spec: ModelSpec, keys: Iterable[bytes]) -> ReadRequest:
     """The read of rows' cell timestamps (every version, values stripped)."""
-    return ReadRequest(spec.table, RowSet(keys=tuple(sorted(set(keys)))),
-                       ReadFilter(families=spec.families, strip_values=True))
+    return spec.rows_read(keys, strip_values=True)
 
 
 def past_limit(spec: ModelSpec, cells: Iterable[Cell], erased: Iterable[CellId]) -> set[CellId]:

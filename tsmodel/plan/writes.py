@@ -23,11 +23,9 @@ from tsmodel.ground.base import (
     DeleteCells,
     Mutation,
     MutationOutcome,
-    ReadFilter,
     ReadRequest,
     Row,
     RowMutation,
-    RowSet,
     SetCell,
 )
 from tsmodel.layouts import EncodedRow
@@ -168,12 +166,12 @@ class WritePlan:
                 spec, keys, times = wanted.setdefault(ev.table, (ev.spec, set(), []))
                 keys.add(ev.key)
                 times.append(ev.timestamp)
-        return [ReadRequest(table, RowSet(keys=tuple(sorted(keys))), ReadFilter(
-                    families=spec.families, timestamp_start=min(times) // _MS * _MS,
+        return [spec.rows_read(
+                    keys, table=table, timestamp_start=min(times) // _MS * _MS,
                     timestamp_end=max(times) // _MS * _MS + _MS,
                     # Every version: a stored cell past the version limit is still
                     # there until GC runs, and must not come back beside the correction.
-                    cells_per_column=spec.codec.layout.read_versions))
+                    cells_per_column=spec.codec.layout.read_versions)
                 for table, (spec, keys, times) in wanted.items()]
 
     def absorb(self, batch: range, found: Mapping[tuple[str, bytes], Row]) -> None:
