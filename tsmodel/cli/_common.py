@@ -31,7 +31,8 @@ from tsmodel.errors import key_error
 __all__ = [
     "CliError", "Run", "Arg", "arg", "Command", "TARGET", "TARGETS", "JSON", "JOB", "url",
     "app_profile", "bounds", "batch_size", "URL_HELP", "print_error", "command", "group",
-    "wrap", "APP_PROFILE_HELP", "parse_time", "pairs", "typed", "key_prefix", "at_least_one",
+    "wrap", "APP_PROFILE_HELP", "parse_time", "pairs", "typed", "key_prefix", "bounds_of",
+    "at_least_one",
     "app_profile_id", "connect", "run_job", "jsonable", "print_json", "print_table",
     "print_note", "text", "shown",
 ]
@@ -156,7 +157,7 @@ def app_profile(help: str = APP_PROFILE_HELP) -> Arg:
 
 def bounds(what: str) -> tuple[Arg, ...]:
     """The required time range [--start, --end) of a ``what``, and its key prefix
-    (``--field``, read by `key_prefix()`)."""
+    (``--field``): read by `bounds_of()`."""
     return (arg("--start", required=True, help="inclusive start, ISO 8601"),
             arg("--end", required=True, help="exclusive end, ISO 8601"),
             arg("--field", action="append", default=[], metavar="NAME=VALUE",
@@ -222,8 +223,16 @@ def app_profile_id(value: str | None) -> str | None:
 
 
 def key_prefix(spec: tsmodel.ModelSpec, args: argparse.Namespace) -> dict[str, Any]:
-    """The typed key prefix of `add_bounds()`'s ``--field NAME=VALUE`` arguments."""
+    """The typed key prefix of `bounds()`'s ``--field NAME=VALUE`` arguments."""
     return typed(spec, spec.key, pairs(args.field, "--field"), list(spec.key_fields))
+
+
+def bounds_of(args: argparse.Namespace,
+              model: type) -> tuple[datetime, datetime, dict[str, Any]]:
+    """What `bounds()` declares, parsed for ``model``: the start, the end and the
+    key prefix (`key_prefix()`)."""
+    fields = key_prefix(tsmodel.spec_of(model), args)
+    return parse_time(args.start, "--start"), parse_time(args.end, "--end"), fields
 
 
 def typed(spec: tsmodel.ModelSpec, layout: KeyLayout, raw: dict[str, str],

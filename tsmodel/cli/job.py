@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tsmodel import errors, spec_of
+from tsmodel import errors
 from tsmodel.cli._common import (
     APP_PROFILE_HELP,
     JSON,
@@ -33,8 +33,8 @@ from tsmodel.cli._common import (
     at_least_one,
     batch_size,
     bounds,
+    bounds_of,
     group,
-    key_prefix,
     parse_time,
     print_json,
 )
@@ -223,9 +223,8 @@ def _snapshot(args: argparse.Namespace) -> int:
 
 def _repair(args: argparse.Namespace) -> int:
     beam, model = _beam(), one_model(args.target)
-    fields = key_prefix(spec_of(model), args)
-    report = beam.repair(args.url, model, parse_time(args.start, "--start"),
-                         parse_time(args.end, "--end"), **_common(args), **fields)
+    start, end, fields = bounds_of(args, model)
+    report = beam.repair(args.url, model, start, end, **_common(args), **fields)
     return _done(report, args)
 
 
@@ -251,9 +250,8 @@ def _migrate(args: argparse.Namespace) -> int:
 
 def _rollups(args: argparse.Namespace) -> int:
     beam, model = _beam(), one_model(args.target)
-    fields = key_prefix(spec_of(model), args)
+    start, end, fields = bounds_of(args, model)
     options = _common(args)
     options.pop("dead_letters")  # rows not written are counted as failed
-    report = beam.rebuild_rollups(args.url, model, parse_time(args.start, "--start"),
-                                  parse_time(args.end, "--end"), **options, **fields)
+    report = beam.rebuild_rollups(args.url, model, start, end, **options, **fields)
     return _done(report, args)

@@ -9,16 +9,7 @@ import argparse
 import time
 
 from tsmodel import repair, spec_of
-from tsmodel.cli._common import (
-    JOB,
-    TARGET,
-    Command,
-    bounds,
-    key_prefix,
-    parse_time,
-    print_json,
-    run_job,
-)
+from tsmodel.cli._common import JOB, TARGET, Command, bounds, bounds_of, print_json, run_job
 from tsmodel.cli._targets import one_model
 
 __all__ = ["COMMAND"]
@@ -26,10 +17,9 @@ __all__ = ["COMMAND"]
 
 def _run(args: argparse.Namespace) -> int:
     model = one_model(args.target)
-    fields = key_prefix(spec_of(model), args)
+    start, end, fields = bounds_of(args, model)
     began = time.monotonic()
-    report = run_job(args, repair, model, parse_time(args.start, "--start"),
-                     parse_time(args.end, "--end"), **fields)
+    report = run_job(args, repair, model, start, end, **fields)
     if args.json:
         print_json(report)
     else:
