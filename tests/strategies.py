@@ -43,6 +43,7 @@ __all__ = [
     "oracle_repair_spans",
     "neutral_mutations",
     "row_mutations",
+    "read_rows_streams",
 ]
 
 #: First code point a variable-width segment accepts with the ``#`` separator
@@ -566,3 +567,125 @@ def row_mutations() -> st.SearchStrategy[Any]:
         st.binary(min_size=1, max_size=20)
     return st.builds(RowMutation, keys,
                      st.lists(neutral_mutations(), max_size=6).map(tuple))
+
+
+# -- ReadRows response streams (tests/unit/test_chunk_wire.py) ------------------------------
+
+#: Unknown fields as protobuf writes them, one of each wire type (field numbers the
+#: messages do not declare; a known number under another wire type is unknown too).
+_UNKNOWN_FIELDS = (
+    b"\x78\x05",  # field 15, a varint
+    b"\xf8\x01\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01",  # field 31, a ten-byte varint
+    b"\x79" + bytes(8),  # field 15, fixed64
+    b"\x7d" + bytes(4),  # field 15, fixed32
+    b"\x7a\x03abc",  # field 15, length-delimited
+    b"\x7b\x08\x01\x7c",  # field 15, a group holding a varint
+    b"\x08\x07",  # field 1 as a varint: not the bytes field 1 is
+)
+#: Timestamps whose varints take every width from one byte to ten (negative).
+_TIMESTAMPS = st.one_of(
+    st.integers(0, 62).flatmap(lambda bits: st.integers(2 ** bits // 2, 2 ** bits)),
+    st.integers(-(2 ** 63), -1), st.sampled_from([0, 1, 127, 128, 2 ** 63 - 1]))
+
+
+@st.composite
+def _cell_chunks(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """The chunks of one row as Bigtable sends them (family and qualifier only when they
+    change, values split over chunks), then perturbed: fields dropped or added, commits
+    and resets moved, labels; as field dicts for ``ReadRowsResponse.CellChunk``."""
+    key = draw(st.sampled_from([b"a", b"b", b"k" * 200, b"r\x00w", b"z"]))
+    chunks: list[dict[str, Any]] = []
+    family, qualifier = None, None
+    for _ in range(draw(st.integers(0, 4))):
+        new_family = draw(st.sampled_from(["f", "g", "", "\u00e9t\u00e9"]))
+        new_qualifier = draw(st.sampled_from([b"q", b"", b"r" * 130, b"\xff"]))
+        value = draw(st.binary(max_size=20) | st.sampled_from([b"v" * 200, b"w" * 17000]))
+        chunk: dict[str, Any] = {"timestamp_micros": draw(_TIMESTAMPS)}
+        if not chunks:
+            chunk["row_key"] = key
+        if new_family != family or not chunks:
+            chunk["family_name"] = new_family
+            family = new_family
+        if new_qualifier != qualifier or "family_name" in chunk:
+            chunk["qualifier"] = new_qualifier
+            qualifier = new_qualifier
+        if draw(st.booleans()):
+            chunk["labels"] = draw(st.lists(st.sampled_from(["l", "m", "\u2603"]), max_size=2))
+        pieces = draw(st.integers(1, 3)) if len(value) > 1 else 1
+        cut = [len(value) * i // pieces for i in range(pieces + 1)]
+        for i in range(pieces):
+            piece = dict(chunk) if i == 0 else {}
+            piece["value"] = value[cut[i]:cut[i + 1]]
+            if i < pieces - 1:
+                piece["value_size"] = len(value)
+            chunks.append(piece)
+    if chunks:
+        chunks[-1]["commit_row"] = True
+    for _ in range(draw(st.integers(0, 2))):  # the protocol broken, or stretched
+        if not chunks:
+            break
+        at = draw(st.integers(0, len(chunks) - 1))
+        change = draw(st.sampled_from([
+            "drop_key", "drop_family", "drop_qualifier", "commit", "uncommit", "reset",
+            "value_size", "another_key"]))
+        chunk = chunks[at]
+        if change == "drop_key":
+            chunk.pop("row_key", None)
+        elif change == "drop_family":
+            chunk.pop("family_name", None)
+        elif change == "drop_qualifier":
+            chunk.pop("qualifier", None)
+        elif change == "commit":
+            chunk["commit_row"] = True
+        elif change == "uncommit":
+            chunk.pop("commit_row", None)
+        elif change == "reset":
+            chunks.insert(at, {"reset_row": True} if draw(st.booleans()) else
+                          {"reset_row": True, "value": b"x"})
+        elif change == "value_size":
+            chunk["value_size"] = draw(st.integers(-(2 ** 31), 2 ** 31 - 1))
+        else:
+            chunk["row_key"] = draw(st.sampled_from([b"a", b"c", b"y"]))
+    return chunks
+
+
+@st.composite
+def read_rows_streams(draw: st.DrawFn) -> list[bytes]:
+    """A ReadRows stream: ``ReadRowsResponse`` messages built with the protobuf classes
+    of google-cloud-bigtable and serialized, each holding some chunks of rows (of
+    `_cell_chunks`), or a ``last_scanned_row_key``, with unknown fields added to
+    responses, chunks and wrapper messages (bytes the classes parse back as
+    unknown fields)."""
+    from google.cloud.bigtable_v2.types import ReadRowsResponse
+    from google.protobuf import wrappers_pb2
+
+    response_class: Any = ReadRowsResponse.pb()
+    chunk_class: Any = ReadRowsResponse.CellChunk.pb()
+    unknown = st.sampled_from(_UNKNOWN_FIELDS)
+    chunks = [c for rows in draw(st.lists(_cell_chunks(), max_size=4)) for c in rows]
+    out: list[bytes] = []
+    while chunks or not out:
+        take = draw(st.integers(0, 3))
+        group, chunks = chunks[:take], chunks[take:]
+        response = response_class()
+        for fields in group:
+            wrappers = {}
+            if "family_name" in fields:
+                wrappers["family_name"] = wrappers_pb2.StringValue(value=fields["family_name"])
+            if "qualifier" in fields:
+                wrappers["qualifier"] = wrappers_pb2.BytesValue(value=fields["qualifier"])
+            chunk = chunk_class(**{k: v for k, v in fields.items() if k not in wrappers})
+            for name, wrapper in wrappers.items():
+                extra = draw(unknown) if draw(st.integers(0, 4)) == 0 else b""
+                getattr(chunk, name).MergeFromString(wrapper.SerializeToString() + extra)
+                chunk.HasField(name) or getattr(chunk, name).SetInParent()
+            if draw(st.integers(0, 4)) == 0:
+                chunk.MergeFromString(draw(unknown))
+            response.chunks.append(chunk)
+        if draw(st.integers(0, 5)) == 0:
+            response.last_scanned_row_key = draw(st.sampled_from([b"a", b"m", b"zz"]))
+        data = response.SerializeToString()
+        if draw(st.integers(0, 4)) == 0:
+            data += draw(unknown)
+        out.append(data)
+    return out

@@ -17,6 +17,7 @@ import pytest
 from google.cloud.bigtable_v2.types import ReadRowsResponse
 from google.protobuf import json_format
 
+from tsmodel.backends._bigtable_wire import ReadRowsView
 from tsmodel.backends._chunks import InvalidChunk, ReadProgress, merge_rows
 from tsmodel.backends.base import Cell, Row
 
@@ -26,6 +27,11 @@ RawResponse: Any = ReadRowsResponse.pb()
 RawChunk: Any = ReadRowsResponse.CellChunk.pb()
 
 
+def response(**fields: Any) -> Any:
+    """A ``ReadRowsResponse`` as gRPC hands it to the merger: parsed into the view."""
+    return ReadRowsView.FromString(RawResponse(**fields).SerializeToString())
+
+
 def chunk(**fields: Any) -> Any:
     """A raw CellChunk from proto3 JSON field names (bytes as base64)."""
     return json_format.ParseDict(fields, RawChunk())
@@ -33,10 +39,10 @@ def chunk(**fields: Any) -> Any:
 
 def responses(chunks: list[Any], packed: bool) -> Iterator[Any]:
     if packed:
-        yield RawResponse(chunks=chunks)
+        yield response(chunks=chunks)
     else:
         for c in chunks:
-            yield RawResponse(chunks=[c])
+            yield response(chunks=[c])
 
 
 def run(chunks: list[Any], packed: bool = True,
@@ -107,7 +113,7 @@ def cell_chunk(key: bytes | None, family: str | None, qualifier: bytes | None, t
 
 def merged(chunks: list[Any], **kwargs: Any) -> list[Row]:
     progress = ReadProgress(**kwargs)
-    return list(merge_rows([RawResponse(chunks=chunks)], progress))
+    return list(merge_rows([response(chunks=chunks)], progress))
 
 
 def test_rows_are_neutral_rows() -> None:
@@ -126,6 +132,18 @@ def test_families_out_of_name_order_are_sorted_stably() -> None:
     ])
     assert [(c.family, c.qualifier, c.timestamp) for c in row.cells] == [
         ("a", b"b", 9), ("a", b"b", 8), ("m", b"x", 7), ("z", b"a", 2), ("z", b"b", 1)]
+
+
+def test_labels_follow_their_cells_when_families_are_sorted() -> None:
+    progress = ReadProgress()
+    stream = [response(chunks=[
+        cell_chunk(b"r", "z", b"a", 2, b"1", commit=False, labels=["late"]),
+        cell_chunk(None, "a", b"b", 9, b"2", commit=False),
+        cell_chunk(None, "m", b"x", 7, b"3", labels=["mid"]),
+    ])]
+    [row] = merge_rows(stream, progress, labels=True)
+    assert [c.family for c in row.cells] == ["a", "m", "z"]
+    assert progress.labels == {1: ("mid",), 2: ("late",)}
 
 
 def test_reverse_order_is_enforced_and_accepted() -> None:
@@ -148,9 +166,9 @@ def test_resume_point_is_respected() -> None:
 def test_progress_tracks_rows_and_last_scanned_key() -> None:
     progress = ReadProgress()
     stream = [
-        RawResponse(chunks=[cell_chunk(b"a", "cf", b"q", 1, b"")]),
-        RawResponse(last_scanned_row_key=b"m"),
-        RawResponse(chunks=[cell_chunk(b"n", "cf", b"q", 1, b"")]),
+        response(chunks=[cell_chunk(b"a", "cf", b"q", 1, b"")]),
+        response(last_scanned_row_key=b"m"),
+        response(chunks=[cell_chunk(b"n", "cf", b"q", 1, b"")]),
     ]
     it = merge_rows(stream, progress)
     assert next(it).key == b"a" and (progress.last_key, progress.rows) == (b"a", 1)
@@ -162,13 +180,13 @@ def test_progress_tracks_rows_and_last_scanned_key() -> None:
 def test_last_scanned_key_out_of_order_is_invalid() -> None:
     progress = ReadProgress(last_key=b"m")
     with pytest.raises(InvalidChunk):
-        list(merge_rows([RawResponse(last_scanned_row_key=b"c")], progress))
+        list(merge_rows([response(last_scanned_row_key=b"c")], progress))
 
 
 def test_last_scanned_key_inside_a_row_does_not_move_the_resume_point() -> None:
     progress = ReadProgress()
-    stream = [RawResponse(chunks=[cell_chunk(b"a", "cf", b"q", 1, b"", commit=False)]),
-              RawResponse(last_scanned_row_key=b"z")]
+    stream = [response(chunks=[cell_chunk(b"a", "cf", b"q", 1, b"", commit=False)]),
+              response(last_scanned_row_key=b"z")]
     with pytest.raises(InvalidChunk, match="ended inside"):
         list(merge_rows(stream, progress))
     assert progress.last_key is None
@@ -176,9 +194,9 @@ def test_last_scanned_key_inside_a_row_does_not_move_the_resume_point() -> None:
 
 def test_split_value_across_responses() -> None:
     stream = [
-        RawResponse(chunks=[cell_chunk(b"r", "cf", b"q", 7, b"ab", commit=False, valueSize=6)]),
-        RawResponse(chunks=[cell_chunk(None, None, None, 0, b"cd", commit=False, valueSize=6)]),
-        RawResponse(chunks=[cell_chunk(None, None, None, 0, b"ef")]),
+        response(chunks=[cell_chunk(b"r", "cf", b"q", 7, b"ab", commit=False, valueSize=6)]),
+        response(chunks=[cell_chunk(None, None, None, 0, b"cd", commit=False, valueSize=6)]),
+        response(chunks=[cell_chunk(None, None, None, 0, b"ef")]),
     ]
     [row] = list(merge_rows(stream, ReadProgress()))
     assert row.cells == (Cell("cf", b"q", 7, b"abcdef"),)
@@ -186,8 +204,8 @@ def test_split_value_across_responses() -> None:
 
 def test_error_mid_stream_keeps_committed_rows_and_resume_point() -> None:
     def stream() -> Iterator[Any]:
-        yield RawResponse(chunks=[cell_chunk(b"a", "cf", b"q", 1, b"")])
-        yield RawResponse(chunks=[cell_chunk(b"b", "cf", b"q", 1, b"", commit=False)])
+        yield response(chunks=[cell_chunk(b"a", "cf", b"q", 1, b"")])
+        yield response(chunks=[cell_chunk(b"b", "cf", b"q", 1, b"", commit=False)])
         raise ConnectionError("stream broken")
 
     progress = ReadProgress()

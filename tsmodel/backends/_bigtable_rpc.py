@@ -584,7 +584,7 @@ class DataRpc(_Rpc):
         return self._read_rows(operation, headers, call)
 
     def _start_read(self, operation: _ReadOperation, headers: Sequence[tuple[str, str]]) -> Any:
-        read_rows = self._call(_READ_ROWS, wire.ReadRowsResponse)
+        read_rows = self._call(_READ_ROWS, wire.ReadRowsView)  # as the merger reads them
         return read_rows(operation.request, timeout=operation.timeout(), metadata=headers)
 
     def _read_rows(self, operation: _ReadOperation, headers: Sequence[tuple[str, str]],

@@ -18,6 +18,7 @@ from google.api_core.gapic_v1 import routing_header
 from google.cloud.bigtable_v2.types import bigtable as bigtable_types
 from google.cloud.bigtable_v2.types import data as data_types
 from google.cloud.bigtable_v2.types import feature_flags
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from tsmodel.backends._chunks import ReadProgress
 from tsmodel.ground.base import (
@@ -39,6 +40,7 @@ from tsmodel.layouts._source import compile_function
 
 __all__ = [
     "MutateRequest", "entry_bytes", "MutateRowsResponse", "ReadRowsRequest", "ReadRowsResponse",
+    "ReadRowsView",
     "SampleRowKeysRequest", "SampleRowKeysResponse", "sample_request",
     "FEATURES_METADATA", "routing_metadata", "entry_requests", "does_something",
     "family_check_request", "read_request", "table_check_request", "row_filter",
@@ -63,6 +65,41 @@ CheckAndMutateRowResponse: Any = bigtable_types.CheckAndMutateRowResponse.pb()
 _RowFilter: Any = data_types.RowFilter.pb()
 _RowSet: Any = data_types.RowSet.pb()
 _to_grpc_metadata: Any = routing_header.to_grpc_metadata
+
+
+def _read_rows_view() -> Any:
+    """The message class ReadRows responses are parsed into for the chunk merger.
+
+    Rendered from the official ``ReadRowsResponse`` descriptor, with the same
+    field numbers: a ``CellChunk``'s ``family_name`` and ``qualifier``
+    wrapper messages and its ``labels`` are read as their bytes, which the
+    merger looks up (`tsmodel.backends._chunks`); the response's
+    ``request_stats``, which the merger never reads, is left out (skipped as
+    an unknown field). The file is proto2, so that the two wrappers keep
+    their presence as bytes fields; nothing else parses differently.
+    """
+    response = descriptor_pb2.DescriptorProto()
+    ReadRowsResponse.DESCRIPTOR.CopyToProto(response)
+    kept = [f for f in response.field if f.name != "request_stats"]
+    del response.field[:]
+    response.field.extend(kept)
+    (chunk,) = response.nested_type
+    response.field[0].type_name = ".tsmodel.view.ReadRowsResponse.CellChunk"  # chunks
+    for field in chunk.field:
+        if field.name in ("family_name", "qualifier", "labels"):
+            field.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
+            field.ClearField("type_name")
+    view = descriptor_pb2.FileDescriptorProto(
+        name="tsmodel/read_rows_view.proto", package="tsmodel.view", syntax="proto2")
+    view.message_type.add().CopyFrom(response)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(view)
+    return message_factory.GetMessageClass(
+        pool.FindMessageTypeByName("tsmodel.view.ReadRowsResponse"))
+
+
+#: ReadRows responses as the chunk merger reads them (`_read_rows_view()`).
+ReadRowsView: Any = _read_rows_view()
 
 #: The ``bigtable-features`` header: the client merges reversed scans and
 #: last-scanned-row responses. Websafe base64 of a ``FeatureFlags`` message,

@@ -8,9 +8,17 @@ row and ``reset_row`` discards the row in progress. The rules are those of
 the official clients, checked against their acceptance corpus
 (``tests/data/read-rows-acceptance-test.json``).
 
-The merger works on raw ``google.bigtable.v2`` protobuf messages (any object
-with the same fields will do) and imports nothing from Google: it is the
-fast, dependency-free half of the Bigtable backend's read path.
+The merger works on the responses as parsed into a lean view of the
+``google.bigtable.v2`` messages (`tsmodel.backends._bigtable_wire.ReadRowsView`,
+rendered from the official descriptor): the same fields, with the
+``family_name`` and ``qualifier`` wrapper messages and the labels left as
+their wire bytes. Reading a wrapper's value from a message costs two
+attribute reads and a message object per chunk; from its bytes, a lookup
+(measured: the merge of a row of four cells, parsing included, 4.8 us
+instead of 5.6). ``tests/unit/test_chunk_wire.py`` holds the merge of the
+view to that of the official messages, the protobuf library as the oracle.
+The merger imports nothing from Google: it is the dependency-free half of
+the Bigtable backend's read path.
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ from tsmodel.ground.base import Cell, Row
 __all__ = ["InvalidChunk", "ReadProgress", "merge_rows"]
 
 _family_of = itemgetter(0)
+#: Wrapper messages as sent (bytes) and their value, for the few columns a read meets.
+_WRAPPERS_KEPT = 4096
 
 
 class InvalidChunk(BackendError):
@@ -68,7 +78,8 @@ def merge_rows(responses: Iterable[Any], progress: ReadProgress, *,
     order. ``progress`` is updated before each row is yielded.
 
     Args:
-        responses: the ``ReadRowsResponse`` messages.
+        responses: the ``ReadRowsResponse`` messages, parsed into the lean
+            view (`tsmodel.backends._bigtable_wire.ReadRowsView`).
         progress: where the read stands; updated as rows complete.
         labels: keep the cells' labels in ``progress.labels`` and check them
             in split cells. Only label filters make the server send labels;
@@ -76,7 +87,8 @@ def merge_rows(responses: Iterable[Any], progress: ReadProgress, *,
 
     Raises:
         InvalidChunk: a chunk breaks the protocol, or the stream ends inside
-            a row. Rows committed before it have been yielded.
+            a row, or a wrapper message or label is malformed. Rows committed
+            before it have been yielded.
     """
     return _merged(iter(responses), progress, labels)
 
@@ -96,6 +108,8 @@ def _merged(responses: Iterator[Any], progress: ReadProgress,
     timestamp = 0
     cell_labels: tuple[str, ...] = ()
     row_labels: dict[int, tuple[str, ...]] | None = None
+    families: dict[bytes, str] = {}  # family_name wrappers as sent: their names
+    qualifiers: dict[bytes, bytes] = {}  # qualifier wrappers as sent: their qualifiers
     for response in responses:
         scanned = response.last_scanned_row_key
         if scanned and key is None:  # inside a row, the row's own key will do
@@ -136,16 +150,32 @@ def _merged(responses: Iterator[Any], progress: ReadProgress,
                     raise InvalidChunk(
                         f"row key {row_key!r:.80} began before row {key!r:.80} "
                         "was committed")
-                new_family = chunk.family_name.value
-                new_qualifier = chunk.qualifier.value
+                # The wrappers as their bytes, their values looked up: the common chunk
+                # costs a few attribute reads (measured: a fifth of the merge).
+                wrapped = chunk.qualifier
+                if wrapped:
+                    new_qualifier = qualifiers.get(wrapped)
+                    if new_qualifier is None:
+                        new_qualifier = _wrapper_value(qualifiers, wrapped, bytes)
+                    has_qualifier = True
+                else:  # none, or an empty one: an empty qualifier
+                    new_qualifier = b""
+                    has_qualifier = chunk.HasField("qualifier")
+                wrapped = chunk.family_name
+                if wrapped:
+                    new_family = families.get(wrapped)
+                    if new_family is None:
+                        new_family = _wrapper_value(families, wrapped, str)
+                else:
+                    new_family = ""
                 if new_family:
-                    if not new_qualifier and not chunk.HasField("qualifier"):
+                    if not has_qualifier:
                         raise InvalidChunk(f"family {new_family!r} came without a qualifier")
                     if new_family != family:
                         unsorted = unsorted or (bool(cells) and new_family < family)
                         family = new_family
                     qualifier = new_qualifier
-                elif new_qualifier or chunk.HasField("qualifier"):
+                elif has_qualifier:
                     if not family:
                         raise InvalidChunk("a qualifier came without a family")
                     qualifier = new_qualifier
@@ -153,7 +183,7 @@ def _merged(responses: Iterator[Any], progress: ReadProgress,
                     raise InvalidChunk("a cell came without a family and a qualifier")
                 timestamp = chunk.timestamp_micros
                 if labels:
-                    cell_labels = tuple(chunk.labels)
+                    cell_labels = _labels(chunk.labels)
                     if cell_labels:
                         row_labels = row_labels or {}
                         row_labels[len(cells)] = cell_labels
@@ -164,8 +194,12 @@ def _merged(responses: Iterator[Any], progress: ReadProgress,
                     continue
                 cells.append(new(Cell, (family, qualifier, timestamp, chunk.value)))
             if chunk.commit_row:
-                if unsorted:
-                    cells.sort(key=_family_of)  # stable: each family keeps its order
+                if unsorted:  # stable: each family keeps its order, and its labels
+                    if row_labels:
+                        order = sorted(range(len(cells)), key=lambda i: cells[i].family)
+                        row_labels = {at: row_labels[i] for at, i in enumerate(order)
+                                      if i in row_labels}
+                    cells.sort(key=_family_of)
                 row = new(Row, (key, tuple(cells)))
                 progress.last_key = key
                 progress.rows += 1
@@ -188,11 +222,106 @@ def _check_continuation(chunk: Any, key: bytes | None, family: str, qualifier: b
     """Raise unless ``chunk`` may continue the split cell described by the other arguments."""
     if chunk.row_key and chunk.row_key != key:
         raise InvalidChunk("the row key changed inside a split cell")
-    if chunk.HasField("family_name") and chunk.family_name.value != family:
+    if chunk.HasField("family_name") and _wrapper_value({}, chunk.family_name, str) != family:
         raise InvalidChunk("the family changed inside a split cell")
-    if chunk.HasField("qualifier") and chunk.qualifier.value != qualifier:
+    if chunk.HasField("qualifier") and _wrapper_value({}, chunk.qualifier, bytes) != qualifier:
         raise InvalidChunk("the qualifier changed inside a split cell")
     if chunk.timestamp_micros and chunk.timestamp_micros != timestamp:
         raise InvalidChunk("the timestamp changed inside a split cell")
-    if labels is not None and chunk.labels and tuple(chunk.labels) != labels:
+    if labels is not None and chunk.labels and _labels(chunk.labels) != labels:
         raise InvalidChunk("the labels changed inside a split cell")
+
+
+# -- the bytes the view leaves as they came -----------------------------------------------
+
+
+def _labels(raw: Any) -> tuple[str, ...]:
+    """A chunk's labels (sent as strings: UTF-8)."""
+    try:
+        return tuple(label.decode("utf-8") for label in raw)
+    except UnicodeDecodeError:
+        raise InvalidChunk(f"a label is not UTF-8: {list(raw)!r:.80}") from None
+
+
+def _wrapper_value(known: dict[bytes, Any], wrapped: bytes, kind: type) -> Any:
+    """The value of a ``StringValue`` (``kind`` str) or ``BytesValue`` (bytes) wrapper
+    message as sent, read as protobuf reads it (the last ``value`` field wins,
+    other fields are skipped), kept in ``known`` for the chunks that follow.
+
+    Raises:
+        InvalidChunk: not a well-formed message, or a string that is not UTF-8.
+    """
+    value = b""
+    p, end = 0, len(wrapped)
+    try:
+        while p < end:
+            tag, p = _varint(wrapped, p)
+            kind_of_field = tag & 7
+            if tag >> 3 == 0 or tag > 0xFFFFFFFF:
+                raise InvalidChunk(f"field number 0 in a wrapper: {wrapped!r:.80}")
+            if kind_of_field == 2:
+                n, p = _varint(wrapped, p)
+                if p + n > end:
+                    raise IndexError
+                if tag == 0x0A:  # the value
+                    value = wrapped[p:p + n]
+                p += n
+            elif kind_of_field == 0:
+                _, p = _varint(wrapped, p)
+            elif kind_of_field in (1, 5):
+                p += 8 if kind_of_field == 1 else 4
+            elif kind_of_field == 3:  # a group: its fields up to its end tag
+                p = _group_end(wrapped, p, tag >> 3)
+            else:
+                raise InvalidChunk(f"wire type {kind_of_field} in a wrapper: {wrapped!r:.80}")
+        if p != end:
+            raise IndexError
+    except IndexError:
+        raise InvalidChunk(f"a wrapper's field runs past its end: {wrapped!r:.80}") from None
+    if kind is str:
+        try:
+            found: Any = value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidChunk(f"a family name is not UTF-8: {value!r:.80}") from None
+    else:
+        found = value
+    if len(known) >= _WRAPPERS_KEPT:
+        known.clear()
+    known[wrapped] = found
+    return found
+
+
+def _varint(data: bytes, p: int) -> tuple[int, int]:
+    """The varint at ``data[p]`` (at most ten bytes) and where it ends."""
+    out = shift = 0
+    for q in range(p, p + 10):
+        b = data[q]
+        out |= (b & 127) << shift
+        if b < 128:
+            return out & 0xFFFFFFFFFFFFFFFF, q + 1
+        shift += 7
+    raise InvalidChunk("a varint of more than ten bytes")
+
+
+def _group_end(data: bytes, p: int, number: int) -> int:
+    """Where the group of field ``number`` whose fields start at ``data[p]`` ends."""
+    while True:
+        tag, p = _varint(data, p)
+        kind = tag & 7
+        if kind == 4:
+            if tag >> 3 != number:
+                raise InvalidChunk("a group ends with another field's end tag")
+            return p
+        if kind == 0:
+            _, p = _varint(data, p)
+        elif kind == 2:
+            n, p = _varint(data, p)
+            p += n
+        elif kind in (1, 5):
+            p += 8 if kind == 1 else 4
+        elif kind == 3:
+            p = _group_end(data, p, tag >> 3)
+        else:
+            raise InvalidChunk(f"wire type {kind} in a group")
+        if p > len(data):
+            raise IndexError

@@ -1,0 +1,167 @@
+"""The chunk merger reads ReadRows responses as protobuf does: the library is the oracle.
+
+The Bigtable backend has gRPC parse responses into a lean view of the
+messages (`tsmodel.backends._bigtable_wire.ReadRowsView`: the wrapper
+messages and labels of a chunk left as their bytes), which the merger reads
+(`tsmodel.backends._chunks`). Here random streams built with the official
+``google.bigtable.v2`` classes (`tests.strategies.read_rows_streams`: unknown
+fields of every wire type in responses, chunks and wrappers, split values,
+commits and resets, labels, varints of every width) are merged through the
+view and, independently, read with the official classes by the plain
+transcription of the chunk rules below: rows, labels, progress and errors
+must be the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from google.cloud.bigtable_v2.types import ReadRowsResponse
+from hypothesis import HealthCheck, given, settings
+
+from tests.strategies import read_rows_streams
+from tsmodel.backends._bigtable_wire import ReadRowsView
+from tsmodel.backends._chunks import InvalidChunk, ReadProgress, merge_rows
+from tsmodel.backends.base import Cell, Row
+
+Official: Any = ReadRowsResponse.pb()
+Chunk: Any = ReadRowsResponse.CellChunk.pb()
+
+
+class Broken(Exception):
+    """The reference's InvalidChunk."""
+
+
+def reference(stream: list[bytes], reverse: bool) -> list[Any]:
+    """The stream read with the official classes: each row with its labels, then
+    ``"error"`` if the chunks break the protocol (the rules of the official
+    clients, one field read at a time)."""
+    out: list[Any] = []
+    last: bytes | None = None
+    row: dict[str, Any] | None = None
+    split: dict[str, Any] | None = None
+
+    def after(key: bytes) -> bool:
+        return last is None or (key < last if reverse else key > last)
+
+    try:
+        for data in stream:
+            response = Official.FromString(data)
+            if response.last_scanned_row_key and row is None:
+                if not after(response.last_scanned_row_key):
+                    raise Broken
+                last = response.last_scanned_row_key
+            for c in response.chunks:
+                family = c.family_name.value if c.HasField("family_name") else None
+                qualifier = c.qualifier.value if c.HasField("qualifier") else None
+                labels = tuple(c.labels)
+                if c.reset_row:
+                    if row is None or c.row_key or family is not None or \
+                            qualifier is not None or c.timestamp_micros or labels or \
+                            c.value or c.value_size:
+                        raise Broken
+                    row, split = None, None
+                    continue
+                if split is not None:
+                    same = (not c.row_key or c.row_key == row["key"]) and \
+                        (family is None or family == split["family"]) and \
+                        (qualifier is None or qualifier == split["qualifier"]) and \
+                        (not c.timestamp_micros or c.timestamp_micros == split["ts"]) and \
+                        (not labels or labels == split["labels"])
+                    if not same:
+                        raise Broken
+                    split["value"] += c.value
+                    if c.value_size > 0:
+                        if c.commit_row:
+                            raise Broken
+                        continue
+                    cell = split
+                    split = None
+                else:
+                    if row is None:
+                        if not c.row_key or not after(c.row_key):
+                            raise Broken
+                        row = {"key": c.row_key, "cells": [], "family": "",
+                               "qualifier": None}
+                    elif c.row_key and c.row_key != row["key"]:
+                        raise Broken
+                    if family:  # an empty family name counts as none
+                        if qualifier is None:
+                            raise Broken
+                        row["family"], row["qualifier"] = family, qualifier
+                    elif qualifier is not None:
+                        if not row["family"]:
+                            raise Broken
+                        row["qualifier"] = qualifier
+                    elif row["qualifier"] is None:
+                        raise Broken
+                    cell = {"family": row["family"], "qualifier": row["qualifier"],
+                            "ts": c.timestamp_micros, "value": c.value, "labels": labels}
+                    if c.value_size > 0:
+                        if c.commit_row:
+                            raise Broken
+                        split = cell
+                        continue
+                row["cells"].append(cell)
+                if c.commit_row:
+                    cells = sorted(row["cells"], key=lambda x: x["family"])  # stable
+                    out.append((
+                        Row(row["key"], tuple(Cell(x["family"], x["qualifier"], x["ts"],
+                                                   x["value"]) for x in cells)),
+                        {i: x["labels"] for i, x in enumerate(cells) if x["labels"]} or None))
+                    last, row = row["key"], None
+        if row is not None:
+            raise Broken
+    except Broken:
+        out.append("error")
+    return out
+
+
+def merged(stream: list[bytes], reverse: bool) -> list[Any]:
+    """The stream merged as the Bigtable backend merges it, in the reference's form."""
+    out: list[Any] = []
+    progress = ReadProgress(reverse=reverse)
+    try:
+        for row in merge_rows(map(ReadRowsView.FromString, stream), progress, labels=True):
+            out.append((row, progress.labels))
+            assert progress.last_key == row.key and progress.rows == len(out)
+    except InvalidChunk:
+        out.append("error")
+    return out
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stream=read_rows_streams())
+def test_the_merge_of_the_view_is_that_of_the_official_messages(stream: list[bytes]) -> None:
+    for reverse in (False, True):
+        assert merged(stream, reverse) == reference(stream, reverse)
+
+
+def test_the_view_sees_the_official_fields() -> None:
+    """The view's descriptor is the official one with three fields as bytes."""
+    def shape(f: Any) -> tuple[Any, ...]:
+        oneof = f.containing_oneof
+        return f.name, f.is_repeated, oneof.name if oneof else None
+
+    view = ReadRowsView.DESCRIPTOR.fields_by_name["chunks"].message_type
+    assert {f.number: shape(f) for f in view.fields} == \
+        {f.number: shape(f) for f in Chunk.DESCRIPTOR.fields}
+    assert {f.name for f in view.fields if f.type != Chunk.DESCRIPTOR.fields_by_number[
+        f.number].type} == {"family_name", "qualifier", "labels"}
+    assert all(view.fields_by_name[name].has_presence for name in ("family_name", "qualifier"))
+
+
+@pytest.mark.parametrize("chunk", [
+    b"\x0a\x01r\x12\x03\x0a\x01\xff\x1a\x00\x48\x01",  # a family name that is not UTF-8
+    b"\x0a\x01r\x12\x03\x0a\x01f\x1a\x00\x2a\x01\xff\x48\x01",  # a label that is not UTF-8
+    b"\x0a\x01r\x12\x03\x0a\x05f\x1a\x00\x48\x01",  # a family name past its wrapper
+    b"\x0a\x01r\x12\x03\x0a\x01f\x1a\x02\x00\x00\x48\x01",  # field number 0 in a qualifier
+])
+def test_a_malformed_wrapper_or_label_is_an_invalid_chunk(chunk: bytes) -> None:
+    """Bytes the official classes refuse to parse: the merger refuses them too."""
+    data = b"\x0a" + bytes([len(chunk)]) + chunk
+    with pytest.raises(Exception):  # noqa: B017 - the oracle's own parse error
+        Official.FromString(data)
+    with pytest.raises(InvalidChunk):
+        list(merge_rows([ReadRowsView.FromString(data)], ReadProgress(), labels=True))
