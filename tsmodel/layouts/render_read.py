@@ -216,7 +216,12 @@ def _head(src: _Source, codec: TableCodec) -> None:
 
 
 def _event(src: _Source, codec: TableCodec, emit: str, datetimes: str) -> None:
-    """The loop over ``events`` of one row, handing each record to ``emit``."""
+    """The loop over ``events`` of one row, handing each record to ``emit``.
+
+    Times are built as ``EPOCH + timedelta(0, 0, us)``: the same value as
+    ``timedelta(microseconds=us)``, a third faster (0.34 us instead of 0.51,
+    measured: ``timedelta`` takes keyword arguments the slow way).
+    """
     values = codec.values.values
     required = [v.name for v in values if v.stored]
     witness = codec.witness
@@ -247,14 +252,14 @@ def _event(src: _Source, codec: TableCodec, emit: str, datetimes: str) -> None:
         src("values.update(keys)  # promoted values are in the key (and the blob): the key wins")
     us = "key_time if key_time is not None else ts" if per_event else "ts"
     if datetimes == "True":
-        src(f"values[{time_name!r}] = EPOCH + timedelta(microseconds={us})")
+        src(f"values[{time_name!r}] = EPOCH + timedelta(0, 0, {us})")
         if version is not None:
-            src(f"values[{version!r}] = EPOCH + timedelta(microseconds=ts)")
+            src(f"values[{version!r}] = EPOCH + timedelta(0, 0, ts)")
     else:
         src(f"if {datetimes}:")
-        src(f"    values[{time_name!r}] = EPOCH + timedelta(microseconds={us})")
+        src(f"    values[{time_name!r}] = EPOCH + timedelta(0, 0, {us})")
         if version is not None:
-            src(f"    values[{version!r}] = EPOCH + timedelta(microseconds=ts)")
+            src(f"    values[{version!r}] = EPOCH + timedelta(0, 0, ts)")
         src("else:")
         src(f"    values[{time_name!r}] = {us}")
         if version is not None:
@@ -357,7 +362,7 @@ def _plain_instance(src: _Source, codec: TableCodec, ns: dict[str, Any]) -> None
         else:
             src(f"{slot[v.name]} = d_{slot[v.name]}({slot[v.name]})")
         args.append(f"{v.name}={slot[v.name]}")
-    src("when = EPOCH + timedelta(microseconds=key_time)")
+    src("when = EPOCH + timedelta(0, 0, key_time)")
     src.dedent()
     src("except Exception:  # the general decoding says why, where")
     src("    plain = False")
