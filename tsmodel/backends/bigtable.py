@@ -374,10 +374,11 @@ class BigtableBackend(_BigtableBase):
     def _stream_rows(self, rows: Iterator[Row], clip: _QualifierClip | None,
                      request: ReadRequest) -> Iterator[Row]:
         try:
+            if clip is None:
+                yield from rows  # delegated: no loop of this generator's per row
+                return
             for row in rows:
-                if clip is None:
-                    yield row
-                elif (kept := clip.keep(row)) is not None:
+                if (kept := clip.keep(row)) is not None:
                     yield kept
                     if clip.done:
                         return

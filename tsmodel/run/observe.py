@@ -227,11 +227,25 @@ class Operation:
         """
         iterator = iter(rows)
         with _Streaming(self, table, count, counted, ends, iterator) as tally:
-            for row in iterator:
-                tally.arrived(row)
-                yield row
-                tally.waiting()
-            tally.stopped()
+            # `_Streaming.arrived()` and `waiting()` inlined: a row costs two clock
+            # readings here, and no method call.
+            clock, got = time.perf_counter, tally.got
+            add = got.add if tally.detailed else None
+            waited, started, first = 0.0, tally.started, True
+            try:
+                for row in iterator:
+                    waited += clock() - started
+                    if first:
+                        tally._release()
+                        first = False
+                    got.rows += 1
+                    if add is not None:
+                        add(row)
+                    yield row
+                    started = clock()
+                waited += clock() - started  # the last wait: the source ran out
+            finally:
+                tally.waited += waited
 
     async def astream(self, table: str, rows: AsyncIterator[Row], count: RetryCount, *,
                       counted: bool = True, ends: bool = True) -> AsyncIterator[Row]:
