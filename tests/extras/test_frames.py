@@ -316,6 +316,28 @@ def test_times_in_any_zone_and_unit_save_the_same_instants(
         conn.drop_tables(listed)
 
 
+def test_sub_microsecond_times_in_utc_save_as_in_any_other_zone(
+        rows_model: Any, backend: Backend) -> None:
+    """A time of nanoseconds Arrow cannot make a datetime of: in UTC as in any other zone
+    (the instances' pandas Timestamps, as ``save_all`` saves them); it raised KeyError."""
+    model, conn = rows_model
+    other, _ = _fresh(backend, ROWS)
+    try:
+        ns = pa.array([T0] * 3, pa.timestamp("ns", tz="UTC")).cast(pa.int64()).to_pylist()
+        ns[1] += 1
+
+        def frame(zone: str) -> Any:
+            return pa.table({"site": ["s"] * 3, "host": pa.array([1, 2, 3], pa.int64()),
+                             "time": pa.array(ns, pa.timestamp("ns", tz=zone)),
+                             "x": pa.array([1, 2, 3], pa.int64())})
+
+        assert _outcome(lambda: conn.save_frame(model, frame("UTC"), progress=False)) == \
+            _outcome(lambda: conn.save_frame(other, frame("Europe/Paris"), progress=False))
+        assert dump(backend, model) == dump(backend, other)
+    finally:
+        conn.drop_tables(other)
+
+
 def test_a_missing_time_is_refused_naming_its_row(rows_model: Any, backend: Backend) -> None:
     model, conn = rows_model
     table = pa.table({"site": ["s"] * 3, "host": pa.array([1, 2, 3], pa.int64()),

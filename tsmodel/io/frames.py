@@ -158,7 +158,7 @@ def _python_column(pa: Any, column: Any) -> list[Any]:
         except pa.ArrowInvalid:
             pass  # sub-microsecond times: pandas Timestamps, refused by the save's check
     t = column.type
-    if pa.types.is_timestamp(t) and t.tz in _UTC_NAMES:
+    if pa.types.is_timestamp(t) and t.tz in _UTC_NAMES and t.unit in _UNIT_US:
         # UTC times, a whole column at a time: its integers, each to a datetime in
         # datetime.timezone.utc (Arrow's own conversion makes a ZoneInfo("UTC")
         # datetime, several times slower, which the encoder then converts again).
