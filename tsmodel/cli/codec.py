@@ -12,6 +12,9 @@ import argparse
 from tsmodel import codec_source
 from tsmodel.cli._common import TARGETS, Command
 from tsmodel.cli._targets import load_models
+from tsmodel.declare.spec import spec_of
+from tsmodel.errors import ExtraNotInstalledError
+from tsmodel.io.frame_columns import frame_encoder
 
 __all__ = ["COMMAND"]
 
@@ -19,17 +22,27 @@ __all__ = ["COMMAND"]
 def _run(args: argparse.Namespace) -> int:
     models = load_models(args.target)
     for i, model in enumerate(models):
+        _frame_encoder(model)
         if len(models) > 1:
             print(("\n" if i else "") + f"# -- model {model.__name__} " + "-" * 40)
         print(codec_source(model), end="")
     return 0
 
 
+def _frame_encoder(model: type) -> None:
+    """Render the model's frame encoder (``save_frame()``'s) too, where pyarrow is installed."""
+    try:
+        frame_encoder(spec_of(model))
+    except ExtraNotInstalledError:
+        pass
+
+
 COMMAND = Command(
     "codec", "print the source generated for a model's codecs",
     "Print the Python source of every function generated from the model's "
     "declaration for its tables (the encoder of a save, each table's encoder, "
-    "the decoders made so far): what runs for each event, and what a "
+    "the decoders made so far, and save_frame()'s encoder of a frame's columns where "
+    "pyarrow is installed): what runs for each event, and what a "
     "traceback through it shows.\n\nexample:\n  tsmodel codec "
     "examples/server_metrics.py:ServerMetric",
     _run, (TARGETS,))

@@ -23,10 +23,10 @@ field is refused by the save's validation as it would be in ``save_all``.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from itertools import starmap
-from typing import Any
+from typing import Any, cast, overload
 
 import attrs
 
@@ -34,8 +34,10 @@ from tsmodel import errors
 from tsmodel.declare.spec import spec_of
 from tsmodel.encoding.timestamps import to_micros
 from tsmodel.io import require
+from tsmodel.io.frame_columns import FrameColumns, Missing, frame_encoder
 from tsmodel.layouts._source import compile_function
-from tsmodel.plan.events import column_checker
+from tsmodel.layouts.render_write import NotColumnWise
+from tsmodel.plan.events import CheckedEvents, checked_events, column_checker
 from tsmodel.plan.results import EntityResult, FrameResult, WriteResult, WriteStatus
 from tsmodel.plan.retention import retention_horizons
 from tsmodel.plan.writes import prepare_save
@@ -62,6 +64,9 @@ class Chunk:
 
     start: int
     instances: list[Any]
+    #: The rows checked and encoded column-wise (`FrameEncoder`), saved without
+    #: their instances (``instances`` then makes each one only when asked).
+    checked: CheckedEvents | None = None
 
 
 def is_stream(frame: Any) -> bool:
@@ -198,12 +203,12 @@ def chunks(model: type, frame: Any, rows: int) -> Iterator[Chunk]:
         start += data.num_rows
 
 
-def _column_chunks(model: type, frame: Any, rows: int
-                   ) -> Iterator[tuple[int, dict[str, list[Any]]]]:
-    """The rows of ``frame`` as `chunks()` reads them, each chunk as its columns of
-    Python values by field name (the values its instances are made of), and its start."""
+def _batches(model: type, frame: Any, rows: int) -> Iterator[tuple[int, Any]]:
+    """The rows of ``frame`` as Arrow record batches (or tables) of at most ``rows``
+    rows, their columns checked against the model's fields, each with its start."""
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+        raise ValueError(f"rows per chunk must be an int >= 1, got {rows!r}")
     fields = {a.name: a for a in attrs.fields(model)}
-    pa = require("pyarrow", "arrow", "save_frame()")
     start = 0
     checked: tuple[str, ...] | None = None
     for data in _arrow_chunks(model.__name__, frame, rows):
@@ -211,8 +216,101 @@ def _column_chunks(model: type, frame: Any, rows: int
         if names != checked:
             _check_columns(model.__name__, fields, names)
             checked = names
-        yield start, {n: _python_column(pa, data.column(i)) for i, n in enumerate(names)}
+        yield start, data
         start += data.num_rows
+
+
+def _python_columns(pa: Any, data: Any) -> dict[str, list[Any]]:
+    """A chunk's columns as Python values by field name (what its instances are made of)."""
+    return {n: _python_column(pa, data.column(i)) for i, n in enumerate(data.schema.names)}
+
+
+class _Instances(Sequence[Any]):
+    """The instances of a chunk's rows, each made when asked for (`Chunk.instances` of a
+    chunk saved from its checked tuples: only a row not written is ever made)."""
+
+    def __init__(self, pa: Any, data: Any, make: Callable[..., Any]) -> None:
+        self._pa, self._data, self._make = pa, data, make
+        self._columns: list[list[Any]] | None = None
+
+    def __len__(self) -> int:
+        return int(self._data.num_rows)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if self._columns is None:
+            self._columns = list(_python_columns(self._pa, self._data).values())
+        return self._make(*[column[index] for column in self._columns])
+
+
+class FrameEncoder:
+    """A model's frames checked and encoded column-wise, without instances, where
+    the model allows it (`_ColumnCheck`, and a key without salt): the per-event
+    check rendered over Arrow columns (`tsmodel.io.frame_columns`).
+
+    `checked()` is a chunk's checked tuples, or ``None`` when the chunk must go
+    through the row-wise check (a value the column-wise encoding leaves to it,
+    or rows past a max age unless ``accept_expired``).
+    """
+
+    def __init__(self, model: type, column_check: _ColumnCheck) -> None:
+        self.model, self.spec = model, column_check.spec
+        self._pa = require("pyarrow", "arrow", "save_frame()")
+        self._fields = column_check.fields
+        self._horizons = column_check.horizons
+        self._render = frame_encoder(self.spec) if column_check.check is not None else None
+        self._makers: dict[tuple[str, ...], Callable[..., Any]] = {}
+
+    def encoded(self, data: Any, accept_expired: bool) -> tuple[Any, ...] | None:
+        """The chunk's columns encoded (`render_frame_encoder`), or ``None``."""
+        if self._render is None:
+            return None
+        names, encode = self._render
+        given = data.schema.names
+        columns = []
+        for name in names:
+            if name in given:
+                columns.append(data.column(given.index(name)))
+            else:
+                default = self._fields[name].default
+                if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+                    return None
+                columns.append(Missing(default))
+        try:
+            found: tuple[Any, ...] = encode(data.num_rows, *columns)
+        except NotColumnWise:
+            return None
+        us = found[1]
+        if accept_expired or not self._horizons or not len(us):
+            return found
+        return found if _fresh(self._horizons, int(us.min())) else None
+
+    def checked(self, start: int, data: Any, accept_expired: bool) -> Chunk | None:
+        """The chunk saved from its checked tuples, or ``None`` (see the class)."""
+        found = self.encoded(data, accept_expired)
+        if found is None:
+            return None
+        names = tuple(data.schema.names)
+        make = self._makers.get(names) or self._makers.setdefault(
+            names, _maker(self.model, names))
+        instances = _Instances(self._pa, data, make)
+        rows = FrameColumns.rows(*found)
+        return Chunk(start, cast("list[Any]", instances),
+                     checked_events(self.spec, instances, rows))
+
+
+def _fresh(horizons: tuple[tuple[str, str, timedelta], ...], oldest_us: int) -> bool:
+    """Whether an event at ``oldest_us`` (and so every later one) is within every max age."""
+    now_us = to_micros(datetime.now(timezone.utc))
+    oldest = oldest_us // 1_000 * 1_000
+    return all(oldest >= now_us - age // timedelta(microseconds=1) for _, _, age in horizons)
 
 
 class _ColumnCheck:
@@ -253,10 +351,7 @@ class _ColumnCheck:
             return False
         if accept_expired or not self.horizons or not checked:
             return True
-        now_us = to_micros(datetime.now(timezone.utc))
-        oldest = min(t[1] for t in checked) // 1_000 * 1_000
-        return all(oldest >= now_us - age // timedelta(microseconds=1)
-                   for _, _, age in self.horizons)
+        return _fresh(self.horizons, min(t[1] for t in checked))
 
 
 def _maker(model: type, names: tuple[str, ...]) -> Any:
@@ -328,6 +423,8 @@ class FrameSave:
         #: The rows of the frame when known before reading it (``None``: a stream).
         self.total = row_count(frame)
         self._at = 0  # the row of the entity encoded last (see counted())
+        self._checks: _ColumnCheck | None = None
+        self._encodes: FrameEncoder | None = None
 
     def validate(self) -> None:
         """Check every row as ``save_all`` checks it, nothing written (``validate_first``).
@@ -338,9 +435,14 @@ class FrameSave:
         """
         if not self.validate_first:
             return
-        column_check = _ColumnCheck(self.model)
+        column_check = self._column_check()
+        encoder = self._encoder()
+        pa = require("pyarrow", "arrow", "save_frame()")
         makers: dict[tuple[str, ...], Any] = {}
-        for start, columns in _column_chunks(self.model, self.frame, self.rows):
+        for start, data in _batches(self.model, self.frame, self.rows):
+            if encoder.encoded(data, self.accept_expired) is not None:
+                continue  # checked column-wise, a whole column at a time
+            columns = _python_columns(pa, data)
             if column_check.rows_pass(columns, self.accept_expired):
                 continue  # no instance made: the rows pass the check save_all makes
             # A row refused (or a value the column-wise check leaves to the per-event
@@ -353,8 +455,35 @@ class FrameSave:
             except errors.ValidationError as exc:
                 raise self._located(exc) from None
 
+    def _column_check(self) -> _ColumnCheck:
+        if self._checks is None:
+            self._checks = _ColumnCheck(self.model)
+        return self._checks
+
+    def _encoder(self) -> FrameEncoder:
+        if self._encodes is None:
+            self._encodes = FrameEncoder(self.model, self._column_check())
+        return self._encodes
+
     def chunks(self) -> Iterator[Chunk]:
-        return chunks(self.model, self.frame, self.rows)
+        """The chunks to save: each checked and encoded column-wise where it can be
+        (`FrameEncoder`: no instance made), else as instances (`chunks()`)."""
+        encoder = self._encoder()
+        pa = require("pyarrow", "arrow", "save_frame()")
+        for start, data in _batches(self.model, self.frame, self.rows):
+            chunk = encoder.checked(start, data, self.accept_expired)
+            if chunk is None:
+                names = tuple(data.schema.names)
+                make = encoder._makers.get(names) or encoder._makers.setdefault(
+                    names, _maker(self.model, names))
+                values = _python_columns(pa, data).values()
+                chunk = Chunk(start, list(starmap(make, zip(*values, strict=True))))
+            yield chunk
+
+    def entities(self, chunk: Chunk) -> Iterable[Any]:
+        """What the chunk's ``save_all`` takes: its `CheckedEvents` where it was checked
+        column-wise, else its instances `counted()`."""
+        return chunk.checked if chunk.checked is not None else self.counted(chunk)
 
     def counted(self, chunk: Chunk) -> Iterator[Any]:
         """The chunk's instances, each one's row noted as it is taken (to name a bad one)."""

@@ -96,7 +96,7 @@ class TableCodec:
                  "_time_check", "_like", "_required", "_defaulted", "witness", "_key_columns",
                  "_version_field", "_history", "_owns", "_rendered_records",
                  "_rendered_decode", "_rendered_columns", "_encode", "_events", "_parts",
-                 "_columns", "_stripped_read", "declared_cells")
+                 "_columns", "_stripped_read", "declared_cells", "renderings")
 
     def __init__(self, shape: TableShape, *, table: str, key: KeyLayout, layout: Layout,
                  time_field: str, values: ValueEncoder, like: TableCodec | None = None,
@@ -155,6 +155,9 @@ class TableCodec:
                           tuple[Callable[[Any], Any], Callable[[Any, Any], Any]] | None] = {}
         self._columns: dict[TableCodec | None,
                             tuple[tuple[str, ...], Callable[..., Any]] | None] = {}
+        #: Functions rendered from this declaration by the layers above (the frame
+        #: encoder of `tsmodel.io.frame_columns`), by name; listed by `generated()`.
+        self.renderings: dict[str, Any] = {}
 
     @property
     def model(self) -> str:

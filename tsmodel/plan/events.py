@@ -7,7 +7,7 @@ events (saves, deletes, repairs, snapshot jobs) encodes through here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, TypeVar, cast
 
 from tsmodel import errors
@@ -20,7 +20,7 @@ from tsmodel.ground.base import (
 from tsmodel.layouts import EncodedRow
 
 __all__ = ["EncodedEvent", "CheckedEvents", "encode_event", "encode", "encoder",
-           "event_encoder", "encode_all", "check_all", "PlainRows"]
+           "event_encoder", "encode_all", "check_all", "checked_events", "PlainRows"]
 
 _T = TypeVar("_T")
 
@@ -225,6 +225,25 @@ def check_all(entities: Iterable[Any]) -> CheckedEvents:
         events.append(maker[0](e))
         lay_outs.append(maker[1])
     return CheckedEvents(kept, events, lay_outs, plain)
+
+
+def checked_events(spec: ModelSpec, entities: Sequence[Any],
+                   events: list[tuple[Any, ...]]) -> CheckedEvents:
+    """The `CheckedEvents` of ``spec``'s events checked elsewhere: ``events[i]`` is the
+    tuple the check of `check_all()` returns for ``entities[i]`` (a frame's
+    column-wise check: `tsmodel.io.frame_columns`), for a model `column_checker()`
+    renders (where `check_all()` checks apart from laying out).
+
+    ``entities`` is only read for what a save reports of an entity (the
+    results of the rows not written) or lays out from it (a model whose rows
+    are not `PlainRows`): a frame makes an instance when asked for one.
+    """
+    check, lay_out = _checker(spec)
+    if lay_out is None:
+        raise ValueError(f"{spec.name}: its events are encoded whole, not checked apart")
+    rows = _plain_rows(spec)
+    return CheckedEvents(cast("list[Any]", entities), events, [lay_out] * len(events),
+                         {} if rows is None else {lay_out: rows})
 
 
 def _plain_rows(spec: ModelSpec) -> PlainRows | None:

@@ -27,7 +27,7 @@ from tsmodel.ground.base import (
     SetCell,
 )
 from tsmodel.plan.calls import Read, Write
-from tsmodel.plan.events import EncodedEvent, PlainRows, encode_all
+from tsmodel.plan.events import CheckedEvents, EncodedEvent, PlainRows, encode_all
 from tsmodel.plan.results import ReadStep, TableWrite, WriteResult, WriteStep, send_writes
 from tsmodel.plan.retention import retention_message, retention_problems
 from tsmodel.plan.rollups import refresh_steps
@@ -45,8 +45,12 @@ def schedule_save(entities: Iterable[Any], batch_size: int, flow: WriteFlow, *,
 
     With ``validate_first`` every entity is encoded before the first call
     (`prepare_save()`), else batch by batch as the save goes
-    (`SaveSchedule.streaming()`).
+    (`SaveSchedule.streaming()`). Events given as `CheckedEvents` (a frame's
+    chunk, checked column-wise with its retention: `tsmodel.io.frames`) are
+    planned as they are.
     """
+    if isinstance(entities, CheckedEvents):
+        return SaveSchedule(WritePlan(entities), batch_size, flow, trusted=trusted)
     if isinstance(entities, type):  # save_all(M) for save_all([M(...), ...])
         instance_spec(entities)
     if validate_first:

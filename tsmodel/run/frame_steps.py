@@ -20,7 +20,7 @@ chunk checks each chunk before its first write.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
 from tsmodel import errors
@@ -32,7 +32,7 @@ __all__ = ["ChunkSave", "FrameResult", "frame_steps"]
 
 #: One chunk's save: its entities, the ``progress=`` hook and ``validate_first`` of
 #: its ``save_all``.
-ChunkSave = tuple[Iterator[Any], Callable[[int, int | None], None], bool]
+ChunkSave = tuple[Iterable[Any], Callable[[int, int | None], None], bool]
 
 
 def _refusing(save: FrameSave, chunks: Iterator[Chunk]) -> Iterator[Chunk]:
@@ -64,7 +64,7 @@ def frame_steps(save: FrameSave, progress: Progress,
                 counted[0] = done
 
             try:
-                done = yield save.counted(chunk), batch_done, True
+                done = yield save.entities(chunk), batch_done, True
             except errors.ValidationError as exc:
                 raise save.refused(exc) from None
             save.saved(chunk, done)
