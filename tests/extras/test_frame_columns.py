@@ -223,3 +223,45 @@ def test_an_optional_value_and_a_missing_column_encode_as_they_check(
     })
     taken = _compare(Optional_, table)
     assert taken == (not any(r[1] is not None and r[1] != r[1] for r in rows))
+
+
+# -- the Bigtable entries of a batch, written from its columns ----------------------------
+
+_KEYS = st.binary(min_size=1, max_size=200)
+_VALUES = st.one_of(st.binary(min_size=8, max_size=8), st.binary(max_size=300))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["m", "family"]), st.binary(max_size=130)),
+                min_size=1, max_size=3),
+       st.booleans(), st.data())
+def test_the_entries_written_from_columns_are_the_row_writers(
+        columns: list[tuple[str, bytes]], exact: bool, data: st.DataObject) -> None:
+    """The columns writer against the row writer of the same declaration, on the same
+    rows: the same bytes and sizes (the row writer is held to the message-built
+    requests by tests/unit/test_wire_bytes.py), or the batch left to the row writer."""
+    from tsmodel.backends import _bigtable_wire as wire
+    from tsmodel.backends._bigtable_columns import columns_writer
+    from tsmodel.ground.base import DeclaredCells, DeclaredColumns
+
+    declared = DeclaredCells("M.T", tuple(columns), exact)
+    width = data.draw(st.sampled_from([None, 8, 1]), label="value width")
+    value = _VALUES if width is None else st.binary(min_size=width, max_size=width)
+    times = st.one_of(st.integers(1, 2**62), st.integers(-5, 5),
+                      st.sampled_from([1_426_532_400_000_000, 1_426_532_400_005_123]))
+    rows = data.draw(st.lists(st.tuples(_KEYS, times, *[value] * len(columns)),
+                              min_size=1, max_size=12), label="rows")
+    checked = [(key, us, *values) for key, us, *values in rows]
+    cut = data.draw(st.integers(0, len(rows) - 1), label="first row")
+    whole = DeclaredColumns(pa.array([r[0] for r in rows], pa.binary()),
+                            np.array([r[1] for r in rows], np.int64),
+                            [pa.array([r[2 + i] for r in rows], pa.binary())
+                             for i in range(len(columns))])
+    # A batch sliced from its chunk:
+    got = columns_writer(declared, wire._set_cell_head, wire.MAX_ROW_KEY)(whole[cut:])
+    expected = wire._rendered(declared)[1](checked[cut:], 0, range(len(rows) - cut))
+    ordinary = all(r[1] > (0 if exact else 999) and r[1] * (1000 if exact else 1) < 2**63
+                   for r in rows[cut:])
+    assert (got is not None) == ordinary
+    if got is not None:
+        assert got == expected

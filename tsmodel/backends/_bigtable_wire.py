@@ -20,6 +20,7 @@ from google.cloud.bigtable_v2.types import data as data_types
 from google.cloud.bigtable_v2.types import feature_flags
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from tsmodel.backends._bigtable_columns import columns_writer
 from tsmodel.backends._chunks import ReadProgress
 from tsmodel.ground.base import (
     AddToCell,
@@ -209,7 +210,16 @@ def entry_requests(
     datas: list[bytes | None] = []
     if isinstance(entries, DeclaredRows):  # the batch's entries written in one call
         declared_count = len(entries.declared.columns)
-        datas, sizes = _rendered(entries.declared)[1](entries.checked, entries.key_at, indices)
+        written = None
+        if entries.columns is not None and entries.key_at == 0:  # from its columns
+            written = columns_writer(entries.declared, _set_cell_head,
+                                     MAX_ROW_KEY)(entries.columns)
+        if written is not None:
+            every, each = written
+            datas, sizes = [every[i] for i in indices], [each[i] for i in indices]
+        else:
+            datas, sizes = _rendered(entries.declared)[1](entries.checked, entries.key_at,
+                                                          indices)
     for at, index in enumerate(indices):
         data = datas[at] if datas else None
         if data is not None:

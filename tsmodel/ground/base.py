@@ -35,6 +35,7 @@ __all__ = [
     "AddToCell",
     "DeleteCells",
     "DeclaredCells",
+    "DeclaredColumns",
     "DeclaredRows",
     "DeleteFamily",
     "DeleteRow",
@@ -341,6 +342,35 @@ class DeclaredCells:
                       for (family, qualifier), value in zip(self.columns, values, strict=True)])
 
 
+class DeclaredColumns:
+    """The rows of a `DeclaredRows` (of its main table) as columns: each row's key,
+    event time in µs and encoded values, a column each, row ``i`` holding
+    exactly what the checked tuple ``i`` holds. A frame's chunk checked
+    column-wise comes with them (`tsmodel.io.frame_columns`: Arrow binary
+    arrays, the times a numpy array); a backend may write the entries of a
+    whole batch from them with a rendering of its own (the Bigtable backend:
+    the ``MutateRows`` entries' wire bytes), or ignore them.
+
+    Attributes:
+        keys: the row keys.
+        times: the event times in µs.
+        values: per declared column, in order, its encoded values.
+    """
+
+    __slots__ = ("keys", "times", "values")
+
+    def __init__(self, keys: Any, times: Any, values: Sequence[Any]) -> None:
+        self.keys, self.times, self.values = keys, times, tuple(values)
+
+    def __getitem__(self, rows: slice) -> DeclaredColumns:
+        """The columns of the rows ``rows`` (a slice)."""
+        return DeclaredColumns(self.keys[rows], self.times[rows],
+                               [v[rows] for v in self.values])
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+
 class DeclaredRows(Sequence["RowMutation"]):
     """The rows of a batch of events laid out as one `DeclaredCells` declares,
     carried as the events' checked tuples: no object per row until one is asked for.
@@ -355,16 +385,19 @@ class DeclaredRows(Sequence["RowMutation"]):
     As a sequence, item ``i`` is the `RowMutation` of row ``i`` (made when
     asked for), so that any backend writes it; a backend may write the whole
     batch from the tuples with its rendering of ``declared`` instead (the
-    Bigtable backend: the ``MutateRows`` entries' wire bytes).
+    Bigtable backend: the ``MutateRows`` entries' wire bytes), from the
+    tuples or from ``columns`` (`DeclaredColumns`) where they come with them.
     """
 
-    __slots__ = ("declared", "checked", "key_at")
+    __slots__ = ("declared", "checked", "key_at", "columns")
 
     def __init__(self, declared: DeclaredCells, checked: list[tuple[Any, ...]],
-                 key_at: int = 0) -> None:
+                 key_at: int = 0, columns: DeclaredColumns | None = None) -> None:
         self.declared = declared
         self.checked = checked
         self.key_at = key_at
+        #: The same rows as columns (the main table's rows of a frame), or ``None``.
+        self.columns = columns
 
     def __len__(self) -> int:
         return len(self.checked)

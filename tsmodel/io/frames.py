@@ -33,6 +33,7 @@ import attrs
 from tsmodel import errors
 from tsmodel.declare.spec import spec_of
 from tsmodel.encoding.timestamps import to_micros
+from tsmodel.ground.base import DeclaredColumns
 from tsmodel.io import require
 from tsmodel.io.frame_columns import FrameColumns, Missing, frame_encoder
 from tsmodel.layouts._source import compile_function
@@ -302,8 +303,10 @@ class FrameEncoder:
             names, _maker(self.model, names))
         instances = _Instances(self._pa, data, make)
         rows = FrameColumns.rows(*found)
+        keys, us, values, _ = found
         return Chunk(start, cast("list[Any]", instances),
-                     checked_events(self.spec, instances, rows))
+                     checked_events(self.spec, instances, rows,
+                                    DeclaredColumns(keys, us, values)))
 
 
 def _fresh(horizons: tuple[tuple[str, str, timedelta], ...], oldest_us: int) -> bool:

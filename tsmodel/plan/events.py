@@ -14,6 +14,7 @@ from tsmodel import errors
 from tsmodel.declare.spec import ModelSpec, instance_spec
 from tsmodel.ground.base import (
     DeclaredCells,
+    DeclaredColumns,
     Mutation,
     RowMutation,
 )
@@ -191,12 +192,15 @@ class CheckedEvents(NamedTuple):
             ``None`` for an event encoded whole.
         plain: per lay-out function, its model's `PlainRows` where its
             events may be written without being laid out.
+        columns: the main-table rows of ``events`` as columns, where they come
+            with them (a frame's chunk: `checked_events()`), else ``None``.
     """
 
     entities: list[Any]
     events: list[Any]
     lay_outs: list[LayOut | None]
     plain: dict[LayOut, PlainRows] = {}
+    columns: DeclaredColumns | None = None
 
 
 def check_all(entities: Iterable[Any]) -> CheckedEvents:
@@ -227,8 +231,8 @@ def check_all(entities: Iterable[Any]) -> CheckedEvents:
     return CheckedEvents(kept, events, lay_outs, plain)
 
 
-def checked_events(spec: ModelSpec, entities: Sequence[Any],
-                   events: list[tuple[Any, ...]]) -> CheckedEvents:
+def checked_events(spec: ModelSpec, entities: Sequence[Any], events: list[tuple[Any, ...]],
+                   columns: DeclaredColumns | None = None) -> CheckedEvents:
     """The `CheckedEvents` of ``spec``'s events checked elsewhere: ``events[i]`` is the
     tuple the check of `check_all()` returns for ``entities[i]`` (a frame's
     column-wise check: `tsmodel.io.frame_columns`), for a model `column_checker()`
@@ -237,13 +241,15 @@ def checked_events(spec: ModelSpec, entities: Sequence[Any],
     ``entities`` is only read for what a save reports of an entity (the
     results of the rows not written) or lays out from it (a model whose rows
     are not `PlainRows`): a frame makes an instance when asked for one.
+    ``columns``: the same rows as columns, kept where they are `PlainRows`.
     """
     check, lay_out = _checker(spec)
     if lay_out is None:
         raise ValueError(f"{spec.name}: its events are encoded whole, not checked apart")
     rows = _plain_rows(spec)
     return CheckedEvents(cast("list[Any]", entities), events, [lay_out] * len(events),
-                         {} if rows is None else {lay_out: rows})
+                         {} if rows is None else {lay_out: rows},
+                         None if rows is None else columns)
 
 
 def _plain_rows(spec: ModelSpec) -> PlainRows | None:

@@ -19,6 +19,7 @@ from typing import Any, cast
 from tsmodel import errors
 from tsmodel.declare.spec import ModelSpec, instance_spec
 from tsmodel.ground.base import (
+    DeclaredColumns,
     DeclaredRows,
     DeleteCells,
     Mutation,
@@ -64,11 +65,14 @@ class WritePlan:
             self.entities: list[Any] = events.entities
             self.events = cast("list[EncodedEvent]", events.events)
             self._plain_of: dict[LayOut, PlainRows] = events.plain
+            #: The events' main-table rows as columns, where they came with them.
+            self._columns: DeclaredColumns | None = events.columns
         else:
             self.events = list(events)
             self.entities = [ev.entity for ev in self.events]
             self._lay_outs = []
             self._plain_of = {}
+            self._columns = None
         #: The batches (by their first index) written as their checked tuples.
         self._plain: dict[int, tuple[range, PlainRows]] = {}
         #: Per entity: its main outcome and each table's.
@@ -316,8 +320,10 @@ class WritePlan:
         plain = self.plain(batch)
         if plain is not None:  # one table, each event once: its checked tuples
             checked: list[Any] = self.events[batch.start:batch.stop]
-            return [TableWrite(plain.table, DeclaredRows(plain.declared, checked),
-                               tuple(batch), role=TableRole.MAIN)]
+            columns = self._columns
+            rows = DeclaredRows(plain.declared, checked, 0, None if columns is None else
+                                columns[batch.start:batch.stop])
+            return [TableWrite(plain.table, rows, tuple(batch), role=TableRole.MAIN)]
         self._dedupe(batch)
         by_table: dict[str, list[int]] = {}
         skipped = self._superseded | self._refused
