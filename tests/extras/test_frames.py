@@ -46,6 +46,7 @@ from tsmodel.backends.base import (  # noqa: E402
     RowMutation,
     RowSet,
 )
+from tsmodel.io.frames import FrameEncoder, _ColumnCheck  # noqa: E402
 
 UTC = timezone.utc
 backend, emulator = _backends.backend, _backends.emulator
@@ -413,6 +414,40 @@ def test_the_rows_not_written_are_reported_each_by_its_index(
     assert isinstance(again, ts.FrameResult) and again.summary() == result.summary()
     assert [(r.row, r.status) for r in again.not_written] == expected
     assert f"first problem: row {expected[0][0]}: " in str(info.value)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_rows_saved_column_wise_and_not_written_are_named(backend: Backend, seed: int) -> None:
+    """A model whose chunks are saved from their columns (no instance made): each row not
+    written is reported by its index, with the instance the row makes."""
+    name = "CW" + uuid.uuid4().hex[:8].upper()
+
+    @ts.model(table=name, family="m", current=name + "_NOW")
+    class Site:
+        site: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        x: int = ts.value()
+
+    conn = ts.Connection(FailingSites(backend, name, name + "_NOW"))
+    conn.create_tables(Site)
+    try:
+        rng = random.Random(seed)
+        sites = [rng.choice(["ok", "ok", "ok", "bad", "unk", "par"]) for _ in range(60)]
+        times = [T0 + timedelta(seconds=i) for i in range(60)]
+        frame = pd.DataFrame({"site": sites, "time": times,
+                              "x": pd.array(range(60), dtype="Int64")})
+        encoder = FrameEncoder(Site, _ColumnCheck(Site))
+        assert encoder.encoded(pa.RecordBatch.from_pandas(frame), False) is not None
+        result = conn.save_frame(Site, frame, rows=7, raise_on_failure=False, progress=False)
+        status = {"bad": ts.WriteStatus.FAILED, "unk": ts.WriteStatus.UNKNOWN,
+                  "par": ts.WriteStatus.PARTIAL}
+        assert [(r.row, r.status) for r in result.not_written] == \
+            [(i, status[s]) for i, s in enumerate(sites) if s != "ok"]
+        assert all(r.entity == Site(site=sites[r.row], time=times[r.row], x=r.row)
+                   for r in result.not_written)
+        assert result.written == sites.count("ok")
+    finally:
+        conn.drop_tables(Site)
 
 
 def _deep_size(root: Any) -> int:
