@@ -2,17 +2,21 @@
 
 `Connection.save_frame()` (and the async connection's) saves a pandas or
 polars ``DataFrame``, a ``pyarrow.Table`` or ``RecordBatch``, or an iterable
-of record batches. This module turns such input into chunks of the model's
-instances, ``rows`` at a time, so that memory stays bounded whatever the
-input's size: each chunk's columns are converted to Python values a column
-at a time (Arrow's conversion, one call per column: times to aware
-datetimes, those of a UTC column in ``datetime.timezone.utc`` from its
-integers, dictionary columns to their values, nulls to ``None``), then the
-chunk's instances are built (by a constructor compiled for the frame's
-columns, taking them by position) and saved as ``save_all`` saves them (the
-same validation, companions, rollups and outcomes). `FrameSave` is the
-state of one save; `tsmodel.run.frame_steps` is the sequence both
-connections drive.
+of record batches. This module reads such input as Arrow record batches,
+``rows`` at a time, so that memory stays bounded whatever the input's size,
+and makes each a `Chunk` to save as ``save_all`` saves the same events (the
+same validation, cells, companions, rollups and outcomes). Where the model
+allows, a chunk is checked and encoded a whole column at a time
+(`FrameEncoder`, `tsmodel.io.frame_columns`) and saved from its checked
+tuples, without an instance per row; otherwise (or for a value that
+encoding leaves to the per-event check) its columns are converted to
+Python values a column at a time (Arrow's conversion, one call per column:
+times to aware datetimes, those of a UTC column in ``datetime.timezone.utc``
+from its integers, dictionary columns to their values, nulls to ``None``),
+its instances built (by a constructor compiled for the frame's columns,
+taking them by position) and checked per event. `FrameSave` is the state
+of one save; `tsmodel.run.frame_steps` is the sequence both connections
+drive.
 
 Columns must be fields of the model; a field missing from the frame takes
 its declared default (a field without one is refused before anything is
@@ -43,7 +47,7 @@ from tsmodel.plan.results import EntityResult, FrameResult, WriteResult, WriteSt
 from tsmodel.plan.retention import retention_horizons
 from tsmodel.plan.writes import prepare_save
 
-__all__ = ["Chunk", "chunks", "is_stream", "row_count", "FrameSave", "DEFAULT_FRAME_ROWS"]
+__all__ = ["Chunk", "FrameEncoder", "is_stream", "row_count", "FrameSave", "DEFAULT_FRAME_ROWS"]
 
 #: Rows of a frame saved at a time (validated, then written, then let go).
 DEFAULT_FRAME_ROWS = 20_000
@@ -174,34 +178,6 @@ def _python_column(pa: Any, column: Any) -> list[Any]:
         return [None if i is None else _EPOCH + i * step for i in ints]
     values: list[Any] = column.to_pylist()
     return values
-
-
-def chunks(model: type, frame: Any, rows: int) -> Iterator[Chunk]:
-    """The rows of ``frame`` as chunks of ``model`` instances, ``rows`` at a time.
-
-    Raises:
-        TypeError: ``frame`` is none of the inputs `save_frame()` takes.
-        ValidationError: a column is no field of the model, or a field without a
-            default has no column (raised before the first chunk).
-        ValueError: ``rows`` is not an int >= 1.
-        ExtraNotInstalledError: pyarrow is not installed.
-    """
-    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
-        raise ValueError(f"rows per chunk must be an int >= 1, got {rows!r}")
-    fields = {a.name: a for a in attrs.fields(model)}
-    pa = require("pyarrow", "arrow", "save_frame()")
-    start = 0
-    checked: tuple[str, ...] | None = None
-    make: Any = None
-    for data in _arrow_chunks(model.__name__, frame, rows):
-        names = tuple(data.schema.names)
-        if names != checked:
-            _check_columns(model.__name__, fields, names)
-            checked = names
-            make = _maker(model, names)
-        columns = [_python_column(pa, data.column(i)) for i in range(len(names))]
-        yield Chunk(start, list(starmap(make, zip(*columns, strict=True))))
-        start += data.num_rows
 
 
 def _batches(model: type, frame: Any, rows: int) -> Iterator[tuple[int, Any]]:
@@ -470,7 +446,17 @@ class FrameSave:
 
     def chunks(self) -> Iterator[Chunk]:
         """The chunks to save: each checked and encoded column-wise where it can be
-        (`FrameEncoder`: no instance made), else as instances (`chunks()`)."""
+        (`FrameEncoder`: no instance made), else as its instances (each column's
+        Python values, a row's instance made by a constructor compiled for the
+        frame's columns).
+
+        Raises:
+            TypeError: ``frame`` is none of the inputs `save_frame()` takes.
+            ValidationError: a column is no field of the model, or a field without a
+                default has no column (raised before the first chunk).
+            ValueError: ``rows`` is not an int >= 1.
+            ExtraNotInstalledError: pyarrow is not installed.
+        """
         encoder = self._encoder()
         pa = require("pyarrow", "arrow", "save_frame()")
         for start, data in _batches(self.model, self.frame, self.rows):
