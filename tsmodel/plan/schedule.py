@@ -27,7 +27,7 @@ from tsmodel.ground.base import (
     SetCell,
 )
 from tsmodel.plan.calls import Read, Write
-from tsmodel.plan.events import CheckedEvents, EncodedEvent, PlainRows, encode_all
+from tsmodel.plan.events import CheckedEvents, EncodedEvent, PlainRows, check_all
 from tsmodel.plan.results import ReadStep, TableWrite, WriteResult, WriteStep, send_writes
 from tsmodel.plan.retention import retention_message, retention_problems
 from tsmodel.plan.rollups import refresh_steps
@@ -308,17 +308,19 @@ class SaveSchedule:
             if not chunk:
                 return
             try:
-                events = encode_all(chunk)
+                # Checked as a validated save checks (`check_all()`): a batch of plain
+                # events goes down as its checked tuples, with no object per event.
+                checked = check_all(chunk)
                 if not self._accept_expired:
-                    problems = retention_problems(ev.entity for ev in events)
+                    problems = retention_problems(checked.entities)
                     if problems:
                         raise errors.RetentionError(retention_message(problems), problems)
             except errors.ValidationError as exc:
                 self._error = exc
                 return
             start = len(plan.events)
-            plan.extend(events)
-            yield range(start, start + len(events))
+            plan.extend(checked)
+            yield range(start, start + len(chunk))
 
     @property
     def done(self) -> bool:

@@ -45,6 +45,8 @@ from tsmodel.plan.rollups import Increments, RollupRefresh
 from tsmodel.plan.versions import erase, past_limit, timestamps_read, version_limit, written_cells
 
 _MS = 1_000
+#: What stands for a plain event once its batch is answered (see `WritePlan.let_go()`).
+_WRITTEN = cast("EncodedEvent", None)
 
 #: ``EncodedEvent`` and ``encode_event`` (tsmodel.plan.events) stay importable from here.
 __all__ = ["WritePlan", "prepare_save", "EncodedEvent", "encode_event"]
@@ -129,28 +131,32 @@ class WritePlan:
         found = self._plain.get(batch.start)
         return found[1] if found is not None and found[0] == batch else None
 
-    def extend(self, events: Sequence[EncodedEvent]) -> None:
-        """Plan more events after those planned (a streamed save's next batch)."""
+    def extend(self, events: Sequence[EncodedEvent] | CheckedEvents) -> None:
+        """Plan more events after those planned (a streamed save's next batch): encoded
+        events, or `check_all()`'s, laid out batch by batch as the constructor's."""
+        if isinstance(events, CheckedEvents):
+            lay_outs = self._lay_outs
+            lay_outs.extend([None] * (len(self.events) - len(lay_outs)))
+            lay_outs.extend(events.lay_outs)
+            self._plain_of.update(events.plain)
+            self.entities.extend(events.entities)
+            self.events.extend(cast("list[EncodedEvent]", events.events))
+            self.outcomes.extend(len(events.entities))
+            return
         self.events.extend(events)
         self.entities.extend(ev.entity for ev in events)
         self.outcomes.extend(len(events))
 
     def let_go(self, batch: range) -> None:
-        """Drop the cells of a batch whose calls are answered: keep what results need."""
-        events, checked = self.events, self._checked
-        if self._plain.pop(batch.start, None) is not None:
-            return  # its events are still their checked tuples
-        for i in batch:
-            was = checked.pop(i, None)
-            if was is not None:  # back to its checked tuple: no new object
-                events[i] = cast("EncodedEvent", was)
-            else:
-                ev = events[i]
-                events[i] = EncodedEvent(ev.entity, ev.table, ev.key, ev.timestamp, ())
-        for i in batch:
-            self._stale.pop(i, None)
-            self._moved.pop(i, None)
-            self._moved_alt.pop(i, None)
+        """Drop the events of a batch whose calls are answered: nothing reads them again
+        (the results are the entities' and the outcomes), and a streamed save keeps
+        none of their cells or values."""
+        self._plain.pop(batch.start, None)
+        for kept in (self._checked, self._stale, self._moved, self._moved_alt):
+            if kept:  # a batch of plain events has none
+                for i in batch:
+                    kept.pop(i, None)
+        self.events[batch.start:batch.stop] = [_WRITTEN] * len(batch)
 
     # -- corrections ------------------------------------------------------------------
 
