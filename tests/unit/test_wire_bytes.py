@@ -303,6 +303,25 @@ def test_declared_cells_outside_the_rendering_are_written_or_refused_alike(stamp
            RowMutation(b"k" * 200, cells, None, declared)])
 
 
+@pytest.mark.parametrize("stamp", [1, 127, 128, 2**28 - 1, 2**28, 2**28 + 1, 2**35 + 7,
+                                   1_426_532_400_000_000, 2**56 - 1, 2**56, 2**63 - 1])
+def test_declared_cells_at_every_timestamp_width_give_the_message_built_bytes(
+        stamp: int) -> None:
+    """The generated writers' timestamps (high bits looked up above 2**28): the bytes
+    of the message-built request, written twice (the second time from the cache), and
+    the same entries sized alike with the values' sizes varied."""
+    shape = next(s for s in SHAPES if _declares(s))
+    declared = ts.spec_of(_model(shape)).codec.declared_cells
+    assert declared is not None
+    for size in (0, 1, 127, 128):
+        cells = tuple(SetCell(family, qualifier, stamp, b"v" * (size + n))
+                      for n, (family, qualifier) in enumerate(declared.columns))
+        entries = [RowMutation(b"k", cells, None, declared),
+                   RowMutation(b"k" * 200, cells, None, declared)]
+        _both(entries)
+        _both(entries)
+
+
 def test_the_rendered_writer_is_there_to_read() -> None:
     shape = next(s for s in SHAPES if _declares(s))
     declared = ts.spec_of(_model(shape)).codec.declared_cells
@@ -344,17 +363,19 @@ def test_a_batch_of_checked_tuples_sends_the_message_built_bytes(shape: Shape, d
     for rows, laid_out in tables:
         assert list(rows) == laid_out
         assert [r.declared for r in rows] == [r.declared for r in laid_out]
-        _same_requests(rows, laid_out, max_bytes)
+        for max_mutations in (7, 100_000):  # split, and (mostly) all in one request
+            _same_requests(rows, laid_out, max_bytes, max_mutations)
 
 
-def _same_requests(rows: DeclaredRows, laid_out: list[Any], max_bytes: int) -> None:
+def _same_requests(rows: DeclaredRows, laid_out: list[Any], max_bytes: int,
+                   max_mutations: int = 7) -> None:
     """The batch writer on ``rows`` gives the message-built requests of ``laid_out``."""
     refused: dict[str, list[tuple[int, type, str]]] = {"wire": [], "message": []}
     got = [(r.SerializeToString(), p) for r, p in wire.entry_requests(
-        "t", None, rows, range(len(rows)), 7, max_bytes,
+        "t", None, rows, range(len(rows)), max_mutations, max_bytes,
         lambda i, exc: refused["wire"].append((i, type(exc), _message(exc))))]
     expected = [(r.SerializeToString(), p) for r, p in message_requests(
-        "t", None, laid_out, range(len(laid_out)), 7, max_bytes,
+        "t", None, laid_out, range(len(laid_out)), max_mutations, max_bytes,
         lambda i, exc: refused["message"].append((i, type(exc), _message(exc))))]
     assert got == expected
     assert refused["wire"] == refused["message"]

@@ -12,7 +12,7 @@ import base64
 import operator
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 from google.api_core.gapic_v1 import routing_header
 from google.cloud.bigtable_v2.types import bigtable as bigtable_types
@@ -220,6 +220,12 @@ def entry_requests(
         else:
             datas, sizes = _rendered(entries.declared)[1](entries.checked, entries.key_at,
                                                           indices)
+        if declared_count and datas and None not in datas and \
+                declared_count * len(datas) <= max_mutations and sum(sizes) <= max_bytes:
+            # The common case: every entry written, all in one request.
+            yield MutateRequest(table_name, app_profile_id, cast("list[bytes]", datas)), \
+                list(indices)
+            return
     for at, index in enumerate(indices):
         data = datas[at] if datas else None
         if data is not None:
@@ -425,8 +431,9 @@ def render_cells_writer(declared: DeclaredCells) -> Callable[[bytes, Any],
 
     ``cells`` are exactly the declared cells (one `SetCell` per column, in
     order, at one timestamp): the writer takes only their timestamp and
-    values and writes the entry as `entry_bytes()` does, its columns' tags,
-    names and lengths worked out once per value size. It returns what
+    values and writes the entry as `entry_bytes()` does, every byte around
+    the key, timestamp and values (tags, lengths, column names) worked out
+    once per their sizes (`_entry_shape()`). It returns what
     `entry_bytes()` returns, or ``None`` for a timestamp it leaves to
     `entry_bytes()`'s general path (negative or out of range: the path
     that refuses them), so both write the same bytes and refuse alike
@@ -459,21 +466,52 @@ def _rendered(declared: DeclaredCells) -> tuple[Any, Any]:
     """Both writers of ``declared``, rendered once and kept in its renderings."""
     both = declared.renderings.get("bigtable")
     if both is None:
-        heads: list[dict[int, tuple[bytes, bytes]]] = [{} for _ in declared.columns]
-        both = declared.renderings["bigtable"] = (_render_writer(declared, heads, False),
-                                                  _render_writer(declared, heads, True))
+        shapes: dict[tuple[int, ...], tuple[Any, ...]] = {}
+        both = declared.renderings["bigtable"] = (_render_writer(declared, shapes, False),
+                                                  _render_writer(declared, shapes, True))
     return both
 
 
-def _render_writer(declared: DeclaredCells, heads: list[dict[int, tuple[bytes, bytes]]],
+#: Entry shapes kept per declaration: beyond, a shape is worked out each time it comes.
+_SHAPES_MAX = 256
+
+
+def _entry_shape(columns: tuple[tuple[str, bytes], ...], lengths: tuple[int, ...],
+                 known: dict[tuple[int, ...], tuple[Any, ...]]) -> tuple[Any, ...]:
+    """The bytes of a declared entry around its key, timestamp and values, by their
+    sizes ``lengths``: ``(stamp, key, value 0, value 1, ...)``.
+
+    Returns the entry's tag and length with the key's tag and length, then per
+    cell of ``columns`` what goes before its timestamp and between it and its
+    value (`_set_cell_head()`), then the entry's size (untagged); kept in
+    ``known`` while it holds fewer than ``_SHAPES_MAX``."""
+    stamp, n = lengths[0], lengths[1]
+    pieces: list[bytes] = []
+    body = 0
+    for (family, qualifier), size in zip(columns, lengths[2:], strict=True):
+        head, value = _set_cell_head(family, qualifier, stamp, size)
+        pieces += (head, value)
+        body += len(head) + stamp + len(value) + size
+    size = 1 + len(_varint(n)) + n + body
+    shape = (b"\x12" + _varint(size) + b"\x0a" + _varint(n), *pieces, size)
+    if len(known) < _SHAPES_MAX:
+        known[lengths] = shape
+    return shape
+
+
+def _render_writer(declared: DeclaredCells, shapes: dict[tuple[int, ...], tuple[Any, ...]],
                    rows: bool) -> Any:
-    """The entry writer (``rows`` false) or the batch writer of ``declared``: one body."""
+    """The entry writer (``rows`` false) or the batch writer of ``declared``: one body.
+
+    Per entry, one look-up in ``shapes`` by the sizes of its timestamp, key and
+    values gives every byte around them (`_entry_shape()`); the entry is one join."""
     src = Fragment()
-    for reserved in ("key", "cells", "ts", "stamp", "n", "size", "body", "checked", "key_at",
-                     "indices", "datas", "sizes", "row", "i", "us"):
+    for reserved in ("key", "cells", "ts", "stamp", "n", "size", "lengths", "shape", "checked",
+                     "key_at", "indices", "datas", "sizes", "row", "i", "us", "entry"):
         src.local(reserved)
     count = len(declared.columns)
-    names = [(src.local(f"v{i}"), src.local(f"h{i}")) for i in range(count)]
+    values = [src.local(f"v{i}") for i in range(count)]
+    heads = [(src.local(f"a{i}"), src.local(f"b{i}")) for i in range(count)]
     d = 0
     if rows:
         src.emit("datas = []")
@@ -482,7 +520,7 @@ def _render_writer(declared: DeclaredCells, heads: list[dict[int, tuple[bytes, b
         d = 1
         src.emit("row = checked[i]", d)
         src.emit("key = row[key_at]", d)
-        src.emit(f"{''.join(v + ', ' for v, _ in names)}= row[2:{2 + count}]", d)
+        src.emit(f"{''.join(v + ', ' for v in values)}= row[2:{2 + count}]", d)
         src.emit("us = row[1]", d)
         stamp = "us * 1000" if declared.exact_times else "us // 1000 * 1000"
         src.emit(f"ts = {stamp} if type(us) is int else None", d)
@@ -493,7 +531,7 @@ def _render_writer(declared: DeclaredCells, heads: list[dict[int, tuple[bytes, b
         src.emit("continue", d + 1)
     else:
         unpacked = ", ".join(f"(_, _, {'ts' if i == 0 else '_'}, {v})"
-                             for i, (v, _) in enumerate(names))
+                             for i, v in enumerate(values))
         src.emit(f"{unpacked}, = cells")
         src.emit(f"if type(ts) is not int or not 0 <= ts <= {_INT64_MAX}:")
         src.emit("return None", 1)
@@ -501,41 +539,52 @@ def _render_writer(declared: DeclaredCells, heads: list[dict[int, tuple[bytes, b
     src.emit(f"stamp = {stamps}.get(ts)", d)
     src.emit("if stamp is None:", d)
     src.emit(f"stamp = {src.bind(_stamp_of, 'stamp_of')}(ts)", d + 1)
-    src.emit("n = len(stamp)", d)
-    small, varint = src.bind(_SMALL, "SMALL"), src.bind(_varint, "varint")
-    head = src.bind(_set_cell_head, "set_cell_head")
-    pieces = []
-    for i, ((family, qualifier), (v, h)) in enumerate(zip(declared.columns, names,
-                                                          strict=True)):
-        # Per column, the bytes around its timestamp and value by their sizes.
-        column_heads = src.bind(heads[i], f"HEADS{i}")
-        src.emit(f"{h} = {column_heads}.get(len({v}) * 16 + n)", d)  # a stamp: 0 to 11 bytes
-        src.emit(f"if {h} is None:", d)
-        src.emit(f"{h} = {head}({family!r}, {qualifier!r}, n, len({v}))", d + 1)
-        src.emit(f"if len({column_heads}) < 64:", d + 1)
-        src.emit(f"{column_heads}[len({v}) * 16 + n] = {h}", d + 2)
-        pieces.append(f"{h}[0], stamp, {h}[1], {v}")
-    src.emit(f"body = b''.join(({', '.join(pieces)},))", d)
-    src.emit("n = len(key)", d)
-    src.emit(f"size = n + len(body) + (2 if n < 128 else 1 + len({varint}(n)))", d)
-    entry = (f"b''.join((b'\\x12', {small}[size] if size < 128 else {varint}(size), "
-             f"b'\\x0a', {small}[n] if n < 128 else {varint}(n), key, body))")
+    sized = ", ".join(f"len({v})" for v in values)
+    src.emit(f"lengths = (len(stamp), len(key), {sized})", d)
+    known = src.bind(shapes, "SHAPES")
+    src.emit(f"shape = {known}.get(lengths)", d)
+    src.emit("if shape is None:", d)
+    src.emit(f"shape = {src.bind(_entry_shape, 'entry_shape')}({declared.columns!r}, lengths, "
+             f"{known})", d + 1)
+    src.emit(f"entry, {''.join(f'{a}, {b}, ' for a, b in heads)}size = shape", d)
+    pieces = "".join(f", {a}, stamp, {b}, {v}" for (a, b), v in zip(heads, values, strict=True))
+    joined = f"b''.join((entry, key{pieces}))"
     if rows:
-        src.emit(f"datas.append({entry})", d)
+        src.emit(f"datas.append({joined})", d)
         src.emit("sizes.append(size)", d)
         src.emit("return datas, sizes")
         name, header, label = "write_rows", "def write_rows(checked, key_at, indices):", " rows"
     else:
-        src.emit(f"return ({entry}, {count}, size, False)")
+        src.emit(f"return ({joined}, {count}, size, False)")
         name, header, label = "write_entry", "def write_entry(key, cells):", ""
     return compile_function(src.source(header), name, src.namespace,
                             f"<tsmodel codec {declared.label} wire{label}>")
 
 
+#: Varints of the high bits of recent timestamps (`_stamp_of()`), bounded.
+_HIGH_VARINTS: dict[int, bytes] = {}
+
+
 def _stamp_of(ts: int) -> bytes:
     """A set_cell's timestamp field (``0 <= ts < 2**63``; none for 0, as proto3 leaves
-    a default out), kept for the cells that follow."""
-    stamp = b"\x18" + _varint(ts) if ts else b""
+    a default out), kept for the cells that follow.
+
+    The varint's first four bytes are the low 28 bits of a timestamp of 2**28
+    or more (each with the continuation bit); its high bits (the same for
+    about four and a half minutes of microseconds) are looked up."""
+    high = ts >> 28
+    if high:
+        top = _HIGH_VARINTS.get(high)
+        if top is None:
+            top = _varint(high)
+            if len(_HIGH_VARINTS) >= 4096:
+                _HIGH_VARINTS.clear()
+            _HIGH_VARINTS[high] = top
+        low = ts & 0xFFFFFFF
+        stamp = bytes((0x18, low & 127 | 128, low >> 7 & 127 | 128, low >> 14 & 127 | 128,
+                       low >> 21 | 128)) + top
+    else:
+        stamp = b"\x18" + _varint(ts) if ts else b""
     if len(_TIMESTAMP_VARINTS) >= 4096:
         _TIMESTAMP_VARINTS.clear()
     _TIMESTAMP_VARINTS[ts] = stamp
