@@ -610,7 +610,11 @@ class FaultyStream:
             raise Injected(fault.code)
         message = next(self.call)
         self.sent += 1
-        return fault.edit(message) if fault is not None and fault.edit else message
+        if fault is None or not fault.edit:
+            return message
+        if type(message) is int:  # every entry applied, known by its bytes: as the message
+            message = wire.MutateRowsResponse.FromString(wire.applied_response(message))
+        return fault.edit(message)
 
     def cancel(self) -> bool:
         self.cancelled = True

@@ -141,7 +141,7 @@ def is_retryable(error: BaseException, kinds: tuple[type[Exception], ...]) -> bo
 class _MutateAttempt:
     """One MutateRows call's bookkeeping: which entries reported, which to retry."""
 
-    __slots__ = ("request", "timeout", "errors", "unreported", "retry", "cause", "note")
+    __slots__ = ("request", "timeout", "errors", "unreported", "retry", "cause", "note", "size")
 
     def __init__(self, request: Any, positions: list[int], timeout: float,
                  errors: dict[int, list[Exception]],
@@ -152,12 +152,28 @@ class _MutateAttempt:
         self.timeout = timeout
         self.errors = errors
         self.unreported = dict(enumerate(positions))
+        #: The entries of the request (numbered 0 .. size - 1 in it); the bytes of the
+        #: response that reports them all applied are known to the deserializer.
+        self.size = len(positions)
+        wire.applied_response(self.size)
         self.retry: list[int] = []
         #: The first error of the attempt worth a retry: what a retry log names.
         self.cause: Exception | None = None
 
     def response(self, response: Any) -> None:
-        """Record the entries' statuses of one ``MutateRowsResponse`` (and its rate limit)."""
+        """Record the entries' statuses of one ``MutateRowsResponse`` (and its rate limit).
+
+        ``response`` as `wire.mutate_response()` gives it: the message, or the
+        number ``n`` of a response that reports entries ``0 .. n - 1`` applied,
+        in order (the common one, known by its bytes without parsing them)."""
+        if type(response) is int:
+            if response == len(self.unreported) == self.size:  # every entry at once
+                if self.errors:  # an entry that failed before is applied now
+                    for position in self.unreported.values():
+                        self.errors.pop(position, None)
+                self.unreported = {}
+                return
+            response = wire.MutateRowsResponse.FromString(wire.applied_response(response))
         if self.note is not None and response.HasField("rate_limit_info"):
             self.note.seen = rate_limit(response.rate_limit_info)
         errors, unreported = self.errors, self.unreported
@@ -394,7 +410,7 @@ class _Rpc(abc.ABC):
         headers = (*self.metadata, *metadata)
         while True:
             attempt = operation.attempt()
-            mutate_rows = self._call(_MUTATE_ROWS, wire.MutateRowsResponse)
+            mutate_rows = self._call(_MUTATE_ROWS, wire.MutateResponse)
             try:
                 async for response in self._streamed(mutate_rows(
                         attempt.request, timeout=attempt.timeout, metadata=headers)):

@@ -46,7 +46,7 @@ __all__ = [
     "FEATURES_METADATA", "routing_metadata", "entry_requests", "does_something",
     "family_check_request", "read_request", "table_check_request", "row_filter",
     "resume_request", "CheckAndMutateRowRequest", "CheckAndMutateRowResponse",
-    "conditional_request",
+    "conditional_request", "MutateResponse", "applied_response", "mutate_response",
 ]
 
 #: Bigtable's limit on the size of a row key.
@@ -249,6 +249,50 @@ def entry_requests(
         size += entry_size
     if positions:
         yield MutateRequest(table_name, app_profile_id, chunk, frozenset(adds)), positions
+
+
+#: `applied_response()` by the number of entries, for the few request sizes of a save;
+#: and the number of entries by those bytes (`mutate_response()`).
+_APPLIED: dict[int, bytes] = {}
+_APPLIED_SIZES: dict[bytes, int] = {}
+
+
+def applied_response(n: int) -> bytes:
+    """The bytes of the ``MutateRowsResponse`` that reports entries ``0 .. n - 1`` of a
+    request applied, in order, in one message: the response to a request that
+    succeeded whole (the emulator's). Serialized by protobuf, kept for the last
+    few ``n``; `mutate_response()` knows them."""
+    data = _APPLIED.get(n)
+    if data is None:
+        response = MutateRowsResponse()
+        for i in range(n):
+            entry = response.entries.add()
+            entry.index = i
+            entry.status.SetInParent()  # an OK status, sent as an empty message
+        data = response.SerializeToString()
+        if len(_APPLIED) >= 8:
+            _APPLIED.clear()
+            _APPLIED_SIZES.clear()
+        _APPLIED[n] = data
+        _APPLIED_SIZES[data] = n
+    return data
+
+
+def mutate_response(data: bytes) -> Any:
+    """A ``MutateRowsResponse`` from its bytes (gRPC's deserializer of MutateRows): the
+    number ``n`` for the bytes of `applied_response(n)` (kept: asked for before the
+    call), without parsing them; else the message, parsed (a corrupt one raises,
+    as protobuf's ``FromString``, and gRPC fails the call)."""
+    n = _APPLIED_SIZES.get(data)
+    if n is not None:
+        return n
+    return MutateRowsResponse.FromString(data)
+
+
+class MutateResponse:
+    """The response type of MutateRows as the backend calls it (`mutate_response()`)."""
+
+    FromString = staticmethod(mutate_response)
 
 
 def conditional_request(table_name: str, app_profile_id: str | None,
