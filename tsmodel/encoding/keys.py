@@ -338,7 +338,7 @@ class TimestampSegment(Segment):
         # The range and unit checks are properties computed on every call of
         # encode(); the write path checks against bounds read once instead.
         low, high, unit = self.encoding.min_us, self.encoding.max_us, self.encoding.unit
-        encode_us, checked = self.encoding.encode_us, self.encode
+        encode_us, checked = self.encoding.encoder(), self.encode
 
         def encode(value: int) -> bytes:
             if low <= value <= high and not value % unit:

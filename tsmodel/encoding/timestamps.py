@@ -107,6 +107,10 @@ class TimestampEncoding(abc.ABC):
         """`decode_us()`, possibly specialised once for the per-row read path."""
         return self.decode_us
 
+    def encoder(self) -> Callable[[int], bytes]:
+        """`encode_us()`, possibly specialised once for the per-event write path."""
+        return self.encode_us
+
     def check(self, us: int) -> str | None:
         """Why ``us`` cannot be encoded, or ``None`` when it can."""
         if not self.min_us <= us <= self.max_us:
@@ -163,10 +167,19 @@ class EpochEncoding(TimestampEncoding):
         return min(self.base * self.unit, _MAX_US)
 
     def encode_us(self, us: int) -> bytes:
-        n = us // self.unit
-        if self.reverse:
-            n = self.base - n
-        return str(n).zfill(self.digits).encode("ascii")
+        return self.encoder()(us)
+
+    def encoder(self) -> Callable[[int], bytes]:
+        # The unit, the digits and the base are properties: read them once, not per key.
+        unit, digits, base = self.unit, self.digits, self.base
+
+        def encode_us(us: int) -> bytes:
+            return b"%0*d" % (digits, us // unit)
+
+        def encode_reversed(us: int) -> bytes:
+            return b"%0*d" % (digits, base - us // unit)
+
+        return encode_reversed if self.reverse else encode_us
 
     def decode_us(self, data: bytes) -> int:
         return self.decoder()(data)
