@@ -423,6 +423,16 @@ class Outcomes:
         main = self.main[i]
         return main is not None and main.status is MutationStatus.FAILED
 
+    def not_failed(self, batch: range) -> Sequence[int]:
+        """The entities of ``batch`` whose main write did not fail (`failed()`), in order."""
+        main = self.main[batch.start:batch.stop]
+        # Outcomes are mostly one shared object: look at each distinct one once.
+        distinct = dict(zip(map(id, main), main, strict=True)).values()
+        if not any(m is not None and m.status is MutationStatus.FAILED for m in distinct):
+            return batch
+        return [i for i, m in zip(batch, main, strict=True)
+                if m is None or m.status is not MutationStatus.FAILED]
+
     def failures(self) -> int:
         """How many recorded row outcomes were not APPLIED (a repair's count)."""
         return sum(1 for out in self.tables for _, o in out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from operator import itemgetter
 from typing import Any
 
 import attrs
@@ -147,12 +148,43 @@ class _Footprint:
     other sets a cell (a current-value row clears the older cells of a value
     that is now ``None``). Columns are not told apart: a conflict found may
     be a false one, which only makes a call wait.
+
+    Its row keys come first: writes to rows apart (the common case: each
+    batch of a save writes its own events' rows) never conflict, and their
+    cells and spans are not worked out.
     """
 
-    __slots__ = ("table", "cells", "deletes", "_times")
+    __slots__ = ("table", "keys", "_write", "_cells", "_deletes", "_times")
 
     def __init__(self, write: TableWrite) -> None:
         self.table = write.table
+        rows = write.rows
+        if isinstance(rows, DeclaredRows):
+            self.keys = set(map(itemgetter(rows.key_at), rows.checked))
+        else:
+            self.keys = {row.key for row in rows}
+        self._write: TableWrite | None = write
+        self._cells: set[tuple[bytes, int]] = set()
+        self._deletes: dict[bytes, tuple[int, int]] = {}
+        self._times: dict[bytes, tuple[int, int]] | None = None
+
+    @property
+    def cells(self) -> set[tuple[bytes, int]]:
+        """(row key, timestamp) of each cell it sets."""
+        self._rows()
+        return self._cells
+
+    @property
+    def deletes(self) -> dict[bytes, tuple[int, int]]:
+        """Per row key, the span of the timestamps it deletes there."""
+        self._rows()
+        return self._deletes
+
+    def _rows(self) -> None:
+        """Work the cells and deletions out, once (when keys meet another write's)."""
+        write, self._write = self._write, None
+        if write is None:
+            return
         cells: set[tuple[bytes, int]] = set()
         deletes: dict[bytes, tuple[int, int]] = {}
         rows = write.rows
@@ -177,9 +209,8 @@ class _Footprint:
                     lo, hi = 0, _FOREVER
                 was = deletes.get(key)
                 deletes[key] = (lo, hi) if was is None else (min(lo, was[0]), max(hi, was[1]))
-        self.cells = cells
-        self.deletes = deletes
-        self._times: dict[bytes, tuple[int, int]] | None = None
+        self._cells = cells
+        self._deletes = deletes
 
     def times(self) -> dict[bytes, tuple[int, int]]:
         """Per row key, the span of the timestamps of the cells it sets (made when asked)."""
@@ -193,8 +224,8 @@ class _Footprint:
 
     def conflicts(self, other: _Footprint) -> bool:
         """Whether the two writes must land in the order they were planned."""
-        if other.table != self.table:
-            return False
+        if other.table != self.table or self.keys.isdisjoint(other.keys):
+            return False  # cells and deletions are all in rows of their keys
         if not self.cells.isdisjoint(other.cells):
             return True
         return _deletes_hit(self.deletes, other) or _deletes_hit(other.deletes, self)
@@ -453,15 +484,13 @@ def _size(ev: EncodedEvent) -> int:
 
 
 def _plain_size(plain: PlainRows, checked: Sequence[Any]) -> int:
-    """`_size()` of a batch of checked tuples (`PlainRows`), from the tuples."""
+    """`_size()` of a batch of checked tuples (`PlainRows`), from the tuples: the row
+    key (item 0) and the values (items 2 on) summed column by column."""
     columns = plain.declared.columns
     count = len(columns)
-    end = 2 + count
     size = (16 * count + sum(len(q) for _, q in columns)) * len(checked)
-    for row in checked:
-        size += len(row[0])
-        for value in row[2:end]:
-            size += len(value)
+    for at in (0, *range(2, 2 + count)):
+        size += sum(map(len, map(itemgetter(at), checked)))
     return size * (2 if plain.current_table is not None else 1)
 
 

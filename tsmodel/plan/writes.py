@@ -14,6 +14,7 @@ into one `EntityResult` per entity (`tsmodel.plan.results`);
 """
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any, cast
 
 from tsmodel import errors
@@ -45,6 +46,8 @@ from tsmodel.plan.rollups import Increments, RollupRefresh
 from tsmodel.plan.versions import erase, past_limit, timestamps_read, version_limit, written_cells
 
 _MS = 1_000
+#: A checked tuple's row key and event time.
+_KEY_AND_TIME = itemgetter(0, 1)
 #: What stands for a plain event once its batch is answered (see `WritePlan.let_go()`).
 _WRITTEN = cast("EncodedEvent", None)
 
@@ -110,14 +113,13 @@ class WritePlan:
         if batch and self._plain_of and type(events[batch[0]]) is tuple:
             first = lay_outs[batch[0]]
             plain = self._plain_of.get(first)  # type: ignore[arg-type]
-            if plain is not None and all(lay_outs[i] is first and type(events[i]) is tuple
-                                         for i in batch):
-                # Versions of one event (same row and time) go as one write: laid out.
-                tuples = events[batch.start:batch.stop]
-                if len(set(zip([t[0] for t in tuples], [t[1] for t in tuples],
-                               strict=True))) == len(batch):
-                    self._plain[batch.start] = (batch, plain)
-                    return
+            tuples = events[batch.start:batch.stop]
+            if plain is not None and lay_outs[batch.start:batch.stop].count(first) == len(batch) \
+                    and set(map(type, tuples)) == {tuple} \
+                    and len(set(map(_KEY_AND_TIME, tuples))) == len(batch):
+                # (Versions of one event, same row and time, go as one write: laid out.)
+                self._plain[batch.start] = (batch, plain)
+                return
         for i in batch:
             ev = events[i]
             if type(ev) is tuple:
@@ -380,7 +382,7 @@ class WritePlan:
         if plain is not None:
             if plain.current_table is None:
                 return []
-            return self._plain_current_writes(plain, [i for i in batch if not failed(i)])
+            return self._plain_current_writes(plain, self.outcomes.not_failed(batch))
         live = [i for i in batch if i not in self._superseded and not failed(i)]
         return [*self._current_writes(live), *self._alternate_writes(live),
                 *self._increment_writes(live)]
@@ -409,7 +411,7 @@ class WritePlan:
                                   grouped=True, role=TableRole.CURRENT))
         return out
 
-    def _plain_current_writes(self, plain: PlainRows, live: list[int]) -> list[TableWrite]:
+    def _plain_current_writes(self, plain: PlainRows, live: Sequence[int]) -> list[TableWrite]:
         """`_current_writes()` of a batch of checked tuples: the newest event per
         current-value key (the tuple's last item) stands for the others."""
         newest: dict[bytes, int] = {}
