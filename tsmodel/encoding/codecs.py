@@ -124,6 +124,12 @@ class Int64(_Packed[int]):
         except struct.error as exc:
             raise OverflowError(f"{value} does not fit in a signed 64-bit integer") from exc
 
+    def exact(self) -> tuple[type, Any, tuple[type[Exception], ...]]:
+        """`encode()` of an ``int`` (exactly), as the generated encoders call it: the
+        type, the function (the same bytes), and what it raises where `encode()`
+        raises (then the checked path raises the documented error)."""
+        return int, _INT64.pack, (struct.error,)
+
     def byte_ranges(self, interval: Interval) -> list[ByteRange]:
         """The cell values of the ints in ``interval``: a server-side filter's ranges."""
         return int64_ranges(interval)
@@ -149,6 +155,11 @@ class Float64(_Packed[float]):
             return _FLOAT64.pack(value)
         except (struct.error, OverflowError) as exc:
             raise OverflowError(f"{value} does not fit in a 64-bit float") from exc
+
+    def exact(self) -> tuple[type, Any, tuple[type[Exception], ...]]:
+        """`encode()` of a ``float`` (exactly), as the generated encoders call it: the
+        type and the function (the same bytes; a float always packs)."""
+        return float, _FLOAT64.pack, ()
 
     def byte_ranges(self, interval: Interval) -> list[ByteRange]:
         """The cell values of the floats in ``interval``: a server-side filter's ranges."""

@@ -113,42 +113,88 @@ def _render_values(src: Fragment, codec: TableCodec, out: _Locals,
         local = src.local(f"v_{v.name}")
         out.values[v.name] = local
         spec = src.bind(v, f"spec_{v.name}")
-        encode = src.bind(v.codec.encode, f"encode_{v.name}")
         exact = tuple(v.accepted_types)
         item = src.local(f"item_{v.name}")
         src.emit(f"{item} = {of(v.name)}")
+        d = 0
+        if _render_exact(src, v, item, local, checked, spec):
+            if len(exact) > 1:  # the codec's other types: as below, under else
+                src.emit("else:")
+                d = 1
+            else:  # every value it may encode went first: the rest is checked
+                if v.optional:
+                    src.emit(f"elif {item} is None:")
+                    src.emit(f"{local} = None", 1)
+                src.emit("else:")
+                src.emit(f"{local} = {checked}({spec}, {item})", 1)
+                _render_size_check(src, codec, v, local)
+                continue
+        encode = src.bind(v.codec.encode, f"encode_{v.name}")
         if len(exact) == 1:
             test = f"type({item}) is {src.bind(exact[0], exact[0].__name__)}"
         else:
             test = f"type({item}) in {src.bind(frozenset(exact), f'types_{v.name}')}"
         if set(exact) <= _NEVER_NAN:
-            src.emit(f"if {test}:")
-            depth = 1
+            src.emit(f"if {test}:", d)
         else:
             # item == item is False for NaN only: NaN takes the checked path (as does a
             # signalling Decimal NaN, whose comparison raises).
             plain = src.local("plain")
-            src.emit("try:")
-            src.emit(f"{plain} = {test} and {item} == {item}", 1)
-            src.emit("except ArithmeticError:")
-            src.emit(f"{plain} = False", 1)
-            src.emit(f"if {plain}:")
-            depth = 1
-        src.emit("try:", depth)
-        src.emit(f"{local} = {encode}({item})", depth + 1)
-        src.emit("except (ValueError, OverflowError, UnicodeError):", depth)
-        src.emit(f"{local} = {checked}({spec}, {item})", depth + 1)
+            src.emit("try:", d)
+            src.emit(f"{plain} = {test} and {item} == {item}", d + 1)
+            src.emit("except ArithmeticError:", d)
+            src.emit(f"{plain} = False", d + 1)
+            src.emit(f"if {plain}:", d)
+        src.emit("try:", d + 1)
+        src.emit(f"{local} = {encode}({item})", d + 2)
+        src.emit("except (ValueError, OverflowError, UnicodeError):", d + 1)
+        src.emit(f"{local} = {checked}({spec}, {item})", d + 2)
         if v.optional:
-            src.emit(f"elif {item} is None:")
-            src.emit(f"{local} = None", 1)
-        src.emit("else:")
-        src.emit(f"{local} = {checked}({spec}, {item})", 1)
-        if not isinstance(v.codec, _FIXED_SIZE):
-            size = src.bind(too_big, "too_big")
-            guard = f"{local} is not None and " if v.optional else ""
-            src.emit(f"if {guard}len({local}) > {MAX_VALUE_BYTES}:")
-            src.emit(f"raise {size}({codec.model!r}, {v.family!r}, {v.qualifier!r}, "
-                     f"len({local}), field={v.name!r})", 1)
+            src.emit(f"elif {item} is None:", d)
+            src.emit(f"{local} = None", d + 1)
+        src.emit("else:", d)
+        src.emit(f"{local} = {checked}({spec}, {item})", d + 1)
+        _render_size_check(src, codec, v, local)
+
+
+def _render_size_check(src: Fragment, codec: TableCodec, v: Any, local: str) -> None:
+    """The refusal of a value over the size limit, for codecs of no fixed size."""
+    if not isinstance(v.codec, _FIXED_SIZE):
+        size = src.bind(too_big, "too_big")
+        guard = f"{local} is not None and " if v.optional else ""
+        src.emit(f"if {guard}len({local}) > {MAX_VALUE_BYTES}:")
+        src.emit(f"raise {size}({codec.model!r}, {v.family!r}, {v.qualifier!r}, "
+                 f"len({local}), field={v.name!r})", 1)
+
+
+def _render_exact(src: Fragment, v: Any, item: str, local: str, checked: str,
+                  spec: str) -> bool:
+    """``if`` the value is of exactly the codec's type, its own encoder (`exact()`: an
+    int64's or a float64's struct pack); whether there is one (the caller goes
+    on with ``elif`` or ``else``).
+
+    The same bytes as the codec's ``encode()`` of that type; where the pack
+    raises, the checked path raises the documented error. A float that is NaN
+    goes on (``item == item`` is false) to the check of NaN."""
+    exact = getattr(v.codec, "exact", None)
+    if exact is None:
+        return False
+    kind, pack, raises = exact()
+    if kind not in v.accepted_types:
+        return False
+    test = f"type({item}) is {src.bind(kind, kind.__name__)}"
+    if kind not in _NEVER_NAN:
+        test += f" and {item} == {item}"
+    encode = src.bind(pack, f"pack_{v.name}")
+    src.emit(f"if {test}:")
+    if raises:
+        src.emit("try:", 1)
+        src.emit(f"{local} = {encode}({item})", 2)
+        src.emit(f"except {src.bind(raises, f'pack_errors_{v.name}')}:", 1)
+        src.emit(f"{local} = {checked}({spec}, {item})", 2)
+    else:
+        src.emit(f"{local} = {encode}({item})", 1)
+    return True
 
 
 def _render_join(src: Fragment, codec: TableCodec, keys: dict[str, str]) -> str:

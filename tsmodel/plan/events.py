@@ -212,22 +212,36 @@ def check_all(entities: Iterable[Any]) -> CheckedEvents:
     Raises:
         ValidationError: as `encode_all()`.
     """
-    # Per model class: its check and lay-out, or its whole encoder and None; the loop
-    # of `_each()` filling three lists, so that no object per event is made.
+    # Per model class: its check and lay-out, or its whole encoder and None. Each
+    # entity is checked as it is taken from ``entities`` (a generator may note which
+    # it handed out last: save_frame() names a bad row so); the lay-outs are filled
+    # in per run of one class at the end, so that no object per event is made.
     makers: dict[type, tuple[Callable[[Any], Any], LayOut | None]] = {}
     plain: dict[LayOut, PlainRows] = {}
-    kept, events, lay_outs = [], [], []
+    kept: list[Any] = []
+    events: list[Any] = []
+    keep, checked = kept.append, events.append
+    runs: list[tuple[int, LayOut | None]] = []
+    kind: type | None = None
+    check: Callable[[Any], Any] = _unchecked
     for e in entities:
-        maker = makers.get(type(e))
-        if maker is None:
-            spec = instance_spec(e)
-            maker = makers[type(e)] = _checker(spec)
-            rows = _plain_rows(spec) if maker[1] is not None else None
-            if rows is not None:
-                plain[cast("LayOut", maker[1])] = rows
-        kept.append(e)
-        events.append(maker[0](e))
-        lay_outs.append(maker[1])
+        if type(e) is not kind:
+            kind = type(e)
+            maker = makers.get(kind)
+            if maker is None:
+                spec = instance_spec(e)
+                maker = makers[kind] = _checker(spec)
+                rows = _plain_rows(spec) if maker[1] is not None else None
+                if rows is not None:
+                    plain[cast("LayOut", maker[1])] = rows
+            check = maker[0]
+            runs.append((len(kept), maker[1]))
+        keep(e)
+        checked(check(e))
+    lay_outs: list[LayOut | None] = []
+    for n, (start, lay_out) in enumerate(runs):
+        stop = runs[n + 1][0] if n + 1 < len(runs) else len(kept)
+        lay_outs += [lay_out] * (stop - start)
     return CheckedEvents(kept, events, lay_outs, plain)
 
 
@@ -250,6 +264,10 @@ def checked_events(spec: ModelSpec, entities: Sequence[Any], events: list[tuple[
     return CheckedEvents(cast("list[Any]", entities), events, [lay_out] * len(events),
                          {} if rows is None else {lay_out: rows},
                          None if rows is None else columns)
+
+
+def _unchecked(entity: Any) -> Any:
+    raise AssertionError("no check chosen")  # never called: the first entity chooses one
 
 
 def _plain_rows(spec: ModelSpec) -> PlainRows | None:
