@@ -20,7 +20,9 @@ from _common import Result, median, ratio_result, timed
 import tsmodel as ts
 from tsmodel.backends import open_backend
 from tsmodel.backends.base import GcRule, ReadFilter, ReadRequest, RowRange, RowSet, TableSpec
-from tsmodel.plan.events import encode_event
+from tsmodel.ground.base import MutationOutcome, MutationStatus
+from tsmodel.plan.schedule import SaveSchedule
+from tsmodel.plan.writes import prepare_save
 from tsmodel.run.cache import CachingBackend
 
 BASE_MAIN, BASE_CURRENT = "BASE_METRIC", "BASE_CURRENT_METRIC"
@@ -36,6 +38,24 @@ READ_LIMIT_THREADS = 4
 SAVE_HOST = "single.save.host"
 #: Saves one event at a time; returns the seconds each save took.
 SaveEach = Callable[[list[Any]], list[float]]
+
+
+_APPLIED = MutationOutcome(MutationStatus.APPLIED)
+
+
+def _with_cpu(fn: Callable[[], Any]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds of this process (every thread) of ``fn()``, after a
+    full garbage collection."""
+    import gc
+
+    gc.collect()
+    start, cpu = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
+def _refused(index: int, error: Exception) -> None:
+    raise AssertionError(f"entry {index} refused: {error!r}")
 
 
 class BigtableSuite:
@@ -88,27 +108,66 @@ class BigtableSuite:
                 f"{median(rates) / validated_first:.2f}x the validated-first save")
 
     def _write_breakdown(self) -> str:
-        """Where a saved event's time goes: the mapper, the backend, the rest (medians).
+        """Where a saved event's time goes, in parts that do not overlap (medians).
 
+        A validated save checks every event before its first write, then
+        writes, several batches in flight: while the server applies one
+        batch, the client plans the next and renders its wire bytes. So the
+        wall time splits in two parts timed apart, the check (`prepare_save()`,
+        what the save runs first) and the writing (the rest of the save). The
+        client's CPU (every thread of this process) splits into the check, the
+        planning (batches, flow, outcomes: the save's schedule answered in
+        process, no I/O), the wire bytes (the same batches' ``MutateRows``
+        requests, serialized, no I/O) and the rest (gRPC, threads, the garbage
+        collector): CPU is not wall time, the server works meanwhile.
         """
-        spec = self.model.__tsmodel__
-        backend = self.conn.backend
-        totals, encodes, sends = [], [], []
+        n = len(self.events)
+        walls, cpus, checks, check_cpus, plans, wires = [], [], [], [], [], []
         for _ in range(self.runs):
-            totals.append(self._tsmodel_write() / len(self.events) * 1e6)
-            seconds, encoded = timed(lambda: [encode_event(spec, e) for e in self.events])
-            encodes.append(seconds / len(self.events) * 1e6)
-            rows = [e.row_mutation() for e in encoded]
+            wall, cpu = self._tsmodel_write_cpu()
+            walls.append(wall / n * 1e6)
+            cpus.append(cpu / n * 1e6)
+            seconds, cpu = _with_cpu(lambda: prepare_save(iter(self.events), False))
+            checks.append(seconds / n * 1e6)
+            check_cpus.append(cpu / n * 1e6)
+            plan = _with_cpu(lambda: self._schedule_in_process(wire=False))[1] - cpu
+            plans.append(plan / n * 1e6)
+            wire = _with_cpu(lambda: self._schedule_in_process(wire=True))[1] - cpu
+            wires.append(wire / n * 1e6 - plans[-1])
+        total, check, cpu = median(walls), median(checks), median(cpus)
+        check_cpu, plan, wire = median(check_cpus), median(plans), median(wires)
+        return (f"per event, {total:.1f} us in all: checking every event before the first "
+                f"write {check:.1f} us, then writing {total - check:.1f} us (batches in "
+                f"flight). Client CPU {cpu:.1f} us per event (all threads; the server works "
+                f"meanwhile): the check {check_cpu:.1f} us, planning and outcomes {plan:.1f} "
+                f"us, MutateRows wire bytes {wire:.1f} us (both measured apart, without "
+                f"I/O), gRPC and the rest {cpu - check_cpu - plan - wire:.1f} us")
 
-            def write(rows: list[Any] = rows) -> None:
-                for start in range(0, len(rows), 1000):
-                    backend.mutate_rows(spec.table, rows[start:start + 1000])
+    def _tsmodel_write_cpu(self) -> tuple[float, float]:
+        """`_tsmodel_write()`'s save: its wall seconds and this process's CPU seconds."""
+        self.conn.drop_tables(self.model)
+        self.conn.create_tables(self.model)
+        seconds, cpu = _with_cpu(lambda: self.conn.save_all(iter(self.events)))
+        return seconds, cpu
 
-            sends.append(timed(write)[0] / len(rows) * 1e6)
-        total, encode, send = median(totals), median(encodes), median(sends)
-        return (f"per event, {total:.1f} us in all: encode_event {encode:.1f} us, "
-                f"backend mutate_rows {send:.1f} us (main table), the rest (current table, "
-                f"batching, results) {total - encode - send:.1f} us")
+    def _schedule_in_process(self, wire: bool) -> None:
+        """The validated save's plan and schedule of these events, every write answered
+        APPLIED in process; with ``wire``, each write's ``MutateRows`` requests are also
+        rendered and serialized as the Bigtable backend sends them."""
+        from tsmodel.backends._bigtable_wire import entry_requests
+
+        schedule = SaveSchedule(prepare_save(iter(self.events), False), self.conn.batch_size,
+                                self.conn.flow, trusted={self.model.__tsmodel__.table})
+        while not schedule.done:
+            for ticket, step in schedule.ready():
+                rows = step.write.rows
+                if wire:
+                    for request, _ in entry_requests(
+                            "projects/bench/instances/bench/tables/" + step.write.table, None,
+                            rows, range(len(rows)), 100_000, 20 * 2**20, _refused):
+                        request.SerializeToString()
+                schedule.answer(ticket, [_APPLIED] * len(rows))
+        assert schedule.result().ok
 
     def _tsmodel_write(self, validate_first: bool = True) -> float:
         self.conn.drop_tables(self.model)
