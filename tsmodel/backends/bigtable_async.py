@@ -77,6 +77,7 @@ class AsyncBigtableBackend(_BigtableBase):
         super().__init__(project, instance, emulator_host=emulator_host, settings=settings)
         #: The sync backend whose reads this one hands to the loop (see `read_rows()`).
         self._sync: ThreadedBackend | None = None
+        self._blocking: BigtableBackend | None = None  # the backend ``_sync`` runs
         self._opening = asyncio.Lock()
 
     # -- tables: the sync admin calls, in a worker thread ------------------------
@@ -149,6 +150,13 @@ class AsyncBigtableBackend(_BigtableBase):
             return self._sync.read_rows(request)
         return self._first_read(request)
 
+    async def blocking(self) -> BigtableBackend:
+        """The sync backend whose reads this one runs (see
+        `tsmodel.ground.base.ThreadBacked`); opened on the first call."""
+        await self._reader()
+        assert self._blocking is not None
+        return self._blocking
+
     async def _first_read(self, request: ReadRequest) -> AsyncIterator[Row]:
         reader = await self._reader()
         async for row in reader.read_rows(request):
@@ -163,7 +171,7 @@ class AsyncBigtableBackend(_BigtableBase):
                     sync = await asyncio.to_thread(
                         BigtableBackend, self.project, self.instance,
                         emulator_host=self.emulator_host, settings=self.settings)
-                    self._sync = ThreadedBackend(sync)
+                    self._blocking, self._sync = sync, ThreadedBackend(sync)
         return self._sync
 
     # -- readiness and lifecycle -----------------------------------------------------

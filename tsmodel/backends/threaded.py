@@ -68,6 +68,10 @@ class ThreadedBackend:
                           entries: Sequence[RowMutation]) -> list[MutationOutcome]:
         return await asyncio.to_thread(self.backend.mutate_rows, table, entries)
 
+    async def blocking(self) -> Backend:
+        """The blocking backend (see `tsmodel.ground.base.ThreadBacked`)."""
+        return self.backend
+
     async def read_rows(self, request: ReadRequest) -> AsyncIterator[Row]:
         """Stream the backend's rows, a batch per thread hop.
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import timedelta
-from typing import Any, NamedTuple, Protocol, overload, runtime_checkable
+from typing import Any, NamedTuple, Protocol, cast, overload, runtime_checkable
 
 import attrs
 
@@ -49,6 +49,8 @@ __all__ = [
     "Backend",
     "AsyncBackend",
     "Reachable",
+    "ThreadBacked",
+    "thread_backed",
 ]
 
 
@@ -683,6 +685,35 @@ class AsyncBackend(Protocol):
     async def close(self) -> None:
         """See `Backend.close()`."""
         ...
+
+
+@runtime_checkable
+class ThreadBacked(Protocol):
+    """An `AsyncBackend` whose reads are a blocking `Backend`'s, run in worker threads.
+
+    ``isinstance(backend, ThreadBacked)`` says whether a backend has one. The
+    asyncio query runner then carries out each step of a read (the rows a
+    merge asks for, and their decoding) in a worker thread on that backend's
+    ``read_rows``, a hop per batch of instances, rather than awaiting the rows
+    one by one (see `tsmodel.run.fanout`).
+    """
+
+    async def blocking(self) -> Backend:
+        """The blocking backend whose ``read_rows`` this backend's reads run
+        (opened on the first call); safe to call from worker threads."""
+        ...
+
+
+def thread_backed(backend: object) -> ThreadBacked | None:
+    """``backend`` if its class is `ThreadBacked`, else ``None``.
+
+    The class must define ``blocking``: a wrapper that forwards unknown
+    attributes to a threaded backend (``__getattr__``) is not one, since its
+    own ``read_rows`` may do more than the blocking backend's.
+    """
+    if not callable(getattr(type(backend), "blocking", None)):
+        return None
+    return cast(ThreadBacked, backend)
 
 
 @runtime_checkable

@@ -29,6 +29,7 @@ from tsmodel.backends import async_backend_for, url_settings
 from tsmodel.declare.spec import class_spec
 from tsmodel.ground.base import (
     AsyncBackend,
+    Backend,
     DeclaredRows,
     Features,
     MutationOutcome,
@@ -36,6 +37,7 @@ from tsmodel.ground.base import (
     ReadRequest,
     Row,
     TableSpec,
+    thread_backed,
 )
 from tsmodel.io import pandas as _pandas
 from tsmodel.io import polars as _polars
@@ -50,7 +52,7 @@ from tsmodel.run._connection_state import DEFAULT_BATCH_SIZE, ConnectionState
 from tsmodel.run.drive import adrive, afirst, chunk_saves
 from tsmodel.run.fanout import AStreamed, Streamed, astream
 from tsmodel.run.frame_steps import FrameResult, frame_steps
-from tsmodel.run.observe import Operation, paced, pause_before
+from tsmodel.run.observe import Observer, Operation, paced, pause_before
 from tsmodel.run.progress import Progress, Writing
 from tsmodel.run.query import Query, Read, changed_instance
 from tsmodel.settings import DEFAULT_SETTINGS, Settings
@@ -269,6 +271,15 @@ class AsyncConnection(ConnectionState[AsyncBackend]):
         op, rows, count = self._observer.reading(request, self.backend.read_rows)
         return op.astream(request.table, rows, count)
 
+    async def blocking_reader(self) -> _BlockingReads | None:
+        """The reads to take in worker threads, when the backend's reads are a
+        blocking backend's (`ThreadBacked`): that backend's reads, observed as
+        `read()`'s. ``None`` when the backend reads by itself."""
+        backend = thread_backed(self.backend)
+        if backend is None:
+            return None
+        return _BlockingReads(self._observer, await backend.blocking())
+
     async def read_all(self, request: ReadRequest) -> list[Row]:
         """The rows of one backend read, in a list."""
         return [row async for row in self.read(request)]
@@ -323,6 +334,19 @@ class AsyncConnection(ConnectionState[AsyncBackend]):
         model, or a class that is not one."""
         class_spec(model)
         return self
+
+
+class _BlockingReads:
+    """`AsyncConnection.read()` on the blocking backend under a `ThreadBacked` one,
+    for worker threads (a `tsmodel.run.fanout.Reader`)."""
+
+    __slots__ = ("_observer", "_backend")
+
+    def __init__(self, observer: Observer, backend: Backend) -> None:
+        self._observer, self._backend = observer, backend
+
+    def read(self, request: ReadRequest) -> Iterator[Row]:
+        return self._observer.read(request, self._backend.read_rows)
 
 
 class _Connecting:

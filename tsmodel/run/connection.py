@@ -401,8 +401,7 @@ class Connection(ConnectionState[Backend]):
 
         The request is sent before this returns, as ``Backend.read_rows`` does.
         """
-        op, rows, count = self._observer.reading(request, self.backend.read_rows)
-        return op.stream(request.table, rows, count)
+        return self._observer.read(request, self.backend.read_rows)
 
     # -- queries: thin starters of a QuerySet on this connection ----------------------
 

@@ -35,9 +35,11 @@ cancelled) and its task has ended before the iterator returns or raises.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterable, Iterator
+from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
 from tsmodel import errors
@@ -68,6 +70,8 @@ class AsyncReader(Protocol):
 
     def read(self, request: ReadRequest) -> AsyncIterator[Row]: ...
 
+    async def blocking_reader(self) -> Reader | None: ...
+
 #: Rows an async stream read ahead of the merge holds at most (per stream).
 CHANNEL_ROWS = 256
 #: Rows a stream taken by the consumer gives per batch: one at first
@@ -92,7 +96,7 @@ class _Take(Generic[S]):
         self.rows: list[Row] | None = None
 
 
-class _Resuming(Generic[M, S, C]):
+class _Resuming(Generic[M, C]):
     """What both drivers share: the merge as it stands, its steps, position and token.
 
     The generator that reads refers to this state, never to the iterator that
@@ -109,12 +113,9 @@ class _Resuming(Generic[M, S, C]):
         self._handed = 0  # instances of the merge's last batch handed out
         self._failures = 0
 
-    def _open(self, merge: ReadMerge[M], request: ReadRequest | None) -> S:
-        """Start the read of one of the merge's streams (``None``: nothing left to read)."""
-        raise NotImplementedError
-
-    def steps(self, merge: ReadMerge[M],
-              sources: list[S]) -> Iterator[_Take[S] | list[M] | None]:
+    def steps(self, merge: ReadMerge[M], sources: list[S],
+              open_: Callable[[ReadMerge[M], ReadRequest | None], S],
+              ) -> Iterator[_Take[S] | list[M] | None]:
         """The merge's reads as steps for a driver, without I/O.
 
         Each step is a `_Take` (the driver takes the rows, sets ``rows``, and
@@ -126,7 +127,7 @@ class _Resuming(Generic[M, S, C]):
         """
         while (i := merge.want()) is not None:
             while len(sources) < merge.opened:
-                sources.append(self._open(merge, merge.streams[len(sources)]))
+                sources.append(open_(merge, merge.streams[len(sources)]))
             take = _Take(sources[i], merge.remaining)
             yield take
             out = merge.give(i, take.rows)
@@ -134,6 +135,21 @@ class _Resuming(Generic[M, S, C]):
             if merge.done:
                 yield None
             yield out
+
+    def batches(self, merge: ReadMerge[M], reader: Reader) -> Generator[list[M], None, None]:
+        """The merge's steps carried out in the calling thread, on the blocking
+        reads of ``reader``: each non-empty batch of instances, in order.
+        Closing it closes the reads."""
+        sources: list[_Pulled] = []
+        try:
+            for step in self.steps(merge, sources, partial(_pulled, reader)):
+                if isinstance(step, list):
+                    if step:
+                        yield step
+                else:
+                    _do(step, sources)
+        finally:
+            _close(sources)
 
     def position(self) -> Position | None:
         """Where the read stands: after the last instance handed out (``None``: a plan
@@ -241,7 +257,7 @@ class Streamed(Iterator[M]):
         self._items.close()
 
 
-class _SyncRun(_Resuming[M, "_Pulled", Reader]):
+class _SyncRun(_Resuming[M, Reader]):
     """The state of a `Streamed`, and the sync driver of its steps."""
 
     def items(self) -> Generator[M, None, None]:
@@ -252,20 +268,14 @@ class _SyncRun(_Resuming[M, "_Pulled", Reader]):
             except errors.ReadInterruptedError as exc:
                 time.sleep(self._resume(exc))
 
-    def _open(self, merge: ReadMerge[M], request: ReadRequest | None) -> _Pulled:
-        return _Pulled(() if request is None else self._conn.read(request))
-
     def _read(self, merge: ReadMerge[M]) -> Generator[M, None, None]:
-        sources: list[_Pulled] = []
+        batches = self.batches(merge, self._conn)
         try:
-            for step in self.steps(merge, sources):
-                if not isinstance(step, list):
-                    _do(step, sources)
-                    continue
-                for self._handed, item in enumerate(step, 1):  # noqa: B007 - the count
+            for batch in batches:
+                for self._handed, item in enumerate(batch, 1):  # noqa: B007 - the count
                     yield item
         finally:
-            _close(sources)
+            batches.close()
 
 
 def _do(step: _Take[_Pulled] | None, sources: list[_Pulled]) -> None:
@@ -279,6 +289,17 @@ def _do(step: _Take[_Pulled] | None, sources: list[_Pulled]) -> None:
 def _close(sources: list[_Pulled]) -> None:
     for source in sources:
         source.close()
+
+
+def _next_in(context: contextvars.Context,
+             batches: Generator[list[M], None, None]) -> list[M] | None:
+    """The next batch (``None`` at the end), taken in ``context`` (in a worker thread)."""
+    return context.run(next, batches, None)
+
+
+def _pulled(reader: Reader, merge: ReadMerge[Any], request: ReadRequest | None) -> _Pulled:
+    """Start the blocking read of one of the merge's streams (``None``: nothing left)."""
+    return _Pulled(() if request is None else reader.read(request))
 
 
 class _Pulled(_Batches):
@@ -338,10 +359,35 @@ class AStreamed(AsyncIterator[M]):
         await self._items.aclose()
 
 
-class _AsyncRun(_Resuming[M, "_APulled | _Tasked", AsyncReader]):
+class _AsyncRun(_Resuming[M, AsyncReader]):
     """The state of an `AStreamed`, and the async driver of its steps."""
 
     async def items(self) -> AsyncGenerator[M, None]:
+        blocking = await self._conn.blocking_reader()
+        if blocking is not None:
+            loop = asyncio.get_running_loop()
+            context = contextvars.copy_context()
+            while True:
+                batches = self.batches(self._merge, blocking)
+                hop: asyncio.Future[list[M] | None] | None = None
+                try:
+                    while True:
+                        hop = loop.run_in_executor(None, _next_in, context, batches)
+                        out = await asyncio.shield(hop)
+                        hop = None
+                        if out is None:
+                            return
+                        for self._handed, item in enumerate(out, 1):  # noqa: B007 - the count
+                            yield item
+                except errors.ReadInterruptedError as exc:
+                    delay = self._resume(exc)
+                finally:
+                    if hop is not None:  # cancelled mid-hop: its thread still runs the steps
+                        await asyncio.wait((hop,))
+                        if not hop.cancelled():
+                            hop.exception()  # seen: the read was cancelled, its error is moot
+                    context.run(batches.close)  # the reads close (their finally blocks) now
+                await asyncio.sleep(delay)
         while True:
             reads = self._read(self._merge)
             try:
@@ -362,7 +408,7 @@ class _AsyncRun(_Resuming[M, "_APulled | _Tasked", AsyncReader]):
     async def _read(self, merge: ReadMerge[M]) -> AsyncGenerator[M, None]:
         sources: list[_APulled | _Tasked] = []
         try:
-            for step in self.steps(merge, sources):
+            for step in self.steps(merge, sources, self._open):
                 if not isinstance(step, list):
                     await _ado(step, sources)
                     continue

@@ -83,6 +83,12 @@ class Observer:
             raise
         return op, rows, count
 
+    def read(self, request: ReadRequest,
+             read_rows: Callable[[ReadRequest], Iterable[Row]]) -> Iterator[Row]:
+        """The rows of one blocking read, observed: `reading()`, then `Operation.stream()`."""
+        op, rows, count = self.reading(request, read_rows)
+        return op.stream(request.table, rows, count)
+
 
 def kind_of_read(request: ReadRequest) -> str:
     """``lookup`` for a read of named rows, else ``read``.
