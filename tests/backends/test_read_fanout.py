@@ -36,6 +36,7 @@ from tsmodel.backends.base import (
     Row,
     RowMutation,
 )
+from tsmodel.backends.threaded import ThreadedBackend
 from tsmodel.run import fanout
 
 SALTS = 8
@@ -512,3 +513,153 @@ async def test_async_a_failing_salt_raises_and_ends_the_other_reads(
         assert not _reads(), "the other reads' tasks ended before the error came out"
         assert not await _settled(before), "no task is left behind"
         assert gauge.open == 0, "every read was closed"
+
+
+# -- the async API on a blocking backend: the steps run in worker threads ----------------
+
+
+def _threaded(backend: Backend) -> tuple[Gauge, ts.AsyncConnection]:
+    """An async connection whose reads are ``Gauge(backend)``'s, in worker threads."""
+    gauge = Gauge(backend)
+    return gauge, ts.AsyncConnection(ThreadedBackend(gauge))  # type: ignore[arg-type]
+
+
+async def _closed(gauge: Gauge) -> bool:
+    """Whether every read of ``gauge`` is closed, once the loop has run the finalizers
+    of dropped async generators."""
+    for _ in range(1000):
+        if gauge.open == 0:
+            return True
+        await asyncio.sleep(0.001)
+    return False
+
+
+async def test_threaded_async_reads_give_the_events_saved_in_order(backend: Backend) -> None:
+    """On a backend whose reads are a blocking one's (`ThreadBacked`), the async API
+    reads as the sync one does, in worker threads: every salt starts before a row is
+    taken, the answers are the same, every read is closed."""
+    Reading, Sensor = reading_model(), sensor_model()
+    gauge, db = _threaded(backend)
+    await db.create_tables(Reading, Sensor)
+    events, sensed = readings(Reading), sensors(Sensor)
+    assert (await db.save_all(events)).ok and (await db.save_all(sensed)).ok
+    names = {c[0] for c in reading_cases(Reading, events)}
+    for name, query, expected in [*reading_cases(Reading, events), *sensor_cases(sensed)]:
+        qs = query((Reading if name in names else Sensor).using(db))
+        gauge.started_by_first_row = None
+        assert [e async for e in qs] == expected, name
+        if name == "all":
+            assert gauge.started_by_first_row == SALTS + 1, "each salt and the guard"
+        assert await qs.count() == len(expected), name
+        assert await qs.first() == (expected[0] if expected else None), name
+    assert await db.latest(Reading) == max(events, key=lambda e: e.time)
+    assert gauge.open == 0, "every read was closed"
+
+
+async def test_threaded_async_reads_hold_at_most_a_batch_ahead(backend: Backend) -> None:
+    """Back-pressure: the rows taken from the blocking reads stay within a batch
+    (`fanout.PULL_ROWS` per stream) of the instances handed out; nothing is read
+    after a close."""
+    Reading = reading_model()
+    gauge, db = _threaded(backend)
+    await db.create_tables(Reading)
+    events = readings(Reading, 4000)
+    assert (await db.save_all(events)).ok
+    expected = sorted(events, key=lambda e: e.time)
+    items = Reading.using(db).range(T0, T0 + 5000 * STEP).aiterator()
+    gauge.rows = 0
+    got = [await items.__anext__() for _ in range(2000)]
+    await asyncio.sleep(0.2)  # a hop still running would have finished by now
+    assert got == expected[:2000]
+    assert 2000 <= gauge.rows <= 2000 + SALTS * fanout.PULL_ROWS
+    await items.aclose()
+    assert gauge.open == 0, "aclose() returns once every read is closed"
+    taken = gauge.rows
+    await asyncio.sleep(0.05)
+    assert gauge.rows == taken, "nothing reads after the close"
+
+
+@pytest.mark.parametrize("stop", STOPS)
+async def test_threaded_async_stopping_early_closes_every_read(backend: Backend,
+                                                               stop: str) -> None:
+    Reading = reading_model()
+    gauge, db = _threaded(backend)
+    await db.create_tables(Reading)
+    events = readings(Reading)
+    await db.save_all(events)
+    qs = Reading.using(db).range(T0, T0 + 1000 * STEP)
+    expected = sorted(events, key=lambda e: e.time)
+    if stop == "first":
+        assert await qs.first() == expected[0]
+    elif stop == "break":
+        async for got in qs:
+            assert got == expected[0]
+            assert gauge.open == SALTS, "the salts are being read"
+            break
+    else:
+        items = qs.aiterator()
+        assert await items.__anext__() == expected[0]
+        assert gauge.open == SALTS, "the salts are being read"
+        if stop == "close":
+            await items.aclose()
+            assert gauge.open == 0, "aclose() returns once every read is closed"
+        else:
+            del items
+            gc.collect()
+    assert await _closed(gauge), "every read was closed"
+    assert gauge.rows < len(events), "the reads stopped early"
+
+
+async def test_threaded_async_a_failing_salt_raises_and_closes_the_other_reads(
+        backend: Backend) -> None:
+    Reading = reading_model()
+    gauge, db = _threaded(backend)
+    await db.create_tables(Reading)
+    await db.save_all(readings(Reading))
+    qs = Reading.using(db).range(T0, T0 + 1000 * STEP)
+    gauge.fail[qs.explain(count=True).requests[5]] = 3  # count() reads no values
+    with pytest.raises(ts.BackendError, match="injected"):
+        await qs.count()
+    assert gauge.open == 0, "every read was closed"
+
+
+class Gated(Gauge):
+    """A :class:`Gauge` whose reads wait (in the thread that takes their rows) for a
+    gate before their first row."""
+
+    def __init__(self, inner: Backend) -> None:
+        super().__init__(inner)
+        self.entered, self.gate = threading.Event(), threading.Event()
+
+    def _rows(self, request: ReadRequest, rows: Iterator[Row]) -> Iterator[Row]:
+        self.entered.set()
+        self.gate.wait(BARRIER_SECONDS)
+        yield from super()._rows(request, rows)
+
+
+async def test_threaded_async_read_cancelled_during_a_hop_closes_after_it(
+        backend: Backend) -> None:
+    """Cancelled while a worker thread takes rows, the read waits for that hop to
+    end, then closes every read (closing a generator running in another thread
+    would raise)."""
+    Reading = reading_model()
+    gated = Gated(backend)
+    gated.gate.set()
+    db = ts.AsyncConnection(ThreadedBackend(gated))  # type: ignore[arg-type]
+    await db.create_tables(Reading)
+    await db.save_all(readings(Reading))
+    gated.gate.clear()
+    gated.entered.clear()
+
+    async def consume() -> list[Any]:
+        return [e async for e in Reading.using(db).range(T0, T0 + 1000 * STEP)]
+
+    task = asyncio.ensure_future(consume())
+    assert await asyncio.to_thread(gated.entered.wait, BARRIER_SECONDS)
+    task.cancel()
+    await asyncio.sleep(0.01)  # the cancellation reaches the read, mid-hop
+    assert not task.done(), "it waits for the hop's thread"
+    gated.gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert gated.open == 0, "every read was closed"
