@@ -450,7 +450,7 @@ class AsyncQuerySet(Query[M]):
         return AsyncQuerySet(self._rollup_of(every), connection=self._connection)
 
     def __aiter__(self) -> AsyncIterator[M]:
-        return self.aiterator()
+        return aiter(self.aiterator())
 
     def aiterator(self) -> AStreamed[M]:
         """The matching instances, with ``async for``; nothing is cached.

@@ -353,8 +353,10 @@ class AStreamed(AsyncIterator[M]):
     def __init__(self, run: _AsyncRun[M]) -> None:
         self._run, self._items = run, run.items()
 
-    def __aiter__(self) -> AStreamed[M]:
-        return self
+    def __aiter__(self) -> AsyncIterator[M]:
+        """The instances; ``async for`` takes them from the run's generator itself,
+        without a coroutine of this iterator's per instance."""
+        return self._items
 
     async def __anext__(self) -> M:
         return await self._items.__anext__()
