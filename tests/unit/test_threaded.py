@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tsmodel.backends.base import Cell, Features, ReadRequest, Row
+from tsmodel.backends.base import Cell, Features, ReadRequest, Row, ThreadBacked, thread_backed
 from tsmodel.backends.threaded import ThreadedBackend
 
 ROW = Row(b"k", (Cell("f", b"q", 1000, b"v"),))
@@ -48,3 +48,24 @@ async def test_a_read_cancelled_during_a_hop_is_closed_after_the_hop() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert backend.closed, "the backend's generator is closed: its finally blocks ran"
+
+
+class Forwarding:
+    """A wrapper that forwards what it does not define to the backend under it."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+def test_only_a_class_with_blocking_is_thread_backed() -> None:
+    """Async queries take a ThreadBacked backend's blocking reads in worker threads,
+    bypassing its read_rows: a wrapper that only forwards ``blocking`` (and may read
+    in its own way) must not count as one."""
+    threaded = ThreadedBackend(GatedBackend())
+    assert isinstance(threaded, ThreadBacked)
+    assert thread_backed(threaded) is threaded
+    assert thread_backed(Forwarding(threaded)) is None
+    assert thread_backed(GatedBackend()) is None
