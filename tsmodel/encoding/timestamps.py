@@ -13,6 +13,7 @@ import calendar
 import re
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
+from typing import Literal
 
 import attrs
 
@@ -38,12 +39,21 @@ UNITS: dict[str, int] = {"us": 1, "ms": 1_000, "s": 1_000_000}
 _DEFAULT_DIGITS = {"us": 16, "ms": 13, "s": 10}
 
 
-def to_micros(dt: datetime) -> int:
+def to_micros(dt: datetime, finer: Literal["refuse", "floor", "ceil"] = "refuse") -> int:
     """Microseconds since the epoch of a timezone-aware datetime.
+
+    A datetime holds whole microseconds; a subclass may hold more (a pandas
+    ``Timestamp``'s nanoseconds), which Bigtable cannot store.
+
+    Args:
+        finer: what a time finer than a microsecond gives: refused, or rounded
+            down or up to the microsecond (a query bound: ``t >= start`` of a
+            stored time ``t`` is ``t >= ceil(start)``, ``t <= as_of`` is
+            ``t <= floor(as_of)``).
 
     Raises:
         TypeError: ``dt`` is not a datetime.
-        ValueError: ``dt`` is naive.
+        ValueError: ``dt`` is naive, or finer than a microsecond and refused.
     """
     if not isinstance(dt, datetime):
         raise TypeError(f"expected a timezone-aware datetime, got {type(dt).__name__} {dt!r}")
@@ -52,7 +62,14 @@ def to_micros(dt: datetime) -> int:
             f"naive datetime {dt.isoformat()} refused: its instant is ambiguous; "
             "attach a timezone, e.g. dt.replace(tzinfo=datetime.timezone.utc)"
         )
-    return int((dt - EPOCH) // _US)
+    since = dt - EPOCH
+    us = since // _US
+    if type(dt) is not datetime and us * _US != since:  # nanoseconds besides
+        if finer == "refuse":
+            raise ValueError(f"{dt} is finer than a microsecond, the finest time Bigtable "
+                             "stores; round it first (e.g. pandas' .floor('us'))")
+        us += finer == "ceil"
+    return int(us)
 
 
 #: The last whole millisecond a datetime can hold.

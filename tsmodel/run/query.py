@@ -17,7 +17,7 @@ import copy
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import attrs
 from typing_extensions import Self
@@ -116,8 +116,10 @@ class Query(Generic[M]):
             ValidationError: a naive datetime or a value that does not fit.
             QueryError: an unknown field name or ``start > end``.
         """
-        start_us = self._time_bound("start", start)
-        end_us = self._time_bound("end", end)
+        # Stored times are whole µs: t >= start and t < end hold as they do of
+        # the bounds rounded up (a pandas Timestamp may hold nanoseconds).
+        start_us = self._time_bound("start", start, finer="ceil")
+        end_us = self._time_bound("end", end, finer="ceil")
         if start_us > end_us:
             raise errors.QueryError(f"{self._spec.name}: start {start} is after end {end}")
         self._check_fields(key_fields, queryable_fields(self._spec))
@@ -575,7 +577,8 @@ class Query(Generic[M]):
         return base._chosen(**attrs.asdict(state, recurse=False))
 
     def _as_of_us(self, as_of: datetime | None) -> int | None:
-        return None if as_of is None else self._time_bound("as_of", as_of, "latest()")
+        return None if as_of is None else self._time_bound("as_of", as_of, "latest()",
+                                                         finer="floor")
 
 
     def _found(self, found: M | None, key_fields: dict[str, Any]) -> M:
@@ -585,9 +588,10 @@ class Query(Generic[M]):
                 f"{self._spec.name}: no event for {shown or 'this key'}")
         return found
 
-    def _time_bound(self, which: str, dt: datetime, what: str = "range") -> int:
+    def _time_bound(self, which: str, dt: datetime, what: str = "range",
+                    finer: Literal["refuse", "floor", "ceil"] = "refuse") -> int:
         try:
-            return to_micros(dt)
+            return to_micros(dt, finer)
         except TypeError as exc:
             raise errors.FieldTypeError(f"{what} {which}: {exc}", model=self._spec.name,
                                         value=dt) from None
