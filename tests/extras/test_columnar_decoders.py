@@ -201,3 +201,30 @@ def test_keys_decoded_whole_read_a_group_as_records(how: str) -> None:
 
     run()
     conn.close()
+
+
+@pytest.mark.parametrize("field", ["cpu", "blk"])
+def test_cells_of_other_sizes_summing_to_the_width_are_refused_as_records(
+        field: str) -> None:
+    # One cell a byte short, the next a byte long: the column's bytes have the
+    # length of whole values, but no cell is one; the records refuse the first.
+    metric = _whole_key_models()[0]
+    conn = ts.connect("memory://")
+    conn.create_tables(metric)
+    conn.save_all([metric(host="a", time=_START + timedelta(seconds=i), cpu=0.5 + i, blk=i,
+                          name="n", up=True) for i in range(3)])
+    qs = metric.range(_START, _START + timedelta(days=1), allow_scan=True).using(conn)
+    plan = qs.explain()
+    rows = [r for q in plan.requests for r in conn.backend.read_rows(q)]
+    qualifier = b"CPU/USR" if field == "cpu" else b"IO/BLK"
+    for at, change in ((0, lambda v: v[:-1]), (1, lambda v: v + b"\0")):
+        rows[at] = Row(rows[at].key, tuple(
+            Cell(c.family, c.qualifier, c.timestamp, change(c.value))
+            if c.qualifier == qualifier else c for c in rows[at].cells))
+    codec = plan.codec
+    want = _outcome(lambda: [r for row in rows for r in codec.records(row)])
+    assert want[0] == "CellDecodingError"
+    got = _outcome(lambda: _events_of_batch(
+        metric, ArrowColumns(metric).rows_batch(codec, rows, None)))
+    assert got == want
+    conn.close()

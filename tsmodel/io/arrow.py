@@ -378,20 +378,7 @@ def _whole_column(pa: Any, np: Any, v: Any, raw: list[bytes | None], arrow_type:
     if missing and v.has_default:
         return None
     if codec in (Int64, Float64, Bool) and np is not None:
-        width = 1 if codec is Bool else 8
-        blank = b"\0" * width
-        mask = np.fromiter((d is None for d in raw), bool, len(raw)) if missing else None
-        data = b"".join(blank if d is None else d for d in raw) if missing \
-            else b"".join(raw)  # type: ignore[arg-type]
-        if len(data) != width * len(raw):  # a cell of another size
-            return None
-        if codec is Bool:
-            flat = np.frombuffer(data, np.uint8)
-            if len(flat) and flat.max() > 1:
-                return None
-            return pa.array(flat.astype(bool), pa.bool_(), mask=mask)
-        flat = np.frombuffer(data, ">i8" if codec is Int64 else ">f8")
-        return pa.array(flat.astype(flat.dtype.newbyteorder("=")), arrow_type, mask=mask)
+        return _fixed_width(pa, np, codec, raw, arrow_type, missing)
     if codec in (Utf8, Raw):
         try:
             array = pa.array(raw, pa.binary())
@@ -404,6 +391,38 @@ def _whole_column(pa: Any, np: Any, v: Any, raw: list[bytes | None], arrow_type:
     except Exception:  # noqa: BLE001 - read again value by value: the codec's own error
         return None
     return pa.array(values) if arrow_type is None else pa.array(values, arrow_type)
+
+
+def _fixed_width(pa: Any, np: Any, codec: type, raw: list[bytes | None], arrow_type: Any,
+                 missing: bool) -> Any:
+    """A column of fixed-width values (``Int64``, ``Float64``, ``Bool``) decoded as a
+    whole, or ``None`` when a cell is not of the codec's width (each cell's
+    length is checked, not their sum) or a ``Bool`` not 0 or 1."""
+    width = 1 if codec is Bool else 8
+    n = len(raw)
+    cells = pa.array(raw, pa.binary())  # no cell: null
+    offsets = np.frombuffer(cells.buffers()[1], np.int32, n + 1)
+    lengths = np.diff(offsets)
+    mask = cells.is_null().to_numpy(zero_copy_only=False) if missing else None
+    sized = lengths == width
+    if not (sized.all() if mask is None else np.array_equal(sized, ~mask)):
+        return None  # a cell of another size
+    count = n if mask is None else n - int(mask.sum())
+    data = cells.buffers()[2]
+    dtype = np.uint8 if codec is Bool else (">i8" if codec is Int64 else ">f8")
+    flat = np.frombuffer(data, dtype, count, int(offsets[0])) if count else \
+        np.zeros(0, dtype)
+    if codec is Bool:
+        if count and flat.max() > 1:
+            return None
+        flat = flat.astype(bool)
+    else:
+        flat = flat.astype(flat.dtype.newbyteorder("="))
+    if mask is not None:
+        full = np.zeros(n, flat.dtype)
+        full[~mask] = flat
+        flat = full
+    return pa.array(flat, pa.bool_() if codec is Bool else arrow_type, mask=mask)
 
 
 class _Sized:
