@@ -193,6 +193,32 @@ def test_the_emulator_command_serves_until_stopped(emulator: Any, stop: signal.S
             proc.wait()
 
 
+def test_ctrl_c_pressed_again_and_again_still_stops_cleanly(emulator: Any) -> None:
+    # Ctrl-C is a request to stop, however often and whenever it comes until the
+    # command says it stopped: not an exception that may land inside the stopping
+    # itself (or inside subprocess's bookkeeping, leaving a lock held: a hang).
+    proc = _start()
+    errors: list[str] = []
+    try:
+        host_port = _first_line(proc).split("=", 1)[1]
+        assert proc.stderr is not None
+        reader = threading.Thread(target=lambda: errors.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
+        reader.start()
+        deadline = time.monotonic() + 30
+        while not any("emulator stopped" in line for line in errors) and proc.poll() is None:
+            assert time.monotonic() < deadline, "the command did not stop"
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.002)
+        assert proc.wait(timeout=30) == 0, "".join(errors)
+        reader.join(10)
+        assert "Traceback" not in "".join(errors), "".join(errors)
+        assert not _listening(host_port), "the emulator still listens after the command ended"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_the_emulator_command_takes_a_port_and_prints_json(emulator: Any) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

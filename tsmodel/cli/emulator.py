@@ -22,13 +22,14 @@ _Handler = Callable[[int, FrameType | None], Any]
 def _run(args: argparse.Namespace) -> int:
     emu = Emulator(host=args.host, port=args.port, stop_with_parent=True)
     stop = threading.Event()
+    # Ctrl-C too is a request to stop, not a KeyboardInterrupt: one raised at a
+    # random point could land inside subprocess's bookkeeping (a lock left held:
+    # stopping the emulator would hang) or inside the stopping itself.
     previous = _on_signals(lambda signum, frame: stop.set())
     try:
         _start(emu)
         _announce(emu.host_port, args)
         _serve(emu, stop)
-    except KeyboardInterrupt:
-        pass
     finally:
         emu.stop()
         _restore_signals(previous)
@@ -52,7 +53,8 @@ def _serve(emu: Emulator, stop: threading.Event) -> None:
 
 
 def _on_signals(handler: _Handler) -> dict[int, Any]:
-    wanted = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    wanted = [signal.SIGINT, signal.SIGTERM] + (
+        [signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
     return {sig: signal.signal(sig, handler) for sig in wanted}
 
 
