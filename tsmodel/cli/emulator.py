@@ -6,7 +6,7 @@ import argparse
 import json
 import signal
 import sys
-import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -21,18 +21,22 @@ _Handler = Callable[[int, FrameType | None], Any]
 
 def _run(args: argparse.Namespace) -> int:
     emu = Emulator(host=args.host, port=args.port, stop_with_parent=True)
-    stop = threading.Event()
+    stop = _StopRequest()
     # Ctrl-C too is a request to stop, not a KeyboardInterrupt: one raised at a
     # random point could land inside subprocess's bookkeeping (a lock left held:
     # stopping the emulator would hang) or inside the stopping itself.
-    previous = _on_signals(lambda signum, frame: stop.set())
+    _on_signals(stop)
     try:
         _start(emu)
         _announce(emu.host_port, args)
         _serve(emu, stop)
     finally:
         emu.stop()
-        _restore_signals(previous)
+        # The command owns the process until it exits. A Ctrl-C pressed again as
+        # it ends asks for a stop already made: ignored by the OS, not restored to
+        # an interrupt that atexit callbacks (or the interpreter's own shutdown,
+        # which puts back the default action of any Python handler) would meet.
+        _on_signals(signal.SIG_IGN)
     print("tsmodel: emulator stopped", file=sys.stderr)
     return 0
 
@@ -45,21 +49,39 @@ def _start(emu: Emulator) -> None:
         raise CliError(str(exc)) from None
 
 
-def _serve(emu: Emulator, stop: threading.Event) -> None:
+class _StopRequest:
+    """A signal handler that records a request to stop, and the wait for one.
+
+    The handler takes no lock: Python runs it in the main thread between two
+    bytecodes, possibly inside the waiter's own critical section (a
+    ``threading.Event`` would deadlock there, a second signal nesting on the first).
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.requested = True
+
+    def wait(self, timeout: float) -> bool:
+        """Whether a stop was requested, waiting up to ``timeout`` seconds for one."""
+        deadline = time.monotonic() + timeout
+        while not self.requested and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self.requested
+
+
+def _serve(emu: Emulator, stop: _StopRequest) -> None:
     """Wait for ``stop``; fail if the emulator exits first."""
     while not stop.wait(0.2):
         if not emu.running:
             raise CliError(f"the emulator exited on its own; its output: {emu.output()}")
 
 
-def _on_signals(handler: _Handler) -> dict[int, Any]:
+def _on_signals(handler: _Handler | signal.Handlers) -> None:
     wanted = [signal.SIGINT, signal.SIGTERM] + (
         [signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
-    return {sig: signal.signal(sig, handler) for sig in wanted}
-
-
-def _restore_signals(previous: dict[int, Any]) -> None:
-    for sig, handler in previous.items():
+    for sig in wanted:
         signal.signal(sig, handler)
 
 
