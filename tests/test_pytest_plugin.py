@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -276,3 +280,48 @@ def test_an_assert_rows_failure_shows_the_diff_not_the_helpers_source(
     for helper_line in ("def assert_rows(", "want = {_bytes(key)", "raise AssertionError(",
                         "tsmodel/testing/_rows.py"):
         assert helper_line not in out, helper_line
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="the emulator stops with its parent on Linux only")
+def test_a_killed_test_run_leaves_no_emulator_behind(project: pytest.Pytester) -> None:
+    # A test run killed with SIGKILL (a CI timeout, an OOM kill, `kill -9`) gets no
+    # chance to stop the session's emulator: the kernel must, or every such run
+    # leaves a cbtemulator running, holding its memory and port, for ever.
+    ready = project.path / "emulator-host-port"
+    project.makepyfile(test_hang=f'''
+        import time
+        def test_hangs(tsmodel_emulator):
+            open({str(ready)!r}, "w").write(tsmodel_emulator.host_port)
+            time.sleep(600)
+    ''')
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", PLUGIN, "-p", "no:cacheprovider", "-q",
+         "--tsmodel-backends", "emulator", "-p", "no:randomly", "test_hang.py"],
+        cwd=project.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (ready.exists() and ready.read_text()):
+            assert proc.poll() is None, f"pytest exited ({proc.returncode}) before the test ran"
+            assert time.monotonic() < deadline, "the test never started"
+            time.sleep(0.1)
+        host, _, port = ready.read_text().rpartition(":")
+        assert _listening(host, int(port))
+        proc.kill()
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 20
+        while _listening(host, int(port)):
+            assert time.monotonic() < deadline, "the emulator outlived the killed test run"
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _listening(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -138,6 +139,9 @@ def tsmodel_emulator() -> Iterator[Emulator]:
     collecting only once some test changes a family's GC rule, so a test
     could pass alone and fail after another).
 
+    On Linux the kernel stops it with the run's main thread: a run killed with
+    SIGKILL leaves no emulator behind.
+
     Skips the test when ``cbtemulator`` is not installed, except under
     ``CI=true``, where that fails the test.
     """
@@ -150,7 +154,10 @@ def tsmodel_emulator() -> Iterator[Emulator]:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"CI=true and the Bigtable emulator is missing: {exc}", pytrace=False)
         pytest.skip(f"Bigtable emulator not installed: {exc}")
-    emulator = Emulator(binary)
+    # Stopped by the kernel with the thread that starts it (a run killed with
+    # SIGKILL leaves none behind): pytest's main thread lives as long as the session.
+    emulator = Emulator(binary, stop_with_parent=(
+        threading.current_thread() is threading.main_thread()))
     emulator.start()
     try:
         emulator.collect_garbage_continuously()
