@@ -104,7 +104,7 @@ def main() -> int:
         return 0
     from _delay import delay_process
 
-    with Emulator() as emulator:
+    with Emulator(stop_with_parent=True) as emulator:
         for rtt in (float(x) for x in args.rtt.split(",")):
             with delay_process(emulator.host_port, rtt / 2000) as proxy:
                 conn = ts.Connection(BigtableBackend("bench", "current",

@@ -67,7 +67,7 @@ def main() -> int:
     args = parser.parse_args()
     from _delay import delay_process
 
-    emulator = Emulator(find_emulator())
+    emulator = Emulator(find_emulator(), stop_with_parent=True)
     emulator.start()
     try:
         with delay_process(emulator.host_port, args.rtt / 2000) as proxy:

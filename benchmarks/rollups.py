@@ -143,7 +143,7 @@ def main() -> int:
         from tsmodel.backends.bigtable import BigtableBackend
         from tsmodel.backends.emulator import Emulator, find_emulator
 
-        emu = Emulator(find_emulator())
+        emu = Emulator(find_emulator(), stop_with_parent=True)
         emu.start()
         try:
             backend = BigtableBackend(project="bench", instance="rollups",

@@ -144,7 +144,7 @@ def _bigtable(args: argparse.Namespace, only: set[str], log) -> tuple[str | None
     host_port = args.emulator
     if host_port is None:
         binary = find_emulator()
-        emulator = Emulator(binary)
+        emulator = Emulator(binary, stop_with_parent=True)
         emulator.start()
         host_port = emulator.host_port
     log(f"emulator on {host_port}")
