@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ import pytest
 import tsmodel.backends._bigtable_admin  # noqa: F401
 import tsmodel.backends.bigtable  # noqa: F401
 import tsmodel.backends.bigtable_async  # noqa: F401
+from tests.ports import assert_closes_when_killed
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = "tsmodel.testing.plugin"
@@ -305,23 +305,10 @@ def test_a_killed_test_run_leaves_no_emulator_behind(project: pytest.Pytester) -
             assert proc.poll() is None, f"pytest exited ({proc.returncode}) before the test ran"
             assert time.monotonic() < deadline, "the test never started"
             time.sleep(0.1)
-        host, _, port = ready.read_text().rpartition(":")
-        assert _listening(host, int(port))
-        proc.kill()
-        proc.wait(timeout=30)
-        deadline = time.monotonic() + 20
-        while _listening(host, int(port)):
-            assert time.monotonic() < deadline, "the emulator outlived the killed test run"
-            time.sleep(0.1)
+        host_port = ready.read_text()
+        assert_closes_when_killed(proc, host_port, "the emulator outlived the killed test run")
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
 
-
-def _listening(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=1):
-            return True
-    except OSError:
-        return False

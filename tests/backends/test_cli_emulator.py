@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.inprocess import Done, run_tsmodel
+from tests.ports import assert_closes_when_killed, listening
 from tsmodel.backends.base import GcRule, ReadRequest, RowMutation, SetCell, TableSpec
 from tsmodel.backends.bigtable import BigtableBackend
 
@@ -150,15 +151,6 @@ def _first_line(proc: subprocess.Popen[str], timeout: float = 60) -> str:
     return lines[0].strip()
 
 
-def _listening(host_port: str) -> bool:
-    host, _, port = host_port.rpartition(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_the_emulator_command_serves_until_stopped(emulator: Any, stop: signal.Signals) -> None:
     proc = _start()
@@ -185,7 +177,7 @@ def test_the_emulator_command_serves_until_stopped(emulator: Any, stop: signal.S
             backend.close()
         proc.send_signal(stop)
         assert proc.wait(timeout=30) == 0
-        assert not _listening(host_port), "the emulator still listens after the command ended"
+        assert not listening(host_port), "the emulator still listens after the command ended"
         assert "emulator stopped" in (proc.stderr.read() if proc.stderr else "")
     finally:
         if proc.poll() is None:
@@ -212,7 +204,7 @@ def test_ctrl_c_pressed_again_and_again_still_stops_cleanly(emulator: Any) -> No
         assert proc.wait(timeout=30) == 0, "".join(errors)
         reader.join(10)
         assert "Traceback" not in "".join(errors), "".join(errors)
-        assert not _listening(host_port), "the emulator still listens after the command ended"
+        assert not listening(host_port), "the emulator still listens after the command ended"
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -258,7 +250,7 @@ def test_the_emulator_command_takes_a_port_and_prints_json(emulator: Any) -> Non
         assert info == {"BIGTABLE_EMULATOR_HOST": f"127.0.0.1:{port}",
                         "TSMODEL_URL": f"bigtable-emulator://127.0.0.1:{port}/p/i",
                         "host": "127.0.0.1", "port": port}
-        assert _listening(f"127.0.0.1:{port}")
+        assert listening(f"127.0.0.1:{port}")
         proc.terminate()
         assert proc.wait(timeout=30) == 0
     finally:
@@ -274,13 +266,7 @@ def test_the_emulator_stops_when_the_command_is_killed(emulator: Any) -> None:
     proc = _start()
     try:
         host_port = _first_line(proc).split("=", 1)[1]
-        assert _listening(host_port)
-        proc.kill()
-        proc.wait(timeout=30)
-        deadline = time.monotonic() + 20
-        while _listening(host_port):
-            assert time.monotonic() < deadline, "the emulator outlived the killed command"
-            time.sleep(0.1)
+        assert_closes_when_killed(proc, host_port, "the emulator outlived the killed command")
     finally:
         if proc.poll() is None:
             proc.kill()
