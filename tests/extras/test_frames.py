@@ -239,6 +239,19 @@ def test_the_columns_must_be_the_models_fields(rows_model: Any) -> None:
     assert conn.save_frame(model, _frame(2), progress=False).ok
 
 
+def test_a_pandas_frame_with_two_columns_of_one_name_is_refused(rows_model: Any,
+                                                                 backend: Backend) -> None:
+    # pyarrow refuses the frame before the columns are checked: the save must say
+    # which model and column, as it does for Arrow and polars data.
+    model, conn = rows_model
+    frame = _frame(2)
+    frame.columns = ["site", "host", "time", "time"]
+    with pytest.raises(ts.ValidationError, match="two columns named 'time'") as info:
+        conn.save_frame(model, frame, progress=False)
+    assert (info.value.model, info.value.field) == (model.__name__, "time")
+    assert not any(dump(backend, model))  # nothing written
+
+
 def test_a_generator_of_batches_is_saved_chunk_by_chunk(rows_model: Any) -> None:
     model, conn = rows_model
     table = pa.Table.from_pandas(_frame(50))

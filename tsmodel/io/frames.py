@@ -100,11 +100,14 @@ def _arrow_chunks(model: str, frame: Any, rows: int) -> Iterator[Any]:
 
     Raises:
         ValidationError: a pandas column holds values Arrow cannot hold in one
-            column (its ``row``: the first value of another type than the first).
+            column (its ``row``: the first value of another type than the first),
+            or two columns of a pandas frame have one name.
     """
     kind = _kind(frame)
     pa = require("pyarrow", "arrow", "save_frame()")
     if kind == "pandas":
+        # pyarrow refuses a frame with two columns of one name before they are checked
+        _check_unique(model, [str(n) for n in frame.columns])
         for at in range(0, len(frame), rows):
             part = frame.iloc[at:at + rows]
             try:
@@ -349,15 +352,19 @@ def _check_columns(model: str, fields: dict[str, Any], names: tuple[str, ...]) -
         raise errors.ValidationError(
             f"the frame's column {unknown[0]!r} is no field of the model (fields: "
             f"{', '.join(fields)})", model=model, field=unknown[0])
-    if len(set(names)) != len(names):
-        twice = next(n for n in names if names.count(n) > 1)
-        raise errors.ValidationError(f"the frame has two columns named {twice!r}",
-                                     model=model, field=twice)
+    _check_unique(model, names)
     missing = [n for n, a in fields.items() if n not in names and a.default is attrs.NOTHING]
     if missing:
         raise errors.ValidationError(
             f"the frame has no column for {missing[0]!r}, a field without a default",
             model=model, field=missing[0])
+
+
+def _check_unique(model: str, names: Sequence[str]) -> None:
+    if len(set(names)) != len(names):
+        twice = next(n for n in names if names.count(n) > 1)
+        raise errors.ValidationError(f"the frame has two columns named {twice!r}",
+                                     model=model, field=twice)
 
 
 def row_count(frame: Any) -> int | None:
