@@ -252,6 +252,38 @@ def test_a_pandas_frame_with_two_columns_of_one_name_is_refused(rows_model: Any,
     assert not any(dump(backend, model))  # nothing written
 
 
+@pytest.mark.parametrize("how", ["save_frame", "to_pandas round trip"])
+def test_a_pandas_nan_is_the_number_in_a_required_field_that_allows_it(
+        backend: Backend, how: str) -> None:
+    # NaN is pandas' missing value, but a field that cannot be None and takes NaN
+    # has no missing value: its NaN is the number, as to_pandas() writes it.
+    @ts.model(table=f"NAN{uuid.uuid4().hex[:8].upper()}", family="f")
+    class Probe:
+        probe: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        temp: float = ts.value(allow_nan=True)
+        hum: float = ts.value(allow_nan=True, default=0.5)
+
+    conn = ts.Connection(backend)
+    conn.create_tables(Probe)
+    try:
+        times = [T0 + timedelta(seconds=i) for i in range(3)]
+        temps, hums = [float("nan"), 1.5, float("nan")], [0.25, float("nan"), float("nan")]
+        frame = pd.DataFrame({"probe": "p1", "time": times, "temp": temps, "hum": hums})
+        if how != "save_frame":
+            conn.save_all([Probe(probe="p1", time=t, temp=a, hum=b)
+                           for t, a, b in zip(times, temps, hums, strict=True)])
+            frame = Probe.range(T0, T0 + timedelta(hours=1), probe="p1").using(conn).to_pandas()
+            conn.delete_all(Probe(probe="p1", time=t, temp=0.0) for t in times)
+        result = conn.save_frame(Probe, frame, progress=False)
+        assert result.ok and result.written == 3
+        got = [(e.time, repr(e.temp), repr(e.hum))
+               for e in Probe.range(T0, T0 + timedelta(hours=1), probe="p1").using(conn)]
+        assert got == [(t, repr(a), repr(b)) for t, a, b in zip(times, temps, hums, strict=True)]
+    finally:
+        conn.drop_tables(Probe)
+
+
 def test_a_generator_of_batches_is_saved_chunk_by_chunk(rows_model: Any) -> None:
     model, conn = rows_model
     table = pa.Table.from_pandas(_frame(50))

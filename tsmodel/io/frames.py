@@ -95,8 +95,13 @@ def _kind(frame: Any) -> str:
     return "batches"
 
 
-def _arrow_chunks(model: str, frame: Any, rows: int) -> Iterator[Any]:
+def _arrow_chunks(model: str, frame: Any, rows: int,
+                  nan_fields: frozenset[str] = frozenset()) -> Iterator[Any]:
     """The input as Arrow record batches (or tables) of at most ``rows`` rows.
+
+    A pandas float column's NaN is a missing value (null), pandas' convention,
+    except in ``nan_fields``: fields that take NaN and cannot be ``None``, where
+    NaN is the number (what ``to_pandas()`` writes for one).
 
     Raises:
         ValidationError: a pandas column holds values Arrow cannot hold in one
@@ -108,12 +113,21 @@ def _arrow_chunks(model: str, frame: Any, rows: int) -> Iterator[Any]:
     if kind == "pandas":
         # pyarrow refuses a frame with two columns of one name before they are checked
         _check_unique(model, [str(n) for n in frame.columns])
+        numbers = [n for n in frame.columns
+                   if n in nan_fields and getattr(frame[n].dtype, "kind", "") == "f"
+                   and type(frame[n].dtype).__module__.startswith("numpy")]
         for at in range(0, len(frame), rows):
             part = frame.iloc[at:at + rows]
             try:
                 batch = pa.RecordBatch.from_pandas(part, preserve_index=False)
             except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
                 raise _mixed_column(pa, model, part, at, exc) from None
+            if numbers:
+                columns = list(batch.columns)
+                for n in numbers:
+                    i = batch.schema.get_field_index(n)
+                    columns[i] = pa.array(part[n].to_numpy(), type=columns[i].type)
+                batch = pa.RecordBatch.from_arrays(columns, schema=batch.schema)
             yield batch
     elif kind == "polars":
         for at in range(0, frame.height, rows):
@@ -189,9 +203,11 @@ def _batches(model: type, frame: Any, rows: int) -> Iterator[tuple[int, Any]]:
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
         raise ValueError(f"rows per chunk must be an int >= 1, got {rows!r}")
     fields = {a.name: a for a in attrs.fields(model)}
+    nan_fields = frozenset(v.name for v in spec_of(model).values
+                           if v.allow_nan and not v.optional)
     start = 0
     checked: tuple[str, ...] | None = None
-    for data in _arrow_chunks(model.__name__, frame, rows):
+    for data in _arrow_chunks(model.__name__, frame, rows, nan_fields):
         names = tuple(data.schema.names)
         if names != checked:
             _check_columns(model.__name__, fields, names)
