@@ -58,6 +58,18 @@ def test_bad_urls_are_configuration_errors(url: str) -> None:
         open_backend(url)
 
 
+@pytest.mark.parametrize("url", [b"memory://", 5, Path("metrics.db")],
+                         ids=["bytes", "int", "path"])
+def test_a_url_that_is_no_string_is_a_configuration_error(url: object) -> None:
+    # bytes raised TypeError from urllib, an int AttributeError ('decode'), a Path
+    # AttributeError too: none said that the URL is the problem.
+    for call in (lambda: open_backend(url),  # type: ignore[arg-type]
+                 lambda: ts.connect(url, default=False)):  # type: ignore[arg-type]
+        with pytest.raises(ts.ConfigurationError, match="URL") as info:
+            call()
+        assert repr(url) in str(info.value) and type(url).__name__ in str(info.value)
+
+
 SECRET = "s3cret"
 
 

@@ -66,6 +66,10 @@ def url_settings(url: str | None, options: Mapping[str, Any]) -> Settings:
     Raises:
         ConfigurationError: as for `open_backend()`.
     """
+    if url is not None and not isinstance(url, str):
+        raise ConfigurationError(
+            f"a connection URL is a str or None, got {type(url).__name__} {url!r}; for "
+            "a file write 'sqlite:///relative/file.db' or 'sqlite:////absolute/file.db'")
     if url in _IN_MEMORY:
         return resolve({}, options)
     assert url is not None
