@@ -156,6 +156,37 @@ def test_subclassing_the_model_base_class_works():
     assert ts.spec_of(Sub).key_fields == ("host",)
 
 
+def test_a_model_extending_another_model_is_refused_naming_the_base():
+    # It was refused as having "no timestamp field", which it has (inherited).
+    @ts.model(table="T", family="F")
+    class Base:
+        host: str = ts.key()
+        time: datetime = ts.timestamp()
+        cpu: float = ts.value()
+
+    with pytest.raises(ts.DeclarationError) as info:
+        @ts.model(table="T2", family="F")
+        class Extended(Base):
+            mem: int = ts.value(default=0)
+    message = str(info.value)
+    assert "Extended" in message and "Base" in message and "host, time, cpu" in message
+    assert "no timestamp field" not in message
+
+
+def test_a_model_taking_its_fields_from_a_plain_base_class_is_refused():
+    class Fields:
+        host: str = ts.key()
+        time: datetime = ts.timestamp()
+
+    with pytest.raises(ts.DeclarationError) as info:
+        @ts.model(table="T", family="F")
+        class Metric(Fields):
+            cpu: float = ts.value()
+    message = str(info.value)
+    assert "Metric" in message and "Fields" in message and "host, time" in message
+    assert "no timestamp field" not in message
+
+
 # -- decorator use -----------------------------------------------------------------
 
 

@@ -129,6 +129,7 @@ def _options(name: str, given: Mapping[str, Any]) -> ModelOptions:
 
 def _build(cls: type, options: ModelOptions) -> type:
     name = cls.__name__
+    _check_no_inherited_fields(cls)
     items = _declared_items(cls)
     hints = _type_hints(cls)
     for attr, item in items:
@@ -153,6 +154,22 @@ def _build(cls: type, options: ModelOptions) -> type:
                                                  "__qualname__": f"{cls.__qualname__}.DoesNotExist"}
     )
     return new_cls
+
+
+def _check_no_inherited_fields(cls: type) -> None:
+    """Refuse a class whose base declares tsmodel fields: a model's row key and columns
+    come from its own class body only."""
+    for base in cls.__mro__[1:]:
+        if SPEC_ATTR in base.__dict__:
+            names = [a.name for a in attrs.fields(base)]
+        else:
+            names = [attr for attr, _ in _declared_items(base)]
+        if names:
+            raise errors.DeclarationError(
+                f"{cls.__name__}: its base class {base.__name__} declares tsmodel fields "
+                f"({', '.join(names)}); a model takes its fields from its own class body "
+                "only, not from a base class or another model: declare them all in "
+                f"{cls.__name__}")
 
 
 def _declared_items(cls: type) -> list[tuple[str, Any]]:
