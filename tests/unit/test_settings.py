@@ -186,6 +186,20 @@ def test_async_connect_options_are_checked_when_called() -> None:
         ts.connect_async("memory://", batch_size="10")
 
 
+@pytest.mark.parametrize("name", ["create_tables", "save", "range", "latest"])
+def test_a_connection_used_without_await_says_to_await_it(name: str) -> None:
+    # `db = ts.connect_async(url)` without `await` gave "'_Connecting' object has
+    # no attribute 'create_tables'", naming a private class and no fix.
+    db = ts.connect_async("memory://")
+    with pytest.raises(AttributeError) as info:
+        getattr(db, name)
+    message = str(info.value)
+    assert name in message and "await ts.connect_async(" in message
+    assert "async with ts.connect_async(" in message and "_Connecting" not in message
+    with pytest.raises(AttributeError, match="no_such_thing"):
+        db.no_such_thing  # noqa: B018
+
+
 @pytest.mark.parametrize("text", ["yes", "no", "on", "off", "1", "0", "", "t"])
 def test_a_bool_url_option_is_true_or_false_only(text: str) -> None:
     with pytest.raises(ts.ConfigurationError) as info:

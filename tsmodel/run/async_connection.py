@@ -382,6 +382,19 @@ class _Connecting:
         if self._conn is not None:
             await self._conn.close()
 
+    def __getattr__(self, name: str) -> Any:
+        # Only for names not found otherwise: a connection's, used on this not
+        # yet awaited opening, is the missing ``await``.
+        if not name.startswith("_") and hasattr(AsyncConnection, name):
+            raise AttributeError(
+                f"{name!r} is a method of the connection that connect_async() opens, "
+                "not of connect_async()'s result: write `db = await "
+                "ts.connect_async(url)` or `async with ts.connect_async(url) as db:`",
+                name=name, obj=self)
+        raise AttributeError(
+            f"connect_async()'s result has no attribute {name!r}; await it for the "
+            "connection", name=name, obj=self)
+
 
 def connect_async(url: str | None = None, *,
                   batch_size: int = DEFAULT_BATCH_SIZE,
