@@ -367,6 +367,40 @@ def test_an_update_names_one_stored_event(backend: Backend) -> None:
         conn.range(Model, T, T + timedelta(days=1), site="a", host=1).update(host=2)
 
 
+def test_an_update_refuses_a_time_a_save_refuses(backend: Backend) -> None:
+    # A time the model cannot store named no stored event (DoesNotExist), where a
+    # save and a delete of the same time say what is wrong with it.
+    @ts.model(table=f"U{uuid.uuid4().hex[:8].upper()}", family="f")
+    class Ms:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        v: int = ts.value()
+
+    @ts.model(table=f"U{uuid.uuid4().hex[:8].upper()}", family="f", layout=ts.cells(),
+              max_rate=1)
+    class Hourly:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(bucket="hour")
+        v: int = ts.value()
+
+    conn = ts.Connection(backend)
+    conn.create_tables(Ms, Hourly)
+    try:
+        for model in (Ms, Hourly):
+            conn.save(model(host="a", time=T, v=1))
+            finer = T + timedelta(microseconds=5)  # neither holds microseconds
+            with pytest.raises(ts.ValidationError) as saving:
+                conn.save(model(host="a", time=finer, v=2))
+            with pytest.raises(ts.ValidationError) as updating:
+                conn.update(model, host="a", time=finer, v=2)
+            assert not isinstance(updating.value, ts.DoesNotExist)
+            assert (type(updating.value), str(updating.value)) == (type(saving.value),
+                                                                   str(saving.value))
+            assert [e.v for e in conn.range(model, T, T + timedelta(hours=1), host="a")] == [1]
+    finally:
+        conn.drop_tables(Ms, Hourly)
+
+
 async def test_async_range_delete_and_update(backend: Backend) -> None:
     shape, Model = rows_model()
     Twin = shape.make_model(uuid.uuid4().hex[:8])

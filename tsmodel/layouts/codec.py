@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
 from operator import itemgetter
+from types import SimpleNamespace
 from typing import Any, NamedTuple, TypeVar
 
 from tsmodel import errors
@@ -32,6 +33,7 @@ from tsmodel.layouts.base import (
 )
 from tsmodel.layouts.render_read import render_columns, render_raw_columns, render_rows
 from tsmodel.layouts.render_write import (
+    _time_refused,
     render_column_check,
     render_event_encoder,
     render_event_parts,
@@ -255,6 +257,22 @@ class TableCodec:
         except ValueError as exc:
             raise errors.ValidationError(str(exc), model=self.model, field=self.time_field,
                                          value=raw) from None
+
+    def check_event(self, key_fields: Mapping[str, Any], raw: Any) -> int:
+        """The time ``raw`` in µs of an event of these key fields, refused as a save
+        refuses it: its key segments (`key_parts()`) and the layout's time check.
+
+        Raises:
+            ValidationError: the time (or a key field) cannot be stored.
+        """
+        us = self.time_micros(raw)
+        named = SimpleNamespace(**key_fields, **{self.time_field: raw})
+        self.key_parts(named, us)
+        if self._time_check is not None:
+            problem = self._time_check(us)
+            if problem is not None:
+                raise _time_refused(self.model, self.time_field, named, problem)
+        return us
 
     def key_parts(self, entity: Any, us: int) -> dict[str, bytes]:
         """The encoded key segments of ``entity`` by field."""

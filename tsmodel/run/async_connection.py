@@ -215,6 +215,8 @@ class AsyncConnection(ConnectionState[AsyncBackend]):
             QueryError: a key field or the time is missing, or a name is not
                 a value field.
             DoesNotExist: no such event is stored (``Model.DoesNotExist``).
+            ValidationError: a new value cannot be stored, or the time (or a key
+                field) cannot, as a save would refuse it; nothing was written.
             SaveError: a write failed or its outcome is unknown.
         """
         return await AsyncQuerySet(model, connection=self._starting(model))._update_event(fields)

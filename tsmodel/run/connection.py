@@ -333,7 +333,8 @@ class Connection(ConnectionState[Backend]):
             QueryError: a key field or the time is missing, a name is not a
                 field of the model, or no value field is given.
             DoesNotExist: no such event is stored (``Model.DoesNotExist``).
-            ValidationError: a new value cannot be stored; nothing was written.
+            ValidationError: a new value cannot be stored, or the time (or a key
+                field) cannot, as a save would refuse it; nothing was written.
             SaveError: a write failed or its outcome is unknown.
         """
         return QuerySet(model, connection=self._starting(model))._update_event(fields)

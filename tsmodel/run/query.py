@@ -519,7 +519,11 @@ class Query(Generic[M]):
         when = fields[spec.timestamp_field]
         spec.codec.time_micros(when)  # a time, or the model and field's error
         base = self._with_state(_ASKED_NOTHING)
-        return base.range(when, when + timedelta(microseconds=1), **key), changes
+        query = base.range(when, when + timedelta(microseconds=1), **key)
+        # A time no event can have (finer than the model stores) is refused as a
+        # save refuses it, not reported as no such event.
+        spec.codec.check_event(key, when)
+        return query, changes
 
     def _changed_event(self, found: M | None, fields: dict[str, Any],
                        changes: dict[str, Any]) -> M:
