@@ -625,3 +625,28 @@ def test_a_bad_row_is_refused_as_save_all_refuses_it(backend: Backend, shape: Sh
             conn.drop_tables(listed)
 
     run()
+
+
+@pytest.mark.parametrize("kind", ["pandas", "polars", "arrow table", "arrow batches"])
+def test_an_empty_frame_has_its_columns_checked_too(rows_model: Any, kind: str) -> None:
+    # A pipeline whose frame comes out empty today and full tomorrow must learn of a
+    # wrong column today: the columns are the frame's, whatever its rows.
+    model, conn = rows_model
+    empty = _frame(2).iloc[0:0]
+    for frame, error in ((empty.assign(y=1), "'y' is no field"),
+                         (empty.drop(columns="x"), "no column for 'x'")):
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        given = {"pandas": frame, "polars": pytest.importorskip("polars").from_arrow(table),
+                 "arrow table": table,
+                 "arrow batches": [pa.RecordBatch.from_pandas(frame, preserve_index=False)]}[kind]
+        with pytest.raises(ts.ValidationError, match=error):
+            conn.save_frame(model, given, progress=False)
+    # Right columns and no rows, or no columns at all: nothing to write.
+    assert conn.save_frame(model, empty, progress=False).rows == 0
+    assert conn.save_frame(model, pd.DataFrame(), progress=False).rows == 0
+
+
+def test_a_frame_of_rows_without_columns_is_refused(rows_model: Any) -> None:
+    model, conn = rows_model
+    with pytest.raises(ts.ValidationError, match="no column for "):
+        conn.save_frame(model, pd.DataFrame(index=range(3)), progress=False)

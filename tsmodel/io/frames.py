@@ -96,8 +96,13 @@ def _kind(frame: Any) -> str:
 
 
 def _arrow_chunks(model: str, frame: Any, rows: int,
-                  nan_fields: frozenset[str] = frozenset()) -> Iterator[Any]:
+                  nan_fields: frozenset[str] = frozenset(),
+                  on_columns: Callable[[tuple[str, ...]], None] = lambda names: None,
+                  ) -> Iterator[Any]:
     """The input as Arrow record batches (or tables) of at most ``rows`` rows.
+
+    ``on_columns`` is called with the column names of the frame (of each batch of a
+    stream) before its rows, also when it has none.
 
     A pandas float column's NaN is a missing value (null), pandas' convention,
     except in ``nan_fields``: fields that take NaN and cannot be ``None``, where
@@ -112,7 +117,9 @@ def _arrow_chunks(model: str, frame: Any, rows: int,
     pa = require("pyarrow", "arrow", "save_frame()")
     if kind == "pandas":
         # pyarrow refuses a frame with two columns of one name before they are checked
-        _check_unique(model, [str(n) for n in frame.columns])
+        names = [str(n) for n in frame.columns]
+        _check_unique(model, names)
+        on_columns(tuple(names))
         numbers = [n for n in frame.columns
                    if n in nan_fields and getattr(frame[n].dtype, "kind", "") == "f"
                    and type(frame[n].dtype).__module__.startswith("numpy")]
@@ -130,15 +137,18 @@ def _arrow_chunks(model: str, frame: Any, rows: int,
                 batch = pa.RecordBatch.from_arrays(columns, schema=batch.schema)
             yield batch
     elif kind == "polars":
+        on_columns(tuple(frame.columns))
         for at in range(0, frame.height, rows):
             yield frame.slice(at, rows).to_arrow()
     elif kind == "arrow":
+        on_columns(tuple(frame.schema.names))
         yield from _rechunked(frame, rows)
     else:
         for batch in frame:
             if type(batch).__module__.split(".")[0] != "pyarrow":
                 raise TypeError("save_frame() takes an iterable of pyarrow record batches; "
                                 f"got one of {type(batch).__name__}")
+            on_columns(tuple(batch.schema.names))
             yield from _rechunked(batch, rows)
 
 
@@ -207,11 +217,22 @@ def _batches(model: type, frame: Any, rows: int) -> Iterator[tuple[int, Any]]:
                            if v.allow_nan and not v.optional)
     start = 0
     checked: tuple[str, ...] | None = None
-    for data in _arrow_chunks(model.__name__, frame, rows, nan_fields):
-        names = tuple(data.schema.names)
+
+    def check(names: tuple[str, ...]) -> None:
+        nonlocal checked
         if names != checked:
             _check_columns(model.__name__, fields, names)
             checked = names
+
+    def declared(names: tuple[str, ...]) -> None:
+        # A frame's columns are checked before its rows, if it has none too: they
+        # are wrong whatever its rows. A frame without columns (``pd.DataFrame()``)
+        # says nothing until it has rows.
+        if names:
+            check(names)
+
+    for data in _arrow_chunks(model.__name__, frame, rows, nan_fields, declared):
+        check(tuple(data.schema.names))
         yield start, data
         start += data.num_rows
 
