@@ -230,7 +230,8 @@ def test_a_failed_companion_delete_is_partial_and_repair_fixes_it(backend: Backe
     result = conn.delete_all(doomed, raise_on_failure=False)
     assert {r.status for r in result.results} == {ts.WriteStatus.PARTIAL}
     with pytest.raises(ts.SaveError, match=r"^delete incomplete \(3 partial\); first problem: "
-                       r"partial: BackendError\('injected failure writing"):
+                       r"entity 0 \(.*\), partial in table '\w+': "
+                       r"BackendError\('injected failure writing"):
         conn.delete_all(doomed)
     faulty.fail.clear()
     conn.save_all([Twin(**fields_of(e)) for e in events if identity(shape, e) not in doomed_ids])

@@ -254,6 +254,29 @@ def test_failures_are_reported_entity_by_entity(conn: ts.Connection, backend: Ba
     assert len(info.value.result.failed) == 4
 
 
+
+def test_a_save_error_names_the_first_entity_and_table_not_written(
+        conn: ts.Connection, backend: Backend) -> None:
+    # The message alone must say what was not written and where: the model, the
+    # entity (its index in the input and its fields) and the table.
+    Metric = metric_model()
+    spec = Metric.__tsmodel__
+    backend.create_table(ts.TableSpec(spec.table, (("METRIC", ts.GcRule(max_versions=1)),)))
+    events = fleet(Metric, hosts=1, points=3)
+    with pytest.raises(ts.SaveError) as info:  # the current-value table is missing
+        conn.save_all(events)
+    message = str(info.value)
+    assert message.startswith("save incomplete (3 partial); first problem: entity 0 "
+                              "(ServerMetric("), message
+    assert "hostname='server0.aaa.bbb.com'" in message, message
+    assert f"partial in table {spec.current_table!r}: " in message, message
+    with pytest.raises(ts.SaveError) as info:  # no table at all: the main write fails
+        conn.save(metric_model()(hostname="h", time=T0, cpu1_usr=0.5, blk_read=1))
+    message = str(info.value)
+    assert message.startswith("save incomplete (1 failed); first problem: entity 0 "
+                              "(ServerMetric(hostname='h', "), message
+    assert "failed in table 'METRIC_" in message and "TableNotFoundError" in message, message
+
 def test_companion_failure_is_reported_partial(conn: ts.Connection, backend: Backend) -> None:
     Metric = metric_model()
     spec = Metric.__tsmodel__

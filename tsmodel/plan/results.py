@@ -261,12 +261,16 @@ class WriteResult:
     def raise_for_failures(self) -> None:
         """Raise `SaveError` unless every entity was written everywhere."""
         if not self.ok:
-            first = next(r for r in self.results if r.status is not WriteStatus.WRITTEN)
+            at, first = next((i, r) for i, r in enumerate(self.results)
+                             if r.status is not WriteStatus.WRITTEN)
+            where = next((f" in table {table!r}" for table, o in first.tables
+                          if o.status is not MutationStatus.APPLIED), "")
+            entity = repr(first.entity)
+            if len(entity) > _ENTITY_SHOWN:
+                entity = entity[:_ENTITY_SHOWN - 3] + "..."
             raise errors.SaveError(
-                f"{self.action} incomplete ({self.summary()}); first problem: "
-                f"{first.status.value}: "
-                f"{first.error!r}", self,
-            )
+                f"{self.action} incomplete ({self.summary()}); first problem: entity "
+                f"{at} ({entity}), {first.status.value}{where}: {first.error!r}", self)
 
 
 
@@ -324,6 +328,10 @@ class FrameResult:
                 f"save incomplete ({self.summary()}); first problem: row {first.row}: "
                 f"{first.status.value}: {first.error!r}", self)
 
+
+
+#: The characters of an entity's repr that a `SaveError` message shows at most.
+_ENTITY_SHOWN = 200
 
 
 def _summary(count: Callable[[WriteStatus], int | None]) -> str:
