@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -160,6 +161,7 @@ def passes(f: ReadFilter, c: Cell) -> bool:
         and (f.qualifier_end is None or c.qualifier < f.qualifier_end)
         and (f.timestamp_start is None or c.timestamp >= f.timestamp_start)
         and (f.timestamp_end is None or c.timestamp < f.timestamp_end)
+        and (f.timestamps is None or c.timestamp in f.timestamps)
     )
 
 
@@ -1011,6 +1013,37 @@ def test_filter_timestamp_range_boundaries(backend: Backend, filter_table: str) 
     assert read(backend, filter_table, timestamp_start=ts(5), timestamp_end=ts(5) + MS) == [
         (b"r3", [cell("cf2", b"b", 5, b"y5")]),
     ]
+
+
+def test_filter_given_timestamps(backend: Backend, filter_table: str) -> None:
+    # Runs of consecutive milliseconds and lone ones; a time no cell can have
+    # (not a whole ms) keeps nothing; with a range and per-column limits after.
+    for f in (ReadFilter(timestamps=[ts(1), ts(3)]), ReadFilter(timestamps=[ts(2)]),
+              ReadFilter(timestamps=[ts(1), ts(2), ts(3), ts(5)]),
+              ReadFilter(timestamps=[ts(4) + 1, ts(9)]), ReadFilter(timestamps=[]),
+              ReadFilter(families=("cf",), timestamps=[ts(1), ts(2), ts(4)],
+                         cells_per_column=1),
+              ReadFilter(timestamp_start=ts(2), timestamps=[ts(1), ts(2), ts(5)]),
+              ReadFilter(timestamps=[ts(2), ts(3)], strip_values=True)):
+        assert read(backend, filter_table, **attrs.asdict(f, recurse=False)) == \
+            expected_read(FILTER_DATA, f), f
+    # Many (a shuffled save's prior read): one filter of 500 lone times.
+    many = [ts(1), ts(3), ts(5)] + [ts(10 + 2 * i) for i in range(497)]
+    f = ReadFilter(timestamps=many)
+    assert read(backend, filter_table, timestamps=many) == expected_read(FILTER_DATA, f)
+
+
+def test_given_timestamps_after_versions_kept(backend: Backend, table_name: str) -> None:
+    # The version limit counts every version first, then the given times filter.
+    create(backend, table_name, "cf", "cf2")
+    write(backend, table_name, {b"r": [cell("cf", b"q", n, b"%d" % n) for n in (1, 2, 3, 4)]
+                                + [cell("cf2", b"q", 1, b"x")]})
+    assert read(backend, table_name, versions_kept=2, timestamps=[ts(1), ts(3)]) == [
+        (b"r", [cell("cf", b"q", 3, b"3"), cell("cf2", b"q", 1, b"x")])]
+    assert read(backend, table_name, versions_kept=3, families=("cf",),
+                timestamps=[ts(2), ts(4)]) == [
+        (b"r", [cell("cf", b"q", 4, b"4"), cell("cf", b"q", 2, b"2")])]
+    backend.delete_table(table_name)
 
 
 def test_filter_cells_per_column(backend: Backend, filter_table: str) -> None:

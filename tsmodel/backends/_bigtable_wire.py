@@ -762,7 +762,8 @@ def row_filter(read_filter: ReadFilter) -> Any:
     """
     steps = [_family_filter(read_filter.families), _column_filter(read_filter.columns),
              _qualifier_range_filter(read_filter),
-             _timestamp_filter(read_filter.timestamp_start, read_filter.timestamp_end)]
+             _timestamp_filter(read_filter.timestamp_start, read_filter.timestamp_end),
+             _timestamps_filter(read_filter.timestamps)]
     if any(step is False for step in steps):
         return False
     chain = [step for step in steps if step is not None]
@@ -910,6 +911,22 @@ def _timestamp_filter(start: int | None, end: int | None) -> Any:
     flt.timestamp_range_filter.start_timestamp_micros = start or 0
     flt.timestamp_range_filter.end_timestamp_micros = end or 0
     return flt
+
+
+def _timestamps_filter(timestamps: frozenset[int] | None) -> Any:
+    """Keep cells whose timestamp is one of ``timestamps``: a timestamp range per run
+    of consecutive milliseconds, interleaved (a time no cell can have is left out)."""
+    if timestamps is None:
+        return None
+    runs: list[list[int]] = []
+    for t in sorted(t for t in timestamps if t >= 0 and t % 1000 == 0):
+        if runs and runs[-1][1] == t:
+            runs[-1][1] = t + 1000
+        else:
+            runs.append([t, t + 1000])
+    ranges = [flt for flt in (_timestamp_filter(start, end) for start, end in runs)
+              if flt is not False]
+    return _any_of(ranges)
 
 
 def _ceil_ms(micros: int) -> int:

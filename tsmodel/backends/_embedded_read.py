@@ -147,6 +147,9 @@ class Plan:
             raise BackendError(f"read limit must be >= 0, got {request.limit}")
         self.table, self.reverse, self.limit = table, request.reverse, request.limit or None
         self.ts_start, self.ts_end = clamp(flt.timestamp_start), clamp(flt.timestamp_end)
+        #: The cell timestamps kept (``timestamps``), or ``None``.
+        self.ts_set = None if flt.timestamps is None else frozenset(
+            t for t in flt.timestamps if 0 <= t < NO_LIMIT)
         self.cells_per_column = flt.cells_per_column
         self.cells_per_row = flt.cells_per_row
         self.conditions = flt.conditions
@@ -171,7 +174,8 @@ class Plan:
         self.processed = bool(self.kept) or flt.cells_per_column is not None
         #: The timestamp range left to apply in Python (see _add_time_filter).
         self.deferred_time = (self.ts_start, self.ts_end) if self.kept and (
-            self.ts_start is not None or self.ts_end is not None) else None
+            self.ts_start is not None or self.ts_end is not None
+            or self.ts_set is not None) else None
 
     def _add_versions_kept(self, flt: ReadFilter) -> None:
         """The ``versions_kept`` filter: ranks counted before the other filters.
@@ -189,15 +193,20 @@ class Plan:
     def _add_time_filter(self, where: list[str], params: list[Any]) -> None:
         candidates = (("ts >= ?", self.ts_start), ("ts < ?", self.ts_end))
         bounds = [(sql, value) for sql, value in candidates if value is not None]
-        if not bounds:
+        tests = [sql for sql, _ in bounds]
+        values: list[Any] = [value for _, value in bounds]
+        if self.ts_set is not None:
+            tests.append(f"ts IN ({', '.join('?' * len(self.ts_set))})")
+            values.extend(sorted(self.ts_set))
+        if not tests:
             return
-        test = " AND ".join(sql for sql, _ in bounds)
+        test = " AND ".join(tests)
         if self.kept:  # the families with versions kept are filtered in process()
             where.append(f"(+family IN ({', '.join('?' * len(self.kept))}) OR ({test}))")
             params.extend(self.kept)
         else:
             where.append(test)
-        params.extend(value for _, value in bounds)
+        params.extend(values)
 
     def process(self, cells: list[Raw]) -> list[Raw]:
         """Filter cells (sorted in Bigtable's order) as the class says."""
@@ -205,6 +214,7 @@ class Plan:
         kept_of, limit = self.kept, self.cells_per_column or NO_LIMIT
         start = -1 if self.ts_start is None else self.ts_start
         end = NO_LIMIT if self.ts_end is None else self.ts_end
+        times = self.ts_set
         column: tuple[bytes, str, bytes | None] = (b"", "", None)
         rank = kept = 0
         cap, ranked = NO_LIMIT, False
@@ -216,7 +226,8 @@ class Plan:
                 cap = kept_of.get(family, NO_LIMIT)
             else:
                 rank += 1
-            if ranked and (rank >= cap or not start <= ts < end):
+            if ranked and (rank >= cap or not start <= ts < end
+                           or (times is not None and ts not in times)):
                 continue
             if kept < limit:
                 kept += 1
@@ -285,6 +296,9 @@ def cell_rows(plan: Plan, chunk: list[Raw]) -> list[Row]:
         start, end = plan.deferred_time
         lo, hi = -1 if start is None else start, NO_LIMIT if end is None else end
         chunk = [cell for cell in chunk if lo <= cell[-2] < hi]
+        if plan.ts_set is not None:
+            times = plan.ts_set
+            chunk = [cell for cell in chunk if cell[-2] in times]
         rows = build_rows_of(family, chunk, reverse, False) if family is not None \
             else build_rows(chunk, reverse)
         assert rows is not None

@@ -144,6 +144,8 @@ def _describe_request(req: ReadRequest) -> list[str]:
         parts.append(f"qualifiers [{f.qualifier_start!r}, {f.qualifier_end!r})")
     if f.timestamp_start is not None or f.timestamp_end is not None:
         parts.append(f"cell timestamps [{f.timestamp_start}, {f.timestamp_end}) us")
+    if f.timestamps is not None:
+        parts.append(f"cell timestamps: {len(f.timestamps)} given")
     if f.cells_per_column:
         parts.append(f"cells per column={f.cells_per_column}")
     if f.cells_per_row:
