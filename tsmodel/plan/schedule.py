@@ -539,11 +539,21 @@ def _learn(trusted: set[str], table: str, outcomes: Sequence[MutationOutcome]) -
 
 def _found(plan: WritePlan, batch: range, reads: Sequence[ReadRequest],
            answers: Sequence[Sequence[Row] | BaseException]) -> dict[tuple[str, bytes], Row]:
-    """The rows a batch's corrections need; a failed read fails its table's entities."""
+    """The rows a batch's corrections need; a failed read fails its table's entities.
+
+    A row read in parts (several reads of one table, each of other cell
+    timestamps) is put back together, its cells in a row's order."""
     found: dict[tuple[str, bytes], Row] = {}
     for request, answer in zip(reads, answers, strict=True):
         if isinstance(answer, BaseException):
             plan.refuse(batch, request.table, answer)
-        else:
-            found.update(((request.table, row.key), row) for row in answer)
+            continue
+        for row in answer:
+            where = (request.table, row.key)
+            part = found.get(where)
+            if part is not None:
+                row = Row(row.key, tuple(sorted(
+                    (*part.cells, *row.cells),
+                    key=lambda c: (c.family, c.qualifier, -c.timestamp))))
+            found[where] = row
     return found

@@ -46,6 +46,12 @@ from tsmodel.plan.rollups import Increments, RollupRefresh
 from tsmodel.plan.versions import erase, past_limit, timestamps_read, version_limit, written_cells
 
 _MS = 1_000
+#: The most cell timestamps one prior read filters by (`WritePlan.prior_reads()`):
+#: Cloud Bigtable refuses a filter over 20 KB, and each takes about 22 bytes.
+_TIMES_PER_READ = 500
+#: The most reads of one table's rows by their own times in a batch; past it, one
+#: read of all the batch's times (`WritePlan.prior_reads()`).
+_GROUP_READS = 16
 #: A checked tuple's row key and event time.
 _KEY_AND_TIME = itemgetter(0, 1)
 #: What stands for a plain event once its batch is answered (see `WritePlan.let_go()`).
@@ -166,25 +172,42 @@ class WritePlan:
         """The reads of stored events that the events of ``batch`` may correct.
 
         Only models whose cells depend on their values (``corrections_read_first``)
-        need them: one read per main table, of the batch's rows, in the batch's
-        span of cell timestamps. Hand the rows to `absorb()`.
+        need them: reads of the batch's rows in each main table, of the cells at
+        the timestamps the batch's events write in them (a stored event they
+        correct has its cells there: same key and time) and no others. A bucket
+        row holds every event saved into it: a shuffled batch spans the whole
+        bucket, and reading its span back made each save read all the events
+        before it. Rows whose events have the same times are read together (at
+        most `_GROUP_READS` reads, else one of every time); more times than a
+        filter holds well (`_TIMES_PER_READ`) are read in several. Hand the
+        rows to `absorb()`.
         """
         if self.plain(batch) is not None:
             return []
-        wanted: dict[str, tuple[ModelSpec, set[bytes], list[int]]] = {}
+        wanted: dict[str, tuple[ModelSpec, dict[bytes, set[int]]]] = {}
         for i in batch:
             ev = self.events[i]
             if ev.spec is not None and ev.spec.corrections_read_first:
-                spec, keys, times = wanted.setdefault(ev.table, (ev.spec, set(), []))
-                keys.add(ev.key)
-                times.append(ev.timestamp)
-        return [spec.rows_read(
-                    keys, table=table, timestamp_start=min(times) // _MS * _MS,
-                    timestamp_end=max(times) // _MS * _MS + _MS,
-                    # Every version: a stored cell past the version limit is still
-                    # there until GC runs, and must not come back beside the correction.
-                    cells_per_column=spec.codec.layout.read_versions)
-                for table, (spec, keys, times) in wanted.items()]
+                times_of = wanted.setdefault(ev.table, (ev.spec, {}))[1]
+                times_of.setdefault(ev.key, set()).update(_cell_times(ev))
+        reads = []
+        for table, (spec, times_of) in wanted.items():
+            # Rows with the same times share a read; rows of many different times
+            # (a shuffled save of many entities) share one of all their times.
+            groups: dict[frozenset[int], list[bytes]] = {}
+            for key, times in times_of.items():
+                groups.setdefault(frozenset(times), []).append(key)
+            if len(groups) > _GROUP_READS:
+                groups = {frozenset().union(*groups): list(times_of)}
+            for group, keys in groups.items():
+                ordered = sorted(group)
+                for at in range(0, len(ordered), _TIMES_PER_READ):
+                    reads.append(spec.rows_read(
+                        keys, table=table, timestamps=ordered[at:at + _TIMES_PER_READ],
+                        # Every version: a stored cell past the version limit is still
+                        # there until GC runs, and must not come back beside the correction.
+                        cells_per_column=spec.codec.layout.read_versions))
+        return reads
 
     def absorb(self, batch: range, found: Mapping[tuple[str, bytes], Row]) -> None:
         """Turn the stored events that ``batch`` corrects into deletions of their cells.
@@ -541,6 +564,14 @@ def _stale(old: EncodedRow, new: EncodedRow | None) -> tuple[Mutation, ...]:
     """Deletions of the cells ``old`` wrote that ``new`` (a correction) does not write."""
     kept = set() if new is None else set(written_cells(new.mutations))
     return erase(cell for cell in written_cells(old.mutations) if cell not in kept)
+
+
+def _cell_times(ev: EncodedEvent) -> set[int]:
+    """The timestamps of the cells an event writes (its event time's millisecond,
+    whatever it writes): those of a stored event it may correct."""
+    times = {ev.timestamp // _MS * _MS}
+    times.update(m.timestamp for m in ev.mutations if type(m) is SetCell)
+    return times
 
 
 def _cell_time(ev: EncodedEvent) -> int:
