@@ -1029,8 +1029,13 @@ def test_filter_given_timestamps(backend: Backend, filter_table: str) -> None:
             expected_read(FILTER_DATA, f), f
     # Many (a shuffled save's prior read): one filter of 500 lone times.
     many = [ts(1), ts(3), ts(5)] + [ts(10 + 2 * i) for i in range(497)]
-    f = ReadFilter(timestamps=many)
-    assert read(backend, filter_table, timestamps=many) == expected_read(FILTER_DATA, f)
+    for f in (ReadFilter(timestamps=many), ReadFilter(timestamps=many, strip_values=True),
+              ReadFilter(qualifier_start=b"b", timestamps=many),
+              ReadFilter(timestamp_end=ts(4), timestamps=many)):
+        fields = attrs.asdict(f, recurse=False)
+        assert read(backend, filter_table, **fields) == expected_read(FILTER_DATA, f), f
+        assert read(backend, filter_table, limit=1, **fields) == \
+            expected_read(FILTER_DATA, f, limit=1), f
 
 
 def test_given_timestamps_after_versions_kept(backend: Backend, table_name: str) -> None:

@@ -45,6 +45,7 @@ __all__ = [
     "SampleRowKeysRequest", "SampleRowKeysResponse", "sample_request",
     "FEATURES_METADATA", "routing_metadata", "entry_requests", "does_something",
     "family_check_request", "read_request", "table_check_request", "row_filter",
+    "timestamp_runs",
     "resume_request", "CheckAndMutateRowRequest", "CheckAndMutateRowResponse",
     "conditional_request", "MutateResponse", "applied_response", "mutate_response",
 ]
@@ -913,20 +914,30 @@ def _timestamp_filter(start: int | None, end: int | None) -> Any:
     return flt
 
 
-def _timestamps_filter(timestamps: frozenset[int] | None) -> Any:
-    """Keep cells whose timestamp is one of ``timestamps``: a timestamp range per run
-    of consecutive milliseconds, interleaved (a time no cell can have is left out)."""
-    if timestamps is None:
-        return None
+def timestamp_runs(timestamps: frozenset[int]) -> list[tuple[int, int]]:
+    """Given cell timestamps as ``[start, end)`` runs of consecutive milliseconds,
+    in order; a time no cell can have (negative, not a whole ms) is left out."""
     runs: list[list[int]] = []
     for t in sorted(t for t in timestamps if t >= 0 and t % 1000 == 0):
         if runs and runs[-1][1] == t:
             runs[-1][1] = t + 1000
         else:
             runs.append([t, t + 1000])
+    return [(start, end) for start, end in runs]
+
+
+def _timestamps_filter(timestamps: frozenset[int] | None) -> Any:
+    """Keep cells whose timestamp is one of ``timestamps``: a timestamp range per run
+    of consecutive milliseconds, interleaved, after the range of them all (the
+    emulator then tests the interleave on the cells of that span only)."""
+    if timestamps is None:
+        return None
+    runs = timestamp_runs(timestamps)
     ranges = [flt for flt in (_timestamp_filter(start, end) for start, end in runs)
               if flt is not False]
-    return _any_of(ranges)
+    if len(ranges) < 2:
+        return _any_of(ranges)
+    return _combined([_timestamp_filter(runs[0][0], runs[-1][1]), _any_of(ranges)], "chain")
 
 
 def _ceil_ms(micros: int) -> int:

@@ -153,9 +153,11 @@ class ReadFilter:
         timestamp_start: keep cells with timestamp ``>=`` this, in microseconds.
         timestamp_end: keep cells with timestamp ``<`` this, in microseconds.
         timestamps: keep cells whose timestamp is one of these (microseconds,
-            whole milliseconds as every cell's); ``None``: any. Cloud Bigtable
-            gets a timestamp range per run of consecutive milliseconds, and
-            refuses a filter over 20 KB: keep it to a few hundred runs a read.
+            whole milliseconds as every cell's); ``None``: any. The embedded
+            store tests them in SQL (keep it to a few thousand); the Bigtable
+            backend sends a timestamp range per run of consecutive
+            milliseconds, or, for many runs, their span, and keeps the given
+            times of what comes back itself.
         cells_per_column: after the filters above, keep the newest N cells of
             each column (``None``: all versions).
         cells_per_row: after the filters above, keep the first N cells of each
