@@ -47,8 +47,8 @@ from tsmodel.plan.versions import erase, past_limit, timestamps_read, version_li
 
 _MS = 1_000
 #: The most cell timestamps one prior read filters by (`WritePlan.prior_reads()`):
-#: Cloud Bigtable refuses a filter over 20 KB, and each takes about 22 bytes.
-_TIMES_PER_READ = 500
+#: the embedded store tests them in SQL, a parameter each (its limit: 32,766).
+_TIMES_PER_READ = 5_000
 #: The most reads of one table's rows by their own times in a batch; past it, one
 #: read of all the batch's times (`WritePlan.prior_reads()`).
 _GROUP_READS = 16
@@ -179,7 +179,7 @@ class WritePlan:
         bucket, and reading its span back made each save read all the events
         before it. Rows whose events have the same times are read together (at
         most `_GROUP_READS` reads, else one of every time); more times than a
-        filter holds well (`_TIMES_PER_READ`) are read in several. Hand the
+        read's filter takes (`_TIMES_PER_READ`) are read in several. Hand the
         rows to `absorb()`.
         """
         if self.plain(batch) is not None:
