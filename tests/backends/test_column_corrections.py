@@ -23,6 +23,7 @@ import pytest
 import tsmodel as ts
 from tests.backends.passthrough import PassThrough
 from tsmodel.backends.base import Backend, ReadRequest, Row
+from tsmodel.plan import writes
 
 UTC = timezone.utc
 T0 = datetime(2021, 3, 5, 12, 0, tzinfo=UTC)
@@ -131,5 +132,33 @@ def test_a_shuffled_batch_correcting_some_events_among_many(backend: Backend,
                for h in HOSTS
                for e in model.range(T0, T0 + timedelta(days=2), host=h).using(conn)}
         assert got == {**first, **second}
+    finally:
+        conn.drop_tables(model)
+
+
+@pytest.mark.parametrize("times_per_read", [7, 5_000])
+def test_corrections_of_many_rows_read_in_parts(backend: Backend, times_per_read: int,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # 20 rows of different times (more than share reads: one read of all times),
+    # and, at 7 times a read, each row's cells read back in several parts.
+    monkeypatch.setattr(writes, "_TIMES_PER_READ", times_per_read)
+    model = _model()
+    conn = ts.Connection(backend, batch_size=500)
+    conn.create_tables(model)
+    rng = random.Random(11)
+    hosts = [f"h{n:02d}" for n in range(20)]
+    first = {(h, m): 100 + rng.randrange(50) for h in hosts for m in rng.sample(range(300), 20)}
+    try:
+        events = _events(model, first)
+        rng.shuffle(events)
+        assert conn.save_all(events).ok
+        stored = sorted(first)
+        second = {k: first[k] + 1_000 for k in rng.sample(stored, 50)}
+        second.update({k: first[k] for k in rng.sample(stored, 100) if k not in second})
+        second.update({(h, m): 7 for h in hosts for m in range(300, 310)})
+        events = _events(model, second)
+        rng.shuffle(events)
+        assert conn.save_all(events).ok
+        assert _stored(backend, model) == _expected({**first, **second})
     finally:
         conn.drop_tables(model)
