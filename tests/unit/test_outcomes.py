@@ -8,6 +8,8 @@ APPLIED, any other table's outcome that is not makes the entity PARTIAL.
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -121,3 +123,50 @@ def test_results_made_when_read_are_those_of_the_outcomes(
     assert type(back) is tuple
     assert [(r.entity, r.status, len(r.tables)) for r in back] == [
         (r.entity, r.status, len(r.tables)) for r in wanted]
+
+
+# A save's writes as `record()` gets them: runs of entities, one shared outcome for most
+# rows, groups (current-value rows), an entity twice in a write (an alternate's rows).
+_members = st.lists(st.integers(0, 11), min_size=1, max_size=12)
+_write = st.tuples(
+    st.sampled_from([TableRole.MAIN, TableRole.CURRENT, TableRole.ALTERNATE]),
+    st.one_of(st.builds(lambda a, n: list(range(a, a + n)), st.integers(0, 6),
+                        st.integers(1, 6)),
+              _members),
+    st.booleans(), st.one_of(st.sampled_from(_OUTCOMES),
+                             st.lists(st.sampled_from(_OUTCOMES), min_size=12, max_size=12)))
+
+
+@given(st.lists(_write, max_size=6), st.booleans())
+def test_recorded_outcomes_are_those_of_each_row_in_turn(
+        writes: list[tuple[TableRole, list[int], bool, Any]], shared: bool) -> None:
+    """`record()`, which shares one tuple of outcomes between entities, leaves per
+    entity what recording its rows one by one leaves: each table's outcome
+    appended in order, the first main outcome."""
+    log = Outcomes(12)
+    main: list[MutationOutcome | None] = [None] * 12
+    tables: list[list[TableOutcome]] = [[] for _ in range(12)]
+    if shared:  # entities holding one tuple, as a save's runs do
+        start = (TableOutcome("FIRST", _OUTCOMES[0]),)
+        log.tables[:] = [start] * 12
+        for held in tables:
+            held.append(start[0])
+    for n, (role, indices, grouped, given_outcomes) in enumerate(writes):
+        if grouped:  # consecutive indices in groups of up to three
+            members: Any = tuple(tuple(indices[k:k + 3]) for k in range(0, len(indices), 3))
+        else:
+            members = tuple(indices)
+        outcomes = [given_outcomes] * len(members) if isinstance(
+            given_outcomes, MutationOutcome) else given_outcomes[:len(members)]
+        table = f"T{n}"
+        rows = tuple(RowMutation(b"k", ()) for _ in members)
+        log.record(TableWrite(table, rows, members, grouped=grouped, role=role), outcomes)
+        for row, outcome in zip(members, outcomes, strict=True):
+            for i in (row if grouped else (row,)):
+                tables[i].append(TableOutcome(table, outcome))
+                if role is TableRole.MAIN and main[i] is None:
+                    main[i] = outcome
+    assert all(a is b for a, b in zip(log.main, main, strict=True))
+    assert [list(t) for t in log.tables] == tables
+    assert all(a.outcome is b.outcome for got, wanted in zip(log.tables, tables, strict=True)
+               for a, b in zip(got, wanted, strict=True))
