@@ -54,11 +54,20 @@ _TIMES_PER_READ = 5_000
 _GROUP_READS = 16
 #: A checked tuple's row key and event time.
 _KEY_AND_TIME = itemgetter(0, 1)
+#: A checked tuple's row key.
+_KEY = itemgetter(0)
 #: What stands for a plain event once its batch is answered (see `WritePlan.let_go()`).
 _WRITTEN = cast("EncodedEvent", None)
 
 #: ``EncodedEvent`` and ``encode_event`` (tsmodel.plan.events) stay importable from here.
 __all__ = ["WritePlan", "prepare_save", "EncodedEvent", "encode_event"]
+
+
+def _distinct_events(tuples: list[tuple[Any, ...]]) -> bool:
+    """Whether no two checked tuples share their row key and event time: most often
+    their row keys alone differ (a set of the keys, no pair made per event)."""
+    return len(set(map(_KEY, tuples))) == len(tuples) or \
+        len(set(map(_KEY_AND_TIME, tuples))) == len(tuples)
 
 
 class WritePlan:
@@ -122,7 +131,7 @@ class WritePlan:
             tuples = events[batch.start:batch.stop]
             if plain is not None and lay_outs[batch.start:batch.stop].count(first) == len(batch) \
                     and set(map(type, tuples)) == {tuple} \
-                    and len(set(map(_KEY_AND_TIME, tuples))) == len(batch):
+                    and _distinct_events(tuples):
                 # (Versions of one event, same row and time, go as one write: laid out.)
                 self._plain[batch.start] = (batch, plain)
                 return
