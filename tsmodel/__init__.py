@@ -33,6 +33,8 @@ from tsmodel.encoding.codecs import Bool, Codec, Float64, Int64, Raw, Text, Utf8
 from tsmodel.encoding.serialization import Protobuf, Serialization
 from tsmodel.encoding.timestamps import floor_timestamp
 from tsmodel.errors import (
+    ArgumentError,
+    ArgumentTypeError,
     BackendError,
     BackendUnreachableError,
     CellDecodingError,
@@ -122,4 +124,5 @@ __all__ = [
     "DoesNotExist", "BackendError", "TableNotFoundError", "BackendUnreachableError",
     "ReadInterruptedError", "SaveError",
     "ConfigurationError", "EmulatorNotFoundError", "ExtraNotInstalledError",
+    "ArgumentError", "ArgumentTypeError",
 ]

@@ -34,6 +34,8 @@ __all__ = [
     "ConfigurationError",
     "EmulatorNotFoundError",
     "ExtraNotInstalledError",
+    "ArgumentError",
+    "ArgumentTypeError",
 ]
 
 
@@ -279,6 +281,20 @@ class ExtraNotInstalledError(TsModelError, ImportError):
     The message names the package and the extra that installs it, from the
     package index and from a checkout (`install_hint()`).
     """
+
+
+class ArgumentError(TsModelError, ValueError):
+    """A public call got an argument it cannot take, and no other class fits.
+
+    ``qs.page(0)``, ``qs.limit(-1)``, ``save_frame(..., rows=0)``: the message
+    names the call, the argument and the value.
+    """
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument of the wrong type (``ts.spec_of(object())``, ``qs.limit("a")``,
+    ``qs[2:5]``), or an object used where it does not work (iterating an
+    `AsyncQuerySet` with ``for``)."""
 
 
 def install_hint(extra: str) -> str:

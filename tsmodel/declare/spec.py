@@ -276,7 +276,9 @@ def spec_of(model: Any) -> ModelSpec:
     cls = model if isinstance(model, type) else type(model)
     spec = cls.__dict__.get(SPEC_ATTR)
     if not isinstance(spec, ModelSpec):
-        raise TypeError(f"{cls.__name__} is not a tsmodel model: decorate it with @tsmodel.model")
+        raise errors.ArgumentTypeError(
+            f"{cls.__name__} is not a tsmodel model: decorate it with @tsmodel.model "
+            f"(got {model!r:.80})")
     return spec
 
 

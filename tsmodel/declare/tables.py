@@ -7,6 +7,7 @@ applies), the retention guard, sizing advice and the snapshot job.
 
 from __future__ import annotations
 
+from tsmodel import errors
 from tsmodel.declare.spec import ModelSpec
 from tsmodel.ground.base import GcRule, TableSpec
 
@@ -30,7 +31,14 @@ def table_specs(spec: ModelSpec) -> list[TableSpec]:
     Returns:
         The main table, the alternate-key tables, the current-value table,
         if any, then the rollup tables; families sorted by name.
+
+    Raises:
+        ArgumentTypeError: ``spec`` is not a `ModelSpec`.
     """
+    if not isinstance(spec, ModelSpec):
+        raise errors.ArgumentTypeError(
+            f"table_specs(spec) takes a model's ModelSpec (ts.spec_of(Model)), got "
+            f"{type(spec).__name__} {spec!r:.80}")
     tables = event_table_specs(spec)
     for rollup in spec.rollups:
         for table in table_specs(rollup.spec):

@@ -432,8 +432,23 @@ def floor_timestamp(dt: datetime, unit_us: int = 1_000) -> datetime:
     Row keys refuse timestamps finer than their unit rather than truncate
     them silently; use this to truncate on purpose, e.g.
     ``floor_timestamp(datetime.now(timezone.utc))``.
+
+    Raises:
+        ArgumentTypeError: ``dt`` is not a datetime, or ``unit_us`` not an int.
+        ArgumentError: ``dt`` is naive, or ``unit_us`` is below 1.
     """
-    us = to_micros(dt)
+    if isinstance(unit_us, bool) or not isinstance(unit_us, int):
+        raise errors.ArgumentTypeError(
+            f"floor_timestamp(dt, unit_us): unit_us must be an int, got {unit_us!r:.80}")
+    if unit_us < 1:
+        raise errors.ArgumentError(
+            f"floor_timestamp(dt, unit_us): unit_us must be at least 1, got {unit_us!r}")
+    try:
+        us = to_micros(dt)
+    except TypeError as exc:
+        raise errors.ArgumentTypeError(f"floor_timestamp(dt): dt: {exc}") from None
+    except ValueError as exc:
+        raise errors.ArgumentError(f"floor_timestamp(dt): dt: {exc}") from None
     return from_micros(us - us % unit_us).astimezone(dt.tzinfo)
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import attrs
 
+from tsmodel import errors
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.encoding.codecs import Bool, Float64, Int64, Raw, Text, Utf8
 from tsmodel.encoding.keys import IntSegment, SegmentValueError, StrSegment, TimestampSegment
@@ -463,7 +464,8 @@ class _Sized:
 
 def _check_rows(rows: int) -> None:
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
-        raise ValueError(f"rows per batch must be an int >= 1, got {rows!r}")
+        raise errors.ArgumentError(
+            f"to_arrow_batches(rows): rows per batch must be an int >= 1, got {rows!r:.80}")
 
 
 def _value_type(pa: Any, codec: Any) -> Any:

@@ -89,9 +89,10 @@ def _kind(frame: Any) -> str:
     if module == "pyarrow" and name in ("Table", "RecordBatch"):
         return "arrow"
     if isinstance(frame, (str, bytes)) or not isinstance(frame, Iterable):
-        raise TypeError(
-            "save_frame() takes a pandas or polars DataFrame, a pyarrow Table or "
-            f"RecordBatch, or an iterable of record batches; got {type(frame).__name__}")
+        raise errors.ArgumentTypeError(
+            "save_frame() takes a pandas or polars DataFrame, a pyarrow Table or RecordBatch, "
+            f"or an iterable of record batches as its frame; got {type(frame).__name__} "
+            f"{frame!r:.80}")
     return "batches"
 
 
@@ -146,8 +147,9 @@ def _arrow_chunks(model: str, frame: Any, rows: int,
     else:
         for batch in frame:
             if type(batch).__module__.split(".")[0] != "pyarrow":
-                raise TypeError("save_frame() takes an iterable of pyarrow record batches; "
-                                f"got one of {type(batch).__name__}")
+                raise errors.ArgumentTypeError(
+                    "save_frame() takes an iterable of pyarrow record batches as its frame; "
+                    f"got one of {type(batch).__name__} {batch!r:.80}")
             on_columns(tuple(batch.schema.names))
             yield from _rechunked(batch, rows)
 
@@ -211,7 +213,8 @@ def _batches(model: type, frame: Any, rows: int) -> Iterator[tuple[int, Any]]:
     """The rows of ``frame`` as Arrow record batches (or tables) of at most ``rows``
     rows, their columns checked against the model's fields, each with its start."""
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
-        raise ValueError(f"rows per chunk must be an int >= 1, got {rows!r}")
+        raise errors.ArgumentError(
+            f"save_frame(rows): rows per chunk must be an int >= 1, got {rows!r:.80}")
     fields = {a.name: a for a in attrs.fields(model)}
     nan_fields = frozenset(v.name for v in spec_of(model).values
                            if v.allow_nan and not v.optional)
@@ -434,7 +437,7 @@ class FrameSave:
     def __init__(self, model: type, frame: Any, rows: int, *, validate_first: bool,
                  accept_expired: bool) -> None:
         if validate_first and is_stream(frame):
-            raise ValueError(
+            raise errors.ArgumentError(
                 "save_frame(validate_first=True) reads the input twice (every row is "
                 "checked before the first write); a one-shot iterator of record batches "
                 "can be read once: pass validate_first=False (each chunk is checked before "

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from tsmodel import errors
 from tsmodel.ground.base import KeySample, ReadRequest, RowRange, RowSet
 
 __all__ = ["split_requests", "cut_points"]
@@ -35,7 +36,7 @@ def cut_points(samples: Sequence[KeySample], most: int = DEFAULT_MOST) -> list[b
     """
     keys = sorted({s.key for s in samples if s.key})
     if most < 1:
-        raise ValueError(f"most must be at least 1, got {most}")
+        raise errors.ArgumentError(f"max_parts (most) must be at least 1, got {most!r}")
     if len(keys) < most:
         return keys
     offsets = {s.key: s.offset for s in samples if s.key}
@@ -69,7 +70,7 @@ def split_requests(requests: Sequence[ReadRequest], cuts: Sequence[bytes]) -> li
     out: list[ReadRequest] = []
     for request in requests:
         if request.limit:
-            raise ValueError(f"a read of {request.table!r} with a row limit cannot be split")
+            raise errors.QueryError(f"a read of {request.table!r} with a row limit cannot be split")
         rows = request.rows
         ranges = (RowRange(),) if rows.is_whole_table() else rows.ranges
         for run in runs:

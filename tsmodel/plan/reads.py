@@ -233,7 +233,7 @@ def compile_query(spec: ModelSpec, state: QueryState, features: Features | None 
             ``allow_scan`` is false.
     """
     if state.mode is None:
-        raise TypeError(f"start with {spec.name}.range(...) or .current(...)")
+        raise errors.ArgumentTypeError(f"start with {spec.name}.range(...) or .current(...)")
     reverse_scan = features is not None and features.reverse_scan
     if now_us is None:
         now_us = time.time_ns() // 1_000
@@ -1088,7 +1088,7 @@ def compile_latest_many(spec: ModelSpec, keys: Iterable[Any], features: Features
             the wrong type).
     """
     if keys_per_read < 1:
-        raise ValueError(f"keys_per_read must be at least 1, got {keys_per_read}")
+        raise errors.ArgumentError(f"keys_per_read must be at least 1, got {keys_per_read!r}")
     if now_us is None:
         now_us = time.time_ns() // 1_000
     reverse_scan = features is not None and features.reverse_scan

@@ -357,8 +357,8 @@ def _tables_to_drop(names: Iterable[str], wanted: list[TableSpec],
                     existing: set[str]) -> tuple[str, ...]:
     """The tables of ``drop_tables``, checked: on the backend, and declared by no model."""
     if isinstance(names, str):
-        raise TypeError(f"drop_tables takes table names, not a string: write "
-                        f"drop_tables=[{names!r}]")
+        raise errors.ArgumentTypeError(f"drop_tables takes table names, not a string: write "
+                                       f"drop_tables=[{names!r}]")
     names = tuple(dict.fromkeys(names))
     declared = [n for n in names if n in {t.name for t in wanted}]
     if declared:

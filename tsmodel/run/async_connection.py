@@ -447,9 +447,9 @@ class AsyncQuerySet(Query[M]):
                  state: QueryState | None = None) -> None:
         super().__init__(model, state=state)
         if not isinstance(connection, AsyncConnection):
-            raise TypeError(f"an AsyncQuerySet runs on an AsyncConnection, not "
-                            f"{type(connection).__name__}: bind a blocking one with "
-                            f"Model.using(db)")
+            raise errors.ArgumentTypeError(
+                f"AsyncQuerySet(connection=...): an AsyncQuerySet runs on an AsyncConnection, "
+                f"not {type(connection).__name__}: bind a blocking one with Model.using(db)")
         self._connection = connection
 
     def _bound_features(self) -> Features:
@@ -479,19 +479,22 @@ class AsyncQuerySet(Query[M]):
 
     if not TYPE_CHECKING:  # refused at run time; to type checkers, no such methods
         def __iter__(self) -> Iterator[M]:
-            raise TypeError(f"{self!r} runs on an AsyncConnection: iterate it with "
-                            "`async for`")
+            raise errors.ArgumentTypeError(f"{self!r} runs on an AsyncConnection: iterate it with "
+                                           "`async for`")
 
         def iterator(self) -> Streamed[M]:
-            raise TypeError(f"{self!r} runs on an AsyncConnection: use `async for` or "
-                            "aiterator()")
+            raise errors.ArgumentTypeError(
+                f"{self!r} runs on an AsyncConnection: use `async for` or "
+                "aiterator()")
 
         def __bool__(self) -> bool:
-            raise TypeError(f"{self!r} runs on an AsyncConnection: use `await qs.exists()`")
+            raise errors.ArgumentTypeError(
+                f"{self!r} runs on an AsyncConnection: use `await qs.exists()`")
 
         def _conn(self) -> None:
-            raise TypeError(f"{self!r} runs on an AsyncConnection: use `async for` and "
-                            "`await qs.first()` / `count()` / `exists()` / `latest()`")
+            raise errors.ArgumentTypeError(
+                f"{self!r} runs on an AsyncConnection: use `async for` and "
+                "`await qs.first()` / `count()` / `exists()` / `latest()`")
 
     def _astream(self, more: int | None = None, sink: str = "instances") -> AStreamed[M]:
         conn = self._connection

@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 from cachetools import TTLCache
 
+from tsmodel import errors
 from tsmodel.ground.base import (
     Backend,
     KeySample,
@@ -75,9 +76,9 @@ class CachingBackend:
                  tables: Iterable[str] | None = None,
                  timer: Callable[[], float] = time.monotonic) -> None:
         if maxsize < 1:
-            raise ValueError(f"maxsize must be at least 1, got {maxsize}")
+            raise errors.ConfigurationError(f"cache maxsize must be at least 1, got {maxsize}")
         if ttl <= 0:
-            raise ValueError(f"ttl must be positive, got {ttl}")
+            raise errors.ConfigurationError(f"cache ttl must be positive, got {ttl}")
         self.backend = backend
         self.features = backend.features
         self.maxsize, self.ttl = maxsize, ttl

@@ -597,8 +597,9 @@ class QuerySet(Query[M]):
 
     if not TYPE_CHECKING:  # refused at run time; to type checkers, no async iterable
         def __aiter__(self) -> AsyncIterator[M]:
-            raise TypeError(f"{self!r} does not run on an AsyncConnection: bind it with "
-                            "Model.using(adb) (or build it with adb.range(...)) for `async for`")
+            raise errors.ArgumentTypeError(
+                f"{self!r} does not run on an AsyncConnection: bind it with "
+                "Model.using(adb) (or build it with adb.range(...)) for `async for`")
 
     def __bool__(self) -> bool:
         """Whether any event matches (reads at most one)."""

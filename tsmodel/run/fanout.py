@@ -171,7 +171,8 @@ class _Resuming(Generic[M, C]):
         """The token after the last instance handed out: see `Streamed.cursor`."""
         codec = self._codec
         if codec is None:
-            raise TypeError("this read was not started by a QuerySet: it has no cursor")
+            raise errors.ArgumentTypeError(
+                "this read was not started by a QuerySet: it has no cursor")
         codec.check()
         position = self.position()
         assert position is not None

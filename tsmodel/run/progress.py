@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from tsmodel import errors
 from tsmodel.plan.calls import Steps
 from tsmodel.plan.deletes import DeletePlan, delete_steps
 from tsmodel.plan.results import WriteResult
@@ -49,8 +50,9 @@ class WriteProgress:
 
     def __init__(self, progress: Progress, what: str) -> None:
         if not (progress is None or isinstance(progress, bool) or callable(progress)):
-            raise TypeError(f"progress= takes True, False, None or a callable "
-                            f"progress(done, total), got {progress!r}")
+            raise errors.ArgumentTypeError(
+                f"{what}(progress=...): progress= takes True, False, None or a callable "
+                f"progress(done, total), got {progress!r}")
         self._setting = progress
         self._what = what
         self._callback: ProgressCallback | None = None

@@ -170,9 +170,9 @@ class Query(Generic[M]):
     def limit(self, n: int) -> Self:
         """At most ``n`` events."""
         if isinstance(n, bool) or not isinstance(n, int):
-            raise TypeError(f"limit must be an int, got {n!r}")
+            raise errors.ArgumentTypeError(f"limit(n): the limit n must be an int, got {n!r}")
         if n < 0:
-            raise ValueError(f"limit must not be negative, got {n}")
+            raise errors.ArgumentError(f"limit(n): the limit n must not be negative, got {n}")
         return self._clone(limit=n)
 
     def newest_first(self) -> Self:
@@ -401,12 +401,20 @@ class Query(Generic[M]):
             TypeError: ``cursor`` is not a str.
         """
         if cursor is not None and not isinstance(cursor, str):
-            raise TypeError(f"a cursor is a str (a page's .next), got {type(cursor).__name__}")
+            raise errors.ArgumentTypeError(
+                f"after(cursor): a cursor is a str (a page's .next), got "
+                f"{type(cursor).__name__} {cursor!r:.80}")
         return self._clone(after=cursor)
 
     def __getitem__(self, item: slice) -> Self:
         if not isinstance(item, slice) or item.start not in (None, 0) or item.step is not None:
-            raise TypeError("QuerySet supports only [:n] slices; use .limit(n)")
+            shown = (f"{'' if item.start is None else item.start!r}:"
+                     f"{'' if item.stop is None else item.stop!r}"
+                     f"{'' if item.step is None else f':{item.step!r}'}"
+                     if isinstance(item, slice) else f"{item!r:.80}")
+            raise errors.ArgumentTypeError(
+                f"{type(self).__name__} supports only [:n] slices, got [{shown}]; "
+                "use .limit(n)")
         if item.stop is None:
             return self
         current = self._state.limit if self._state is not None else None
@@ -450,7 +458,8 @@ class Query(Generic[M]):
                secret: bytes | None) -> Read:
         """What `page()` reads: ``size`` instances and one more (after ``after``)."""
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"a page size is an int of at least 1, got {size!r}")
+            raise errors.ArgumentError(
+                f"page(size): a page size is an int of at least 1, got {size!r:.80}")
         query = self if after is None else self.after(after)
         plan, codec, start = query._resumable(features, secret, size + 1)
         codec.check()

@@ -89,8 +89,9 @@ class Resample:
         """`all()` on an `AsyncConnection`."""
         conn = self.query._connection
         if not self.query._runs_async:
-            raise TypeError(f"{self.query!r} does not run on an AsyncConnection: iterate the "
-                            "resample with `for`, or bind the query with Model.using(adb)")
+            raise errors.ArgumentTypeError(
+                f"{self.query!r} does not run on an AsyncConnection: iterate the "
+                "resample with `for`, or bind the query with Model.using(adb)")
         plan = self.explain(conn.features)
         fold = Windows(self.query._spec, plan)
         item: Any

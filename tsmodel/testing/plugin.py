@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tsmodel.errors import ArgumentError
 from tsmodel.testing import BACKEND_KINDS
 
 if TYPE_CHECKING:
@@ -254,8 +255,8 @@ def open_backend(kind: str, request: pytest.FixtureRequest, *, instance: str) ->
         ValueError: ``kind`` is not one of `BACKEND_KINDS`.
     """
     if kind not in BACKEND_KINDS:
-        raise ValueError(f"unknown backend kind {kind!r}; choose among "
-                         f"{', '.join(BACKEND_KINDS)}")
+        raise ArgumentError(f"open_backend(kind): unknown backend kind {kind!r}; choose among "
+                            f"{', '.join(BACKEND_KINDS)}")
     if kind == "embedded":
         from tsmodel.backends.embedded import EmbeddedBackend
 
