@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 
 from tests.strategies import read_rows_streams
 from tsmodel.backends._bigtable_wire import ReadRowsView
-from tsmodel.backends._chunks import InvalidChunk, ReadProgress, merge_rows
+from tsmodel.backends._chunks import InvalidChunk, ReadProgress, merge_batches, merge_rows
 from tsmodel.backends.base import Cell, Row
 
 Official: Any = ReadRowsResponse.pb()
@@ -136,6 +136,21 @@ def merged(stream: list[bytes], reverse: bool) -> list[Any]:
 def test_the_merge_of_the_view_is_that_of_the_official_messages(stream: list[bytes]) -> None:
     for reverse in (False, True):
         assert merged(stream, reverse) == reference(stream, reverse)
+        assert batched(stream, reverse) == [
+            x if x == "error" else x[0] for x in reference(stream, reverse)]
+
+
+def batched(stream: list[bytes], reverse: bool) -> list[Any]:
+    """The stream merged into batches (`merge_batches()`), as their rows."""
+    out: list[Any] = []
+    progress = ReadProgress(reverse=reverse)
+    try:
+        for batch in merge_batches(map(ReadRowsView.FromString, stream), progress):
+            out.extend(batch.rows())
+            assert progress.last_key == out[-1].key and progress.rows == len(out)
+    except InvalidChunk:
+        out.append("error")
+    return out
 
 
 def test_the_view_sees_the_official_fields() -> None:

@@ -18,8 +18,8 @@ from google.cloud.bigtable_v2.types import ReadRowsResponse
 from google.protobuf import json_format
 
 from tsmodel.backends._bigtable_wire import ReadRowsView
-from tsmodel.backends._chunks import InvalidChunk, ReadProgress, merge_rows
-from tsmodel.backends.base import Cell, Row
+from tsmodel.backends._chunks import InvalidChunk, ReadProgress, merge_batches, merge_rows
+from tsmodel.backends.base import Cell, CellBatch, Row
 
 CORPUS = Path(__file__).parent.parent / "data" / "read-rows-acceptance-test.json"
 CASES: list[dict[str, Any]] = json.loads(CORPUS.read_text())["readRowsTests"]
@@ -63,6 +63,40 @@ def run(chunks: list[Any], packed: bool = True,
     except InvalidChunk:
         results.append({"error": True})
     return results
+
+
+def both_forms(chunks: list[Any], packed: bool) -> tuple[list[Any], list[Any]]:
+    """The rows of ``merge_rows()`` and of ``merge_batches()`` (each with
+    ``progress`` where it stood as each came, then ``"error"`` if refused)."""
+    forms: tuple[list[Any], list[Any]] = ([], [])
+    for out, batched in zip(forms, (False, True), strict=True):
+        progress = ReadProgress()
+        try:
+            if batched:
+                for batch in merge_batches(responses(chunks, packed), progress):
+                    assert isinstance(batch, CellBatch) and len(batch)
+                    rows = list(batch.rows())
+                    assert progress.last_key == rows[-1].key
+                    out.extend((row, None) for row in rows[:-1])
+                    out.append((rows[-1], progress.rows))
+            else:
+                for row in merge_rows(responses(chunks, packed), progress):
+                    out.append((row, progress.rows))
+        except InvalidChunk:
+            out.append("error")
+    counts = {n for x in forms[0] if x != "error" for n in [x[1]]}
+    assert {x[1] for x in forms[1] if x != "error"} - {None} <= counts  # at a row's count
+    strip = lambda form: [x if x == "error" else x[0] for x in form]  # noqa: E731
+    return strip(forms[0]), strip(forms[1])
+
+
+@pytest.mark.parametrize("packed", [True, False], ids=["one-response", "chunk-per-response"])
+@pytest.mark.parametrize("case", CASES, ids=[case["description"] for case in CASES])
+def test_acceptance_in_batches(case: dict[str, Any], packed: bool) -> None:
+    """The batches' rows are the rows merged one by one, an error at the same point."""
+    chunks = [json_format.ParseDict(c, RawChunk()) for c in case["chunks"]]
+    rows, batched = both_forms(chunks, packed)
+    assert batched == rows
 
 
 def expected(case: dict[str, Any]) -> list[dict[str, Any]]:
@@ -214,3 +248,41 @@ def test_error_mid_stream_keeps_committed_rows_and_resume_point() -> None:
         for row in merge_rows(stream(), progress):
             got.append(row.key)
     assert got == [b"a"] and progress.last_key == b"a"
+
+
+def test_batches_deliver_the_committed_rows_before_a_broken_stream() -> None:
+    def stream() -> Iterator[Any]:
+        yield response(chunks=[cell_chunk(b"a", "cf", b"q", 1, b"x")])
+        yield response(chunks=[cell_chunk(b"b", "cf", b"q", 2, b"y"),
+                               cell_chunk(b"c", "cf", b"q", 1, b"", commit=False)])
+        raise ConnectionError("stream broken")
+
+    progress = ReadProgress()
+    got = []
+    with pytest.raises(ConnectionError):
+        for batch in merge_batches(stream(), progress):
+            got.extend(batch.rows())
+    assert got == [Row(b"a", (Cell("cf", b"q", 1, b"x"),)),
+                   Row(b"b", (Cell("cf", b"q", 2, b"y"),))]
+    assert progress.last_key == b"b" and progress.rows == 2
+
+
+def test_batches_keep_rows_committed_before_an_invalid_chunk() -> None:
+    chunks = [cell_chunk(b"a", "cf", b"q", 1, b"x"), cell_chunk(b"b", "cf", b"q", 1, b"y"),
+              cell_chunk(b"a", "cf", b"q", 1, b"z")]  # out of order
+    progress = ReadProgress()
+    got = []
+    with pytest.raises(InvalidChunk):
+        for batch in merge_batches([response(chunks=chunks)], progress):
+            got.extend(row.key for row in batch.rows())
+    assert got == [b"a", b"b"] and progress.last_key == b"b"
+
+
+def test_a_batch_of_rows_without_cells_and_of_sorted_families() -> None:
+    chunks = [cell_chunk(b"a", "z", b"q", 1, b"1", commit=False),
+              cell_chunk(None, "b", b"q", 1, b"2", commit=False),
+              cell_chunk(None, "b", b"r", 1, b"3")]
+    [batch] = merge_batches([response(chunks=chunks)], ReadProgress())
+    assert list(batch.rows()) == [Row(b"a", (Cell("b", b"q", 1, b"2"), Cell("b", b"r", 1, b"3"),
+                                             Cell("z", b"q", 1, b"1")))]
+    assert batch.ends == [3] and CellBatch.of(batch.rows()).values == batch.values

@@ -28,9 +28,9 @@ from operator import itemgetter
 from typing import Any
 
 from tsmodel.errors import BackendError
-from tsmodel.ground.base import Cell, Row
+from tsmodel.ground.base import Cell, CellBatch, Row
 
-__all__ = ["InvalidChunk", "ReadProgress", "merge_rows"]
+__all__ = ["InvalidChunk", "ReadProgress", "merge_batches", "merge_rows"]
 
 _family_of = itemgetter(0)
 #: Wrapper messages as sent (bytes) and their value, for the few columns a read meets.
@@ -90,17 +90,73 @@ def merge_rows(responses: Iterable[Any], progress: ReadProgress, *,
             a row, or a wrapper message or label is malformed. Rows committed
             before it have been yielded.
     """
-    return _merged(iter(responses), progress, labels)
+    return _merged(iter(responses), progress, labels, None)  # type: ignore[return-value]
 
 
-def _merged(responses: Iterator[Any], progress: ReadProgress,
-            labels: bool) -> Iterator[Row]:
-    """The chunk merger of `merge_rows()`: the rules live here once, for both backends
-    (the async one reads in a worker thread). It pulls the responses itself, so
-    that a row costs one generator switch."""
+def merge_batches(responses: Iterable[Any], progress: ReadProgress) -> Iterator[CellBatch]:
+    """The committed rows of `merge_rows()`, in columns: a `CellBatch` per response
+    that committed rows (its rows, `CellBatch.rows()`, are those `merge_rows()`
+    yields, in order), for a columnar decoder to take without `Row` objects.
+
+    ``progress`` stands at the last row of each batch when it is yielded
+    (labels are not kept). When the stream breaks or a chunk is refused, the
+    rows committed before it come first, in a batch of their own, then the
+    error: a read resumed after ``progress`` loses no row.
+
+    Raises:
+        InvalidChunk: as `merge_rows()`.
+    """
+    return _batched(iter(responses), progress)
+
+
+class _Filling:
+    """The batch `_merged()` fills: the cells of its rows flat, four items a cell
+    (family, qualifier, timestamp, value: no object per cell), the rows' keys and
+    ends (in cells), and the rows' committed part taken as a `CellBatch`."""
+
+    __slots__ = ("flat", "keys", "ends")
+
+    def __init__(self) -> None:
+        self.flat: list[Any] = []
+        self.keys: list[bytes] = []
+        self.ends: list[int] = []
+
+    def take(self) -> CellBatch:
+        """The committed rows as a batch; the row in progress stays."""
+        batch = CellBatch()
+        batch.keys, batch.ends, self.keys, self.ends = self.keys, self.ends, [], []
+        flat = self.flat
+        done = 4 * batch.ends[-1] if batch.ends else 0
+        batch.families, batch.qualifiers = flat[0:done:4], flat[1:done:4]
+        batch.timestamps, batch.values = flat[2:done:4], flat[3:done:4]
+        del flat[:done]
+        return batch
+
+
+def _batched(responses: Iterator[Any], progress: ReadProgress) -> Iterator[CellBatch]:
+    filling = _Filling()
+    try:
+        yield from _merged(responses, progress, False, filling)  # type: ignore[misc]
+    except Exception:
+        if filling.keys:
+            yield filling.take()  # rows committed (and counted in progress) before the error
+        raise
+
+
+def _merged(responses: Iterator[Any], progress: ReadProgress, labels: bool,
+            filling: _Filling | None) -> Iterator[Row | CellBatch]:
+    """The chunk merger of `merge_rows()` and `merge_batches()`: the rules live here
+    once, for both backends (the async one reads in a worker thread), and for
+    both forms of rows. It pulls the responses itself, so that a row costs one
+    generator switch. With ``filling``, the cells go flat into ``filling.flat``
+    (``cells`` is that list, the row in progress from ``first`` on) and the
+    committed rows come out as a `CellBatch` at the end of each response that
+    committed any, instead of one `Row` at a time."""
     new = tuple.__new__  # Cell(...) and Row(...) without their Python __new__
     key: bytes | None = None  # the row in progress
-    cells: list[Cell] = []
+    flat = filling is not None
+    cells: list[Any] = filling.flat if filling is not None else []  # Cells, or flat
+    first = 0  # where the row in progress begins in ``cells`` (flat: in items)
     family = ""
     qualifier: bytes | None = None
     unsorted = False  # a family came after a greater one
@@ -120,7 +176,8 @@ def _merged(responses: Iterator[Any], progress: ReadProgress,
                 if key is None:
                     raise InvalidChunk("reset_row outside a row")
                 _check_bare_reset(chunk)
-                key, cells, family, qualifier = None, [], "", None
+                del cells[first:]
+                key, family, qualifier = None, "", None
                 unsorted, parts, row_labels = False, None, None
                 continue
             if parts is not None:  # the next piece of a split cell
@@ -131,7 +188,10 @@ def _merged(responses: Iterator[Any], progress: ReadProgress,
                     if chunk.commit_row:
                         raise InvalidChunk("commit_row inside a split cell")
                     continue
-                cells.append(new(Cell, (family, qualifier, timestamp, b"".join(parts))))
+                if flat:
+                    cells += (family, qualifier, timestamp, b"".join(parts))
+                else:
+                    cells.append(new(Cell, (family, qualifier, timestamp, b"".join(parts))))
                 parts = None
             else:
                 # Each field is read once, a sub-message's presence asked only when
@@ -172,7 +232,7 @@ def _merged(responses: Iterator[Any], progress: ReadProgress,
                     if not has_qualifier:
                         raise InvalidChunk(f"family {new_family!r} came without a qualifier")
                     if new_family != family:
-                        unsorted = unsorted or (bool(cells) and new_family < family)
+                        unsorted = unsorted or (len(cells) > first and new_family < family)
                         family = new_family
                     qualifier = new_qualifier
                 elif has_qualifier:
@@ -192,21 +252,38 @@ def _merged(responses: Iterator[Any], progress: ReadProgress,
                         raise InvalidChunk("commit_row inside a split cell")
                     parts = [chunk.value]
                     continue
-                cells.append(new(Cell, (family, qualifier, timestamp, chunk.value)))
+                if flat:
+                    cells += (family, qualifier, timestamp, chunk.value)
+                else:
+                    cells.append(new(Cell, (family, qualifier, timestamp, chunk.value)))
             if chunk.commit_row:
+                progress.last_key = key
+                progress.rows += 1
+                if filling is not None:
+                    if unsorted:  # stable: each family keeps its order
+                        mine = cells[first:]
+                        row_cells = sorted(zip(mine[0::4], mine[1::4], mine[2::4], mine[3::4],
+                                               strict=True), key=_family_of)
+                        cells[first:] = [x for cell in row_cells for x in cell]
+                    first = len(cells)
+                    filling.keys.append(key)  # type: ignore[arg-type]  # set: a row began
+                    filling.ends.append(first // 4)
+                    key, family, qualifier, unsorted = None, "", None, False
+                    continue
                 if unsorted:  # stable: each family keeps its order, and its labels
                     if row_labels:
                         order = sorted(range(len(cells)), key=lambda i: cells[i].family)
                         row_labels = {at: row_labels[i] for at, i in enumerate(order)
                                       if i in row_labels}
                     cells.sort(key=_family_of)
-                row = new(Row, (key, tuple(cells)))
-                progress.last_key = key
-                progress.rows += 1
                 progress.labels = row_labels
+                row = new(Row, (key, tuple(cells)))
                 key, cells, family, qualifier = None, [], "", None
                 unsorted, row_labels = False, None
                 yield row
+        if filling is not None and filling.keys:
+            yield filling.take()  # the row in progress, if any, now begins the list
+            first = 0
     if key is not None:
         raise InvalidChunk(f"the stream ended inside row {key!r:.80}")
 

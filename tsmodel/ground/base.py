@@ -16,7 +16,7 @@ Semantics follow Cloud Bigtable:
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from datetime import timedelta
 from typing import Any, NamedTuple, Protocol, cast, overload, runtime_checkable
 
@@ -30,6 +30,7 @@ __all__ = [
     "ReadRequest",
     "Cell",
     "Row",
+    "CellBatch",
     "KeySample",
     "SetCell",
     "AddToCell",
@@ -236,6 +237,61 @@ class Row(NamedTuple):
 
     key: bytes
     cells: tuple[Cell, ...]
+
+
+class CellBatch:
+    """Rows as read, in columns: what a columnar decoder takes without `Row` objects.
+
+    Each list holds one entry per cell, in the order of the rows' cells
+    (``families``, ``qualifiers``, ``timestamps``, ``values``); ``keys`` one
+    per row, and ``ends`` where each row's cells end (row ``i``'s cells are
+    ``ends[i - 1]:ends[i]``, from 0 for the first). A reader that merges
+    cells into rows may fill a batch instead: `rows()` gives the same rows.
+    Plain lists, no numpy: the core needs no extra.
+    """
+
+    __slots__ = ("keys", "ends", "families", "qualifiers", "timestamps", "values")
+
+    def __init__(self) -> None:
+        self.keys: list[bytes] = []
+        self.ends: list[int] = []
+        self.families: list[str] = []
+        self.qualifiers: list[bytes] = []
+        self.timestamps: list[int] = []
+        self.values: list[bytes] = []
+
+    def __len__(self) -> int:
+        """How many rows."""
+        return len(self.keys)
+
+    def rows(self) -> Iterator[Row]:
+        """The batch's rows, in order."""
+        f, q, t, v = self.families, self.qualifiers, self.timestamps, self.values
+        start = 0
+        for key, end in zip(self.keys, self.ends, strict=True):
+            yield Row(key, tuple(map(Cell, f[start:end], q[start:end], t[start:end],
+                                     v[start:end])))
+            start = end
+
+    def add_cells(self, key: bytes, cells: Sequence[Cell]) -> None:
+        """Append the row of ``key`` and ``cells`` (the cells taken apart in one
+        step, not one by one)."""
+        self.keys.append(key)
+        if cells:
+            families, qualifiers, timestamps, values = zip(*cells, strict=True)
+            self.families += families
+            self.qualifiers += qualifiers
+            self.timestamps += timestamps
+            self.values += values
+        self.ends.append(len(self.values))
+
+    @classmethod
+    def of(cls, rows: Iterable[Row]) -> CellBatch:
+        """A batch of ``rows``."""
+        batch = cls()
+        for key, cells in rows:
+            batch.add_cells(key, cells)
+        return batch
 
 
 class KeySample(NamedTuple):
