@@ -1,10 +1,12 @@
-"""The columnar decoder (rows straight into Arrow columns) reads as the records do.
+"""The columnar decoders (rows straight into Arrow columns) read as the records do.
 
 `ArrowColumns.rows_batch()` collects value bytes per column and decodes whole
 columns (numpy, Arrow) where rows are plain events, else reads value by value
 with the generated column decoder. On every shape of the oracle harness, the
 rows of a read of everything decode to the records' values; each damaged
 row (tests/unit/test_rendered_decoders.py) is refused with the records' error.
+The same holds for `ArrowColumns.cells_batch()`, which takes the rows as the
+readers hand them in columns (`CellBatch`, no `Row` objects).
 """
 
 from __future__ import annotations
@@ -29,13 +31,16 @@ from tests.unit.test_rendered_decoders import (  # noqa: E402
     _plan_rows,
     _saved,
 )
-from tsmodel.backends.base import Cell, Row  # noqa: E402
+from tsmodel.backends.base import Cell, CellBatch, Row  # noqa: E402
 from tsmodel.declare.spec import spec_of  # noqa: E402
 from tsmodel.io.arrow import ArrowColumns  # noqa: E402
 
 
-def _arrow_events(shape: Shape, model: type, codec: Any, rows: list[Any]) -> list[Any]:
-    batch = ArrowColumns(model).rows_batch(codec, rows, None)
+def _arrow_events(shape: Shape, model: type, codec: Any, rows: list[Any],
+                  batched: bool = False) -> list[Any]:
+    columns = ArrowColumns(model)
+    batch = columns.cells_batch(codec, CellBatch.of(rows), None) if batched \
+        else columns.rows_batch(codec, rows, None)
     out = []
     for r in batch.to_pylist():
         r["time"] = us_of(r["time"])
@@ -58,14 +63,22 @@ def test_columns_read_and_refuse_as_records(shape: Shape, how: str) -> None:
         model, conn, _ = _saved(shape, data)
         codec, rows = _plan_rows(model, conn, shape)
         if how == "none":
-            assert _arrow_events(shape, model, codec, rows) == \
-                _record_events(shape, model, codec, rows)
+            want_all = _record_events(shape, model, codec, rows)
+            assert _arrow_events(shape, model, codec, rows) == want_all
+            assert _arrow_events(shape, model, codec, rows, batched=True) == want_all
         for row in rows:
             bad = row if how == "none" else _damaged(row, how, shape)
             if bad is None:
                 continue
             want = _outcome(lambda bad=bad: _record_events(shape, model, codec, [bad]))
-            got = _outcome(lambda bad=bad: _arrow_events(shape, model, codec, [bad]))
+            for batched in (False, True):
+                got = _outcome(lambda bad=bad, batched=batched: _arrow_events(
+                    shape, model, codec, [bad], batched))
+                assert got == want
+            # a damaged row among good ones: the batch is read as its rows are
+            many = [bad, *rows] if how != "none" else rows
+            want = _outcome(lambda many=many: _record_events(shape, model, codec, many))
+            got = _outcome(lambda many=many: _arrow_events(shape, model, codec, many, True))
             assert got == want
         conn.close()
 
@@ -109,7 +122,15 @@ def _whole_key_models() -> list[type]:
         time: datetime = ts.timestamp(unit="us")
         level: int = ts.value("N")
 
-    return [Metric, Reading, Micro]
+    @ts.model(table=f"WK_PAIR_{suffix}", family="M")
+    class Pair:  # values of one width: a column taken for another would read
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        low: float = ts.value("A")
+        high: float = ts.value("B")
+        gap: float = ts.value("C", family="N")
+
+    return [Metric, Reading, Micro, Pair]
 
 
 def _draw_event(data: st.DataObject, model: type, i: int) -> Any:
@@ -124,6 +145,11 @@ def _draw_event(data: st.DataObject, model: type, i: int) -> Any:
         return model(site=data.draw(st.sampled_from(["x", "yy"])),
                      meter=data.draw(st.integers(0, 999)), time=when,
                      kwh=data.draw(st.integers(0, 10**6)))
+    if name == "Pair":
+        return model(host=data.draw(st.sampled_from(["p", "q"])), time=when,
+                     low=data.draw(st.floats(allow_nan=False)),
+                     high=data.draw(st.floats(allow_nan=False)),
+                     gap=data.draw(st.floats(allow_nan=False)))
     return model(host=data.draw(st.sampled_from(["p", "q"])),
                  time=when + timedelta(microseconds=data.draw(st.integers(0, 999_999))),
                  level=data.draw(st.integers(0, 9)))
@@ -188,16 +214,22 @@ def test_keys_decoded_whole_read_a_group_as_records(how: str) -> None:
         assert order, "the rows are not collected with their keys undecoded"
         assert columns._key_columns(codec, flat[0::len(order)], flat[1::len(order)]), \
             "the keys are not decoded as a whole"
+        collect = codec.batch_decoder(names)
+        assert collect is not None and collect(CellBatch.of(rows)) is not None, \
+            "the batch is not taken a whole list at a time"
         if how != "none":
             at = data.draw(st.integers(0, len(rows) - 1))
             rows[at] = _group_damaged(rows[at], how)
         defaults = {v.name: v.default_value() for v in spec_of(model).values if v.has_default}
         want = _outcome(lambda: [{**defaults, **r} for row in rows for r in codec.records(row)])
-        got = _outcome(lambda: _events_of_batch(model, columns.rows_batch(codec, rows, None)))
-        if want[0] == "ok" and got[0] == "ok":  # floats: -0.0 == 0.0, compare their bits
-            assert [{k: repr(v) for k, v in r.items()} for r in got[1]] == \
-                [{k: repr(v) for k, v in r.items()} for r in want[1]]
-        assert got == want
+        for got in (
+                _outcome(lambda: _events_of_batch(model, columns.rows_batch(codec, rows, None))),
+                _outcome(lambda: _events_of_batch(model, columns.cells_batch(
+                    codec, CellBatch.of(rows), None)))):
+            if want[0] == "ok" and got[0] == "ok":  # floats: -0.0 == 0.0, compare their bits
+                assert [{k: repr(v) for k, v in r.items()} for r in got[1]] == \
+                    [{k: repr(v) for k, v in r.items()} for r in want[1]]
+            assert got == want
 
     run()
     conn.close()

@@ -163,17 +163,48 @@ class ArrowColumns:
                 if order:
                     width = len(order)
                     columns.update((n, flat[i::width]) for i, n in enumerate(order) if i > 1)
-                    keyed = self._key_columns(codec, flat[0::width], flat[1::width])
-                    if keyed is not None:
-                        done = self._decode_raw(columns, complete=True)
-                        if done is not None:
-                            return self._batch(columns, {**keyed[0], **done}, keyed[1])
+                    found = self._whole(codec, flat[0::width], flat[1::width], columns)
+                    if found is not None:
+                        return found
                     columns = {n: [] for n in names}  # again, row by row
             if raw(rows, columns):
                 done = self._decode_raw(columns)
                 if done is not None:
                     return self._batch(columns, done)
         return self._batch(decoded(rows, only, False), {})
+
+    def _whole(self, codec: Any, keys: list[bytes], times: list[int],
+               columns: dict[str, Any]) -> Any:
+        """The record batch of rows collected with their keys undecoded (each row one
+        cell per value field), decoded a whole column at a time, or ``None`` where
+        a key or a value is not what its decoding reads."""
+        keyed = self._key_columns(codec, keys, times)
+        if keyed is None:
+            return None
+        done = self._decode_raw(columns, complete=True)
+        if done is None:
+            return None
+        return self._batch(columns, {**keyed[0], **done}, keyed[1])
+
+    def cells_batch(self, codec: Any, batch: Any, only: tuple[str, ...] | None) -> Any:
+        """One record batch of the events of a `tsmodel.ground.base.CellBatch`: its
+        lists sliced into columns by the generated collector
+        (`TableCodec.batch_decoder`) and decoded a whole column at a time, with
+        no `Row` in between; where that does not read the batch (rows of another
+        shape, keys or values the whole-column decoding refuses), its rows, read
+        by `rows_batch()` (same values, same errors)."""
+        names = tuple(name for name, _, _ in self.columns)
+        collect = codec.batch_decoder(names)
+        if collect is not None and self._np is not None and _whole_keys(codec) is not None:
+            found = collect(batch)
+            if found is not None:
+                keys, times, values = found
+                columns: dict[str, Any] = {n: [] for n in names}
+                columns.update(values)
+                done = self._whole(codec, keys, times, columns)
+                if done is not None:
+                    return done
+        return self.rows_batch(codec, list(batch.rows()), only)
 
     def _key_columns(self, codec: Any, keys: list[bytes],
                      times: list[int]) -> tuple[dict[str, Any], Any] | None:

@@ -31,7 +31,12 @@ from tsmodel.layouts.base import (
     newest_cells,
     stripped_shape,
 )
-from tsmodel.layouts.render_read import render_columns, render_raw_columns, render_rows
+from tsmodel.layouts.render_read import (
+    render_batch_columns,
+    render_columns,
+    render_raw_columns,
+    render_rows,
+)
 from tsmodel.layouts.render_write import (
     _time_refused,
     render_column_check,
@@ -97,7 +102,8 @@ class TableCodec:
                  "_encoders", "_constants", "_joins_plainly", "_join", "_read",
                  "_time_check", "_like", "_required", "_defaulted", "witness", "_key_columns",
                  "_version_field", "_history", "_owns", "_rendered_records",
-                 "_rendered_decode", "_rendered_columns", "_encode", "_events", "_parts",
+                 "_rendered_decode", "_rendered_columns", "_rendered_batches", "_encode",
+                 "_events", "_parts",
                  "_columns", "_stripped_read", "declared_cells", "renderings")
 
     def __init__(self, shape: TableShape, *, table: str, key: KeyLayout, layout: Layout,
@@ -149,6 +155,7 @@ class TableCodec:
         # The one decoding of the table's rows, rendered from all of the above.
         self._rendered_records, self._rendered_decode = render_rows(self)
         self._rendered_columns: dict[tuple[str, ...], tuple[Any, Any]] = {}
+        self._rendered_batches: dict[tuple[str, ...], Callable[..., Any] | None] = {}
         #: The generated encoder of this table, rendered at its first use.
         self._encode: Callable[[Any], EncodedRow] | None = None
         self._events: dict[tuple[TableCodec | None, Callable[..., Any]],
@@ -417,6 +424,14 @@ class TableCodec:
             found = self._rendered_columns[names] = (render_raw_columns(self, names),
                                                      render_columns(self, names))
         return found
+
+    def batch_decoder(self, names: tuple[str, ...]) -> Callable[..., Any] | None:
+        """The collector of a `tsmodel.ground.base.CellBatch` 's undecoded columns of
+        fields ``names`` (`render_batch_columns()`; ``None`` where the layout has
+        none), rendered once per set of names."""
+        if names not in self._rendered_batches:
+            self._rendered_batches[names] = render_batch_columns(self, names)
+        return self._rendered_batches[names]
 
     @property
     def decoders(self) -> tuple[Callable[..., Any], ...]:

@@ -40,7 +40,8 @@ from tsmodel.layouts.base import MARKER, TableShape, column_name, missing_value
 #: A `tsmodel.layouts.codec.TableCodec` (which imports this module).
 TableCodec = Any
 
-__all__ = ["render_values", "render_rows", "render_columns", "render_raw_columns"]
+__all__ = ["render_values", "render_rows", "render_columns", "render_raw_columns",
+           "render_batch_columns"]
 
 #: The errors an application's codec may raise for bytes it refuses its own way.
 _REFUSALS = (ValueError, TypeError, ArithmeticError, LookupError)
@@ -580,6 +581,63 @@ def _render_deferred(src: _Source, codec: TableCodec, read: Sequence[Any],
     src("    return None")
     src(f"return {('key', 'timestamp', *(name for _, name in kept))!r}")
     src.dedent()
+
+
+def _fixed_cells(codec: TableCodec, names: tuple[str, ...]) -> list[Any] | None:
+    """The value fields whose cells make every plain event row of the fields ``names``:
+    exactly one cell each, all required, in the order the backends return them
+    (family, then qualifier); ``None`` where rows have no such fixed shape."""
+    if not _plain(codec):
+        return None
+    read = [v for v in codec.values.values if v.name in names or v.stored]
+    if not read or any(not v.stored for v in read) or len(
+            {(v.family, v.qualifier) for v in read}) != len(read):
+        return None
+    return sorted(read, key=lambda v: (v.family, v.qualifier))
+
+
+def render_batch_columns(codec: TableCodec,
+                         names: tuple[str, ...]) -> Callable[..., Any] | None:
+    """A collector of a `tsmodel.ground.base.CellBatch` 's undecoded columns, or
+    ``None`` where the declaration's rows have no fixed shape of cells.
+
+    The function takes a batch and returns ``(keys, timestamps, columns)``:
+    each row's key, its cells' timestamp and, by field name, the value bytes
+    of the fields ``names`` (promoted ones left to the key), taken a whole
+    list at a time (slices and comparisons of the batch's lists, no loop per
+    row), as `render_raw_columns()` with ``deferred`` takes them row by
+    row. It returns ``None`` unless every row is exactly one cell per value
+    field, in the declaration's columns sorted, all at one timestamp: the
+    caller then reads the batch's rows (`CellBatch.rows()`) as before, which
+    read them or raise their error, so the outcome never depends on which
+    of the two read them.
+    """
+    cols = _fixed_cells(codec, names)
+    if cols is None:
+        return None
+    k = len(cols)
+    kept = [(j, v.name) for j, v in enumerate(cols)
+            if v.name in names and v.name not in codec.key.fields]
+    src = _Source()
+    src("def batch_columns(batch):")
+    src.indent()
+    src("keys, values, times = batch.keys, batch.values, batch.timestamps")
+    src("n = len(keys)")
+    src(f"if len(values) != {k} * n or batch.ends != list(range({k}, {k} * n + 1, {k})):")
+    src("    return None  # another number of cells in a row")
+    src(f"if batch.qualifiers != {[v.qualifier for v in cols]!r} * n:")
+    src("    return None")
+    src(f"if batch.families != {[v.family for v in cols]!r} * n:")
+    src("    return None")
+    src(f"first = times[0::{k}]" if k > 1 else "first = times")
+    for j in range(1, k):
+        src(f"if times[{j}::{k}] != first:")
+        src("    return None  # cells of one row at other times")
+    taken = ", ".join(f"{name!r}: values[{j}::{k}]" if k > 1 else f"{name!r}: values"
+                      for j, name in kept)
+    src(f"return keys, first, {{{taken}}}")
+    return compile_function(src.text(), "batch_columns", {},
+                            f"<tsmodel codec {codec.model}.{codec.table} batch columns>")
 
 
 def _render_cell_slots(src: Any, values: Sequence[Any], slot: Mapping[str, str]) -> None:
