@@ -1171,8 +1171,24 @@ def test_read_filter_property(backend: Backend, filter_table: str) -> None:
         request = ReadRequest(filter_table, RowSet(), f, limit, reverse)
         got = [(row.key, list(row.cells)) for row in backend.read_rows(request)]
         assert got == expected_read(FILTER_DATA, f, limit, reverse)
+        batches = list(backend.read_batches(request))  # type: ignore[attr-defined]
+        assert all(len(b) for b in batches)
+        assert [(row.key, list(row.cells)) for b in batches for row in b.rows()] == got
 
     check()
+
+
+def test_read_batches_are_the_rows_in_columns(backend: Backend, table: str) -> None:
+    """Rows of several responses (Bigtable) or batches (embedded) come in order, whole."""
+    data = {b"r%04d" % i: [cell("cf", b"q%d" % (i % 3), i % 5, b"v" * (i % 7)),
+                           cell("cf2", b"z", 1, b"%d" % i)] for i in range(700)}
+    write(backend, table, data)
+    request = ReadRequest(table, RowSet(), ReadFilter())
+    batches = list(backend.read_batches(request))  # type: ignore[attr-defined]
+    assert len(batches) > 1 and all(len(b) for b in batches)
+    got = [(row.key, list(row.cells)) for b in batches for row in b.rows()]
+    assert got == expected_read(data)
+    assert [(row.key, list(row.cells)) for row in backend.read_rows(request)] == got
 
 
 def test_cells_per_column_newest_whatever_write_order(backend: Backend, table: str) -> None:

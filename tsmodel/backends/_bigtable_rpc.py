@@ -52,8 +52,7 @@ from tsmodel._observe import (
     RetryCount,
 )
 from tsmodel.backends import _bigtable_wire as wire
-from tsmodel.backends._chunks import ReadProgress, merge_rows
-from tsmodel.ground.base import Row
+from tsmodel.backends._chunks import ReadProgress, merge_batches, merge_rows
 from tsmodel.settings import DEFAULT_SETTINGS, Settings
 
 __all__ = ["DataRpc", "AsyncDataRpc", "RetryPolicy", "Policies", "is_retryable",
@@ -576,8 +575,13 @@ class DataRpc(_Rpc):
                       "the whole call")
             self.sleep(delay)
 
-    def read_rows(self, request: Any, metadata: Sequence[tuple[str, str]]) -> Iterator[Row]:
+    def read_rows(self, request: Any, metadata: Sequence[tuple[str, str]],
+                  batches: bool = False) -> Iterator[Any]:
         """Stream the rows of a ``ReadRowsRequest``, resuming broken streams.
+
+        With ``batches``, the rows come in columns, a `CellBatch` per response
+        that committed any (`merge_batches()`), resumed after the last row of
+        the last batch as rows are.
 
         The request is sent before this returns; its rows are read as the
         iterator is. Reads started one after the other thus stream side by
@@ -597,17 +601,18 @@ class DataRpc(_Rpc):
             call = self._start_read(operation, headers)
         except grpc.RpcError as rpc_error:  # not sent (it could not be serialized)
             raise _from_grpc_error(rpc_error) from rpc_error
-        return self._read_rows(operation, headers, call)
+        return self._read_rows(operation, headers, call,
+                               merge_batches if batches else merge_rows)
 
     def _start_read(self, operation: _ReadOperation, headers: Sequence[tuple[str, str]]) -> Any:
         read_rows = self._call(_READ_ROWS, wire.ReadRowsView)  # as the merger reads them
         return read_rows(operation.request, timeout=operation.timeout(), metadata=headers)
 
     def _read_rows(self, operation: _ReadOperation, headers: Sequence[tuple[str, str]],
-                   call: Any) -> Iterator[Row]:
+                   call: Any, merge: Callable[..., Iterator[Any]]) -> Iterator[Any]:
         while True:
             try:
-                yield from merge_rows(call, operation.progress)
+                yield from merge(call, operation.progress)
                 return
             except grpc.RpcError as rpc_error:
                 broken = rpc_error

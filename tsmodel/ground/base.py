@@ -31,6 +31,7 @@ __all__ = [
     "Cell",
     "Row",
     "CellBatch",
+    "batches_of",
     "KeySample",
     "SetCell",
     "AddToCell",
@@ -292,6 +293,19 @@ class CellBatch:
         for key, cells in rows:
             batch.add_cells(key, cells)
         return batch
+
+
+def batches_of(rows: Iterable[Row], size: int = 256) -> Iterator[CellBatch]:
+    """``rows`` in `CellBatch` es of ``size`` rows (the last may hold fewer): the
+    batches of a reader that merges no chunks of its own."""
+    batch = CellBatch()
+    for key, cells in rows:
+        batch.add_cells(key, cells)
+        if len(batch.keys) >= size:
+            yield batch
+            batch = CellBatch()
+    if batch.keys:
+        yield batch
 
 
 class KeySample(NamedTuple):
