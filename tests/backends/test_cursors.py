@@ -494,6 +494,47 @@ def test_iterator_gives_up_with_a_cursor(backend: Backend, table_name: str) -> N
         conn.drop_tables(model)
 
 
+class BreakingBatches(Breaking):
+    """`Breaking` of reads in column batches (``read_batches``): the n-th read breaks
+    off before its batch number ``plan[n]``."""
+
+    def read_batches(self, request: ReadRequest) -> Iterator[Any]:
+        cut = self.plan[self.reads] if self.reads < len(self.plan) else None
+        self.reads += 1
+        return self._rows(self.inner.read_batches(request), cut)  # type: ignore[attr-defined]
+
+
+@pytest.mark.usefixtures("no_wait")
+def test_columnar_reads_in_batches_resume_after_broken_streams(backend: Backend,
+                                                               table_name: str) -> None:
+    """``to_arrow()`` reads whole rows in column batches; a stream broken off between
+    batches is resumed after the last row of the last batch, no row lost or twice."""
+    pytest.importorskip("pyarrow")
+
+    @ts.model(table=table_name, family="M")
+    class Gauge:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        level: float = ts.value("L")
+
+    conn = ts.Connection(backend)
+    conn.create_tables(Gauge)
+    try:
+        t0 = datetime(2024, 5, 1, tzinfo=timezone.utc)
+        events = [Gauge(host="h", time=t0 + timedelta(seconds=i), level=i / 4)
+                  for i in range(900)]
+        assert conn.save_all(events).ok
+        qs = Gauge.range(t0, t0 + timedelta(days=1), host="h")
+        breaking = BreakingBatches(backend, [1, 2, None])
+        table = qs.using(ts.Connection(breaking)).to_arrow()
+        assert table.column("level").to_pylist() == [e.level for e in events]
+        assert [t.timestamp() for t in table.column("time").to_pylist()] == \
+            [e.time.timestamp() for e in events]
+        assert breaking.broken == 2 and breaking.reads == 3, "read in batches, broken twice"
+    finally:
+        conn.drop_tables(Gauge)
+
+
 # -- asyncio ------------------------------------------------------------------------------
 
 

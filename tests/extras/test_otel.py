@@ -163,6 +163,27 @@ def test_reads_and_lookups_are_spans_with_what_they_returned(
     assert durations[(("tsmodel.operation", "lookup"),)] == 1
 
 
+def test_a_columnar_read_is_a_span_of_the_rows_it_read(
+    conn: ts.Connection, otel: Telemetry, backend: Backend
+) -> None:
+    """``to_arrow()`` reads the rows in column batches: counted as the rows they hold."""
+    pytest.importorskip("pyarrow")
+    model = declare()
+    conn.create_tables(model)
+    spec = ts.spec_of(model)
+    conn.save_all(readings(model, 9))
+    otel.exporter.clear()
+    table = model.using(conn).range(T0, T0 + timedelta(hours=1), sensor="s2").to_arrow()
+    assert table.column("value").to_pylist() == [2.0, 5.0, 8.0]
+    [read] = otel.spans("tsmodel.read")
+    raw = [r for r in backend.read_rows(ReadRequest(spec.table)) if r.key.startswith(b"s2")]
+    assert dict(read.attributes or {}) == {
+        "tsmodel.operation": "read", "tsmodel.tables": (spec.table,), "tsmodel.calls": 1,
+        "tsmodel.rows": 3, "tsmodel.cells": 3, "tsmodel.retries": 0,
+        "tsmodel.bytes": sum(len(r.key) + sum(len(c.qualifier) + len(c.value)
+                                              for c in r.cells) for r in raw)}
+
+
 def test_a_delete_is_a_span(conn: ts.Connection, otel: Telemetry) -> None:
     model = declare()
     conn.create_tables(model)

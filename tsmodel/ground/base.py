@@ -286,6 +286,16 @@ class CellBatch:
             self.values += values
         self.ends.append(len(self.values))
 
+    def extend(self, other: CellBatch) -> None:
+        """Append the rows of ``other``."""
+        at = len(self.values)
+        self.keys += other.keys
+        self.ends += [end + at for end in other.ends] if at else other.ends
+        self.families += other.families
+        self.qualifiers += other.qualifiers
+        self.timestamps += other.timestamps
+        self.values += other.values
+
     @classmethod
     def of(cls, rows: Iterable[Row]) -> CellBatch:
         """A batch of ``rows``."""

@@ -328,6 +328,42 @@ class ArrowColumns:
             if close is not None:
                 close()
 
+    def takes_batches(self, codec: Any) -> bool:
+        """Whether `cell_batches()` reads ``codec``'s rows a whole list at a time (its
+        rows have one fixed shape of cells and keys decoded as a whole column):
+        else their rows, read by `row_batches()`, cost less than batches."""
+        names = tuple(name for name, _, _ in self.columns)
+        return self._np is not None and _whole_keys(codec) is not None and \
+            codec.batch_decoder(names) is not None
+
+    def cell_batches(self, codec: Any, batches: Iterable[Any], only: tuple[str, ...] | None,
+                     size: int) -> Iterator[Any]:
+        """`row_batches()` of rows read in `tsmodel.ground.base.CellBatch` es, each
+        group of them decoded by `cells_batch()`."""
+        _check_rows(size)
+        return self._cell_batches(codec, iter(batches), only, size)
+
+    def _cell_batches(self, codec: Any, it: Iterator[Any], only: tuple[str, ...] | None,
+                      size: int) -> Iterator[Any]:
+        sized = _Sized(self._pa, size)
+        try:
+            group: Any = None
+            for batch in it:
+                if group is None:
+                    group = batch
+                else:
+                    group.extend(batch)
+                if len(group.values) >= size:  # at most ``size`` events and a batch's more
+                    yield from sized.add(self.cells_batch(codec, group, only))
+                    group = None
+            if group is not None:
+                yield from sized.add(self.cells_batch(codec, group, only))
+            yield from sized.rest()
+        finally:
+            close = getattr(it, "close", None)
+            if close is not None:
+                close()
+
     def arow_batches(self, codec: Any, rows: AsyncIterator[Any], only: tuple[str, ...] | None,
                      size: int) -> AsyncIterator[Any]:
         """`row_batches()` of an asynchronous stream of rows."""

@@ -33,7 +33,7 @@ from typing import Any, Generic, TypeVar
 from tsmodel import errors
 from tsmodel.declare.spec import spec_of
 from tsmodel.encoding.timestamps import to_micros
-from tsmodel.ground.base import ReadRequest, Row
+from tsmodel.ground.base import CellBatch, ReadRequest, Row
 from tsmodel.plan.cursors import Mark, Position, resume_request
 from tsmodel.plan.reads import ReadPlan
 
@@ -46,7 +46,7 @@ M = TypeVar("M")
 #: streaming when the consumer reaches them. Streams merged by time are all
 #: read at once: each one's first rows are needed before any event is certain.
 READ_AHEAD = 8
-_SINKS = ("instances", "records", "keys", "rows")
+_SINKS = ("instances", "records", "keys", "rows", "batches")
 
 
 #: The row an instance came from: its stream, its key, and every instance of it (in
@@ -83,7 +83,10 @@ class ReadMerge(Generic[M]):
             results of `tsmodel.io`), or ``"keys"`` (the row key,
             checked, once per event: for a count plan whose rows are events,
             read without their values), or ``"rows"`` (each row as read, for
-            a plan that `reads_whole_rows()`: the columnar results decode them).
+            a plan that `reads_whole_rows()`: the columnar results decode them),
+            or ``"batches"`` (as ``"rows"``, the rows as the reads hand them in
+            columns: `tsmodel.ground.base.CellBatch` es, each one item, marked
+            whole by its last row).
     """
 
     def __init__(self, plan: ReadPlan, model: type[M], start: Position | None = None, *,
@@ -128,7 +131,7 @@ class ReadMerge(Generic[M]):
         self._key: Callable[[_Item], Any] = lambda item: time_of(item[0])
         #: An item's time in µs, for positions (a row key of the "keys" sink has none).
         self._time: Callable[[Any], int] = (
-            time_of if records else (lambda e: 0) if sink in ("keys", "rows")
+            time_of if records else (lambda e: 0) if sink in ("keys", "rows", "batches")
             else (lambda e: to_micros(time_of(e))))
         self._accept = plan.accept_record if records else plan.accept
         self._reversed: collections.deque[_Item] | None = (
@@ -262,6 +265,8 @@ class ReadMerge(Generic[M]):
         self._checked += 1
 
     def _decode(self, j: int, rows: Sequence[Row]) -> list[_Item]:
+        if self.sink == "batches":
+            return self._batches(j, rows)
         plan, model = self.plan, self.model
         assert plan.codec is not None
         only, history = plan.only, plan.history
@@ -285,6 +290,21 @@ class ReadMerge(Generic[M]):
             ref = (j, row.key, events)
             for e in (self._resumed(j, row.key, events) if resuming else events):
                 append((e, ref))
+        return out
+
+    def _batches(self, j: int, batches: Sequence[Any]) -> list[_Item]:
+        """The items of the ``"batches"`` sink: each batch whole, marked by its last row
+        (a resumed stream's rows up to where the read stood left out, as whole
+        rows of the ``"rows"`` sink are)."""
+        out: list[_Item] = []
+        for batch in batches:
+            if self._skip_row or self._time_floor:
+                kept = [row for row in batch.rows() if self._resumed(j, row.key, [row])]
+                if not kept:
+                    continue
+                batch = CellBatch.of(kept)
+            events = [batch]
+            out.append((batch, (j, batch.keys[-1], events)))
         return out
 
     def _resumed(self, j: int, key: bytes, events: list[Any]) -> list[Any]:

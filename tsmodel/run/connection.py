@@ -17,11 +17,14 @@ from datetime import datetime, timedelta
 from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+import attrs
+
 from tsmodel import errors
 from tsmodel.backends import backend_for, url_settings
 from tsmodel.declare.spec import class_spec
 from tsmodel.ground.base import (
     Backend,
+    CellBatch,
     DeclaredRows,
     Features,
     MutationOutcome,
@@ -404,6 +407,11 @@ class Connection(ConnectionState[Backend]):
         """
         return self._observer.read(request, self.backend.read_rows)
 
+    def read_batches(self, request: ReadRequest) -> Iterator[CellBatch]:
+        """`read()` in columns: the rows as the backend's ``read_batches`` hands them
+        (`CellBatch` es), observed as a read of those rows."""
+        return self._observer.read_batches(request, self.backend.read_batches)  # type: ignore[attr-defined]
+
     # -- queries: thin starters of a QuerySet on this connection ----------------------
 
     def range(self, model: type[M], start: datetime, end: datetime, *,
@@ -750,8 +758,13 @@ class QuerySet(Query[M]):
         conn = self._conn()
         read = self._column_read(conn.features, conn.cursor_secret)
         if read.sink == "rows":
-            return columns.row_batches(read.plan.codec, self._open(read, conn), read.plan.only,
-                                       rows)
+            codec = read.plan.codec
+            if len(read.plan.requests) == 1 and not read.plan.guards and \
+                    hasattr(conn.backend, "read_batches") and columns.takes_batches(codec):
+                read = attrs.evolve(read, sink="batches")  # the rows in columns, no Row
+                return columns.cell_batches(codec, self._open(read, conn), read.plan.only,
+                                            rows)
+            return columns.row_batches(codec, self._open(read, conn), read.plan.only, rows)
         return columns.batches(self._open(read, conn), rows)  # type: ignore[arg-type]
 
     def first(self) -> M | None:

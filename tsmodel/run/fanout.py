@@ -210,16 +210,18 @@ class _Resuming(Generic[M, C]):
 
 class _Batches:
     """The size of the next batch a stream taken by the consumer gives: one row at
-    first (``first()`` reads one), doubling up to `PULL_ROWS`; never more than ``most``."""
+    first (``first()`` reads one), doubling up to ``cap`` (`PULL_ROWS`); never more
+    than ``most``."""
 
-    __slots__ = ("_size",)
+    __slots__ = ("_size", "_cap")
 
-    def __init__(self) -> None:
+    def __init__(self, cap: int = PULL_ROWS) -> None:
         self._size = 1
+        self._cap = cap
 
     def _next_size(self, most: int | None) -> int:
         size = self._size if most is None else max(1, min(self._size, most))
-        self._size = min(2 * self._size, PULL_ROWS)
+        self._size = min(2 * self._size, self._cap)
         return size
 
 
@@ -309,8 +311,14 @@ def _next_in(context: contextvars.Context,
 
 
 def _pulled(reader: Reader, merge: ReadMerge[Any], request: ReadRequest | None) -> _Pulled:
-    """Start the blocking read of one of the merge's streams (``None``: nothing left)."""
-    return _Pulled(() if request is None else reader.read(request))
+    """Start the blocking read of one of the merge's streams (``None``: nothing left);
+    in `CellBatch` es (``reader.read_batches``) for the ``"batches"`` sink, taken
+    one at a time (each holds many rows)."""
+    if request is None:
+        return _Pulled(())
+    if merge.sink == "batches":
+        return _Pulled(reader.read_batches(request), 1)  # type: ignore[attr-defined]
+    return _Pulled(reader.read(request))
 
 
 class _Pulled(_Batches):
@@ -318,9 +326,9 @@ class _Pulled(_Batches):
 
     __slots__ = ("_rows",)
 
-    def __init__(self, rows: Iterable[Row]) -> None:
-        super().__init__()
-        self._rows: Iterator[Row] | None = iter(rows)
+    def __init__(self, rows: Iterable[Any], cap: int = PULL_ROWS) -> None:
+        super().__init__(cap)
+        self._rows: Iterator[Any] | None = iter(rows)
 
     def take(self, most: int | None) -> list[Row] | None:
         """The next rows (at most ``most`` when given), or ``None`` at the end."""

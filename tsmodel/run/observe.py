@@ -83,6 +83,12 @@ class Observer:
             raise
         return op, rows, count
 
+    def read_batches(self, request: ReadRequest,
+                     read_batches: Callable[[ReadRequest], Iterable[Any]]) -> Iterator[Any]:
+        """`read()` of a read in `CellBatch` es (``backend.read_batches``)."""
+        op, batches, count = self.reading(request, read_batches)
+        return op.stream_batches(request.table, batches, count)
+
     def read(self, request: ReadRequest,
              read_rows: Callable[[ReadRequest], Iterable[Row]]) -> Iterator[Row]:
         """The rows of one blocking read, observed: `reading()`, then `Operation.stream()`."""
@@ -253,6 +259,29 @@ class Operation:
             finally:
                 tally.waited += waited
 
+    def stream_batches(self, table: str, batches: Iterable[Any],
+                       count: RetryCount) -> Iterator[Any]:
+        """`stream()` of a read in `CellBatch` es: each counted as its rows."""
+        iterator = iter(batches)
+        with _Streaming(self, table, count, True, True, iterator) as tally:
+            clock, got = time.perf_counter, tally.got
+            waited, started, first = 0.0, tally.started, True
+            try:
+                for batch in iterator:
+                    waited += clock() - started
+                    if first:
+                        tally._release()
+                        first = False
+                    if tally.detailed:
+                        got.add_batch(batch)
+                    else:
+                        got.rows += len(batch.keys)
+                    yield batch
+                    started = clock()
+                waited += clock() - started
+            finally:
+                tally.waited += waited
+
     async def astream(self, table: str, rows: AsyncIterator[Row], count: RetryCount, *,
                       counted: bool = True, ends: bool = True) -> AsyncIterator[Row]:
         """`stream()` of an async iterator."""
@@ -328,6 +357,13 @@ class _Got:
 
     def __init__(self) -> None:
         self.rows = self.cells = self.bytes = 0
+
+    def add_batch(self, batch: Any) -> None:
+        """Count the rows, cells and bytes of a `CellBatch`."""
+        self.rows += len(batch.keys)
+        self.cells += len(batch.values)
+        self.bytes += sum(map(len, batch.keys)) + sum(map(len, batch.qualifiers)) + sum(
+            map(len, batch.values))
 
     def add(self, row: Row) -> None:
         """Count the cells and bytes of a row (its count is kept by the caller)."""
