@@ -14,6 +14,14 @@ replayed (``_columnar.Replay``), so that nothing but the decoding is timed:
 * ``columns``: the columnar decoding alone, the replayed rows straight into
   one Arrow record batch (``ArrowColumns.rows_batch``, where the checkout
   has it), without the query's merge.
+* ``batch``: the same from the rows in columns, as the chunk merger hands
+  them (``merge_batches``: a ``CellBatch``, built before the clock starts),
+  into one record batch (``ArrowColumns.cells_batch``, where the checkout
+  has it): no ``Row`` object in between.
+* ``merge rows`` / ``merge batches`` (with the Bigtable extra's protobuf):
+  the chunk merger alone, the same rows as ReadRows responses (parsed into
+  the merger's view before the clock starts) merged into rows, or into
+  batches, as the Bigtable backend reads them.
 
 Under the table, each checkout's ``columns`` and ``arrow`` per instance.
 
@@ -44,7 +52,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 #: What is timed, in the order printed.
-MEASURES = ("records", "instances", "arrow", "columns")
+MEASURES = ("records", "instances", "arrow", "columns", "batch", "merge rows",
+            "merge batches")
 
 
 def _cpu(fn: Callable[[], Any]) -> float:
@@ -112,6 +121,12 @@ def measure(events: int, runs: int) -> dict[str, dict[str, float]]:
                 codec = model.__tsmodel__.codec
                 rows = [r for replayed in conn.backend.rows.values() for r in replayed]
                 timed["columns"] = lambda c=columns, k=codec, r=rows: c.rows_batch(k, r, None)
+                if hasattr(columns, "cells_batch"):
+                    from tsmodel.ground.base import CellBatch
+
+                    batch = CellBatch.of(rows)
+                    timed["batch"] = lambda c=columns, k=codec, b=batch: c.cells_batch(k, b, None)
+            timed.update(_merges(rows))
         for fn in timed.values():
             fn()  # warm: imports, caches
         figures: dict[str, list[float]] = {m: [] for m in timed}
@@ -120,6 +135,42 @@ def measure(events: int, runs: int) -> dict[str, dict[str, float]]:
                 figures[m].append(events / _cpu(fn))
         out[name] = {m: median(v) for m, v in figures.items()}
         store.close()
+    return out
+
+
+def _merges(rows: list[Any]) -> dict[str, Callable[[], Any]]:
+    """The chunk merger's measures of ``rows`` as ReadRows responses (none without
+    protobuf or the merger)."""
+    try:
+        from google.cloud.bigtable_v2.types import ReadRowsResponse
+
+        from tsmodel.backends import _chunks
+        from tsmodel.backends._bigtable_wire import ReadRowsView
+    except ImportError:
+        return {}
+    raw, chunk = ReadRowsResponse.pb(), ReadRowsResponse.CellChunk.pb()
+    responses = []
+    for at in range(0, len(rows), 256):  # a response of 256 rows
+        chunks = []
+        for row in rows[at:at + 256]:
+            family = None
+            for i, c in enumerate(row.cells):
+                one = chunk(timestamp_micros=c.timestamp, value=c.value,
+                            commit_row=i == len(row.cells) - 1)
+                if i == 0:
+                    one.row_key = row.key
+                if c.family != family:
+                    one.family_name.value = family = c.family
+                one.qualifier.value = c.qualifier
+                chunks.append(one)
+        responses.append(ReadRowsView.FromString(raw(chunks=chunks).SerializeToString()))
+
+    def drain(merge: Callable[..., Any]) -> Callable[[], Any]:
+        return lambda: sum(1 for _ in merge(responses, _chunks.ReadProgress()))
+
+    out = {"merge rows": drain(_chunks.merge_rows)}
+    if hasattr(_chunks, "merge_batches"):
+        out["merge batches"] = drain(_chunks.merge_batches)
     return out
 
 
@@ -161,10 +212,15 @@ def main(argv: list[str] | None = None) -> int:
             print(line)
     for label, figures in (("this", ours), ("baseline", theirs or {})):
         for name, f in figures.items():
-            shares = ", ".join(f"{m} {f[m] / f['instances']:.2f}x" for m in ("arrow", "columns")
-                               if m in f)
+            shares = ", ".join(f"{m} {f[m] / f['instances']:.2f}x"
+                               for m in ("arrow", "columns", "batch") if m in f)
             if shares:
                 print(f"{label}, {name}: per instance: {shares}")
+            for form, merge, decode in (("rows", "merge rows", "columns"),
+                                        ("batches", "merge batches", "batch")):
+                if merge in f and decode in f:
+                    us = 1e6 / f[merge] + 1e6 / f[decode]
+                    print(f"{label}, {name}: merged into {form} and decoded: {us:.2f} us/event")
     return 0
 
 
