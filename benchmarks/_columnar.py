@@ -49,11 +49,18 @@ class Replay:
     def __init__(self, inner: Any) -> None:
         self.inner, self.features = inner, inner.features
         self.rows: dict[ReadRequest, list[Row]] = {}
+        self.batches: dict[ReadRequest, list[Any]] = {}
 
     def read_rows(self, request: ReadRequest) -> Iterator[Row]:
         if request not in self.rows:
             self.rows[request] = list(self.inner.read_rows(request))
         return iter(self.rows[request])
+
+    def read_batches(self, request: ReadRequest) -> Iterator[Any]:
+        """The rows of ``request`` in column batches, read once, then replayed."""
+        if request not in self.batches:
+            self.batches[request] = list(self.inner.read_batches(request))
+        return iter(self.batches[request])
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

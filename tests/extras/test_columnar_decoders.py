@@ -260,3 +260,22 @@ def test_cells_of_other_sizes_summing_to_the_width_are_refused_as_records(
         metric, ArrowColumns(metric).rows_batch(codec, rows, None)))
     assert got == want
     conn.close()
+
+
+def test_batches_read_into_columns_are_left_as_the_reader_handed_them() -> None:
+    """`ArrowColumns.cell_batches()` groups batches without changing them (a reader may
+    keep them: a replay, a cache)."""
+    models = _whole_key_models()
+    model = models[0]
+    conn = ts.connect("memory://")
+    conn.create_tables(model)
+    events = [model(host="a", time=_START + timedelta(seconds=i), cpu=i / 2, blk=i,
+                    name=str(i), up=bool(i % 2)) for i in range(10)]
+    assert conn.save_all(events).ok
+    plan = model.range(_START, _START + timedelta(days=1), allow_scan=True).using(conn).explain()
+    rows = [r for q in plan.requests for r in conn.backend.read_rows(q)]
+    batches = [CellBatch.of(rows[:4]), CellBatch.of(rows[4:])]
+    columns = ArrowColumns(model)
+    [out] = columns.cell_batches(plan.codec, batches, None, 1000)
+    assert out.column("blk").to_pylist() == list(range(10))
+    assert [list(b.rows()) for b in batches] == [rows[:4], rows[4:]]

@@ -350,9 +350,8 @@ class ArrowColumns:
             group: Any = None
             for batch in it:
                 if group is None:
-                    group = batch
-                else:
-                    group.extend(batch)
+                    group = type(batch)()  # the reader's batches stay as handed
+                group.extend(batch)
                 if len(group.values) >= size:  # at most ``size`` events and a batch's more
                     yield from sized.add(self.cells_batch(codec, group, only))
                     group = None
