@@ -579,9 +579,9 @@ class DataRpc(_Rpc):
                   batches: bool = False) -> Iterator[Any]:
         """Stream the rows of a ``ReadRowsRequest``, resuming broken streams.
 
-        With ``batches``, the rows come in columns, a `CellBatch` per response
-        that committed any (`merge_batches()`), resumed after the last row of
-        the last batch as rows are.
+        With ``batches``, the rows come in columns, as `CellBatch` es
+        (`merge_batches()`), resumed after the last row of the last batch as
+        rows are.
 
         The request is sent before this returns; its rows are read as the
         iterator is. Reads started one after the other thus stream side by

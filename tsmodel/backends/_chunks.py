@@ -35,6 +35,9 @@ __all__ = ["InvalidChunk", "ReadProgress", "merge_batches", "merge_rows"]
 _family_of = itemgetter(0)
 #: Wrapper messages as sent (bytes) and their value, for the few columns a read meets.
 _WRAPPERS_KEPT = 4096
+#: Rows a batch of `merge_batches()` holds at least (but the last): Cloud Bigtable
+#: packs many rows in a response, the emulator sends one row per response.
+BATCH_ROWS = 256
 
 
 class InvalidChunk(BackendError):
@@ -94,9 +97,11 @@ def merge_rows(responses: Iterable[Any], progress: ReadProgress, *,
 
 
 def merge_batches(responses: Iterable[Any], progress: ReadProgress) -> Iterator[CellBatch]:
-    """The committed rows of `merge_rows()`, in columns: a `CellBatch` per response
-    that committed rows (its rows, `CellBatch.rows()`, are those `merge_rows()`
-    yields, in order), for a columnar decoder to take without `Row` objects.
+    """The committed rows of `merge_rows()`, in columns: `CellBatch` es (their rows,
+    `CellBatch.rows()`, are those `merge_rows()` yields, in order), for a
+    columnar decoder to take without `Row` objects. A batch is yielded at the
+    end of the response that brought it to `BATCH_ROWS` rows, the last one at
+    the end of the stream.
 
     ``progress`` stands at the last row of each batch when it is yielded
     (labels are not kept). When the stream breaks or a chunk is refused, the
@@ -150,8 +155,8 @@ def _merged(responses: Iterator[Any], progress: ReadProgress, labels: bool,
     both forms of rows. It pulls the responses itself, so that a row costs one
     generator switch. With ``filling``, the cells go flat into ``filling.flat``
     (``cells`` is that list, the row in progress from ``first`` on) and the
-    committed rows come out as a `CellBatch` at the end of each response that
-    committed any, instead of one `Row` at a time."""
+    committed rows come out as `CellBatch` es (see `merge_batches()`) instead
+    of one `Row` at a time."""
     new = tuple.__new__  # Cell(...) and Row(...) without their Python __new__
     key: bytes | None = None  # the row in progress
     flat = filling is not None
@@ -281,11 +286,13 @@ def _merged(responses: Iterator[Any], progress: ReadProgress, labels: bool,
                 key, cells, family, qualifier = None, [], "", None
                 unsorted, row_labels = False, None
                 yield row
-        if filling is not None and filling.keys:
+        if filling is not None and len(filling.keys) >= BATCH_ROWS:
             yield filling.take()  # the row in progress, if any, now begins the list
             first = 0
     if key is not None:
         raise InvalidChunk(f"the stream ended inside row {key!r:.80}")
+    if filling is not None and filling.keys:
+        yield filling.take()
 
 
 def _check_bare_reset(chunk: Any) -> None:

@@ -375,10 +375,10 @@ class BigtableBackend(_BigtableBase):
 
     def read_batches(self, request: ReadRequest) -> Iterator[CellBatch]:
         """`read_rows()` in columns: the same rows, as `CellBatch` es of the chunk
-        merger (`tsmodel.backends._chunks.merge_batches()`), a batch per
-        response, for a columnar decoder to take without `Row` objects. A
-        request with a part applied here (`read_rows()`'s clip) comes in
-        batches of its rows, clipped.
+        merger (`tsmodel.backends._chunks.merge_batches()`), of 256 rows or
+        more but the last, for a columnar decoder to take without `Row`
+        objects. A request with a part applied here (`read_rows()`'s clip)
+        comes in batches of its rows, clipped.
 
         Raises:
             TableNotFoundError: the table does not exist (when iterated).
