@@ -17,7 +17,8 @@ replayed (``_columnar.Replay``), so that nothing but the decoding is timed:
 * ``batch``: the same from the rows in columns, as the chunk merger hands
   them (``merge_batches``: a ``CellBatch``, built before the clock starts),
   into one record batch (``ArrowColumns.cells_batch``, where the checkout
-  has it): no ``Row`` object in between.
+  has it and the query reads batches: a fixed shape of cells, not the
+  hourly buckets): no ``Row`` object in between.
 * ``merge rows`` / ``merge batches`` (with the Bigtable extra's protobuf):
   the chunk merger alone, the same rows as ReadRows responses (parsed into
   the merger's view before the clock starts) merged into rows, or into
@@ -121,7 +122,7 @@ def measure(events: int, runs: int) -> dict[str, dict[str, float]]:
                 codec = model.__tsmodel__.codec
                 rows = [r for replayed in conn.backend.rows.values() for r in replayed]
                 timed["columns"] = lambda c=columns, k=codec, r=rows: c.rows_batch(k, r, None)
-                if hasattr(columns, "cells_batch"):
+                if hasattr(columns, "takes_batches") and columns.takes_batches(codec):
                     from tsmodel.ground.base import CellBatch
 
                     batch = CellBatch.of(rows)
