@@ -19,6 +19,7 @@ Every column is nullable: an optional value without a cell is null.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from decimal import Decimal
@@ -292,13 +293,9 @@ class ArrowColumns:
         return self._batches(iter(records), rows)
 
     def _batches(self, it: Iterator[dict[str, Any]], rows: int) -> Iterator[Any]:
-        try:
+        with _closing(it):
             while chunk := list(islice(it, rows)):
                 yield self.batch(chunk)
-        finally:
-            close = getattr(it, "close", None)
-            if close is not None:
-                close()  # the reads still streaming end now
 
     def row_batches(self, codec: Any, rows: Iterable[Any], only: tuple[str, ...] | None,
                     size: int) -> Iterator[Any]:
@@ -311,7 +308,7 @@ class ArrowColumns:
     def _row_batches(self, codec: Any, it: Iterator[Any], only: tuple[str, ...] | None,
                      size: int) -> Iterator[Any]:
         sized = _Sized(self._pa, size)
-        try:
+        with _closing(it):
             group: list[Any] = []
             cells = 0
             for row in it:
@@ -323,10 +320,6 @@ class ArrowColumns:
             if group:
                 yield from sized.add(self.rows_batch(codec, group, only))
             yield from sized.rest()
-        finally:
-            close = getattr(it, "close", None)
-            if close is not None:
-                close()
 
     def takes_batches(self, codec: Any) -> bool:
         """Whether `cell_batches()` reads ``codec``'s rows a whole list at a time (its
@@ -346,7 +339,7 @@ class ArrowColumns:
     def _cell_batches(self, codec: Any, it: Iterator[Any], only: tuple[str, ...] | None,
                       size: int) -> Iterator[Any]:
         sized = _Sized(self._pa, size)
-        try:
+        with _closing(it):
             group: Any = None
             for batch in it:
                 if group is None:
@@ -358,10 +351,6 @@ class ArrowColumns:
             if group is not None:
                 yield from sized.add(self.cells_batch(codec, group, only))
             yield from sized.rest()
-        finally:
-            close = getattr(it, "close", None)
-            if close is not None:
-                close()
 
     def arow_batches(self, codec: Any, rows: AsyncIterator[Any], only: tuple[str, ...] | None,
                      size: int) -> AsyncIterator[Any]:
@@ -526,6 +515,18 @@ class _Sized:
         out = self._pa.Table.from_batches(self._pending).combine_chunks().to_batches()
         self._pending, self._count = [], 0
         return list(out)
+
+
+@contextlib.contextmanager
+def _closing(it: Iterator[Any]) -> Iterator[None]:
+    """Close ``it`` (if it can be closed) on the way out: the reads still streaming
+    under it end now, not when it is collected."""
+    try:
+        yield
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()
 
 
 def _check_rows(rows: int) -> None:

@@ -264,23 +264,11 @@ class Operation:
         """`stream()` of a read in `CellBatch` es: each counted as its rows."""
         iterator = iter(batches)
         with _Streaming(self, table, count, True, True, iterator) as tally:
-            clock, got = time.perf_counter, tally.got
-            waited, started, first = 0.0, tally.started, True
-            try:
-                for batch in iterator:
-                    waited += clock() - started
-                    if first:
-                        tally._release()
-                        first = False
-                    if tally.detailed:
-                        got.add_batch(batch)
-                    else:
-                        got.rows += len(batch.keys)
-                    yield batch
-                    started = clock()
-                waited += clock() - started
-            finally:
-                tally.waited += waited
+            for batch in iterator:  # a batch of rows: no need to inline as `stream()` does
+                tally.arrived_batch(batch)
+                yield batch
+                tally.waiting()
+            tally.stopped()
 
     async def astream(self, table: str, rows: AsyncIterator[Row], count: RetryCount, *,
                       counted: bool = True, ends: bool = True) -> AsyncIterator[Row]:
@@ -407,6 +395,16 @@ class _Streaming:
         self.got.rows += 1
         if self.detailed:
             self.got.add(row)
+
+    def arrived_batch(self, batch: Any) -> None:
+        """A `CellBatch` came: the wait for it ends, its rows are counted."""
+        self.waited += time.perf_counter() - self.started
+        if self.token is not None:
+            self._release()
+        if self.detailed:
+            self.got.add_batch(batch)
+        else:
+            self.got.rows += len(batch.keys)
 
     def waiting(self) -> None:
         """The caller asks for the next row: the wait starts."""
