@@ -17,7 +17,7 @@ import gc
 import random
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -256,17 +256,29 @@ async def test_async_salted_reads_give_the_events_saved_in_order(backend: Backen
     async with asynchronous(backend) as ab:
         gauge = AGauge(ab, concurrent=side_by_side)
         db = ts.AsyncConnection(gauge)
-        await db.create_tables(Reading, Sensor)
-        events, sensed = readings(Reading), sensors(Sensor)
-        assert (await db.save_all(events)).ok and (await db.save_all(sensed)).ok
-        names = {c[0] for c in reading_cases(Reading, events)}
-        for name, query, expected in [*reading_cases(Reading, events), *sensor_cases(sensed)]:
-            qs = query((Reading if name in names else Sensor).using(db))
-            assert [e async for e in qs] == expected, name
-            assert await qs.count() == len(expected), name
-            assert await qs.first() == (expected[0] if expected else None), name
-        assert await db.latest(Reading) == max(events, key=lambda e: e.time)
+        await _saved_in_order(db, Reading, Sensor)
         assert gauge.open == 0, "every read was closed"
+
+
+async def _instances(name: str, qs: Any) -> list[Any]:
+    return [e async for e in qs]
+
+
+async def _saved_in_order(db: ts.AsyncConnection, Reading: Any, Sensor: Any,
+                          read: Callable[[str, Any], Awaitable[list[Any]]] = _instances,
+                          ) -> None:
+    """Every case of `reading_cases` and `sensor_cases` answered by ``db`` as the
+    oracle says: its instances (taken by ``read``), count, first and latest."""
+    await db.create_tables(Reading, Sensor)
+    events, sensed = readings(Reading), sensors(Sensor)
+    assert (await db.save_all(events)).ok and (await db.save_all(sensed)).ok
+    names = {c[0] for c in reading_cases(Reading, events)}
+    for name, query, expected in [*reading_cases(Reading, events), *sensor_cases(sensed)]:
+        qs = query((Reading if name in names else Sensor).using(db))
+        assert await read(name, qs) == expected, name
+        assert await qs.count() == len(expected), name
+        assert await qs.first() == (expected[0] if expected else None), name
+    assert await db.latest(Reading) == max(events, key=lambda e: e.time)
 
 
 # -- side by side: all at once, and no more rows than the limits ----------------------
@@ -540,19 +552,15 @@ async def test_threaded_async_reads_give_the_events_saved_in_order(backend: Back
     taken, the answers are the same, every read is closed."""
     Reading, Sensor = reading_model(), sensor_model()
     gauge, db = _threaded(backend)
-    await db.create_tables(Reading, Sensor)
-    events, sensed = readings(Reading), sensors(Sensor)
-    assert (await db.save_all(events)).ok and (await db.save_all(sensed)).ok
-    names = {c[0] for c in reading_cases(Reading, events)}
-    for name, query, expected in [*reading_cases(Reading, events), *sensor_cases(sensed)]:
-        qs = query((Reading if name in names else Sensor).using(db))
+
+    async def read(name: str, qs: Any) -> list[Any]:
         gauge.started_by_first_row = None
-        assert [e async for e in qs] == expected, name
+        got = [e async for e in qs]
         if name == "all":
             assert gauge.started_by_first_row == SALTS + 1, "each salt and the guard"
-        assert await qs.count() == len(expected), name
-        assert await qs.first() == (expected[0] if expected else None), name
-    assert await db.latest(Reading) == max(events, key=lambda e: e.time)
+        return got
+
+    await _saved_in_order(db, Reading, Sensor, read)
     assert gauge.open == 0, "every read was closed"
 
 
