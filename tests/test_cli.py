@@ -455,6 +455,21 @@ def test_schema_without_url_says_it_plans_against_memory() -> None:
     assert run("schema", "plan", EXAMPLE, env=_env(TSMODEL_URL="nope://")).returncode == 1
 
 
+@pytest.mark.parametrize("url", [["--url", "memory://"], []])
+def test_schema_apply_to_memory_says_the_tables_vanish_at_exit(url: list[str]) -> None:
+    done = run("schema", "apply", EXAMPLE, *url)
+    assert done.returncode == 0, done.stderr
+    assert "Applied 2 changes." in done.stdout
+    assert "in-memory store is discarded when the command exits" in done.stderr, done.stderr
+    assert "discarded" not in done.stdout
+
+
+def test_schema_apply_to_a_file_says_nothing_of_vanishing(tmp_path: Path) -> None:
+    done = run("schema", "apply", EXAMPLE, "--url", f"sqlite:///{tmp_path / 'm.db'}")
+    assert done.returncode == 0, done.stderr
+    assert "discarded" not in done.stderr + done.stdout
+
+
 # -- targets and errors ------------------------------------------------------------------
 
 

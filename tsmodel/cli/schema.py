@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
-from tsmodel.cli._common import JSON, CliError, command, connect, group, url
+from tsmodel.backends.embedded import EmbeddedBackend
+from tsmodel.cli._common import JSON, CliError, command, connect, group, print_note, url
 from tsmodel.cli._targets import models
 from tsmodel.errors import BackendUnreachableError
 from tsmodel.ground.base import Backend, Reachable
@@ -99,6 +101,12 @@ def _schema(args: argparse.Namespace,
     with connect(args.url) as conn:
         _check_reachable(conn.backend, args.connect_timeout)
         plan = conn.plan_schema(*targets, drop=args.drop, drop_tables=args.drop_tables)
+        if apply and isinstance(conn.backend, EmbeddedBackend) and not conn.features.persistent:
+            print_note("the in-memory store is discarded when the command exits: the "
+                       "tables applied here are gone with it; give --url a store that "
+                       "persists (sqlite:///FILE.db, bigtable://PROJECT/INSTANCE, or the "
+                       "emulator's bigtable-emulator://HOST:PORT/PROJECT/INSTANCE)",
+                       prefix="tsmodel: note:", stream=sys.stderr)
         return plan, (conn.apply_schema(plan) if apply else ())
 
 
