@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -246,6 +246,67 @@ async def test_connect_async_opens_and_closes(backend: Backend) -> None:
     db = await ts.connect_async(url, batch_size=5)
     assert db.batch_size == 5
     await db.close()
+
+
+@pytest.fixture
+def no_default_connection(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No default connection and no TSMODEL_URL while the test runs (restored after)."""
+    from tsmodel.run import connection as connection_module
+
+    monkeypatch.delenv("TSMODEL_URL", raising=False)
+    previous = connection_module._default
+    ts.set_default_connection(None)
+    try:
+        yield
+    finally:
+        ts.set_default_connection(previous)
+
+
+def _url_of(backend: Backend, tmp_path: Any) -> str:
+    from tsmodel.backends.bigtable import BigtableBackend
+
+    if isinstance(backend, BigtableBackend):
+        return (f"bigtable-emulator://{backend.emulator_host}/{backend.project}/"
+                f"{backend.instance}")
+    return f"sqlite:///{tmp_path / 'async.db'}"
+
+
+async def test_a_blocking_query_beside_connect_async_refuses_the_implicit_default(
+        backend: Backend, tmp_path: Any, no_default_connection: None) -> None:
+    # connect_async() never makes the default connection: a blocking query with
+    # none set must not fall back to an empty in-memory store and answer from it.
+    Metric = metric_model()
+    events = fleet(Metric, hosts=1, points=3)
+    host = events[0].hostname
+    async with ts.connect_async(_url_of(backend, tmp_path)) as adb:
+        await adb.create_tables(Metric)
+        await adb.save_all(events)
+        qs = Metric.range(T0, T0 + timedelta(1), hostname=host)
+        for run in (qs.count, lambda: list(qs), lambda: Metric.latest(hostname=host),
+                    ts.get_default_connection):
+            with pytest.raises(ts.ConfigurationError, match=r"connect_async\(\)") as info:
+                run()
+            assert "Model.using(" in str(info.value) and "ts.connect(" in str(info.value)
+        assert await qs.using(adb).count() == len(events)
+    from tsmodel.run import connection as connection_module
+
+    assert connection_module._default is None  # nothing was opened in its place
+    # Once the async connection is closed, the implicit in-memory default is back.
+    assert ts.get_default_connection().backend.features.persistent is False
+
+
+async def test_an_explicit_default_beside_connect_async_is_used(
+        backend: Backend, tmp_path: Any, no_default_connection: None) -> None:
+    Metric = metric_model()
+    events = fleet(Metric, hosts=1, points=3)
+    url = _url_of(backend, tmp_path)
+    async with ts.connect_async(url) as adb:
+        await adb.create_tables(Metric)
+        await adb.save_all(events)
+        with ts.connect(url) as db:  # the default, on the same store
+            assert Metric.range(T0, T0 + timedelta(1), hostname=events[0].hostname
+                                ).count() == len(events)
+            assert ts.get_default_connection() is db
 
 
 def test_connect_async_refuses_a_bad_url() -> None:

@@ -20,6 +20,7 @@ Open one with `connect_async()`:
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -102,6 +103,7 @@ class AsyncConnection(ConnectionState[AsyncBackend]):
 
     async def close(self) -> None:
         """Close the backend. Idempotent."""
+        _OPENED.discard(self)
         await self.backend.close()
 
     # -- schema -------------------------------------------------------------------
@@ -367,11 +369,13 @@ class _Connecting:
         settings = url_settings(self._url, self._settings)
         backend = async_backend_for(self._url, settings)
         try:
-            return AsyncConnection(backend, batch_size=self._batch_size, flow=self._flow,
+            conn = AsyncConnection(backend, batch_size=self._batch_size, flow=self._flow,
                                    settings=settings, cursor_secret=self._secret)
         except BaseException:
             await backend.close()
             raise
+        _OPENED.add(conn)
+        return conn
 
     def __await__(self) -> Generator[Any, None, AsyncConnection]:
         return self._open().__await__()
@@ -398,6 +402,17 @@ class _Connecting:
             "connection", name=name, obj=self)
 
 
+#: The connections `connect_async()` opened that are not closed (nor garbage): while
+#: one is, a blocking query with no default connection refuses to fall back to an
+#: empty in-memory store (`tsmodel.run.connection.get_default_connection()`).
+_OPENED: weakref.WeakSet[AsyncConnection] = weakref.WeakSet()
+
+
+def opened_async() -> bool:
+    """Whether a connection `connect_async()` opened is still open."""
+    return len(_OPENED) > 0
+
+
 def connect_async(url: str | None = None, *,
                   batch_size: int = DEFAULT_BATCH_SIZE,
                   flow: WriteFlow = DEFAULT_FLOW, cursor_secret: str | bytes | None = None,
@@ -407,6 +422,9 @@ def connect_async(url: str | None = None, *,
     Or ``async with connect_async(url) as db:``, which closes it at the end.
     Call it from a running event loop. An async connection is never the
     default one: queries run on it with ``Model.using(db)`` or ``db.range(...)``.
+    While it is open, a blocking query with no default connection (and no
+    ``TSMODEL_URL``) raises `ConfigurationError` rather than answer from an
+    empty in-memory store.
 
     Args:
         url: as for `tsmodel.connect()`. The embedded store runs its

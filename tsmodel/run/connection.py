@@ -44,7 +44,12 @@ from tsmodel.plan.results import EntityResult, TableWrite, WriteResult, WriteSta
 from tsmodel.plan.schedule import DEFAULT_FLOW, WriteFlow, check_write_options
 from tsmodel.plan.writes import WritePlan
 from tsmodel.run._connection_state import ConnectionState
-from tsmodel.run.async_connection import DEFAULT_BATCH_SIZE, AsyncConnection, AsyncQuerySet
+from tsmodel.run.async_connection import (
+    DEFAULT_BATCH_SIZE,
+    AsyncConnection,
+    AsyncQuerySet,
+    opened_async,
+)
 from tsmodel.run.cache import CachingBackend
 from tsmodel.run.drive import chunk_saves, drive
 from tsmodel.run.drive import first as first_of
@@ -467,6 +472,9 @@ class Connection(ConnectionState[Backend]):
 # -- the default connection ------------------------------------------------------
 
 _default: Connection | None = None
+#: The default connection `get_default_connection()` opened in memory for want of
+#: one (no `connect()`, no ``TSMODEL_URL``), while it is the default.
+_implicit: Connection | None = None
 _default_lock = threading.Lock()
 
 
@@ -541,12 +549,35 @@ def set_default_connection(conn: Connection | None) -> None:
 
 
 def get_default_connection() -> Connection:
-    """The default connection; opens one from ``TSMODEL_URL`` (or in memory) if none."""
-    global _default
+    """The default connection; opens one from ``TSMODEL_URL`` (or in memory) if none.
+
+    Raises:
+        ConfigurationError: there is no default connection but the in-memory
+            one, and a connection `connect_async()` opened is open: the
+            query would read another store than the program writes through.
+    """
+    global _default, _implicit
     with _default_lock:
         if _default is None:
-            _default = connect(os.environ.get("TSMODEL_URL") or None, default=False)
+            url = os.environ.get("TSMODEL_URL") or None
+            if url is None:
+                _refuse_implicit()
+            _default = connect(url, default=False)
+            _implicit = _default if url is None else None
+        elif _default is _implicit:
+            _refuse_implicit()
         return _default
+
+
+def _refuse_implicit() -> None:
+    """Refuse the implicit in-memory default beside an open async connection."""
+    if opened_async():
+        raise errors.ConfigurationError(
+            "no default connection: ts.connect() made none, and the AsyncConnection that "
+            "ts.connect_async() opened is never the default one; an empty in-memory store "
+            "in its place would answer from another store than the one written through. "
+            "Run the query on the async connection (Model.using(adb), adb.range(...)), or "
+            "open a blocking connection on the store you mean with ts.connect(url)")
 
 
 # -- the blocking query runner ---------------------------------------------------------
