@@ -177,8 +177,6 @@ INTERNAL: dict[str, tuple[int, str]] = {
                                        "backends wrap its refusals into BackendError"),
     "encoding/buckets.py": (18, "bucket sizes and labels; declarations and resample() turn "
                                 "its refusals into DeclarationError / QueryError"),
-    "encoding/codecs.py": (2, "a codec's encode() refuses with a ValueError (the codec "
-                              "protocol, a user's codecs too); saves raise ValidationError"),
     "encoding/timestamps.py": (17, "timestamp codecs and formats; declarations, saves, "
                                    "queries and floor_timestamp() raise tsmodel errors"),
     "layouts/_fragment.py": (2, "the code generator's own expression tree"),

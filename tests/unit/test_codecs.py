@@ -44,8 +44,47 @@ def test_int64_is_8_byte_big_endian_twos_complement(value, data):
 
 @pytest.mark.parametrize("value", [2**63, -(2**63) - 1, 10**30])
 def test_int64_overflow(value):
-    with pytest.raises(OverflowError, match="64-bit"):
+    with pytest.raises(ts.ValidationError, match="64-bit") as info:
         ts.Int64().encode(value)
+    assert not isinstance(info.value, TypeError) and info.value.value == value
+    assert "int64" in str(info.value) and str(value) in str(info.value)
+
+
+# A codec called on its own refuses a value with tsmodel's error naming the codec and
+# the value: FieldTypeError (also a TypeError) for a wrong type, ValidationError (a
+# ValueError) for a value of the right type it cannot store; never a bare exception.
+WRONG_TYPES = [
+    (ts.Int64(), "x", "int64"), (ts.Int64(), 1.5, "int64"), (ts.Int64(), None, "int64"),
+    (ts.Float64(), "x", "float64"), (ts.Float64(), b"1", "float64"),
+    (ts.Utf8(), 5, "utf8"), (ts.Utf8(), b"x", "utf8"),
+    (ts.Raw(), "s", "bytes"), (ts.Raw(), 5, "bytes"),
+    (ts.Text(str), 5, "Text(str)"), (ts.Text(int), "7", "Text(int)"),
+    (ts.Text(int), True, "Text(int)"), (ts.Text(float), "x", "Text(float)"),
+    (ts.Text(Decimal, places=2), "1.00", "Text(Decimal, places=2)"),
+]
+OUT_OF_RANGE = [
+    (ts.Float64(), 2**1024, "float64"), (ts.Utf8(), "\ud800", "utf8"),
+    (ts.Text(float), 2**1024, "Text(float)"),
+    (ts.Text(float, places=2), 1.234, "Text(float, places=2)"),
+    (ts.Text(float, places=2), math.inf, "Text(float, places=2)"),
+]
+
+
+@pytest.mark.parametrize(("codec", "value", "name"), WRONG_TYPES)
+def test_a_codec_refuses_a_wrong_type_with_a_field_type_error(codec, value, name):
+    with pytest.raises(ts.FieldTypeError) as info:
+        codec.encode(value)
+    assert isinstance(info.value, TypeError) and info.value.value is value
+    assert name in str(info.value) and repr(value) in str(info.value)
+    assert type(value).__name__ in str(info.value)
+
+
+@pytest.mark.parametrize(("codec", "value", "name"), OUT_OF_RANGE)
+def test_a_codec_refuses_a_value_it_cannot_store_with_a_validation_error(codec, value, name):
+    with pytest.raises(ts.ValidationError) as info:
+        codec.encode(value)
+    assert not isinstance(info.value, TypeError) and info.value.value is value
+    assert name in str(info.value) and repr(value) in str(info.value)
 
 
 @PROPS

@@ -59,6 +59,18 @@ def _utf8(codec: str, data: bytes) -> str:
                                    f"{exc.start})") from None
 
 
+def _wrong_type(codec: str, value: Any, expected: str) -> errors.FieldTypeError:
+    """The error for a value of a type the codec does not encode."""
+    return errors.FieldTypeError(
+        f"the {codec} codec encodes {expected}, not {type(value).__name__} {value!r}",
+        value=value)
+
+
+def _out_of_range(codec: str, value: Any, what: str) -> errors.ValidationError:
+    """The error for a value of the right type that the codec cannot store."""
+    return errors.ValidationError(f"{value!r} {what} (the {codec} codec)", value=value)
+
+
 def _check_exact_float(value: Any) -> None:
     """Refuse an int that a double would round (beyond 2**53, not a multiple of its step).
 
@@ -69,12 +81,12 @@ def _check_exact_float(value: Any) -> None:
         try:
             exact = int(float(value)) == value
         except OverflowError:
-            return  # the codec raises its own OverflowError
+            return  # the codec refuses it as out of range
         if not exact:
             raise errors.ValidationError(
                 f"the int {value} is not exactly a 64-bit float: it would be stored as "
                 f"{float(value)!r}; pass float({value}) to accept the rounding, or declare "
-                "the field int"
+                "the field int", value=value,
             )
 
 
@@ -119,10 +131,19 @@ class Int64(_Packed[int]):
     _packing = _INT64
 
     def encode(self, value: int) -> bytes:
+        """The 8 bytes of ``value``.
+
+        Raises:
+            FieldTypeError: not an int (nor an integer type, such as numpy's).
+            ValidationError: an int beyond the signed 64-bit range.
+        """
         try:
             return _INT64.pack(value)
-        except struct.error as exc:
-            raise OverflowError(f"{value} does not fit in a signed 64-bit integer") from exc
+        except struct.error:
+            if not hasattr(value, "__index__"):
+                raise _wrong_type(self.name, value, "an int") from None
+            raise _out_of_range(self.name, value,
+                                "does not fit in a signed 64-bit integer") from None
 
     def exact(self) -> tuple[type, Any, tuple[type[Exception], ...]]:
         """`encode()` of an ``int`` (exactly), as the generated encoders call it: the
@@ -146,15 +167,18 @@ class Float64(_Packed[float]):
         """The 8 bytes of ``value``.
 
         Raises:
-            ValidationError: an int that a double would round (beyond 2**53).
-            OverflowError: an int beyond the range of doubles.
+            FieldTypeError: not a float or an int (nor a type with ``__float__``).
+            ValidationError: an int that a double would round (beyond 2**53), or
+                beyond the range of doubles.
         """
         if type(value) is not float:
             _check_exact_float(value)
         try:
             return _FLOAT64.pack(value)
-        except (struct.error, OverflowError) as exc:
-            raise OverflowError(f"{value} does not fit in a 64-bit float") from exc
+        except (struct.error, OverflowError):
+            if not hasattr(value, "__float__"):
+                raise _wrong_type(self.name, value, "a float or an int") from None
+            raise _out_of_range(self.name, value, "does not fit in a 64-bit float") from None
 
     def exact(self) -> tuple[type, Any, tuple[type[Exception], ...]]:
         """`encode()` of a ``float`` (exactly), as the generated encoders call it: the
@@ -173,7 +197,19 @@ class Utf8:
     name = "utf8"
 
     def encode(self, value: str) -> bytes:
-        return value.encode("utf-8")
+        """The UTF-8 bytes of ``value``.
+
+        Raises:
+            FieldTypeError: not a ``str``.
+            ValidationError: a string UTF-8 cannot encode (a lone surrogate).
+        """
+        try:
+            return value.encode("utf-8")
+        except AttributeError:
+            raise _wrong_type(self.name, value, "a str") from None
+        except UnicodeEncodeError as exc:
+            raise _out_of_range(self.name, value, f"is not valid Unicode ({exc.reason} at "
+                                                  f"position {exc.start})") from None
 
     def decode(self, data: bytes) -> str:
         """The text of UTF-8 bytes.
@@ -228,6 +264,13 @@ class Raw:
     name = "bytes"
 
     def encode(self, value: bytes) -> bytes:
+        """``value`` as ``bytes``.
+
+        Raises:
+            FieldTypeError: not bytes, a bytearray or a memoryview.
+        """
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            raise _wrong_type(self.name, value, "bytes, a bytearray or a memoryview")
         return bytes(value)
 
     def decode(self, data: bytes) -> bytes:
@@ -280,18 +323,34 @@ class Text:
         """The text of ``value``.
 
         Raises:
-            ValueError: with ``places``, a value that does not have at most
-                that many decimal places, or is not finite.
-            ValidationError: an int a ``Text(float)`` would round (beyond 2**53).
+            FieldTypeError: not a value of ``kind`` (an int for ``float``; a
+                bool for none).
+            ValidationError: with ``places``, a value that does not have at most
+                that many decimal places, or is not finite; an int a
+                ``Text(float)`` would round (beyond 2**53), or beyond the range of
+                doubles.
         """
+        self._check_kind(value)
         if self.kind is float:
             _check_exact_float(value)
+            try:
+                number = float(value)
+            except OverflowError:
+                raise _out_of_range(repr(self), value,
+                                    "does not fit in a 64-bit float") from None
             if self.places is not None:
-                return self._encode_places(float(value))
-            return repr(float(value)).encode("utf-8")
+                return self._encode_places(number)
+            return repr(number).encode("utf-8")
         if self.kind is Decimal and self.places is not None:
             return self._encode_places(value)
         return str(value).encode("utf-8")
+
+    def _check_kind(self, value: object) -> None:
+        """Refuse a value that is not of ``kind`` (an int for ``float``; a bool for none)."""
+        kinds = self.python_type if isinstance(self.python_type, tuple) else (self.python_type,)
+        if not isinstance(value, kinds) or isinstance(value, bool):
+            names = " or ".join(t.__name__ for t in kinds)
+            raise _wrong_type(repr(self), value, f"a {names}")
 
     def _encode_places(self, value: float | Decimal) -> bytes:
         places = self.places
@@ -305,12 +364,13 @@ class Text:
         except (ArithmeticError, ValueError):
             pass
         if not finite:
-            raise ValueError(f"{value!r} has no decimal text with {places} places ({self!r})")
+            raise errors.ValidationError(
+                f"{value!r} has no decimal text with {places} places ({self!r})", value=value)
         if not exact:
-            raise ValueError(
+            raise errors.ValidationError(
                 f"{value!r} cannot be written with exactly {places} decimal places "
                 f"({self!r}) without rounding it; round it first (round(value, {places})) "
-                "or declare more places")
+                "or declare more places", value=value)
         return text.encode("ascii")
 
     def decode(self, data: bytes) -> Any:

@@ -117,8 +117,8 @@ class ValueEncoder:
         try:
             return v.codec.encode(item)
         except (ValueError, OverflowError, UnicodeError) as exc:
-            raise errors.ValidationError(str(exc), model=self.model, field=v.name,
-                                         value=item) from None
+            cls = errors.FieldTypeError if isinstance(exc, TypeError) else errors.ValidationError
+            raise cls(str(exc), model=self.model, field=v.name, value=item) from None
 
 
 def _equals_itself(item: Any) -> bool:
