@@ -284,6 +284,52 @@ def test_a_pandas_nan_is_the_number_in_a_required_field_that_allows_it(
         conn.drop_tables(Probe)
 
 
+def test_an_optional_field_that_allows_nan_keeps_missing_and_nan_apart(
+        backend: Backend) -> None:
+    # In an Optional float field declared allow_nan, None (no cell) and NaN (a cell
+    # holding NaN) are two values: every columnar result, and the frame saved back,
+    # must keep them apart, as the instances do.
+    @ts.model(table=f"ONAN{uuid.uuid4().hex[:8].upper()}", family="f")
+    class Probe:
+        probe: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        temp: float | None = ts.value(allow_nan=True, default=None)
+        hum: float | None = ts.value(default=None)  # no NaN: NaN is its missing value
+
+    conn = ts.Connection(backend)
+    conn.create_tables(Probe)
+    try:
+        times = [T0 + timedelta(seconds=i) for i in range(4)]
+        temps = [None, float("nan"), 1.5, None]
+        hums = [0.25, None, None, 2.0]
+        conn.save_all([Probe(probe="p1", time=t, temp=a, hum=b)
+                       for t, a, b in zip(times, temps, hums, strict=True)])
+        qs = Probe.range(T0, T0 + timedelta(hours=1), probe="p1").using(conn)
+
+        def kind(v: Any) -> str:  # the oracle's three cases, whatever the container
+            if v is None or v is pd.NA:
+                return "missing"
+            return "nan" if v != v else repr(float(v))
+
+        expected = [kind(v) for v in temps]
+        assert [kind(e.temp) for e in qs] == expected
+        assert [kind(v) for v in qs.to_arrow().column("temp").to_pylist()] == expected
+        assert [kind(v) for v in qs.to_polars()["temp"].to_list()] == expected
+        frame = qs.to_pandas()
+        assert str(frame["temp"].dtype) == "Float64"
+        assert [kind(v) for v in frame["temp"].array] == expected
+        assert frame["temp"].isna().tolist() == [v is None for v in temps]
+        assert str(frame["hum"].dtype) == "float64"  # NaN is missing there, as documented
+        assert frame["hum"].isna().tolist() == [v is None for v in hums]
+
+        conn.delete_all(Probe(probe="p1", time=t) for t in times)
+        assert conn.save_frame(Probe, frame, progress=False).written == len(times)
+        assert [(kind(e.temp), kind(e.hum)) for e in qs] == [
+            (kind(a), kind(b)) for a, b in zip(temps, hums, strict=True)]
+    finally:
+        conn.drop_tables(Probe)
+
+
 def test_a_generator_of_batches_is_saved_chunk_by_chunk(rows_model: Any) -> None:
     model, conn = rows_model
     table = pa.Table.from_pandas(_frame(50))

@@ -614,7 +614,8 @@ class AsyncQuerySet(Query[M]):
     async def to_pandas(self) -> Any:
         """The matching events as a ``pandas.DataFrame``; see `QuerySet.to_pandas()`."""
         _pandas.require_all("to_pandas()")
-        return _pandas.frame_of(await self._aarrow_table("to_pandas()"))
+        return _pandas.frame_of(await self._aarrow_table("to_pandas()"),
+                                nan_columns=self._nan_columns())
 
     async def to_polars(self) -> Any:
         """The matching events as a ``polars.DataFrame``; see `QuerySet.to_polars()`."""

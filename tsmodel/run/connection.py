@@ -767,7 +767,8 @@ class QuerySet(Query[M]):
                 (``pip install 'tsmodel-bigtable[pandas]'``).
         """
         _pandas.require_all("to_pandas()")
-        return _pandas.frame_of(self._arrow_table("to_pandas()"))
+        return _pandas.frame_of(self._arrow_table("to_pandas()"),
+                                nan_columns=self._nan_columns())
 
     def to_polars(self) -> Any:
         """The matching events as a ``polars.DataFrame``; see `tsmodel.io.polars`.

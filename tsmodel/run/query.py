@@ -81,6 +81,11 @@ class Query(Generic[M]):
         self._spec = spec_of(model)
         self._state = state if state is not None else _ASKED_NOTHING
 
+    def _nan_columns(self) -> tuple[str, ...]:
+        """The value fields in which NaN and ``None`` are two values (``Optional``,
+        ``allow_nan``): their pandas column is a nullable ``Float64``."""
+        return tuple(v.name for v in self._spec.values if v.optional and v.allow_nan)
+
     # -- building -----------------------------------------------------------------
 
     def _with_state(self, state: QueryState) -> Self:
