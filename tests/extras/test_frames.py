@@ -330,6 +330,86 @@ def test_an_optional_field_that_allows_nan_keeps_missing_and_nan_apart(
         conn.drop_tables(Probe)
 
 
+def _numpy_model() -> Any:
+    s = uuid.uuid4().hex[:8].upper()
+
+    @ts.model(table=f"NPY{s}", family="f", current=f"NPY_CUR{s}",
+              rollups=[ts.rollup(f"NPY_1H{s}", "1h")])
+    class Reading:
+        site: str = ts.key()
+        unit: int = ts.key(width=4)
+        time: datetime = ts.timestamp(unit="ms")
+        n: int = ts.value()
+        x: float = ts.value()
+        ok: bool | None = ts.value(default=None)
+
+    return Reading
+
+
+def test_numpy_scalars_save_as_their_exact_python_values(backend: Backend) -> None:
+    # A frame's numpy-typed columns are saved as their values; an instance holding
+    # the same numpy scalars (a frame's row, a numpy computation) saves the same,
+    # wherever the scalar is exactly a value of the field's type.
+    np = pytest.importorskip("numpy")
+    Reading = _numpy_model()
+    conn = ts.Connection(backend)
+    conn.create_tables(Reading)
+    try:
+        times = [T0 + timedelta(seconds=i) for i in range(3)]
+        plain = [dict(n=2**62 + i, x=[0.5, 1.0, 0.1][i], ok=[True, False, None][i])
+                 for i in range(3)]  # the oracle: plain Python values
+        numpyish = [dict(n=np.int64(2**62) + i, x=[np.float32(0.5), np.int32(1),
+                                                   np.float64(0.1)][i],
+                         ok=[np.bool_(True), np.bool_(False), None][i]) for i in range(3)]
+        result = conn.save_all([Reading(site="s", unit=np.int64(7), time=t, **v)
+                                for t, v in zip(times, numpyish, strict=True)])
+        assert result.ok
+        got = list(Reading.range(T0, T0 + timedelta(hours=1), site="s", unit=7).using(conn))
+        assert [(e.unit, e.n, e.x, e.ok) for e in got] == [
+            (7, v["n"], v["x"], v["ok"]) for v in plain]
+        assert all(type(e.n) is int and type(e.x) is float for e in got)
+        assert Reading.using(conn).latest(site="s", unit=np.int64(7)).n == plain[-1]["n"]
+        (hour,) = Reading.using(conn).rollup("1h").range(T0, T0 + timedelta(hours=1),
+                                                        site="s", unit=7)
+        assert (hour.n_sum, hour.x_sum) == (sum(v["n"] for v in plain),
+                                            sum(v["x"] for v in plain))
+
+        # The same events from a frame of numpy columns: the same cells.
+        frame = pd.DataFrame({"site": "s", "unit": np.int64(8), "time": times,
+                              "n": np.array([v["n"] for v in plain], dtype=np.int64),
+                              "x": np.array([v["x"] for v in plain]),
+                              "ok": pd.array([v["ok"] for v in plain], dtype="boolean")})
+        assert conn.save_frame(Reading, frame, progress=False).written == 3
+        assert [(e.n, e.x, e.ok) for e in Reading.range(
+            T0, T0 + timedelta(hours=1), site="s", unit=8).using(conn)] == [
+            (v["n"], v["x"], v["ok"]) for v in plain]
+    finally:
+        conn.drop_tables(Reading)
+
+
+@pytest.mark.parametrize(("field", "make", "error"), [
+    ("n", lambda np: np.bool_(True), ts.FieldTypeError),      # a bool is no int
+    ("n", lambda np: np.float64(2.0), ts.FieldTypeError),     # a float is no int
+    ("n", lambda np: np.uint64(2**64 - 1), ts.ValidationError),  # beyond int64
+    ("x", lambda np: np.longdouble(1) / 3, ts.FieldTypeError),  # no double holds it
+    ("x", lambda np: np.float32("nan"), ts.ValidationError),  # NaN not allowed
+    ("unit", lambda np: np.float64(7.0), ts.KeyTypeError),
+])
+def test_a_numpy_scalar_that_is_not_a_value_of_the_field_is_refused(
+        field: str, make: Any, error: type[Exception]) -> None:
+    np = pytest.importorskip("numpy")
+    Reading = _numpy_model()
+    value = make(np)
+    values = {"site": "s", "unit": 7, "time": T0, "n": 1, "x": 0.5, field: value}
+    db = ts.connect("memory://", default=False)
+    db.create_tables(Reading)
+    with pytest.raises(error) as info:
+        db.save(Reading(**values))
+    assert type(info.value) is error or issubclass(type(info.value), error)
+    assert f"Reading.{field}" in str(info.value) and info.value.value is value
+    assert not list(Reading.range(T0, T0 + timedelta(hours=1), site="s", unit=7).using(db))
+
+
 def test_a_generator_of_batches_is_saved_chunk_by_chunk(rows_model: Any) -> None:
     model, conn = rows_model
     table = pa.Table.from_pandas(_frame(50))

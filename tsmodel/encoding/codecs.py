@@ -23,7 +23,7 @@ from tsmodel.encoding.ordering import (
     plain_ranges,
 )
 
-__all__ = ["Codec", "Int64", "Float64", "Utf8", "Bool", "Raw", "Text", "codec_for"]
+__all__ = ["Codec", "Int64", "Float64", "Utf8", "Bool", "Raw", "Text", "codec_for", "plain_value"]
 
 _N = TypeVar("_N", int, float)
 _INT64 = struct.Struct(">q")
@@ -57,6 +57,30 @@ def _utf8(codec: str, data: bytes) -> str:
     except UnicodeDecodeError as exc:
         raise _refuse(codec, data, f"is not valid UTF-8 ({exc.reason} at position "
                                    f"{exc.start})") from None
+
+
+#: The Python types a numpy scalar may stand for (`plain_value()`).
+_PLAIN = frozenset((int, float, bool, str, bytes))
+
+
+def plain_value(value: Any) -> Any:
+    """The Python value of a numpy scalar that holds exactly it, else ``value`` itself.
+
+    ``np.int64(3)`` is ``3``, ``np.float32(0.5)`` is ``0.5``, ``np.bool_(True)``
+    is ``True``: what a frame's numpy column is saved as. A scalar no Python
+    value holds exactly (``np.longdouble(1) / 3``) stays as it is, to be
+    refused by the field's type check. Called on the checked paths only
+    (a value not of a field's own types), never imports numpy.
+    """
+    if type(value).__module__ != "numpy":
+        return value
+    try:
+        plain = value.item()
+        same = type(plain) in _PLAIN and (bool(plain == value)
+                                          or (plain != plain and value != value))
+    except (AttributeError, TypeError, ValueError, ArithmeticError):
+        return value
+    return plain if same else value
 
 
 def _wrong_type(codec: str, value: Any, expected: str) -> errors.FieldTypeError:

@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from tsmodel.encoding.buckets import Bucket
+from tsmodel.encoding.codecs import plain_value
 from tsmodel.encoding.timestamps import TimestampEncoding, from_micros
 
 __all__ = [
@@ -287,7 +288,10 @@ class IntSegment(Segment):
 
     def encode(self, value: int) -> bytes:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise SegmentTypeError(f"expected int, got {type(value).__name__} {value!r}")
+            plain = plain_value(value)  # a numpy scalar: its exact Python value
+            if plain is value or isinstance(plain, bool) or not isinstance(plain, int):
+                raise SegmentTypeError(f"expected int, got {type(value).__name__} {value!r}")
+            value = plain
         if value < 0:
             raise SegmentValueError(
                 f"{value} is negative; zero-padded integer key segments hold 0 .. "

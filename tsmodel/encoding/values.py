@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from tsmodel import errors
-from tsmodel.encoding.codecs import Codec
+from tsmodel.encoding.codecs import Codec, plain_value
 
 __all__ = ["ValueSpec", "ValueEncoder", "MAX_VALUE_BYTES", "too_big"]
 
@@ -103,22 +103,30 @@ class ValueEncoder:
                 model=self.model, field=v.name, value=item,
             )
         expected = v.accepted_types
-        if not isinstance(item, expected) or (isinstance(item, bool) and bool not in expected):
-            names = "/".join(t.__name__ for t in expected)
-            raise errors.FieldTypeError(
-                f"expected {names}, got {type(item).__name__} {item!r}",
-                model=self.model, field=v.name, value=item,
-            )
+        given = item
+        if not _of_types(item, expected):
+            item = plain_value(item)  # a numpy scalar: its exact Python value
+            if item is given or not _of_types(item, expected):
+                names = "/".join(t.__name__ for t in expected)
+                raise errors.FieldTypeError(
+                    f"expected {names}, got {type(given).__name__} {given!r}",
+                    model=self.model, field=v.name, value=given,
+                )
         if not _equals_itself(item) and not v.allow_nan:  # NaN
             raise errors.ValidationError(
                 "NaN refused; pass allow_nan=True to tsmodel.value() to store it",
-                model=self.model, field=v.name, value=item,
+                model=self.model, field=v.name, value=given,
             )
         try:
             return v.codec.encode(item)
         except (ValueError, OverflowError, UnicodeError) as exc:
             cls = errors.FieldTypeError if isinstance(exc, TypeError) else errors.ValidationError
-            raise cls(str(exc), model=self.model, field=v.name, value=item) from None
+            raise cls(str(exc), model=self.model, field=v.name, value=given) from None
+
+
+def _of_types(item: Any, expected: tuple[type, ...]) -> bool:
+    """Whether ``item`` is of the ``expected`` types (a bool only where named)."""
+    return isinstance(item, expected) and (bool in expected or not isinstance(item, bool))
 
 
 def _equals_itself(item: Any) -> bool:

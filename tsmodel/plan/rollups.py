@@ -38,6 +38,7 @@ import attrs
 from tsmodel import errors
 from tsmodel.declare.rollups import label_of as _label
 from tsmodel.declare.spec import ModelSpec, RollupSpec
+from tsmodel.encoding.codecs import plain_value
 from tsmodel.encoding.timestamps import from_micros
 from tsmodel.ground.base import (
     AddToCell,
@@ -185,7 +186,7 @@ class Accumulator:
         """One event, at ``us``."""
         self.count += 1
         for name, acc in self._fields.items():
-            v = getattr(entity, name)
+            v = plain_value(getattr(entity, name))  # numpy ints add without wrapping
             if v is not None:
                 acc.add(1, v, v, v, v, us)
 
@@ -488,7 +489,7 @@ class Increments:
             sums = found[1]
             sums["count"] += 1
             for name in rollup.fields:
-                v = getattr(entity, name)
+                v = plain_value(getattr(entity, name))
                 if v is not None:
                     sums[f"{name}_count"] += 1
                     sums[f"{name}_sum"] += v
