@@ -61,6 +61,7 @@ WRONG_TYPES = [
     (ts.Text(str), 5, "Text(str)"), (ts.Text(int), "7", "Text(int)"),
     (ts.Text(int), True, "Text(int)"), (ts.Text(float), "x", "Text(float)"),
     (ts.Text(Decimal, places=2), "1.00", "Text(Decimal, places=2)"),
+    (ts.Bool(), 2, "bool"), (ts.Bool(), "no", "bool"), (ts.Bool(), None, "bool"),
 ]
 OUT_OF_RANGE = [
     (ts.Float64(), 2**1024, "float64"), (ts.Utf8(), "\ud800", "utf8"),

@@ -260,7 +260,18 @@ class Bool:
     name = "bool"
 
     def encode(self, value: bool) -> bytes:
-        return b"\x01" if value else b"\x00"
+        """``0x01`` for ``True``, ``0x00`` for ``False``.
+
+        Raises:
+            FieldTypeError: not a bool (a numpy bool is one), rather than
+                store its truth value.
+        """
+        if value is True or value is False:
+            return b"\x01" if value else b"\x00"
+        plain = plain_value(value)
+        if type(plain) is not bool:
+            raise _wrong_type(self.name, value, "a bool")
+        return b"\x01" if plain else b"\x00"
 
     def decode(self, data: bytes) -> bool:
         """``False`` for ``0x00``, ``True`` for ``0x01``.
