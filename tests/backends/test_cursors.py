@@ -47,6 +47,7 @@ from tests.oracle.reference import Ev, Reference, Refused
 from tests.oracle.shapes import SHAPES, Shape, us_of
 from tsmodel.backends.base import Backend, ReadRequest, Row
 from tsmodel.run import fanout
+from tsmodel.run.cache import CachingBackend
 
 UTC = timezone.utc
 SECRET = "a cursor secret of the test suite"
@@ -496,19 +497,41 @@ def test_iterator_gives_up_with_a_cursor(backend: Backend, table_name: str) -> N
 
 class BreakingBatches(Breaking):
     """`Breaking` of reads in column batches (``read_batches``): the n-th read breaks
-    off before its batch number ``plan[n]``."""
+    off before its batch number ``plan[n]``; counts the reads in batches apart."""
+
+    batch_reads = 0
 
     def read_batches(self, request: ReadRequest) -> Iterator[Any]:
         cut = self.plan[self.reads] if self.reads < len(self.plan) else None
         self.reads += 1
+        self.batch_reads += 1
         return self._rows(self.inner.read_batches(request), cut)  # type: ignore[attr-defined]
 
 
+def _arrow_table(qs: Any, breaking: BreakingBatches, how: str) -> Any:
+    """``qs.to_arrow()`` on a connection reading through ``breaking``: ``how`` says
+    which (the sync API, the async one on a thread-backed backend, a read cache)."""
+    if how == "sync":
+        return qs.using(ts.Connection(breaking)).to_arrow()
+    if how == "cached":
+        return qs.using(ts.Connection(CachingBackend(breaking))).to_arrow()
+    from tsmodel.backends.threaded import ThreadedBackend
+
+    async def run() -> Any:
+        async with ts.AsyncConnection(ThreadedBackend(breaking)) as adb:
+            return await qs.using(adb).to_arrow()
+
+    return asyncio.run(run())
+
+
 @pytest.mark.usefixtures("no_wait")
+@pytest.mark.parametrize("how", ["sync", "async", "cached"])
 def test_columnar_reads_in_batches_resume_after_broken_streams(backend: Backend,
-                                                               table_name: str) -> None:
-    """``to_arrow()`` reads whole rows in column batches; a stream broken off between
-    batches is resumed after the last row of the last batch, no row lost or twice."""
+                                                               table_name: str,
+                                                               how: str) -> None:
+    """``to_arrow()`` reads whole rows in column batches, on the sync API, the async
+    one and through a read cache; a stream broken off between batches is resumed
+    after the last row of the last batch, no row lost or twice."""
     pytest.importorskip("pyarrow")
 
     @ts.model(table=table_name, family="M")
@@ -526,11 +549,12 @@ def test_columnar_reads_in_batches_resume_after_broken_streams(backend: Backend,
         assert conn.save_all(events).ok
         qs = Gauge.range(t0, t0 + timedelta(days=1), host="h")
         breaking = BreakingBatches(backend, [1, 2, None])
-        table = qs.using(ts.Connection(breaking)).to_arrow()
+        table = _arrow_table(qs, breaking, how)
         assert table.column("level").to_pylist() == [e.level for e in events]
         assert [t.timestamp() for t in table.column("time").to_pylist()] == \
             [e.time.timestamp() for e in events]
-        assert breaking.broken == 2 and breaking.reads == 3, "read in batches, broken twice"
+        assert breaking.batch_reads == breaking.reads == 3, "read in batches"
+        assert breaking.broken == 2, "broken twice"
     finally:
         conn.drop_tables(Gauge)
 

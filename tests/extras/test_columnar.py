@@ -9,6 +9,7 @@ query builds. The dtypes are checked against the model's declaration.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -65,8 +66,21 @@ def _refined(qs: Any, refine: Refine) -> Any:
     return qs
 
 
-def _check(shape: Shape, want: Answer | Refused, refine: Refine, run: Any, what: str) -> None:
-    """The query as Arrow against the reference and against its instances."""
+def _async_arrow(backend: Backend, qs: Any) -> tuple[Any, Any]:
+    """``qs.to_arrow()`` and its ``to_arrow_batches()`` on the async API, on the
+    asyncio backend of ``backend``'s kind and store."""
+    async def run() -> tuple[Any, Any]:
+        async with asynchronous(backend) as ab:
+            aqs = qs.using(ts.AsyncConnection(ab))
+            return await aqs.to_arrow(), [b async for b in aqs.to_arrow_batches(rows=7)]
+
+    return asyncio.run(run())
+
+
+def _check(shape: Shape, want: Answer | Refused, refine: Refine, run: Any, what: str,
+           backend: Backend) -> None:
+    """The query as Arrow against the reference and against its instances, and the
+    async API's Arrow against the sync one's."""
     if isinstance(want, Refused):
         with pytest.raises((ts.QueryError, ts.DoesNotExist)) as raised:
             run().to_arrow()
@@ -84,6 +98,11 @@ def _check(shape: Shape, want: Answer | Refused, refine: Refine, run: Any, what:
         f"{what}\n  expected: {want.events[:refine.limit]!r}\n  got:      {got!r}")
     instances = _events_of_instances(shape, list(qs))
     assert [e.strict() for e in got] == [e.strict() for e in instances], what
+    async_table, async_batches = _async_arrow(backend, qs)
+    assert async_table.equals(table), what
+    assert all(b.num_rows == 7 for b in async_batches[:-1]), what
+    streamed = pa.Table.from_batches(async_batches, table.schema)  # dictionaries per batch
+    assert streamed.to_pylist() == table.to_pylist(), what
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
@@ -119,7 +138,7 @@ def test_arrow_answers_as_the_reference(backend: Backend, shape: Shape,
                     want = refused
                 _check(shape, want, q.refine, lambda q=q: _refined(model.range(
                     aware(q.start, q.zone), aware(q.end, -q.zone), allow_scan=q.allow_scan,
-                    **dict(q.fields)).using(conn), q.refine), repr(q))
+                    **dict(q.fields)).using(conn), q.refine), repr(q), backend)
             if shape.current:
                 q = data.draw(tst.oracle_current_queries(shape), label="current query")
                 try:
@@ -127,7 +146,8 @@ def test_arrow_answers_as_the_reference(backend: Backend, shape: Shape,
                 except Refused as refused:
                     want = refused
                 _check(shape, want, q.refine, lambda: _refined(model.current(
-                    allow_scan=q.allow_scan, **dict(q.fields)).using(conn), q.refine), repr(q))
+                    allow_scan=q.allow_scan, **dict(q.fields)).using(conn), q.refine), repr(q),
+                       backend)
         finally:
             conn.drop_tables(model)
 

@@ -338,19 +338,31 @@ class ArrowColumns:
 
     def _cell_batches(self, codec: Any, it: Iterator[Any], only: tuple[str, ...] | None,
                       size: int) -> Iterator[Any]:
-        sized = _Sized(self._pa, size)
+        groups = _CellGroups(self, codec, only, size)
         with _closing(it):
-            group: Any = None
             for batch in it:
-                if group is None:
-                    group = type(batch)()  # the reader's batches stay as handed
-                group.extend(batch)
-                if len(group.values) >= size:  # at most ``size`` events and a batch's more
-                    yield from sized.add(self.cells_batch(codec, group, only))
-                    group = None
-            if group is not None:
-                yield from sized.add(self.cells_batch(codec, group, only))
-            yield from sized.rest()
+                yield from groups.add(batch)
+            yield from groups.end()
+
+    def acell_batches(self, codec: Any, batches: AsyncIterator[Any],
+                      only: tuple[str, ...] | None, size: int) -> AsyncIterator[Any]:
+        """`cell_batches()` of an asynchronous stream of `CellBatch` es."""
+        _check_rows(size)
+        return self._acell_batches(codec, batches, only, size)
+
+    async def _acell_batches(self, codec: Any, batches: AsyncIterator[Any],
+                             only: tuple[str, ...] | None, size: int) -> AsyncIterator[Any]:
+        groups = _CellGroups(self, codec, only, size)
+        try:
+            async for batch in batches:
+                for b in groups.add(batch):
+                    yield b
+            for b in groups.end():
+                yield b
+        finally:
+            aclose = getattr(batches, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
     def arow_batches(self, codec: Any, rows: AsyncIterator[Any], only: tuple[str, ...] | None,
                      size: int) -> AsyncIterator[Any]:
@@ -479,6 +491,38 @@ def _fixed_width(pa: Any, np: Any, codec: type, raw: list[bytes | None], arrow_t
         full[~mask] = flat
         flat = full
     return pa.array(flat, pa.bool_() if codec is Bool else arrow_type, mask=mask)
+
+
+class _CellGroups:
+    """`CellBatch` es gathered until they hold ``size`` events (and a batch's more),
+    each group decoded by `ArrowColumns.cells_batch()` into record batches of
+    ``size`` rows: the sync and the async `ArrowColumns.cell_batches()`."""
+
+    def __init__(self, columns: ArrowColumns, codec: Any, only: tuple[str, ...] | None,
+                 size: int) -> None:
+        self._columns, self._codec, self._only, self._size = columns, codec, only, size
+        self._sized = _Sized(columns._pa, size)
+        self._group: Any = None
+
+    def add(self, batch: Any) -> list[Any]:
+        """The record batches complete with ``batch``."""
+        group = self._group
+        if group is None:
+            group = self._group = type(batch)()  # the reader's batches stay as handed
+        group.extend(batch)
+        if len(group.values) < self._size:
+            return []
+        self._group = None
+        return self._sized.add(self._columns.cells_batch(self._codec, group, self._only))
+
+    def end(self) -> list[Any]:
+        """The record batches of what is left."""
+        out = []
+        if self._group is not None:
+            out = self._sized.add(self._columns.cells_batch(self._codec, self._group,
+                                                            self._only))
+            self._group = None
+        return out + self._sized.rest()
 
 
 class _Sized:

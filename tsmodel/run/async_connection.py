@@ -31,6 +31,7 @@ from tsmodel.declare.spec import class_spec
 from tsmodel.ground.base import (
     AsyncBackend,
     Backend,
+    CellBatch,
     DeclaredRows,
     Features,
     MutationOutcome,
@@ -38,6 +39,7 @@ from tsmodel.ground.base import (
     ReadRequest,
     Row,
     TableSpec,
+    batches_of,
     thread_backed,
 )
 from tsmodel.io import pandas as _pandas
@@ -352,6 +354,16 @@ class _BlockingReads:
     def read(self, request: ReadRequest) -> Iterator[Row]:
         return self._observer.read(request, self._backend.read_rows)
 
+    def read_batches(self, request: ReadRequest) -> Iterator[CellBatch]:
+        """`read()` in `CellBatch` es: the backend's ``read_batches``, or its rows
+        put in batches when it has none."""
+        backend = self._backend
+        read = getattr(backend, "read_batches", None)
+        if read is None:
+            def read(request: ReadRequest) -> Iterator[CellBatch]:
+                return batches_of(backend.read_rows(request))
+        return self._observer.read_batches(request, read)
+
 
 class _Connecting:
     """What `connect_async()` returns: awaitable, or an ``async with`` context."""
@@ -630,7 +642,12 @@ class AsyncQuerySet(Query[M]):
     def _acolumn_batches(self, columns: ArrowColumns, rows: int) -> AsyncIterator[Any]:
         """`QuerySet._column_batches()`, read asynchronously."""
         conn = self._connection
-        read = self._column_read(conn.features, conn.cursor_secret)
+        # A thread-backed backend's reads run on its blocking backend, which reads batches.
+        read = self._column_read(conn.features, conn.cursor_secret, columns,
+                                 thread_backed(conn.backend) is not None)
+        if read.sink == "batches":  # the rows in columns, no Row
+            return columns.acell_batches(read.plan.codec, self._aopen(read),
+                                         read.plan.only, rows)
         if read.sink == "rows":
             return columns.arow_batches(read.plan.codec, self._aopen(read), read.plan.only, rows)
         return columns.abatches(self._aopen(read), rows)  # type: ignore[arg-type]

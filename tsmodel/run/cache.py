@@ -28,6 +28,7 @@ from cachetools import TTLCache
 from tsmodel import errors
 from tsmodel.ground.base import (
     Backend,
+    CellBatch,
     KeySample,
     MutationOutcome,
     Reachable,
@@ -37,6 +38,7 @@ from tsmodel.ground.base import (
     RowMutation,
     RowSet,
     TableSpec,
+    batches_of,
 )
 
 __all__ = ["CachingBackend", "CacheStats", "MISSING", "single_row_key"]
@@ -258,6 +260,15 @@ class CachingBackend:
         if key is None or not self.caches(request.table):
             return self.backend.read_rows(request)
         return self._cached_read(request.table, key, request.filter, request)
+
+    def read_batches(self, request: ReadRequest) -> Iterator[CellBatch]:
+        """`read_rows()` in `CellBatch` es: the wrapped backend's own batches for a
+        read the cache does not serve, else the rows put in batches."""
+        read = getattr(self.backend, "read_batches", None)
+        if read is None or (single_row_key(request.rows) is not None
+                            and self.caches(request.table)):
+            return batches_of(self.read_rows(request))
+        return read(request)  # type: ignore[no-any-return]
 
     def _cached_read(self, table: str, key: bytes, row_filter: ReadFilter,
                      request: ReadRequest) -> Iterator[Row]:

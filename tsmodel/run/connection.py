@@ -17,8 +17,6 @@ from datetime import datetime, timedelta
 from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-import attrs
-
 from tsmodel import errors
 from tsmodel.backends import backend_for, url_settings
 from tsmodel.declare.spec import class_spec
@@ -788,15 +786,14 @@ class QuerySet(Query[M]):
         """Record batches of the matching events: rows decoded straight into columns
         where the plan's answer is whole rows, else records into columns."""
         conn = self._conn()
-        read = self._column_read(conn.features, conn.cursor_secret)
+        read = self._column_read(conn.features, conn.cursor_secret, columns,
+                                 hasattr(conn.backend, "read_batches"))
+        if read.sink == "batches":  # the rows in columns, no Row
+            return columns.cell_batches(read.plan.codec, self._open(read, conn),
+                                        read.plan.only, rows)
         if read.sink == "rows":
-            codec = read.plan.codec
-            if len(read.plan.requests) == 1 and not read.plan.guards and \
-                    hasattr(conn.backend, "read_batches") and columns.takes_batches(codec):
-                read = attrs.evolve(read, sink="batches")  # the rows in columns, no Row
-                return columns.cell_batches(codec, self._open(read, conn), read.plan.only,
-                                            rows)
-            return columns.row_batches(codec, self._open(read, conn), read.plan.only, rows)
+            return columns.row_batches(read.plan.codec, self._open(read, conn),
+                                       read.plan.only, rows)
         return columns.batches(self._open(read, conn), rows)  # type: ignore[arg-type]
 
     def first(self) -> M | None:

@@ -506,11 +506,19 @@ class Query(Generic[M]):
         """The builder of this query's columnar results (checks pyarrow is installed)."""
         return ArrowColumns(self.model, self._state.only, what)
 
-    def _column_read(self, features: Features, secret: bytes | None) -> Read:
+    def _column_read(self, features: Features, secret: bytes | None,
+                     columns: ArrowColumns | None = None, batches: bool = False) -> Read:
         """What the columnar results read: whole rows (decoded straight into columns)
-        where the plan's answer is whole rows, else records."""
+        where the plan's answer is whole rows, else records. With ``batches`` (the
+        connection's reads can hand out `tsmodel.ground.base.CellBatch` es), the
+        whole rows of one stream come in batches (``sink`` ``"batches"``, no `Row`)
+        when ``columns`` decodes the codec's rows a batch at a time."""
         read = self._read(features, secret, sink="records")
         if read.start is None and read.plan.codec is not None and reads_whole_rows(read.plan):
+            plan = read.plan
+            if batches and columns is not None and len(plan.requests) == 1 and \
+                    not plan.guards and columns.takes_batches(plan.codec):
+                return attrs.evolve(read, sink="batches")
             return attrs.evolve(read, sink="rows")
         return read
 
