@@ -69,7 +69,8 @@ class AsyncSuite:
 
     def all(self, requests: Callable[[], int] | None, rtt: float | None) -> list[Result]:
         writes, reads = self.writes(), self.reads()
-        return [writes[0], reads[0], writes[1], reads[1], *self.single_saves(requests, rtt)]
+        return [writes[0], reads[0], writes[1], reads[1], *self.single_saves(requests, rtt),
+                *reads[2:]]
 
     # -- save_all ----------------------------------------------------------------------
 
@@ -122,7 +123,8 @@ class AsyncSuite:
     # -- range reads -------------------------------------------------------------------
 
     def reads(self) -> list[Result]:
-        """(g2) async range reads vs the async client's read_rows, (g4) vs sync reads."""
+        """(g2) async range reads vs the async client's read_rows, (g4) vs sync reads,
+        (g8) async ``to_arrow()`` vs sync ``to_arrow()`` of the same ranges."""
         self.sync._tsmodel_write()
         if not self.sync._has_baseline_tables():
             self.sync._baseline_write()
@@ -140,7 +142,12 @@ class AsyncSuite:
         against_sync.what = f"async range read vs sync range read, {n:,} events (both tsmodel)"
         against_sync.notes.append(self._read_breakdown(median(ours)))
         against_sync.notes.append(self._cpu_breakdown())
-        return [against_client, against_sync]
+        arrow = self._rotated({"async to_arrow": self._arrow_read,
+                               "sync to_arrow": self.sync._arrow_read})
+        columns = ratio_result("g8", "", "events/s", [n / s for s in arrow["async to_arrow"]],
+                               [n / s for s in arrow["sync to_arrow"]], 0.9, target=">= 0.9x")
+        columns.what = f"async to_arrow() vs sync to_arrow(), {n:,} events (both tsmodel)"
+        return [against_client, against_sync, columns]
 
     def _cpu_breakdown(self) -> str:
         """CPU per instance of the async and the sync range reads (medians, every thread
@@ -191,6 +198,19 @@ class AsyncSuite:
             for host in self.hosts:
                 count += len([m async for m in self.db.range(
                     self.model, _data.START, self.sync.end, hostname=host)])
+            return count
+
+        seconds, count = timed(lambda: self.run(read()))
+        assert count == len(self.events), count
+        return seconds
+
+    def _arrow_read(self) -> float:
+        async def read() -> int:
+            count = 0
+            for host in self.hosts:
+                table = await self.db.range(self.model, _data.START, self.sync.end,
+                                            hostname=host).to_arrow()
+                count += table.num_rows
             return count
 
         seconds, count = timed(lambda: self.run(read()))
