@@ -279,3 +279,110 @@ def test_batches_read_into_columns_are_left_as_the_reader_handed_them() -> None:
     [out] = columns.cell_batches(plan.codec, batches, None, 1000)
     assert out.column("blk").to_pylist() == list(range(10))
     assert [list(b.rows()) for b in batches] == [rows[:4], rows[4:]]
+
+
+# -- bucket rows read a batch at a time ---------------------------------------------------
+#
+# ``ts.cells()`` buckets with every value required hold a cell per event in each
+# value column; `ArrowColumns.cells_batch()` takes them a whole list at a time
+# (`render_bucket_batch_columns`). The oracle's CELLS shape has an optional value
+# (its rows have no fixed shape), so these models are its all-required kin. A
+# batch with one row damaged reads (or is refused) as the records read it.
+
+
+def _bucket_models() -> list[type]:
+    suffix = uuid.uuid4().hex[:8].upper()
+
+    @ts.model(table=f"BK_H_{suffix}", family="M", layout=ts.cells(), max_rate=1 / 5)
+    class Hourly:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(bucket="hour")
+        cpu: float = ts.value("CPU/USR")
+        blk: int = ts.value("IO/BLK")
+        name: str = ts.value("NAME")
+        up: bool = ts.value("UP", family="N")
+
+    @ts.model(table=f"BK_D_{suffix}", family="M", layout=ts.cells(), max_rate=1 / 5)
+    class Daily:
+        site: str = ts.key()
+        meter: int = ts.key(width=3)
+        time: datetime = ts.timestamp(bucket="day", unit="s")
+        kwh: int = ts.value("KWH")
+
+    return [Hourly, Daily]
+
+
+def _draw_bucket_event(data: st.DataObject, model: type, i: int) -> Any:
+    when = _START + timedelta(seconds=i * 600 + data.draw(st.integers(0, 500)))
+    if model.__name__ == "Hourly":
+        return model(host=data.draw(st.sampled_from(["a", "b.example"])), time=when,
+                     cpu=data.draw(st.floats(allow_nan=False)),
+                     blk=data.draw(st.integers(-(2**63), 2**63 - 1)),
+                     name=data.draw(st.text(max_size=5)), up=data.draw(st.booleans()))
+    return model(site=data.draw(st.sampled_from(["x", "yy"])),
+                 meter=data.draw(st.integers(0, 999)), time=when,
+                 kwh=data.draw(st.integers(0, 10**6)))
+
+
+def _bucket_damaged(row: Any, how: str, data: st.DataObject) -> Any:
+    cells = list(row.cells)
+    at = data.draw(st.integers(0, 10**6)) % len(cells)  # draws alike on every replay
+    c = cells[at]
+    if how == "key":
+        return Row(row.key + b"\xff#x", row.cells)
+    if how == "no cells":
+        cells = []
+    elif how == "older version":  # an event with a cell in one column only
+        cells.insert(at + 1, Cell(c.family, c.qualifier, c.timestamp - 1000, c.value))
+    elif how == "same time":  # two versions of a column at one time
+        cells.insert(at + 1, Cell(c.family, c.qualifier, c.timestamp, c.value))
+    elif how == "cell time":  # a column's version at another time than the others'
+        cells[at] = Cell(c.family, c.qualifier, c.timestamp + 1000, c.value)
+    elif how == "foreign column":
+        cells.append(Cell("M", b"ZZ", c.timestamp, b"?"))
+    elif how == "bytes":
+        cells[at] = Cell(c.family, c.qualifier, c.timestamp, b"\xff" * 3)
+    elif how == "dropped":
+        del cells[at]
+    elif how == "swapped":  # two cells of a row in another order
+        cells[0], cells[-1] = cells[-1], cells[0]
+    return Row(row.key, tuple(cells))
+
+
+@pytest.mark.parametrize("how", ["none", "key", "no cells", "older version", "same time",
+                                 "cell time", "foreign column", "bytes", "dropped",
+                                 "swapped"])
+def test_bucket_batches_read_as_records(how: str) -> None:
+    models = _bucket_models()
+    conn = ts.connect("memory://")
+    conn.create_tables(*models)
+
+    @settings(max_examples=15, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(data=st.data())
+    def run(data: st.DataObject) -> None:
+        model = data.draw(st.sampled_from(models))
+        events = [_draw_bucket_event(data, model, i)
+                  for i in range(data.draw(st.integers(1, 20)))]
+        conn.save_all(events)
+        qs = model.range(_START, _START + timedelta(days=3), allow_scan=True).using(conn)
+        plan = qs.explain()
+        rows = [r for q in plan.requests for r in conn.backend.read_rows(q)]
+        codec, columns = plan.codec, ArrowColumns(model)
+        assert columns.takes_batches(codec)
+        collect = codec.batch_decoder(tuple(n for n, _, _ in columns.columns))
+        assert collect is not None and collect(CellBatch.of(rows)) is not None, \
+            "the batch is not taken a whole list at a time"
+        if how != "none":
+            at = data.draw(st.integers(0, 10**6)) % len(rows)
+            rows[at] = _bucket_damaged(rows[at], how, data)
+        want = _outcome(lambda: [r for row in rows for r in codec.records(row)])
+        got = _outcome(lambda: _events_of_batch(model, columns.cells_batch(
+            codec, CellBatch.of(rows), None)))
+        if want[0] == "ok" and got[0] == "ok":  # floats: -0.0 == 0.0, compare their bits
+            assert [{k: repr(v) for k, v in r.items()} for r in got[1]] == \
+                [{k: repr(v) for k, v in r.items()} for r in want[1]]
+        assert got == want
+
+    run()
+    conn.close()

@@ -196,7 +196,13 @@ class ArrowColumns:
         by `rows_batch()` (same values, same errors)."""
         names = tuple(name for name, _, _ in self.columns)
         collect = codec.batch_decoder(names)
-        if collect is not None and self._np is not None and _whole_keys(codec) is not None:
+        if collect is not None and self._np is not None and codec.layout.bucketed:
+            found = collect(batch)
+            if found is not None:
+                done = self._buckets(codec, *found)
+                if done is not None:
+                    return done
+        elif collect is not None and self._np is not None and _whole_keys(codec) is not None:
             found = collect(batch)
             if found is not None:
                 keys, times, values = found
@@ -206,6 +212,44 @@ class ArrowColumns:
                 if done is not None:
                     return done
         return self.rows_batch(codec, list(batch.rows()), only)
+
+    def _buckets(self, codec: Any, keys: list[bytes], counts: list[int], times: list[int],
+                 values: dict[str, list[bytes]]) -> Any:
+        """The record batch of bucket rows collected by the generated bucket collector
+        (`tsmodel.layouts.render_read.render_bucket_batch_columns`): each row's key
+        decoded once by the declared key decoding and its fields repeated for
+        the row's events, the values decoded a whole column at a time. ``None``
+        when a key or a value is not what its decoding reads (the caller reads
+        row by row, which says why)."""
+        np, pa = self._np, self._pa
+        if not times:
+            return None  # nothing to gain
+        decoded = []
+        for key, count in zip(keys, counts, strict=True):
+            if count:
+                try:
+                    decoded.append(codec.key.decode(key))
+                except SegmentValueError:
+                    return None
+        index = pa.array(np.repeat(np.arange(len(decoded), dtype=np.int32),
+                                   [c for c in counts if c]))
+        columns: dict[str, Any] = {name: [] for name, _, _ in self.columns}
+        columns.update(values)
+        done = self._decode_raw(columns, complete=True)
+        if done is None:
+            return None
+        for name, arrow_type, kind in self.columns:
+            if name == codec.time_field or name not in codec.key.fields:
+                continue
+            found = [fields[name] for fields in decoded]
+            if kind == "category":
+                done[name] = pa.array(found, pa.string()).take(index).dictionary_encode()
+            else:
+                done[name] = pa.array(found, arrow_type).take(index)
+        us = np.fromiter(times, np.int64, len(times))
+        if (us % 1000).any():
+            return None  # not whole ms: as the rows read (or refuse) them
+        return self._batch(columns, done, us)
 
     def _key_columns(self, codec: Any, keys: list[bytes],
                      times: list[int]) -> tuple[dict[str, Any], Any] | None:
@@ -323,10 +367,12 @@ class ArrowColumns:
 
     def takes_batches(self, codec: Any) -> bool:
         """Whether `cell_batches()` reads ``codec``'s rows a whole list at a time (its
-        rows have one fixed shape of cells and keys decoded as a whole column):
+        rows have one fixed shape of cells and keys decoded as a whole column, or
+        are buckets of a cell per event in each value column):
         else their rows, read by `row_batches()`, cost less than batches."""
         names = tuple(name for name, _, _ in self.columns)
-        return self._np is not None and _whole_keys(codec) is not None and \
+        return self._np is not None and (
+            codec.layout.bucketed or _whole_keys(codec) is not None) and \
             codec.batch_decoder(names) is not None
 
     def cell_batches(self, codec: Any, batches: Iterable[Any], only: tuple[str, ...] | None,

@@ -33,6 +33,7 @@ from tsmodel.layouts.base import (
 )
 from tsmodel.layouts.render_read import (
     render_batch_columns,
+    render_bucket_batch_columns,
     render_columns,
     render_raw_columns,
     render_rows,
@@ -427,10 +428,13 @@ class TableCodec:
 
     def batch_decoder(self, names: tuple[str, ...]) -> Callable[..., Any] | None:
         """The collector of a `tsmodel.ground.base.CellBatch` 's undecoded columns of
-        fields ``names`` (`render_batch_columns()`; ``None`` where the layout has
-        none), rendered once per set of names."""
+        fields ``names`` (`render_batch_columns()`, for a bucket layout
+        `render_bucket_batch_columns()`; ``None`` where the layout has none),
+        rendered once per set of names."""
         if names not in self._rendered_batches:
-            self._rendered_batches[names] = render_batch_columns(self, names)
+            render = render_bucket_batch_columns if self.layout.bucketed else \
+                render_batch_columns
+            self._rendered_batches[names] = render(self, names)
         return self._rendered_batches[names]
 
     @property

@@ -26,6 +26,7 @@ reference of the oracle harness on every layout shape, values and errors.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
@@ -41,7 +42,7 @@ from tsmodel.layouts.base import MARKER, TableShape, column_name, missing_value
 TableCodec = Any
 
 __all__ = ["render_values", "render_rows", "render_columns", "render_raw_columns",
-           "render_batch_columns"]
+           "render_batch_columns", "render_bucket_batch_columns"]
 
 #: The errors an application's codec may raise for bytes it refuses its own way.
 _REFUSALS = (ValueError, TypeError, ArithmeticError, LookupError)
@@ -638,6 +639,90 @@ def render_batch_columns(codec: TableCodec,
     src(f"return keys, first, {{{taken}}}")
     return compile_function(src.text(), "batch_columns", {},
                             f"<tsmodel codec {codec.model}.{codec.table} batch columns>")
+
+
+def _bucket_cells(codec: TableCodec, names: tuple[str, ...]) -> list[Any] | None:
+    """The value fields whose cells make every event of a ``ts.cells()`` bucket row:
+    one version per event in each, all required (every event has a cell in
+    each), in the order the backends return them (family, then qualifier);
+    ``None`` where bucket rows have no such fixed shape."""
+    layout, shape = codec.layout, codec.shape
+    if not (layout.bucketed and layout.name == "cells" and shape.serialization is None
+            and shape.event_time_cells and not codec._key_columns and codec._owns is None
+            and codec._joins_plainly and codec._version_field is None
+            and codec.time_field in codec.key.fields):
+        return None
+    read = list(codec.values.values)
+    if not read or any(not v.stored for v in read) or len(
+            {(v.family, v.qualifier) for v in read}) != len(read):
+        return None
+    return sorted(read, key=lambda v: (v.family, v.qualifier))
+
+
+def render_bucket_batch_columns(codec: TableCodec,
+                                names: tuple[str, ...]) -> Callable[..., Any] | None:
+    """A collector of a `tsmodel.ground.base.CellBatch` 's undecoded columns for a
+    ``ts.cells()`` bucket table, or ``None`` where its rows have no fixed shape.
+
+    The function takes a batch and returns ``(keys, counts, times, columns)``:
+    each row's key and its number of events, the events' times (their cells'
+    timestamp, oldest first within a row, as the row reader orders them) and,
+    by field name, the value bytes of the fields ``names`` (promoted ones left
+    to the key), one entry per event. A row is taken when its cells are the
+    declaration's value columns, sorted, each holding the same versions,
+    newest first, at distinct timestamps: every version time is an event
+    with a cell in each column. At the first other row it returns ``None``
+    and the caller reads the batch's rows (`CellBatch.rows()`), which read
+    them or raise their error, so the outcome never depends on which of the
+    two read them.
+    """
+    cols = _bucket_cells(codec, names)
+    if cols is None:
+        return None
+    k = len(cols)
+    kept = [(j, v.name) for j, v in enumerate(cols)
+            if v.name in names and v.name not in codec.key.fields]
+    src = _Source()
+    src("def bucket_batch_columns(batch):")
+    src.indent()
+    src("families, qualifiers = batch.families, batch.qualifiers")
+    src("stamps, values = batch.timestamps, batch.values")
+    src("counts = []")
+    src("times = []")
+    for j, _ in kept:
+        src(f"c{j} = []")
+    src("start = 0")
+    src("for end in batch.ends:")
+    src.indent()
+    src(f"m, rest = divmod(end - start, {k})")
+    src("if rest:")
+    src("    return None  # not a cell per event in each column")
+    src("counts.append(m)")
+    src("if not m:")
+    src("    continue")
+    for j, v in enumerate(cols):
+        lo = "start" if j == 0 else f"start + {j} * m"
+        hi = "start + m" if j == 0 else f"start + {j + 1} * m"
+        src(f"lo, hi = {lo}, {hi}")
+        src(f"if qualifiers[lo:hi].count({v.qualifier!r}) != m or "
+            f"families[lo:hi].count({v.family!r}) != m:")
+        src("    return None  # another column")
+        if j == 0:
+            src("t = stamps[lo:hi]")
+            src("if m > 1 and not all(map(gt, t, t[1:])):")
+            src("    return None  # versions not newest first at distinct times")
+        else:
+            src("if stamps[lo:hi] != t:")
+            src("    return None  # an event without its cell in every column")
+        if any(jj == j for jj, _ in kept):
+            src(f"c{j} += values[lo:hi][::-1]  # oldest first")
+    src("times += t[::-1]")
+    src("start = end")
+    src.dedent()
+    taken = ", ".join(f"{name!r}: c{j}" for j, name in kept)
+    src(f"return batch.keys, counts, times, {{{taken}}}")
+    return compile_function(src.text(), "bucket_batch_columns", {"gt": operator.gt},
+                            f"<tsmodel codec {codec.model}.{codec.table} bucket batch columns>")
 
 
 def _render_cell_slots(src: Any, values: Sequence[Any], slot: Mapping[str, str]) -> None:
