@@ -313,3 +313,65 @@ def test_a_snapshot_reads_into_columns(rows_model: Any, backend: Backend) -> Non
     finally:
         backend.delete_table(ts.spec_of(model).snapshot.table_for(
             int(day.timestamp()) * 1_000_000))
+
+
+# -- bucket rows read a batch at a time ----------------------------------------------------
+#
+# ``ts.cells()`` buckets whose values are all required hold a cell per event in each
+# value column: the streamed batches of a query are read a whole list at a time
+# (`tsmodel.layouts.render_read.render_bucket_batch_columns`). Their columns are
+# held to a plain-Python oracle: every event saved, in key order (host, bucket),
+# then time, values as saved.
+
+
+def _bucket_model(suffix: str) -> Any:
+    @ts.model(table=f"BUCKET_COLS_{suffix}", family="M", layout=ts.cells(),
+              max_rate=1 / 5)
+    class Hourly:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(bucket="hour")
+        cpu: float = ts.value("CPU/USR")
+        blk: int = ts.value("IO/BLK")
+        name: str = ts.value("NAME")
+        up: bool = ts.value("UP", family="N")
+
+    return Hourly
+
+
+def test_bucket_rows_to_arrow_answer_as_the_oracle(backend: Backend) -> None:
+    model = _bucket_model(uuid.uuid4().hex[:10].upper())
+    conn = ts.Connection(backend)
+    conn.create_tables(model)
+    try:
+        t0 = datetime(2015, 3, 16, 19, 53, tzinfo=UTC)
+        events = [model(host=host, time=t0 + timedelta(seconds=41 * i + len(host)),
+                        cpu=i / 8 - 3, blk=(i * 7919) % 1000 - 500, name=f"{host}{i % 5}",
+                        up=bool(i % 3))
+                  for host in ("b", "a", "c.x") for i in range(200)]
+        assert conn.save_all(events).ok
+        qs = model.range(t0 - timedelta(hours=1), t0 + timedelta(days=1),
+                         allow_scan=True).using(conn)
+        from tsmodel.io.arrow import ArrowColumns
+        assert ArrowColumns(model).takes_batches(qs.explain().codec)
+        want = [(e.host, us_of(e.time), e.cpu, e.blk, e.name, e.up)
+                for e in sorted(events, key=lambda e: (e.host.encode(), e.time))]
+        table = qs.to_arrow()
+        assert table.column_names == ["host", "time", "cpu", "blk", "name", "up"]
+        got = [(r["host"], us_of(r["time"]), r["cpu"], r["blk"], r["name"], r["up"])
+               for r in table.to_pylist()]
+        assert got == want
+        batches = list(qs.to_arrow_batches(rows=97))
+        assert [len(b) for b in batches[:-1]] == [97] * (len(batches) - 1)
+        assert [(r["host"], us_of(r["time"]), r["cpu"], r["blk"], r["name"], r["up"])
+                for b in batches for r in b.to_pylist()] == want
+        frame = qs.to_pandas()
+        assert list(frame["blk"]) == [w[3] for w in want]
+        assert qs.to_polars()["name"].to_list() == [w[4] for w in want]
+        # a range starting and ending inside buckets, for one host
+        lo, hi = t0 + timedelta(minutes=37), t0 + timedelta(hours=1, minutes=11)
+        part = model.range(lo, hi, host="a").using(conn).to_arrow()
+        assert [(r["host"], us_of(r["time"]), r["cpu"], r["blk"], r["name"], r["up"])
+                for r in part.to_pylist()] == \
+            [w for w in want if w[0] == "a" and us_of(lo) <= w[1] < us_of(hi)]
+    finally:
+        conn.drop_tables(model)
