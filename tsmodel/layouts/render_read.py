@@ -617,8 +617,7 @@ def render_batch_columns(codec: TableCodec,
     if cols is None:
         return None
     k = len(cols)
-    kept = [(j, v.name) for j, v in enumerate(cols)
-            if v.name in names and v.name not in codec.key.fields]
+    kept = _kept(codec, cols, names)
     src = _Source()
     src("def batch_columns(batch):")
     src.indent()
@@ -639,6 +638,13 @@ def render_batch_columns(codec: TableCodec,
     src(f"return keys, first, {{{taken}}}")
     return compile_function(src.text(), "batch_columns", {},
                             f"<tsmodel codec {codec.model}.{codec.table} batch columns>")
+
+
+def _kept(codec: TableCodec, cols: list[Any], names: tuple[str, ...]) -> list[tuple[int, str]]:
+    """The position among ``cols`` and the name of each field of ``names`` whose value a
+    batch collector takes from the cells (a field promoted to the key is read there)."""
+    return [(j, v.name) for j, v in enumerate(cols)
+            if v.name in names and v.name not in codec.key.fields]
 
 
 def _bucket_cells(codec: TableCodec, names: tuple[str, ...]) -> list[Any] | None:
@@ -680,8 +686,7 @@ def render_bucket_batch_columns(codec: TableCodec,
     if cols is None:
         return None
     k = len(cols)
-    kept = [(j, v.name) for j, v in enumerate(cols)
-            if v.name in names and v.name not in codec.key.fields]
+    kept = _kept(codec, cols, names)
     src = _Source()
     src("def bucket_batch_columns(batch):")
     src.indent()
