@@ -584,17 +584,22 @@ def _render_deferred(src: _Source, codec: TableCodec, read: Sequence[Any],
     src.dedent()
 
 
+def _stored_sorted(read: list[Any]) -> list[Any] | None:
+    """``read``, value fields, in the order the backends return their cells (family,
+    then qualifier), or ``None`` unless each is stored in a column of its own."""
+    if not read or any(not v.stored for v in read) or len(
+            {(v.family, v.qualifier) for v in read}) != len(read):
+        return None
+    return sorted(read, key=lambda v: (v.family, v.qualifier))
+
+
 def _fixed_cells(codec: TableCodec, names: tuple[str, ...]) -> list[Any] | None:
     """The value fields whose cells make every plain event row of the fields ``names``:
     exactly one cell each, all required, in the order the backends return them
     (family, then qualifier); ``None`` where rows have no such fixed shape."""
     if not _plain(codec):
         return None
-    read = [v for v in codec.values.values if v.name in names or v.stored]
-    if not read or any(not v.stored for v in read) or len(
-            {(v.family, v.qualifier) for v in read}) != len(read):
-        return None
-    return sorted(read, key=lambda v: (v.family, v.qualifier))
+    return _stored_sorted([v for v in codec.values.values if v.name in names or v.stored])
 
 
 def render_batch_columns(codec: TableCodec,
@@ -616,11 +621,7 @@ def render_batch_columns(codec: TableCodec,
     cols = _fixed_cells(codec, names)
     if cols is None:
         return None
-    k = len(cols)
-    kept = _kept(codec, cols, names)
-    src = _Source()
-    src("def batch_columns(batch):")
-    src.indent()
+    k, kept, src = _collector(codec, cols, names, "batch_columns")
     src("keys, values, times = batch.keys, batch.values, batch.timestamps")
     src("n = len(keys)")
     src(f"if len(values) != {k} * n or batch.ends != list(range({k}, {k} * n + 1, {k})):")
@@ -640,11 +641,17 @@ def render_batch_columns(codec: TableCodec,
                             f"<tsmodel codec {codec.model}.{codec.table} batch columns>")
 
 
-def _kept(codec: TableCodec, cols: list[Any], names: tuple[str, ...]) -> list[tuple[int, str]]:
-    """The position among ``cols`` and the name of each field of ``names`` whose value a
-    batch collector takes from the cells (a field promoted to the key is read there)."""
-    return [(j, v.name) for j, v in enumerate(cols)
-            if v.name in names and v.name not in codec.key.fields]
+def _collector(codec: TableCodec, cols: list[Any], names: tuple[str, ...],
+               name: str) -> tuple[int, list[tuple[int, str]], _Source]:
+    """What a batch collector's rendering starts from: the number of ``cols``, the
+    position among them and the name of each field of ``names`` whose value it
+    takes from the cells (a field promoted to the key is read there), and its
+    source, opened at ``def name(batch):``."""
+    src = _Source()
+    src(f"def {name}(batch):")
+    src.indent()
+    return len(cols), [(j, v.name) for j, v in enumerate(cols)
+                       if v.name in names and v.name not in codec.key.fields], src
 
 
 def _bucket_cells(codec: TableCodec, names: tuple[str, ...]) -> list[Any] | None:
@@ -658,11 +665,7 @@ def _bucket_cells(codec: TableCodec, names: tuple[str, ...]) -> list[Any] | None
             and codec._joins_plainly and codec._version_field is None
             and codec.time_field in codec.key.fields):
         return None
-    read = list(codec.values.values)
-    if not read or any(not v.stored for v in read) or len(
-            {(v.family, v.qualifier) for v in read}) != len(read):
-        return None
-    return sorted(read, key=lambda v: (v.family, v.qualifier))
+    return _stored_sorted(list(codec.values.values))
 
 
 def render_bucket_batch_columns(codec: TableCodec,
@@ -677,19 +680,13 @@ def render_bucket_batch_columns(codec: TableCodec,
     to the key), one entry per event. A row is taken when its cells are the
     declaration's value columns, sorted, each holding the same versions,
     newest first, at distinct timestamps: every version time is an event
-    with a cell in each column. At the first other row it returns ``None``
-    and the caller reads the batch's rows (`CellBatch.rows()`), which read
-    them or raise their error, so the outcome never depends on which of the
-    two read them.
+    with a cell in each column. At the first other row it returns ``None``,
+    and the batch's rows are read one by one as for `render_batch_columns()`.
     """
     cols = _bucket_cells(codec, names)
     if cols is None:
         return None
-    k = len(cols)
-    kept = _kept(codec, cols, names)
-    src = _Source()
-    src("def bucket_batch_columns(batch):")
-    src.indent()
+    k, kept, src = _collector(codec, cols, names, "bucket_batch_columns")
     src("families, qualifiers = batch.families, batch.qualifiers")
     src("stamps, values = batch.timestamps, batch.values")
     src("counts = []")
