@@ -188,6 +188,14 @@ def _events_of_batch(model: type, batch: Any) -> list[dict[str, Any]]:
     return out
 
 
+def _stored_rows(conn: Any, model: Any, days: int = 1) -> tuple[Any, list[Row]]:
+    """The plan of ``model``'s range of ``days`` from `_START` on ``conn``, and the rows
+    its requests read from the backend, undecoded."""
+    plan = model.range(_START, _START + timedelta(days=days), allow_scan=True).using(
+        conn).explain()
+    return plan, [r for q in plan.requests for r in conn.backend.read_rows(q)]
+
+
 @pytest.mark.parametrize("how", ["none", "tail digit", "short key", "no separator",
                                  "cell time", "no cells", "older version", "foreign column",
                                  "bytes", "dropped"])
@@ -203,9 +211,7 @@ def test_keys_decoded_whole_read_a_group_as_records(how: str) -> None:
         model = data.draw(st.sampled_from(models))
         events = [_draw_event(data, model, i) for i in range(data.draw(st.integers(1, 12)))]
         conn.save_all(events)
-        qs = model.range(_START, _START + timedelta(days=1), allow_scan=True).using(conn)
-        plan = qs.explain()
-        rows = [r for q in plan.requests for r in conn.backend.read_rows(q)]
+        plan, rows = _stored_rows(conn, model)
         codec, columns = plan.codec, ArrowColumns(model)
         names = tuple(n for n, _, _ in columns.columns)
         raw, _ = codec.column_decoders(names)
@@ -245,9 +251,7 @@ def test_cells_of_other_sizes_summing_to_the_width_are_refused_as_records(
     conn.create_tables(metric)
     conn.save_all([metric(host="a", time=_START + timedelta(seconds=i), cpu=0.5 + i, blk=i,
                           name="n", up=True) for i in range(3)])
-    qs = metric.range(_START, _START + timedelta(days=1), allow_scan=True).using(conn)
-    plan = qs.explain()
-    rows = [r for q in plan.requests for r in conn.backend.read_rows(q)]
+    plan, rows = _stored_rows(conn, metric)
     qualifier = b"CPU/USR" if field == "cpu" else b"IO/BLK"
     for at, change in ((0, lambda v: v[:-1]), (1, lambda v: v + b"\0")):
         rows[at] = Row(rows[at].key, tuple(
@@ -272,8 +276,7 @@ def test_batches_read_into_columns_are_left_as_the_reader_handed_them() -> None:
     events = [model(host="a", time=_START + timedelta(seconds=i), cpu=i / 2, blk=i,
                     name=str(i), up=bool(i % 2)) for i in range(10)]
     assert conn.save_all(events).ok
-    plan = model.range(_START, _START + timedelta(days=1), allow_scan=True).using(conn).explain()
-    rows = [r for q in plan.requests for r in conn.backend.read_rows(q)]
+    plan, rows = _stored_rows(conn, model)
     batches = [CellBatch.of(rows[:4]), CellBatch.of(rows[4:])]
     columns = ArrowColumns(model)
     [out] = columns.cell_batches(plan.codec, batches, None, 1000)
@@ -365,9 +368,7 @@ def test_bucket_batches_read_as_records(how: str) -> None:
         events = [_draw_bucket_event(data, model, i)
                   for i in range(data.draw(st.integers(1, 20)))]
         conn.save_all(events)
-        qs = model.range(_START, _START + timedelta(days=3), allow_scan=True).using(conn)
-        plan = qs.explain()
-        rows = [r for q in plan.requests for r in conn.backend.read_rows(q)]
+        plan, rows = _stored_rows(conn, model, days=3)
         codec, columns = plan.codec, ArrowColumns(model)
         assert columns.takes_batches(codec)
         collect = codec.batch_decoder(tuple(n for n, _, _ in columns.columns))
