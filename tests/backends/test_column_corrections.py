@@ -11,6 +11,7 @@ plain-Python model of the table expects.
 
 from __future__ import annotations
 
+import itertools
 import random
 import uuid
 from collections import Counter
@@ -206,3 +207,48 @@ def test_a_prior_read_fits_cloud_bigtables_filter_limit(backend: Backend) -> Non
         sent, _ = _client_side(request)
         pb = wire.read_request("projects/p/instances/i/tables/t", None, sent)
         assert pb is not None and pb.filter.ByteSize() <= 20 * 1024, pb.filter.ByteSize()
+
+
+def test_a_shuffled_save_reads_each_row_in_spans_apart(backend: Backend) -> None:
+    # The server sends a prior read the cells of its times' span (past 16 runs of
+    # times, `_SERVER_TIME_RUNS`): read in input order, each shuffled batch spans
+    # its rows' whole bucket and brings back every event saved before it. Written
+    # in row order, the batches' spans of a row do not overlap, so a save into a
+    # fresh table is sent nothing back; its results stay in input order.
+    model = _model()
+    recorder = Requests(backend)
+    conn = ts.Connection(recorder, batch_size=100)
+    conn.create_tables(model)
+    rng = random.Random(5)
+    values = {(h, m): 94000 + rng.randrange(2000) for h in HOSTS for m in range(500)}
+    events = _events(model, values)
+    rng.shuffle(events)
+    # Versions of one event in the save: the one given last is stored.
+    for key in rng.sample(sorted(values), 30):
+        for _ in range(2):
+            values[key] = 1 + rng.randrange(90000)
+            events.insert(rng.randrange(len(events) + 1), _events(model, {key: values[key]})[0])
+        at = max(n for n, e in enumerate(events)
+                 if (e.host, round((e.time - T0).total_seconds()) // 60) == key)
+        values[key] = events[at].value
+    try:
+        result = conn.save_all(events)
+        assert result.ok
+        assert [r.entity for r in result.results] == events
+        assert _stored(backend, model) == _expected(values)
+        spans: dict[bytes, list[tuple[int, int]]] = {}
+        for request in recorder.requests:
+            times = request.filter.timestamps
+            if request.filter.strip_values:
+                continue  # a correction's read of the row's versions (`stamp_reads()`)
+            assert times, request
+            for key in request.rows.keys:
+                spans.setdefault(key, []).append((min(times), max(times)))
+        assert spans, "the model reads before it writes"
+        for key, row_spans in spans.items():
+            row_spans.sort()
+            for (_, end), (start, _) in itertools.pairwise(row_spans):
+                # (Two versions of one event may meet at a batch's edge: one time.)
+                assert end <= start, (key, row_spans)
+    finally:
+        conn.drop_tables(model)

@@ -446,9 +446,19 @@ class Outcomes:
         return sum(1 for out in self.tables for _, o in out
                    if o.status is not MutationStatus.APPLIED)
 
-    def results(self, entities: Sequence[Any]) -> EntityResults:
-        """One `EntityResult` per entity, in index order (made when first read)."""
-        return EntityResults(entities, self.main, self.tables)
+    def results(self, entities: Sequence[Any], order: Sequence[int] | None = None
+                ) -> EntityResults:
+        """One `EntityResult` per entity, in index order (made when first read); with
+        ``order``, the input index of each entity, in input order."""
+        if order is None:
+            return EntityResults(entities, self.main, self.tables)
+        n = len(order)
+        kept: list[Any] = [None] * n
+        main: list[MutationOutcome | None] = [None] * n
+        tables: list[tuple[TableOutcome, ...]] = [()] * n
+        for i, at in enumerate(order):
+            kept[at], main[at], tables[at] = entities[i], self.main[i], self.tables[i]
+        return EntityResults(kept, main, tables)
 
 
 @attrs.frozen

@@ -13,11 +13,13 @@ into one `EntityResult` per entity (`tsmodel.plan.results`);
 `tsmodel.plan.schedule.SaveSchedule` hands the calls out.
 """
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, cast
 
 from tsmodel import errors
+from tsmodel.declare import sizing
 from tsmodel.declare.spec import ModelSpec, instance_spec
 from tsmodel.ground.base import (
     DeclaredColumns,
@@ -76,9 +78,14 @@ class WritePlan:
     Args:
         events: the encoded events, in input order; or `check_all()`'s
             `CheckedEvents`, laid out batch by batch (`lay_out()`).
+        order: where the events are planned in another order than the
+            input's (`prepare_save()`), the input index of each; `result()`
+            answers in input order.
     """
 
-    def __init__(self, events: Sequence[EncodedEvent] | CheckedEvents) -> None:
+    def __init__(self, events: Sequence[EncodedEvent] | CheckedEvents,
+                 order: Sequence[int] | None = None) -> None:
+        self._order = order
         if isinstance(events, CheckedEvents):
             #: Per entity, the function that lays its checked tuple out (or None).
             self._lay_outs: list[LayOut | None] = events.lay_outs
@@ -531,7 +538,7 @@ class WritePlan:
 
     def result(self) -> WriteResult:
         """One `EntityResult` per event, in input order."""
-        return WriteResult(self.outcomes.results(self.entities))
+        return WriteResult(self.outcomes.results(self.entities, self._order))
 
 
 def _by_time(spec: ModelSpec, cls: Callable[..., Any], row: Row) -> dict[int, list[Any]]:
@@ -622,6 +629,65 @@ def prepare_save(entities: Iterable[Any], accept_expired: bool) -> WritePlan:
             raise errors.RetentionError(retention_message(problems), problems)
     # Checked events are laid out batch by batch (`WritePlan.lay_out()`, called
     # by the schedule before it plans a batch).
-    return WritePlan(checked)
+    order = _row_order(checked)
+    if order is None:
+        return WritePlan(checked)
+    entities, events = checked.entities, checked.events
+    return WritePlan(checked._replace(entities=[entities[i] for i in order],
+                                      events=[events[i] for i in order]), order)
+
+
+def _limit_unreached(spec: ModelSpec) -> bool:
+    """Whether no column of ``spec``'s bucket rows holds more versions than it keeps,
+    while its entities keep to the declared ``max_rate`` (or it keeps every one)."""
+    limit = version_limit(spec)
+    if limit is None:
+        return True
+    needed = sizing.events_per_bucket(spec)
+    return needed is not None and needed <= limit
+
+
+#: More than any version limit.
+_FOREVER = 2**63
+#: An encoded event's table, row key and event time.
+_ROW_AND_TIME = itemgetter(1, 2, 3)
+
+
+def _row_order(checked: CheckedEvents) -> list[int] | None:
+    """The order to write a validated save's events in where it is not the input's:
+    by table, row key and event time, for events that read before they write
+    because their cells depend on their values (``ts.columns()``: a correction
+    deletes the column the old value wrote), ``None`` for any other save.
+
+    A prior read filters by the batch's cell times, and past a few runs of
+    times the server sends their span (`tsmodel.backends.bigtable`): in input
+    order, each batch of a shuffled save spans its rows' whole bucket, and
+    reading it brought back every event saved before it. In row order a row's
+    batches span times apart. The order changes nothing stored: versions of
+    one event (same row and time) keep their input order (a stable sort), and
+    events of other rows or times write other cells, whose order Bigtable does
+    not keep. Only models without alternate-key tables or rollups (their rows
+    may gather events of several main rows) are taken, and whose version limit
+    no column reaches at the declared ``max_rate`` (which events a correction
+    pushes past the limit depends on what came before it).
+    """
+    events = checked.events
+    if len(events) < 2 or any(lay_out is not None for lay_out in checked.lay_outs):
+        return None  # checked apart from laid out: cells that do not depend on values
+    seen: ModelSpec | None = None
+    limit = _FOREVER
+    for ev in events:  # mostly one model's: its spec checked once
+        spec = ev.spec
+        if spec is not seen:
+            if spec is None or not spec.layout.cells_depend_on_values or spec.alternates \
+                    or spec.rollups or not _limit_unreached(spec):
+                return None
+            seen = spec
+            limit = min(limit, version_limit(spec) or _FOREVER)
+    keys = list(map(_ROW_AND_TIME, events))
+    if max(Counter(key[:2] for key in keys).values()) > limit:
+        return None  # more events in a row than max_rate lets in: input order
+    order = sorted(range(len(events)), key=keys.__getitem__)
+    return None if all(i == n for n, i in enumerate(order)) else order
 
 
