@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timezone
+from typing import Any
 
 from typing_extensions import assert_type
 
@@ -58,6 +59,10 @@ def blocking(db: ts.Connection) -> None:
     assert_type(qs.page(10).items, list[Metric])
     assert_type(qs.update(cpu=1.0), ts.WriteResult)
     assert_type(qs.delete(), ts.WriteResult)
+    result = db.save_all([Metric(host="h", time=T0, cpu=1.0)])
+    assert_type(result.failed, list[ts.EntityResult])
+    assert_type(result.unknown + result.partial, list[ts.EntityResult])
+    assert_type(result.written[0].entity, Any)
 
 
 async def asynchronous(adb: ts.AsyncConnection, db: ts.Connection) -> None:

@@ -207,6 +207,28 @@ def _counts(statuses: Iterable[WriteStatus]) -> dict[WriteStatus, int]:
     return out
 
 
+class _Ended:
+    """A `WriteResult` attribute: the results of the entities that ended in one
+    status, in input order (a new list at each read)."""
+
+    def __init__(self, status: WriteStatus) -> None:
+        self.status = status
+        self.__doc__ = f"The results of the entities {status.value}, in input order."
+
+    @overload
+    def __get__(self, result: None, owner: type | None = None) -> _Ended: ...
+
+    @overload
+    def __get__(self, result: WriteResult, owner: type | None = None) -> list[EntityResult]: ...
+
+    def __get__(self, result: WriteResult | None, owner: type | None = None
+                ) -> list[EntityResult] | _Ended:
+        if result is None:
+            return self
+        status = self.status
+        return [r for r in result.results if r.status is status]
+
+
 @attrs.frozen
 class WriteResult:
     """The per-entity outcome of ``save_all`` (or ``delete_all``), in input order.
@@ -221,9 +243,6 @@ class WriteResult:
     results: tuple[EntityResult, ...] | EntityResults
     action: str = "save"
 
-    def _with(self, status: WriteStatus) -> list[EntityResult]:
-        return [r for r in self.results if r.status is status]
-
     def counts(self) -> dict[WriteStatus, int]:
         """How many entities ended in each status (those with none left out)."""
         results = self.results
@@ -231,21 +250,10 @@ class WriteResult:
             return results.counts()
         return _counts(r.status for r in results)
 
-    @property
-    def written(self) -> list[EntityResult]:
-        return self._with(WriteStatus.WRITTEN)
-
-    @property
-    def failed(self) -> list[EntityResult]:
-        return self._with(WriteStatus.FAILED)
-
-    @property
-    def unknown(self) -> list[EntityResult]:
-        return self._with(WriteStatus.UNKNOWN)
-
-    @property
-    def partial(self) -> list[EntityResult]:
-        return self._with(WriteStatus.PARTIAL)
+    written = _Ended(WriteStatus.WRITTEN)
+    failed = _Ended(WriteStatus.FAILED)
+    unknown = _Ended(WriteStatus.UNKNOWN)
+    partial = _Ended(WriteStatus.PARTIAL)
 
     @property
     def ok(self) -> bool:
@@ -400,19 +408,14 @@ class Outcomes:
         # often the same tuple, growing by the same pair.
         before: tuple[TableOutcome, ...] | None = None
         after: tuple[TableOutcome, ...] = ()
-        if write.grouped:
-            for members, outcome in zip(write.members, outcomes, strict=True):
-                if pair is None or pair.outcome is not outcome:
-                    pair, before = TableOutcome(write.table, outcome), None
-                for i in cast("tuple[int, ...]", members):
-                    held = tables[i]
-                    if held is not before:
-                        before, after = held, (*held, pair)
-                    tables[i] = after
-                    if is_main and main[i] is None:
-                        main[i] = outcome
-            return
-        for i, outcome in zip(cast("tuple[int, ...]", write.members), outcomes, strict=True):
+        each: Iterable[tuple[int, MutationOutcome]]
+        if write.grouped:  # a row for several entities: each gets the row's outcome
+            each = ((i, outcome) for members, outcome in zip(write.members, outcomes,
+                                                             strict=True)
+                    for i in cast("tuple[int, ...]", members))
+        else:
+            each = zip(cast("tuple[int, ...]", write.members), outcomes, strict=True)
+        for i, outcome in each:
             if pair is None or pair.outcome is not outcome:
                 pair, before = TableOutcome(write.table, outcome), None
             held = tables[i]
