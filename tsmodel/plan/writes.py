@@ -649,8 +649,9 @@ def _limit_unreached(spec: ModelSpec) -> bool:
 
 #: More than any version limit.
 _FOREVER = 2**63
-#: An encoded event's table, row key and event time.
+#: An encoded event's table, row key and event time; its table and row key.
 _ROW_AND_TIME = itemgetter(1, 2, 3)
+_ROW = itemgetter(1, 2)
 
 
 def _row_order(checked: CheckedEvents) -> list[int] | None:
@@ -684,9 +685,9 @@ def _row_order(checked: CheckedEvents) -> list[int] | None:
                 return None
             seen = spec
             limit = min(limit, version_limit(spec) or _FOREVER)
-    keys = list(map(_ROW_AND_TIME, events))
-    if max(Counter(key[:2] for key in keys).values()) > limit:
+    if len(events) > limit and max(Counter(map(_ROW, events)).values()) > limit:
         return None  # more events in a row than max_rate lets in: input order
+    keys = list(map(_ROW_AND_TIME, events))
     order = sorted(range(len(events)), key=keys.__getitem__)
     return None if all(i == n for n, i in enumerate(order)) else order
 
