@@ -841,16 +841,15 @@ def _client_side(request: ReadRequest) -> tuple[ReadRequest, _Clip | None]:
     elif start is not None and end is not None and start >= end:
         return request, None  # selects nothing: the server is not asked for rows
     times = flt.timestamps
-    if times is None or len(wire.timestamp_runs(times)) <= _SERVER_TIME_RUNS \
-            or flt.cells_per_column is not None or flt.cells_per_row is not None \
-            or flt.conditions:
+    runs = None if times is None or flt.cells_per_column is not None \
+        or flt.cells_per_row is not None or flt.conditions else wire.timestamp_runs(times)
+    if runs is None or len(runs) <= _SERVER_TIME_RUNS:
         times = None
     if start is None and end is None and times is None:
         return request, None
     changes: dict[str, Any] = {"qualifier_start": None, "qualifier_end": None} \
         if start is not None or end is not None else {}
-    if times is not None:
-        runs = wire.timestamp_runs(times)
+    if times is not None and runs is not None:
         low, high = runs[0][0], runs[-1][1]
         changes.update(timestamps=None, timestamp_start=low if flt.timestamp_start is None
                        else max(low, flt.timestamp_start),
