@@ -135,12 +135,19 @@ class EntityResults(Sequence[EntityResult]):
         last_main: Any = _NOTHING
         last_tables: Any = _NOTHING
         status, run = WriteStatus.WRITTEN, 0
+        # Each distinct pair of outcome objects, by identity (they stay alive in the
+        # lists): results in another order than written alternate between a few.
+        known: dict[tuple[int, int], WriteStatus] = {}
         for main, tables in zip(self._main, self._tables, strict=True):
             if main is not last_main or tables is not last_tables:  # mostly shared
                 if run:
                     yield status, run
                 last_main, last_tables, run = main, tables, 0
-                status = entity_status(main, tables)
+                pair = (id(main), id(tables))
+                found = known.get(pair)
+                if found is None:
+                    found = known[pair] = entity_status(main, tables)
+                status = found
             run += 1
         if run:
             yield status, run
