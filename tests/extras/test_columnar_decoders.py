@@ -173,6 +173,8 @@ def _group_damaged(row: Any, how: str) -> Any:
         cells.insert(1, Cell(c.family, c.qualifier, c.timestamp - 1000, c.value))
     elif how == "foreign column":
         cells.append(Cell("M", b"ZZ", c.timestamp, b"?"))
+    elif how == "other family":  # (not every model declares one)
+        cells.append(Cell("N", b"7", c.timestamp, b""))
     elif how == "bytes":
         cells[0] = Cell(c.family, c.qualifier, c.timestamp, b"\xff" * 3)
     elif how == "dropped":
@@ -312,7 +314,20 @@ def _bucket_models() -> list[type]:
         time: datetime = ts.timestamp(bucket="day", unit="s")
         kwh: int = ts.value("KWH")
 
-    return [Hourly, Daily]
+    @ts.model(table=f"BK_C_{suffix}", family="M", layout=ts.columns(), max_rate=1 / 5)
+    class Columned:
+        host: str = ts.key()
+        metric: str = ts.key()
+        time: datetime = ts.timestamp(bucket="hour")
+        reading: int = ts.value()
+
+    @ts.model(table=f"BK_T_{suffix}", family="M", layout=ts.columns(), max_rate=1 / 5)
+    class Pressure:
+        balloon: int = ts.key(width=4)
+        time: datetime = ts.timestamp(bucket="week")
+        pascal: int = ts.value(codec=ts.Text(int))
+
+    return [Hourly, Daily, Columned, Pressure]
 
 
 def _draw_bucket_event(data: st.DataObject, model: type, i: int) -> Any:
@@ -322,6 +337,13 @@ def _draw_bucket_event(data: st.DataObject, model: type, i: int) -> Any:
                      cpu=data.draw(st.floats(allow_nan=False)),
                      blk=data.draw(st.integers(-(2**63), 2**63 - 1)),
                      name=data.draw(st.text(max_size=5)), up=data.draw(st.booleans()))
+    if model.__name__ == "Columned":
+        return model(host=data.draw(st.sampled_from(["a", "b.example"])),
+                     metric=data.draw(st.sampled_from(["cpu", "mem"])), time=when,
+                     reading=data.draw(st.integers(-(2**63), 2**63 - 1)))
+    if model.__name__ == "Pressure":
+        return model(balloon=data.draw(st.integers(0, 9999)), time=when,
+                     pascal=data.draw(st.integers(-5, 10**6)))
     return model(site=data.draw(st.sampled_from(["x", "yy"])),
                  meter=data.draw(st.integers(0, 999)), time=when,
                  kwh=data.draw(st.integers(0, 10**6)))
@@ -343,6 +365,8 @@ def _bucket_damaged(row: Any, how: str, data: st.DataObject) -> Any:
         cells[at] = Cell(c.family, c.qualifier, c.timestamp + 1000, c.value)
     elif how == "foreign column":
         cells.append(Cell("M", b"ZZ", c.timestamp, b"?"))
+    elif how == "other family":  # (not every model declares one)
+        cells.append(Cell("N", b"7", c.timestamp, b""))
     elif how == "bytes":
         cells[at] = Cell(c.family, c.qualifier, c.timestamp, b"\xff" * 3)
     elif how == "dropped":
@@ -353,8 +377,8 @@ def _bucket_damaged(row: Any, how: str, data: st.DataObject) -> Any:
 
 
 @pytest.mark.parametrize("how", ["none", "key", "no cells", "older version", "same time",
-                                 "cell time", "foreign column", "bytes", "dropped",
-                                 "swapped"])
+                                 "cell time", "foreign column", "other family", "bytes",
+                                 "dropped", "swapped"])
 def test_bucket_batches_read_as_records(how: str) -> None:
     models = _bucket_models()
     conn = ts.connect("memory://")

@@ -654,24 +654,28 @@ def _collector(codec: TableCodec, cols: list[Any], names: tuple[str, ...],
                        if v.name in names and v.name not in codec.key.fields], src
 
 
-def _bucket_cells(codec: TableCodec, names: tuple[str, ...]) -> list[Any] | None:
-    """The value fields whose cells make every event of a ``ts.cells()`` bucket row:
-    one version per event in each, all required (every event has a cell in
-    each), in the order the backends return them (family, then qualifier);
-    ``None`` where bucket rows have no such fixed shape."""
-    layout, shape = codec.layout, codec.shape
-    if not (layout.bucketed and layout.name == "cells" and shape.serialization is None
-            and shape.event_time_cells and not codec._key_columns and codec._owns is None
-            and codec._joins_plainly and codec._version_field is None
-            and codec.time_field in codec.key.fields):
+def _bucket_cells(codec: TableCodec, layout: str) -> list[Any] | None:
+    """The value fields whose cells make every event of a bucket row of ``layout``:
+    for ``ts.cells()``, one version per event in each, all required (every event
+    has a cell in each), in the order the backends return them (family, then
+    qualifier); for ``ts.columns()`` its one value field, whose qualifiers are
+    the events' values. ``None`` where bucket rows have no such fixed shape."""
+    shape = codec.shape
+    if not (codec.layout.bucketed and codec.layout.name == layout
+            and shape.serialization is None and shape.event_time_cells
+            and not codec._key_columns and codec._owns is None and codec._joins_plainly
+            and codec._version_field is None and codec.time_field in codec.key.fields):
         return None
+    if layout == "columns":
+        return list(codec.values.values)
     return _stored_sorted(list(codec.values.values))
 
 
 def render_bucket_batch_columns(codec: TableCodec,
                                 names: tuple[str, ...]) -> Callable[..., Any] | None:
     """A collector of a `tsmodel.ground.base.CellBatch` 's undecoded columns for a
-    ``ts.cells()`` bucket table, or ``None`` where its rows have no fixed shape.
+    ``ts.cells()`` bucket table (for ``ts.columns()``: `_column_batch_columns()`),
+    or ``None`` where its rows have no fixed shape.
 
     The function takes a batch and returns ``(keys, counts, times, columns)``:
     each row's key and its number of events, the events' times (their cells'
@@ -683,9 +687,9 @@ def render_bucket_batch_columns(codec: TableCodec,
     with a cell in each column. At the first other row it returns ``None``,
     and the batch's rows are read one by one as for `render_batch_columns()`.
     """
-    cols = _bucket_cells(codec, names)
+    cols = _bucket_cells(codec, "cells")
     if cols is None:
-        return None
+        return _column_batch_columns(codec, names)
     k, kept, src = _collector(codec, cols, names, "bucket_batch_columns")
     src("families, qualifiers = batch.families, batch.qualifiers")
     src("stamps, values = batch.timestamps, batch.values")
@@ -725,6 +729,42 @@ def render_bucket_batch_columns(codec: TableCodec,
     src(f"return batch.keys, counts, times, {{{taken}}}")
     return compile_function(src.text(), "bucket_batch_columns", {"gt": operator.gt},
                             f"<tsmodel codec {codec.model}.{codec.table} bucket batch columns>")
+
+
+def _column_batch_columns(codec: TableCodec,
+                          names: tuple[str, ...]) -> Callable[..., Any] | None:
+    """`render_bucket_batch_columns()` for a ``ts.columns()`` bucket table: every
+    cell of the value's family is an event, its qualifier the value's bytes, in
+    the order of the layout's reader (time, then qualifier); the cells' values
+    are not read. A batch with a cell of another family is left to the rows."""
+    cols = _bucket_cells(codec, "columns")
+    if cols is None:
+        return None
+    _, kept, src = _collector(codec, cols, names, "column_batch_columns")
+    family = cols[0].family
+    src("families, qualifiers, stamps = batch.families, batch.qualifiers, batch.timestamps")
+    src(f"if families.count({family!r}) != len(families):")
+    src("    return None  # a cell of another family")
+    src("counts = []")
+    src("times = []")
+    src("found = []")
+    src("start = 0")
+    src("for end in batch.ends:")
+    src.indent()
+    src("counts.append(end - start)")
+    src("if end - start == 1:")
+    src("    times.append(stamps[start])")
+    src("    found.append(qualifiers[start])")
+    src("elif end > start:  # by time, then qualifier, as the layout's reader")
+    src("    t, q = zip(*sorted(zip(stamps[start:end], qualifiers[start:end])))")
+    src("    times += t")
+    src("    found += q")
+    src("start = end")
+    src.dedent()
+    taken = ", ".join(f"{name!r}: found" for _, name in kept)
+    src(f"return batch.keys, counts, times, {{{taken}}}")
+    return compile_function(src.text(), "column_batch_columns", {},
+                            f"<tsmodel codec {codec.model}.{codec.table} column batch columns>")
 
 
 def _render_cell_slots(src: Any, values: Sequence[Any], slot: Mapping[str, str]) -> None:
