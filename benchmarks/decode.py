@@ -17,8 +17,7 @@ replayed (``_columnar.Replay``), so that nothing but the decoding is timed:
 * ``batch``: the same from the rows in columns, as the chunk merger hands
   them (``merge_batches``: a ``CellBatch``, built before the clock starts),
   into one record batch (``ArrowColumns.cells_batch``, where the checkout
-  has it and the query reads batches: a fixed shape of cells, not the
-  hourly buckets): no ``Row`` object in between.
+  has it and the query reads batches): no ``Row`` object in between.
 * ``merge rows`` / ``merge batches`` (with the Bigtable extra's protobuf):
   the chunk merger alone, the same rows as ReadRows responses (parsed into
   the merger's view before the clock starts) merged into rows, or into
@@ -26,11 +25,12 @@ replayed (``_columnar.Replay``), so that nothing but the decoding is timed:
 
 Under the table, each checkout's ``columns`` and ``arrow`` per instance.
 
-Two models: ``ServerMetric`` (a row per event, key ``HOSTNAME#13-digit ms``)
-and the same metrics in hourly bucket rows (``layout=ts.cells()``, 720
-events per row). Each checkout runs in a subprocess of its own, with
-``PYTHONPATH`` set to it (its ``tsmodel`` is imported, this directory's
-helpers); the figures are events per CPU second, the median of ``--runs``
+Three models: ``ServerMetric`` (a row per event, key ``HOSTNAME#13-digit ms``),
+the same metrics in hourly bucket rows (``layout=ts.cells()``, 720
+events per row), and one of them in hourly buckets of a column per event
+(``layout=ts.columns()``, the value in the qualifier). Each checkout runs in
+a subprocess of its own, with ``PYTHONPATH`` set to it (its ``tsmodel`` is
+imported, this directory's helpers); the figures are events per CPU second, the median of ``--runs``
 runs; the ratio is this checkout's median over the baseline's. The test
 suite runs it once at a tiny size (tests/extras/test_benchmark_scripts.py),
 to see that it still runs, not to time anything.
@@ -81,6 +81,19 @@ def _hourly_model() -> Any:
     return HourlyMetric
 
 
+def _columns_model() -> Any:
+    import tsmodel as ts
+
+    @ts.model(table="METRIC_COLUMNS", family="METRIC", layout=ts.columns(),
+              max_rate=1 / 5)
+    class ColumnMetric:
+        hostname: str = ts.key()
+        time: datetime = ts.timestamp(bucket="hour")
+        blk_read: int = ts.value()
+
+    return ColumnMetric
+
+
 def measure(events: int, runs: int) -> dict[str, dict[str, float]]:
     """Events per CPU second of each measure on each model (the median of ``runs``)."""
     sys.path.insert(0, str(HERE))
@@ -100,9 +113,13 @@ def measure(events: int, runs: int) -> dict[str, dict[str, float]]:
     hourly_events = [hourly(**{f: getattr(e, f) for f in (
         "hostname", "time", "cpu1_usr", "cpu1_nice", "blk_read", "blk_wrtn")})
         for e in generated]
+    columned = _columns_model()
+    columned_events = [columned(hostname=e.hostname, time=e.time, blk_read=e.blk_read)
+                       for e in generated]
     out: dict[str, dict[str, float]] = {}
     for name, model, data in (("rows", rows_model, generated),
-                              ("cells (hourly buckets)", hourly, hourly_events)):
+                              ("cells (hourly buckets)", hourly, hourly_events),
+                              ("columns (hourly buckets)", columned, columned_events)):
         store = ts.connect("memory://")
         store.create_tables(model)
         assert store.save_all(data).ok
