@@ -226,7 +226,9 @@ def test_keys_decoded_whole_read_a_group_as_records(how: str) -> None:
         assert collect is not None and collect(CellBatch.of(rows)) is not None, \
             "the batch is not taken a whole list at a time"
         if how != "none":
-            at = data.draw(st.integers(0, len(rows) - 1))
+            # Rows of earlier examples stay in the store: a draw bounded by their
+            # number would differ when hypothesis replays an example.
+            at = data.draw(st.integers(0, 10**6)) % len(rows)
             rows[at] = _group_damaged(rows[at], how)
         defaults = {v.name: v.default_value() for v in spec_of(model).values if v.has_default}
         want = _outcome(lambda: [{**defaults, **r} for row in rows for r in codec.records(row)])
