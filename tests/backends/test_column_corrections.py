@@ -79,15 +79,24 @@ def _expected(values: dict[tuple[str, int], int]) -> Counter[tuple[str, str, byt
                    for (h, m), v in values.items())
 
 
-def test_a_shuffled_save_reads_back_only_cells_at_its_own_times(backend: Backend) -> None:
+def _shuffled(backend: Any, seed: int, minutes: int
+              ) -> tuple[Any, ts.Connection, random.Random, dict[tuple[str, int], int],
+                         list[Any]]:
+    """A fresh model's table on ``backend`` (batches of 100 events), and a reading a
+    minute of each host, shuffled: the model, connection, generator, values, events."""
     model = _model()
-    counter = CellCounter(backend)
-    conn = ts.Connection(counter, batch_size=100)
+    conn = ts.Connection(backend, batch_size=100)
     conn.create_tables(model)
-    rng = random.Random(24)
-    values = {(h, m): 94000 + rng.randrange(2000) for h in HOSTS for m in range(1000)}
+    rng = random.Random(seed)
+    values = {(h, m): 94000 + rng.randrange(2000) for h in HOSTS for m in range(minutes)}
     events = _events(model, values)
     rng.shuffle(events)
+    return model, conn, rng, values, events
+
+
+def test_a_shuffled_save_reads_back_only_cells_at_its_own_times(backend: Backend) -> None:
+    counter = CellCounter(backend)
+    model, conn, rng, values, events = _shuffled(counter, seed=24, minutes=1000)
     try:
         assert conn.save_all(events).ok
         # Nothing was stored at any of these times: nothing to read back (the
@@ -215,14 +224,8 @@ def test_a_shuffled_save_reads_each_row_in_spans_apart(backend: Backend) -> None
     # its rows' whole bucket and brings back every event saved before it. Written
     # in row order, the batches' spans of a row do not overlap, so a save into a
     # fresh table is sent nothing back; its results stay in input order.
-    model = _model()
     recorder = Requests(backend)
-    conn = ts.Connection(recorder, batch_size=100)
-    conn.create_tables(model)
-    rng = random.Random(5)
-    values = {(h, m): 94000 + rng.randrange(2000) for h in HOSTS for m in range(500)}
-    events = _events(model, values)
-    rng.shuffle(events)
+    model, conn, rng, values, events = _shuffled(recorder, seed=5, minutes=500)
     # Versions of one event in the save: the one given last is stored.
     for key in rng.sample(sorted(values), 30):
         for _ in range(2):
