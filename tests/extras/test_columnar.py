@@ -422,3 +422,48 @@ def test_column_bucket_rows_to_arrow_answer_as_the_oracle(backend: Backend) -> N
             [w for w in want if w[:2] == ("a", "cpu") and us_of(lo) <= w[2] < us_of(hi)]
     finally:
         conn.drop_tables(model)
+
+
+def test_bucket_rows_with_optional_values_to_arrow_answer_as_the_oracle(
+        backend: Backend) -> None:
+    # Optional values of ``ts.cells()`` buckets: an event without one has no cell in
+    # its column (null in the columns, None as the oracle has it).
+    @ts.model(table=f"BUCKET_SPARSE_{uuid.uuid4().hex[:10].upper()}", family="M",
+              layout=ts.cells(), max_rate=1 / 5)
+    class Sparse:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(bucket="hour")
+        cpu: float = ts.value("CPU/USR")
+        load: float | None = ts.value("LOAD")
+        note: str | None = ts.value("NOTE", family="N")
+
+    conn = ts.Connection(backend)
+    conn.create_tables(Sparse)
+    try:
+        t0 = datetime(2015, 3, 16, 19, 53, tzinfo=UTC)
+        events = [Sparse(host=host, time=t0 + timedelta(seconds=41 * i), cpu=i / 8,
+                         load=None if i % 3 else i / 2, note=None if i % 4 == 1 else f"n{i}")
+                  for host in ("b", "a") for i in range(200)]
+        assert conn.save_all(events).ok
+        qs = Sparse.range(t0 - timedelta(hours=1), t0 + timedelta(days=1),
+                          allow_scan=True).using(conn)
+        from tsmodel.io.arrow import ArrowColumns
+        assert ArrowColumns(Sparse).takes_batches(qs.explain().codec)
+        want = [(e.host, us_of(e.time), e.cpu, e.load, e.note)
+                for e in sorted(events, key=lambda e: (e.host, e.time))]
+        rows = [(r["host"], us_of(r["time"]), r["cpu"], r["load"], r["note"])
+                for r in qs.to_arrow().to_pylist()]
+        assert rows == want
+        assert [(r["host"], us_of(r["time"]), r["cpu"], r["load"], r["note"])
+                for b in qs.to_arrow_batches(rows=53) for r in b.to_pylist()] == want
+        frame = qs.to_pandas()
+        assert [None if pd_isna(x) else x for x in frame["note"]] == [w[4] for w in want]
+        assert qs.to_polars()["load"].to_list() == [w[3] for w in want]
+    finally:
+        conn.drop_tables(Sparse)
+
+
+def pd_isna(x: Any) -> bool:
+    import pandas as pd
+
+    return bool(pd.isna(x))

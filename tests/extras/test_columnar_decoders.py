@@ -329,7 +329,16 @@ def _bucket_models() -> list[type]:
         time: datetime = ts.timestamp(bucket="week")
         pascal: int = ts.value(codec=ts.Text(int))
 
-    return [Hourly, Daily, Columned, Pressure]
+    @ts.model(table=f"BK_O_{suffix}", family="M", layout=ts.cells(), max_rate=1 / 5)
+    class Sparse:  # optional values beside a required one, in two families
+        host: str = ts.key()
+        time: datetime = ts.timestamp(bucket="hour")
+        load: float | None = ts.value("LOAD")
+        cpu: float = ts.value("CPU/USR")
+        note: str | None = ts.value("NOTE", family="N")
+        code: int | None = ts.value("A", family="N")
+
+    return [Hourly, Daily, Columned, Pressure, Sparse]
 
 
 def _draw_bucket_event(data: st.DataObject, model: type, i: int) -> Any:
@@ -343,6 +352,12 @@ def _draw_bucket_event(data: st.DataObject, model: type, i: int) -> Any:
         return model(host=data.draw(st.sampled_from(["a", "b.example"])),
                      metric=data.draw(st.sampled_from(["cpu", "mem"])), time=when,
                      reading=data.draw(st.integers(-(2**63), 2**63 - 1)))
+    if model.__name__ == "Sparse":
+        return model(host=data.draw(st.sampled_from(["a", "b.example"])), time=when,
+                     load=data.draw(st.none() | st.floats(allow_nan=False)),
+                     cpu=data.draw(st.floats(allow_nan=False)),
+                     note=data.draw(st.none() | st.text(max_size=5)),
+                     code=data.draw(st.none() | st.integers(-(2**63), 2**63 - 1)))
     if model.__name__ == "Pressure":
         return model(balloon=data.draw(st.integers(0, 9999)), time=when,
                      pascal=data.draw(st.integers(-5, 10**6)))

@@ -235,7 +235,8 @@ class ArrowColumns:
                                    [c for c in counts if c]))
         columns: dict[str, Any] = {name: [] for name, _, _ in self.columns}
         columns.update(values)
-        done = self._decode_raw(columns, complete=True)
+        # An optional value's column holds None where an event has no cell.
+        done = self._decode_raw(columns, complete=all(v.stored for v in codec.values.values))
         if done is None:
             return None
         for name, arrow_type, kind in self.columns:

@@ -666,9 +666,18 @@ def _bucket_cells(codec: TableCodec, layout: str) -> list[Any] | None:
             and not codec._key_columns and codec._owns is None and codec._joins_plainly
             and codec._version_field is None and codec.time_field in codec.key.fields):
         return None
+    values = list(codec.values.values)
     if layout == "columns":
-        return list(codec.values.values)
-    return _stored_sorted(list(codec.values.values))
+        return values
+    if all(v.stored for v in values):
+        return _stored_sorted(values)
+    # Optional values beside at least one required (whose column holds every event);
+    # a defaulted one reads its default where it has no cell: left to the rows.
+    if not any(v.stored for v in values) or any(not v.stored and not v.optional
+                                                 for v in values) \
+            or len({v.qualifier for v in values}) != len(values):
+        return None
+    return sorted(values, key=lambda v: (v.family, v.qualifier))
 
 
 def render_bucket_batch_columns(codec: TableCodec,
@@ -690,6 +699,8 @@ def render_bucket_batch_columns(codec: TableCodec,
     cols = _bucket_cells(codec, "cells")
     if cols is None:
         return _column_batch_columns(codec, names)
+    if not all(v.stored for v in cols):
+        return _sparse_bucket_batch_columns(codec, cols, names)
     k, kept, src = _collector(codec, cols, names, "bucket_batch_columns")
     src("families, qualifiers = batch.families, batch.qualifiers")
     src("stamps, values = batch.timestamps, batch.values")
@@ -727,6 +738,72 @@ def render_bucket_batch_columns(codec: TableCodec,
     src.dedent()
     taken = ", ".join(f"{name!r}: c{j}" for j, name in kept)
     src(f"return batch.keys, counts, times, {{{taken}}}")
+    return compile_function(src.text(), "bucket_batch_columns", {"gt": operator.gt},
+                            f"<tsmodel codec {codec.model}.{codec.table} bucket batch columns>")
+
+
+def _sparse_bucket_batch_columns(codec: TableCodec, cols: list[Any],
+                                 names: tuple[str, ...]) -> Callable[..., Any]:
+    """`render_bucket_batch_columns()` for ``ts.cells()`` buckets with optional values:
+    an event is a version of every required column (the same times in each),
+    and of an optional column where it has a value (``None`` where not). Each
+    column's cells are found in the row's order (family, then qualifier), as
+    many as its qualifier has; a row with another cell, or versions of a column
+    at one time, is left to the rows. An optional cell at no required cell's
+    time is no event, as the reader skips an event without a required value."""
+    _, kept, src = _collector(codec, cols, names, "bucket_batch_columns")
+    taken = {j for j, _ in kept}
+    first = next(j for j, v in enumerate(cols) if v.stored)
+    src("families, qualifiers = batch.families, batch.qualifiers")
+    src("stamps, values = batch.timestamps, batch.values")
+    src("counts = []")
+    src("times = []")
+    for j in taken:
+        src(f"c{j} = []")
+    src("start = 0")
+    src("for end in batch.ends:")
+    src.indent()
+    src("row = qualifiers[start:end]")
+    src("lo = start")
+    for j, v in enumerate(cols):
+        src(f"n{j} = row.count({v.qualifier!r})")
+        src(f"hi = lo + n{j}")
+        src(f"if n{j} and (qualifiers[lo:hi].count({v.qualifier!r}) != n{j} or "
+            f"families[lo:hi].count({v.family!r}) != n{j}):")
+        src("    return None  # another column among its cells")
+        src(f"s{j} = stamps[lo:hi]")
+        src(f"if n{j} > 1 and not all(map(gt, s{j}, s{j}[1:])):")
+        src("    return None  # versions not newest first at distinct times")
+        if j in taken:
+            src(f"v{j} = values[lo:hi]")
+        src("lo = hi")
+    src("if lo != end:")
+    src("    return None  # a cell of another column")
+    src(f"m = n{first}")
+    src("counts.append(m)")
+    src(f"t = s{first}")
+    for j, v in enumerate(cols):
+        if j == first:
+            continue
+        if v.stored:
+            src(f"if s{j} != t:")
+            src("    return None  # an event without its cell in every required column")
+        elif j in taken:
+            src(f"if n{j} == m and s{j} == t:")
+            src(f"    c{j} += v{j}[::-1]  # oldest first")
+            src(f"elif n{j}:  # (a cell at no event's time is none, as for the reader)")
+            src(f"    found = dict(zip(s{j}, v{j}))")
+            src(f"    c{j} += [found.get(x) for x in reversed(t)]")
+            src("else:")
+            src(f"    c{j} += [None] * m")
+    for j, v in enumerate(cols):
+        if v.stored and j in taken:
+            src(f"c{j} += v{j}[::-1]  # oldest first")
+    src("times += t[::-1]")
+    src("start = end")
+    src.dedent()
+    out = ", ".join(f"{name!r}: c{j}" for j, name in kept)
+    src(f"return batch.keys, counts, times, {{{out}}}")
     return compile_function(src.text(), "bucket_batch_columns", {"gt": operator.gt},
                             f"<tsmodel codec {codec.model}.{codec.table} bucket batch columns>")
 
