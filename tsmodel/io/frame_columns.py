@@ -304,7 +304,9 @@ def render_frame_encoder(columns: FrameColumns, main: Any, current: Any | None
                          ) -> tuple[tuple[str, ...], Callable[..., Any]] | None:
     """The per-event check of ``main``'s model rendered over a chunk's Arrow columns:
     the fields it reads (`column_fields()`) and ``encode_frame(n, *columns)``,
-    or ``None`` where it is not rendered (a salted key; or no column-wise check).
+    or ``None`` where it is not rendered (a salted key, a time bucket's label in
+    the key; or no column-wise check): the chunk's rows are then checked and
+    encoded one by one.
 
     ``encode_frame`` takes the chunk's length and one Arrow array (or `Missing`)
     per field, in that order, and returns ``(keys, us, values, current_keys)``:
@@ -315,6 +317,12 @@ def render_frame_encoder(columns: FrameColumns, main: Any, current: Any | None
     """
     if main.key.salt() is not None or (current is not None and current.key.salt() is not None):
         return None
+    if any(is_time and not isinstance(seg, TimestampSegment)
+           for codec in (main, current) if codec is not None
+           for seg, (_, _, is_time) in zip(
+               [s for s in codec.key.segments if s.field is not None], codec._encoders,
+               strict=True)):
+        return None  # a bucket's label (strftime), not epoch digits: no column-wise form
     names = column_fields(main, current)
     src = Fragment()
     for reserved in ("n", "us"):
