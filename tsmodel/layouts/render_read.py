@@ -733,6 +733,14 @@ def render_bucket_batch_columns(codec: TableCodec,
             src("    return None  # an event without its cell in every column")
         if any(jj == j for jj, _ in kept):
             src(f"c{j} += values[lo:hi][::-1]  # oldest first")
+    return _bucket_end(src, codec, kept)
+
+
+def _bucket_end(src: _Source, codec: TableCodec, kept: list[tuple[int, str]]
+                ) -> Callable[..., Any]:
+    """A ``ts.cells()`` bucket collector's close: the row's times (``t``, newest first)
+    taken oldest first, the loop over rows ended, each kept field's list ``c{j}``
+    returned by name; compiled."""
     src("times += t[::-1]")
     src("start = end")
     src.dedent()
@@ -799,13 +807,7 @@ def _sparse_bucket_batch_columns(codec: TableCodec, cols: list[Any],
     for j, v in enumerate(cols):
         if v.stored and j in taken:
             src(f"c{j} += v{j}[::-1]  # oldest first")
-    src("times += t[::-1]")
-    src("start = end")
-    src.dedent()
-    out = ", ".join(f"{name!r}: c{j}" for j, name in kept)
-    src(f"return batch.keys, counts, times, {{{out}}}")
-    return compile_function(src.text(), "bucket_batch_columns", {"gt": operator.gt},
-                            f"<tsmodel codec {codec.model}.{codec.table} bucket batch columns>")
+    return _bucket_end(src, codec, kept)
 
 
 def _column_batch_columns(codec: TableCodec,
