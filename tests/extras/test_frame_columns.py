@@ -265,3 +265,44 @@ def test_the_entries_written_from_columns_are_the_row_writers(
     assert (got is not None) == ordinary
     if got is not None:
         assert got == expected
+
+
+# -- a time bucket's label, a bucket at a time -------------------------------------------
+
+def _buckets() -> list[Any]:
+    from tsmodel.encoding.buckets import make_bucket
+
+    return [make_bucket("minute"), make_bucket("hour"), make_bucket("day", "%Y%m%d"),
+            make_bucket("week"), make_bucket("month"), make_bucket("month", "%Y%m%d"),
+            make_bucket(timedelta(minutes=15)),
+            make_bucket("week", "week{n}", origin=datetime(2021, 3, 1, tzinfo=timezone.utc),
+                        unsorted_labels=True)]
+
+
+@pytest.mark.parametrize("at", range(8))
+@settings(max_examples=60, deadline=None)
+@given(times=st.lists(st.integers(0, 4_102_444_800_000_000), min_size=0, max_size=40),
+       near=st.lists(st.integers(0, 40 * 86_400_000_000), max_size=40))
+def test_bucket_labels_are_the_segments_own(at: int, times: list[int],
+                                            near: list[int]) -> None:
+    # Each row's label, found a bucket at a time, is what the key segment's encoder
+    # writes for that row's time (the oracle: the encoder called per time); a time
+    # the segment refuses (before a numbered bucket's origin) leaves the chunk to the
+    # row-wise check.
+    import pyarrow.compute as pc
+
+    from tsmodel.encoding.keys import BucketSegment
+    from tsmodel.io.frame_columns import FrameColumns
+    from tsmodel.layouts.render_write import NotColumnWise
+
+    segment = BucketSegment("time", _buckets()[at])
+    labels = FrameColumns(pa, pc, np).bucket_labels(segment.bucket, segment.encode)
+    base = 1_614_556_800_000_000  # 2021-03-01: many times in a few buckets
+    for us in (times, [base + d for d in near]):
+        try:
+            want = [segment.encode(t) for t in us]
+        except ValueError:
+            with pytest.raises(NotColumnWise):
+                labels(np.array(us, np.int64))
+            continue
+        assert labels(np.array(us, np.int64)).to_pylist() == want

@@ -798,34 +798,61 @@ def _bucket_models() -> list[type]:
         cpu: float = ts.value("CPU")
         note: str | None = ts.value("NOTE")
 
-    return [Balloon, Hourly]
+    @ts.model(table=f"FRAME_METER_{suffix}", family="METER", layout=ts.offsets(
+        timedelta(minutes=15)), current=f"FRAME_METER_CUR_{suffix}")
+    class Meter:  # the reference's column per time offset, in day buckets
+        meter: int = ts.key(width=10)
+        time: datetime = ts.timestamp(bucket="day")
+        kwh: float = ts.value()
+
+    @ts.model(table=f"FRAME_MONTH_{suffix}", family="M", layout=ts.cells(),
+              max_rate=1 / 3600)
+    class Monthly:  # month labels (a bucket of no fixed length)
+        site: str = ts.key()
+        time: datetime = ts.timestamp(bucket="month")
+        kwh: int = ts.value()
+
+    return [Balloon, Hourly, Meter, Monthly]
 
 
-@pytest.mark.parametrize("at", [0, 1])
+def _bucket_rows(at: int, rng: random.Random) -> list[dict[str, Any]]:
+    if at == 0:
+        return [dict(location=loc, balloon=3698, time=T0 + timedelta(minutes=i),
+                     pressure=94000 + rng.randrange(2000),
+                     temperature=round(rng.uniform(8, 11), 1))
+                for loc in ("us-west2", "asia-south2") for i in range(0, 14 * 1440, 97)]
+    if at == 1:
+        return [dict(host=h, time=T0 + timedelta(seconds=37 * i), cpu=i / 4,
+                     note=None if i % 3 else f"n{i}")
+                for h in ("a", "b") for i in range(300)]
+    if at == 2:
+        return [dict(meter=m, time=T0 + timedelta(minutes=15 * i), kwh=rng.random())
+                for m in (987654, 1001) for i in rng.sample(range(4 * 24 * 9), 200)]
+    return [dict(site=site, time=T0 + timedelta(hours=7 * i), kwh=i)
+            for site in ("x", "y") for i in range(0, 24 * 60, 5)]
+
+
+@pytest.mark.parametrize("at", [0, 1, 2, 3])
 def test_a_frame_of_bucket_rows_saves_what_save_all_saves(backend: Backend, at: int) -> None:
     # A time bucket's key segment is a label of the bucket, not epoch digits: the
-    # frame is saved as save_all saves its rows (the same cells in both tables).
+    # frame's rows are saved as save_all saves them (the same cells in every table),
+    # their labels taken a bucket at a time.
     framed, listed = _bucket_models()[at], _bucket_models()[at]
     conn = ts.Connection(backend)
     conn.create_tables(framed, listed)
     try:
-        rng = random.Random(at)
-        if at == 0:
-            rows = [dict(location=loc, balloon=3698, time=T0 + timedelta(minutes=i),
-                         pressure=94000 + rng.randrange(2000),
-                         temperature=round(rng.uniform(8, 11), 1))
-                    for loc in ("us-west2", "asia-south2") for i in range(0, 14 * 1440, 97)]
-        else:
-            rows = [dict(host=h, time=T0 + timedelta(seconds=37 * i), cpu=i / 4,
-                         note=None if i % 3 else f"n{i}")
-                    for h in ("a", "b") for i in range(300)]
+        rows = _bucket_rows(at, random.Random(at))
         frame = pd.DataFrame(rows)
+        if at != 2:  # (an offsets bucket has no column-wise check: row by row)
+            encoder = FrameEncoder(framed, _ColumnCheck(framed))
+            assert encoder.encoded(pa.RecordBatch.from_pandas(frame), False) is not None, \
+                "the frame is not encoded a whole column at a time"
         result = conn.save_frame(framed, frame, rows=100, progress=False)
         assert result.ok and result.rows == len(rows), result.summary()
         assert conn.save_all([listed(**r) for r in rows]).ok
         assert dump(backend, framed) == dump(backend, listed)
         got = sorted((tuple(getattr(e, k) for k in rows[0]) for e in framed.range(
-            T0, T0 + timedelta(days=15), allow_scan=True).using(conn)), key=repr)
+            T0, T0 + timedelta(days=500), allow_scan=True).using(conn)), key=repr)
         assert got == sorted((tuple(r.values()) for r in rows), key=repr)
     finally:
         conn.drop_tables(framed, listed)

@@ -41,8 +41,9 @@ from typing import Any
 
 import attrs
 
+from tsmodel.encoding.buckets import Bucket
 from tsmodel.encoding.codecs import Bool, Float64, Int64, Raw, Utf8
-from tsmodel.encoding.keys import ConstantSegment, TimestampSegment
+from tsmodel.encoding.keys import BucketSegment, ConstantSegment, TimestampSegment
 from tsmodel.encoding.timestamps import EpochEncoding
 from tsmodel.encoding.values import MAX_VALUE_BYTES, ValueSpec
 from tsmodel.io import require
@@ -137,12 +138,15 @@ class FrameColumns:
 
     # -- key segments ---------------------------------------------------------------
 
-    def time_segment(self, segment: TimestampSegment,
+    def time_segment(self, segment: TimestampSegment | BucketSegment,
                      encode: Callable[[int], bytes]) -> Callable[[Any], Any]:
         """The time segment of each row from its time in µs: the digits of the declared
         `EpochEncoding` (its arithmetic: the range, unit and reversal its encoder
-        applies), or its encoder applied to each time (any other encoding)."""
+        applies), a bucket's label (`bucket_labels()`), or its encoder applied to
+        each time (any other encoding)."""
         pa, pc, np = self.pa, self.pc, self.np
+        if isinstance(segment, BucketSegment):
+            return self.bucket_labels(segment.bucket, encode)
         encoding = segment.encoding
         if not isinstance(encoding, EpochEncoding):
             def each(us: Any) -> Any:
@@ -164,6 +168,41 @@ class FrameColumns:
             return text.cast(pa.binary())
 
         return epoch
+
+    def bucket_labels(self, bucket: Bucket, encode: Callable[[int], bytes]
+                      ) -> Callable[[Any], Any]:
+        """The label of each row's bucket: the distinct times sorted, each bucket they
+        fall in found once by the bucket's own arithmetic (its ``start`` and
+        ``next``) and labelled by the segment's encoder (``encode`` of the bucket's
+        first time: the bytes the row-wise encoding writes), then taken by index.
+        A Python step per bucket, not per row."""
+        pa, np = self.pa, self.np
+
+        def labelled(us: Any) -> Any:
+            if not len(us):
+                return pa.array([], pa.binary())
+            if us.min() < max(0, bucket.first_us):
+                raise NotColumnWise  # the segment refuses it: the row-wise check says why
+            times = np.unique(us)
+            starts: list[int] = []
+            labels: list[bytes] = []
+            at = 0
+            while at < len(times):
+                first = int(times[at])
+                start = bucket.start(first)
+                following = bucket.next(start)
+                if not start <= first < following:
+                    raise NotColumnWise  # (no such bucket: the row-wise check decides)
+                try:
+                    labels.append(encode(first))
+                except Exception:  # noqa: BLE001 (the row-wise check raises the error)
+                    raise NotColumnWise from None
+                starts.append(start)
+                at = int(np.searchsorted(times, following, side="left"))
+            index = np.searchsorted(np.array(starts, np.int64), us, side="right") - 1
+            return pa.array(labels, pa.binary()).take(pa.array(index, pa.int32()))
+
+        return labelled
 
     def field_segment(self, encode: Callable[[Any], bytes]) -> Callable[[Any, int], Any]:
         """A field's key segment of each row: each distinct value of its column encoded
@@ -304,9 +343,8 @@ def render_frame_encoder(columns: FrameColumns, main: Any, current: Any | None
                          ) -> tuple[tuple[str, ...], Callable[..., Any]] | None:
     """The per-event check of ``main``'s model rendered over a chunk's Arrow columns:
     the fields it reads (`column_fields()`) and ``encode_frame(n, *columns)``,
-    or ``None`` where it is not rendered (a salted key, a time bucket's label in
-    the key; or no column-wise check): the chunk's rows are then checked and
-    encoded one by one.
+    or ``None`` where it is not rendered (a salted key; or no column-wise check):
+    the chunk's rows are then checked and encoded one by one.
 
     ``encode_frame`` takes the chunk's length and one Arrow array (or `Missing`)
     per field, in that order, and returns ``(keys, us, values, current_keys)``:
@@ -317,12 +355,12 @@ def render_frame_encoder(columns: FrameColumns, main: Any, current: Any | None
     """
     if main.key.salt() is not None or (current is not None and current.key.salt() is not None):
         return None
-    if any(is_time and not isinstance(seg, TimestampSegment)
+    if any(is_time and not isinstance(seg, (TimestampSegment, BucketSegment))
            for codec in (main, current) if codec is not None
            for seg, (_, _, is_time) in zip(
                [s for s in codec.key.segments if s.field is not None], codec._encoders,
                strict=True)):
-        return None  # a bucket's label (strftime), not epoch digits: no column-wise form
+        return None  # a time segment of no form known column-wise
     names = column_fields(main, current)
     src = Fragment()
     for reserved in ("n", "us"):
@@ -343,7 +381,6 @@ def render_frame_encoder(columns: FrameColumns, main: Any, current: Any | None
                 continue
             local = keys[name] = src.local(f"k_{name}")
             if is_time:
-                assert isinstance(seg, TimestampSegment)
                 coder = src.bind(columns.time_segment(seg, encode), f"{label}key_{name}")
                 src.emit(f"{local} = {coder}(us)")
             else:
