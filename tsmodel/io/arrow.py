@@ -31,9 +31,9 @@ import attrs
 from tsmodel import errors
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.encoding.codecs import Bool, Float64, Int64, Raw, Text, Utf8
-from tsmodel.encoding.keys import IntSegment, SegmentValueError, StrSegment, TimestampSegment
-from tsmodel.encoding.timestamps import EpochEncoding
+from tsmodel.encoding.keys import IntSegment, SegmentValueError, StrSegment
 from tsmodel.io import require
+from tsmodel.layouts.render_read import time_key_arithmetic
 
 __all__ = ["ArrowColumns", "DEFAULT_BATCH_ROWS"]
 
@@ -474,11 +474,10 @@ class ArrowColumns:
 def _whole_keys(codec: Any) -> tuple[int, int | None, int, int, int] | None:
     """The arithmetic of the time segment ending ``codec``'s row keys, where keys can be
     decoded a whole column at a time (`ArrowColumns._key_columns`), else ``None``."""
-    last = codec.key.segments[-1] if codec.key.segments else None
-    if not isinstance(last, TimestampSegment) or last.field != codec.time_field or \
-            not isinstance(last.encoding, EpochEncoding):
+    found = time_key_arithmetic(codec)
+    if found is None:
         return None
-    found = digits, base, unit, _, _ = last.encoding.arithmetic()
+    digits, base, unit, _, _ = found
     biggest = max(10 ** digits - 1, base or 0) * unit
     return found if biggest < 2 ** 63 else None  # numpy's int64 must hold every step
 

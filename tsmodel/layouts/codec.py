@@ -20,7 +20,15 @@ from tsmodel import errors
 from tsmodel.encoding.keys import ConstantSegment, KeyLayout, SegmentValueError
 from tsmodel.encoding.timestamps import EPOCH, to_micros
 from tsmodel.encoding.values import MAX_VALUE_BYTES, ValueEncoder, ValueSpec
-from tsmodel.ground.base import Cell, DeclaredCells, Mutation, Row, RowMutation, SetCell
+from tsmodel.ground.base import (
+    Cell,
+    CellBatch,
+    DeclaredCells,
+    Mutation,
+    Row,
+    RowMutation,
+    SetCell,
+)
 from tsmodel.layouts.base import (
     Event,
     Layout,
@@ -33,6 +41,7 @@ from tsmodel.layouts.base import (
 )
 from tsmodel.layouts.render_read import (
     render_batch_columns,
+    render_batch_instances,
     render_bucket_batch_columns,
     render_columns,
     render_raw_columns,
@@ -104,6 +113,7 @@ class TableCodec:
                  "_time_check", "_like", "_required", "_defaulted", "witness", "_key_columns",
                  "_version_field", "_history", "_owns", "_rendered_records",
                  "_rendered_decode", "_rendered_columns", "_rendered_batches", "_encode",
+                 "_batch_instances",
                  "_events", "_parts",
                  "_columns", "_stripped_read", "declared_cells", "renderings")
 
@@ -157,6 +167,7 @@ class TableCodec:
         self._rendered_records, self._rendered_decode = render_rows(self)
         self._rendered_columns: dict[tuple[str, ...], tuple[Any, Any]] = {}
         self._rendered_batches: dict[tuple[str, ...], Callable[..., Any] | None] = {}
+        self._batch_instances: Callable[..., Any] | None | bool = False  # False: not yet
         #: The generated encoder of this table, rendered at its first use.
         self._encode: Callable[[Any], EncodedRow] | None = None
         self._events: dict[tuple[TableCodec | None, Callable[..., Any]],
@@ -436,6 +447,17 @@ class TableCodec:
                 render_batch_columns
             self._rendered_batches[names] = render(self, names)
         return self._rendered_batches[names]
+
+    def batch_instances(self) -> Callable[[Callable[..., M], CellBatch], list[M] | None] | None:
+        """The decoder of a `tsmodel.ground.base.CellBatch` of plain event rows into
+        instances, ``decoder(cls, batch)`` (`render_batch_instances()`: the
+        instances `decode()` builds from ``batch.rows()``, or ``None`` for a
+        batch it leaves to them), or ``None`` where the declaration has no such
+        rendering. Rendered at its first use."""
+        found = self._batch_instances
+        if found is False:
+            found = self._batch_instances = render_batch_instances(self)
+        return found  # type: ignore[return-value]
 
     @property
     def decoders(self) -> tuple[Callable[..., Any], ...]:

@@ -27,13 +27,15 @@ reference of the oracle harness on every layout shape, values and errors.
 from __future__ import annotations
 
 import operator
+import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
 from tsmodel import errors
-from tsmodel.encoding.keys import SegmentValueError
-from tsmodel.encoding.timestamps import EPOCH
+from tsmodel.encoding.codecs import Float64, Int64
+from tsmodel.encoding.keys import SegmentValueError, TimestampSegment
+from tsmodel.encoding.timestamps import EPOCH, EpochEncoding
 from tsmodel.ground.base import Cell
 from tsmodel.layouts._source import compile_function
 from tsmodel.layouts.base import MARKER, TableShape, column_name, missing_value
@@ -42,7 +44,8 @@ from tsmodel.layouts.base import MARKER, TableShape, column_name, missing_value
 TableCodec = Any
 
 __all__ = ["render_values", "render_rows", "render_columns", "render_raw_columns",
-           "render_batch_columns", "render_bucket_batch_columns"]
+           "render_batch_columns", "render_bucket_batch_columns", "render_batch_instances",
+           "time_key_arithmetic"]
 
 #: The errors an application's codec may raise for bytes it refuses its own way.
 _REFUSALS = (ValueError, TypeError, ArithmeticError, LookupError)
@@ -639,6 +642,118 @@ def render_batch_columns(codec: TableCodec,
     src(f"return keys, first, {{{taken}}}")
     return compile_function(src.text(), "batch_columns", {},
                             f"<tsmodel codec {codec.model}.{codec.table} batch columns>")
+
+
+def time_key_arithmetic(codec: TableCodec) -> tuple[int, int | None, int, int, int] | None:
+    """What the digits of the time segment ending ``codec``'s row keys mean
+    (`EpochEncoding.arithmetic`: ``(digits, base, unit, low, high)``), where a
+    whole column of keys can be decoded at once: the key ends with the event
+    time's segment, epoch digits of one width. ``None`` for any other key."""
+    last = codec.key.segments[-1] if codec.key.segments else None
+    if not isinstance(last, TimestampSegment) or last.field != codec.time_field or \
+            not isinstance(last.encoding, EpochEncoding):
+        return None
+    return last.encoding.arithmetic()
+
+
+def render_batch_instances(codec: TableCodec) -> Callable[..., list[Any] | None] | None:
+    """The decoder of a `tsmodel.ground.base.CellBatch` of plain event rows straight
+    into instances, or ``None`` where the declaration has no such rendering.
+
+    For a row per event, a column per value field, all required, and a key
+    ending with the time's epoch digits (the common shape): the function
+    takes ``(cls, batch)`` and returns the instances of the batch's rows in
+    order, as `render_rows()`'s ``decode`` builds them row by row, a whole
+    column at a time: the values sliced out by `render_batch_columns()`, the
+    keys' time digits checked and converted as one run (their arithmetic is
+    the declared decoder's, `time_key_arithmetic()`), the segments before
+    them decoded once per distinct head by the declared key decoding, each
+    fixed-width number column unpacked by one ``struct`` call. It returns
+    ``None`` as soon as anything in the batch is not such a row, or a value
+    does not decode: the caller then decodes the batch's rows one by one
+    (`CellBatch.rows()`), which read them or raise their error, so the
+    outcome never depends on which of the two read them.
+    """
+    if not _plain(codec):
+        return None
+    arithmetic = time_key_arithmetic(codec)
+    if arithmetic is None:
+        return None
+    values = codec.values.values
+    collect = render_batch_columns(codec, tuple(v.name for v in values))
+    if collect is None:
+        return None
+    digits, base, unit, low, high = arithmetic
+    time_name = codec.time_field
+    key_fields = [f for f in codec.key.fields if f != time_name]
+    ns: dict[str, Any] = {"collect": collect, "decode_key": codec.key.decode,
+                          "SegmentValueError": SegmentValueError, "EPOCH": EPOCH,
+                          "timedelta": timedelta, "unpack": struct.unpack}
+    src = _Source()
+    src("def batch_instances(cls, batch):")
+    src.indent()
+    src("found = collect(batch)")
+    src("if found is None:")
+    src("    return None  # rows of another shape")
+    src("keys, times, values = found")
+    src("n = len(keys)")
+    src("if not n:")
+    src("    return []")
+    src(f"tails = [key[{-digits}:] for key in keys]")
+    src("run = b''.join(tails)")
+    src(f"if len(run) != {digits} * n or not run.isdigit():")
+    src("    return None  # a key without the time's digits at its end")
+    number = "int(tail)" if base is None else f"{base} - int(tail)"
+    src(f"us = [({number}) * {unit} for tail in tails]")
+    src(f"if min(us) < {low} or max(us) > {high}:")
+    src("    return None")
+    if unit % 1000:
+        src("if times != [t // 1000 * 1000 for t in us]:")
+    else:  # whole milliseconds: the cells' timestamps are the key's times
+        src("if times != us:")
+    src("    return None  # cells of another time than the key's")
+    if key_fields:
+        src(f"heads = [key[:{-digits}] for key in keys]")
+        src("seen = dict(zip(heads, keys))  # a key of each distinct head")
+        src("try:  # the fields before the time: once per distinct head")
+        src("    fields = [decode_key(key) for key in seen.values()]")
+        src("except SegmentValueError:")
+        src("    return None")
+        for i, f in enumerate(key_fields):
+            src(f"k{i} = dict(zip(seen, [decoded[{f!r}] for decoded in fields]))")
+            src(f"k{i} = list(map(k{i}.__getitem__, heads))")
+    src("try:")
+    src.indent()
+    args, columns = [], []
+    for i, v in enumerate(values):
+        if v.name in codec.key.fields:
+            continue  # promoted: the key's value wins
+        col = f"values[{v.name!r}]"
+        kind = type(v.codec)
+        if kind is Float64 or kind is Int64:
+            fmt = "d" if kind is Float64 else "q"
+            src(f"v{i} = {col}")
+            src(f"if set(map(len, v{i})) != {{8}}:")
+            src("    return None")
+            src(f"v{i} = unpack(f'>{{n}}{fmt}', b''.join(v{i}))")
+        else:
+            ns[f"d{i}"] = v.codec.decode
+            src(f"v{i} = list(map(d{i}, {col}))")
+        args.append(f"{v.name}=v{i}")
+        columns.append(f"v{i}")
+    src("whens = [EPOCH + timedelta(0, 0, t) for t in us]")
+    src.dedent()
+    src("except Exception:  # the row by row decoding says why, where")
+    src("    return None")
+    cols = [f"k{i}" for i in range(len(key_fields))] + ["whens"] + columns
+    items = [f"a{i}" for i in range(len(cols))]
+    keyword = [f"{f}={a}" for f, a in zip([*key_fields, time_name], items, strict=False)]
+    keyword += [arg.replace("=v", "=a_v") for arg in args]
+    items = items[:len(key_fields) + 1] + [f"a_{c}" for c in columns]
+    src(f"return [cls({', '.join(keyword)})")
+    src(f"        for {', '.join(items)} in zip({', '.join(cols)})]")
+    return compile_function(src.text(), "batch_instances", ns,
+                            f"<tsmodel codec {codec.model}.{codec.table} batch instances>")
 
 
 def _collector(codec: TableCodec, cols: list[Any], names: tuple[str, ...],
