@@ -16,7 +16,7 @@ Semantics follow Cloud Bigtable:
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from datetime import timedelta
 from typing import Any, NamedTuple, Protocol, cast, overload, runtime_checkable
 
@@ -31,6 +31,7 @@ __all__ = [
     "Cell",
     "Row",
     "CellBatch",
+    "batch_reader",
     "batches_of",
     "KeySample",
     "SetCell",
@@ -303,6 +304,21 @@ class CellBatch:
         for key, cells in rows:
             batch.add_cells(key, cells)
         return batch
+
+
+def batch_reader(backend: Any) -> Callable[[ReadRequest], Iterator[CellBatch]]:
+    """``backend``'s ``read_batches``, or, for a backend without one, its
+    ``read_rows`` put in batches (`batches_of()`)."""
+    read: Callable[[ReadRequest], Iterator[CellBatch]] | None = getattr(
+        backend, "read_batches", None)
+    if read is not None:
+        return read
+    read_rows: Callable[[ReadRequest], Iterable[Row]] = backend.read_rows
+
+    def batches(request: ReadRequest) -> Iterator[CellBatch]:
+        return batches_of(read_rows(request))
+
+    return batches
 
 
 def batches_of(rows: Iterable[Row], size: int = 256) -> Iterator[CellBatch]:

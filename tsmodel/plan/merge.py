@@ -134,6 +134,14 @@ class ReadMerge(Generic[M]):
             time_of if records else (lambda e: 0) if sink in ("keys", "rows", "batches")
             else (lambda e: to_micros(time_of(e))))
         self._accept = plan.accept_record if records else plan.accept
+        #: The decoder of a whole `CellBatch` into instances, where the plan's rows
+        #: are plain events read whole (`TableCodec.batch_instances`).
+        self._batch_decode = plan.codec.batch_instances() if (
+            sink == "instances" and plan.codec is not None and plan.only is None
+            and not plan.history) else None
+        #: Whether an executor that can read the rows in `CellBatch` es should: the
+        #: ``"batches"`` sink, or instances decoded a whole batch at a time.
+        self.takes_batches = sink == "batches" or self._batch_decode is not None
         self._reversed: collections.deque[_Item] | None = (
             collections.deque(maxlen=plan.limit or None) if plan.reverse_after else None)
         self._remaining = remaining
@@ -264,9 +272,11 @@ class ReadMerge(Generic[M]):
         check_guard(self.plan, rows or ())
         self._checked += 1
 
-    def _decode(self, j: int, rows: Sequence[Row]) -> list[_Item]:
+    def _decode(self, j: int, rows: Sequence[Any]) -> list[_Item]:
         if self.sink == "batches":
             return self._batches(j, rows)
+        if rows and type(rows[0]) is CellBatch:  # instances of rows read in batches
+            return self._instance_batches(j, rows)
         plan, model = self.plan, self.model
         assert plan.codec is not None
         only, history = plan.only, plan.history
@@ -290,6 +300,22 @@ class ReadMerge(Generic[M]):
             ref = (j, row.key, events)
             for e in (self._resumed(j, row.key, events) if resuming else events):
                 append((e, ref))
+        return out
+
+    def _instance_batches(self, j: int, batches: Sequence[CellBatch]) -> list[_Item]:
+        """The items of rows given in `CellBatch` es: each batch decoded whole
+        (`_batch_decode`), one instance per row; a batch it leaves (rows of
+        another shape, a value that does not decode) and a resumed stream's
+        first batch, row by row, as rows given one by one are."""
+        decode, model = self._batch_decode, self.model
+        out: list[_Item] = []
+        for batch in batches:
+            found = None if decode is None or self._skip_row or self._time_floor else \
+                decode(model, batch)
+            if found is None:
+                out += self._decode(j, list(batch.rows()))
+            else:
+                out += [(e, (j, key, [e])) for e, key in zip(found, batch.keys, strict=True)]
         return out
 
     def _batches(self, j: int, batches: Sequence[Any]) -> list[_Item]:

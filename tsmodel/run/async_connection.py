@@ -39,7 +39,7 @@ from tsmodel.ground.base import (
     ReadRequest,
     Row,
     TableSpec,
-    batches_of,
+    batch_reader,
     thread_backed,
 )
 from tsmodel.io import pandas as _pandas
@@ -357,12 +357,7 @@ class _BlockingReads:
     def read_batches(self, request: ReadRequest) -> Iterator[CellBatch]:
         """`read()` in `CellBatch` es: the backend's ``read_batches``, or its rows
         put in batches when it has none."""
-        backend = self._backend
-        read = getattr(backend, "read_batches", None)
-        if read is None:
-            def read(request: ReadRequest) -> Iterator[CellBatch]:
-                return batches_of(backend.read_rows(request))
-        return self._observer.read_batches(request, read)
+        return self._observer.read_batches(request, batch_reader(self._backend))
 
 
 class _Connecting:

@@ -30,6 +30,7 @@ from tsmodel.ground.base import (
     ReadRequest,
     Row,
     TableSpec,
+    batch_reader,
 )
 from tsmodel.io import pandas as _pandas
 from tsmodel.io import polars as _polars
@@ -412,8 +413,9 @@ class Connection(ConnectionState[Backend]):
 
     def read_batches(self, request: ReadRequest) -> Iterator[CellBatch]:
         """`read()` in columns: the rows as the backend's ``read_batches`` hands them
-        (`CellBatch` es), observed as a read of those rows."""
-        return self._observer.read_batches(request, self.backend.read_batches)  # type: ignore[attr-defined]
+        (`CellBatch` es), or its rows put in batches when it has none, observed as a
+        read of those rows."""
+        return self._observer.read_batches(request, batch_reader(self.backend))
 
     # -- queries: thin starters of a QuerySet on this connection ----------------------
 

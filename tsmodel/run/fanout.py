@@ -312,11 +312,12 @@ def _next_in(context: contextvars.Context,
 
 def _pulled(reader: Reader, merge: ReadMerge[Any], request: ReadRequest | None) -> _Pulled:
     """Start the blocking read of one of the merge's streams (``None``: nothing left);
-    in `CellBatch` es (``reader.read_batches``) for the ``"batches"`` sink, taken
-    one at a time (each holds many rows)."""
+    in `CellBatch` es (``reader.read_batches``) where the merge takes them (the
+    ``"batches"`` sink, instances decoded a batch at a time), taken one at a
+    time (each holds many rows)."""
     if request is None:
         return _Pulled(())
-    if merge.sink == "batches":
+    if merge.takes_batches:
         return _Pulled(reader.read_batches(request), 1)  # type: ignore[attr-defined]
     return _Pulled(reader.read(request))
 
