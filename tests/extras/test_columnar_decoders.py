@@ -12,7 +12,7 @@ readers hand them in columns (`CellBatch`, no `Row` objects).
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -30,6 +30,13 @@ from tests.unit.test_rendered_decoders import (  # noqa: E402
     _outcome,
     _plan_rows,
     _saved,
+)
+from tests.whole_key_rows import (  # noqa: E402
+    START,
+    draw_event,
+    group_damaged,
+    stored_rows,
+    whole_key_models,
 )
 from tsmodel.backends.base import Cell, CellBatch, Row  # noqa: E402
 from tsmodel.declare.spec import spec_of  # noqa: E402
@@ -94,94 +101,6 @@ def test_columns_read_and_refuse_as_records(shape: Shape, how: str) -> None:
 # key fields, an int segment, seconds, reversed digits, microseconds. A group
 # of rows with one of them damaged reads (or is refused) as the records read it.
 
-_START = datetime(2015, 3, 16, 19, tzinfo=timezone.utc)
-
-
-def _whole_key_models() -> list[type]:
-    suffix = uuid.uuid4().hex[:8].upper()
-
-    @ts.model(table=f"WK_MS_{suffix}", family="M")
-    class Metric:
-        host: str = ts.key()
-        time: datetime = ts.timestamp(unit="ms")
-        cpu: float = ts.value("CPU/USR")
-        blk: int = ts.value("IO/BLK")
-        name: str = ts.value("NAME")
-        up: bool = ts.value("UP")
-
-    @ts.model(table=f"WK_S_{suffix}", family="M")
-    class Reading:
-        site: str = ts.key()
-        meter: int = ts.key(width=3)
-        time: datetime = ts.timestamp(unit="s", reverse=True)
-        kwh: int = ts.value("KWH")
-
-    @ts.model(table=f"WK_US_{suffix}", family="M")
-    class Micro:
-        host: str = ts.key()
-        time: datetime = ts.timestamp(unit="us")
-        level: int = ts.value("N")
-
-    @ts.model(table=f"WK_PAIR_{suffix}", family="M")
-    class Pair:  # values of one width: a column taken for another would read
-        host: str = ts.key()
-        time: datetime = ts.timestamp(unit="ms")
-        low: float = ts.value("A")
-        high: float = ts.value("B")
-        gap: float = ts.value("C", family="N")
-
-    return [Metric, Reading, Micro, Pair]
-
-
-def _draw_event(data: st.DataObject, model: type, i: int) -> Any:
-    when = _START + timedelta(seconds=i * 7 + data.draw(st.integers(0, 3)))
-    name = model.__name__
-    if name == "Metric":
-        return model(host=data.draw(st.sampled_from(["a", "b.example", "c"])), time=when,
-                     cpu=data.draw(st.floats(allow_nan=False)), blk=data.draw(
-                         st.integers(-(2**63), 2**63 - 1)),
-                     name=data.draw(st.text(max_size=5)), up=data.draw(st.booleans()))
-    if name == "Reading":
-        return model(site=data.draw(st.sampled_from(["x", "yy"])),
-                     meter=data.draw(st.integers(0, 999)), time=when,
-                     kwh=data.draw(st.integers(0, 10**6)))
-    if name == "Pair":
-        return model(host=data.draw(st.sampled_from(["p", "q"])), time=when,
-                     low=data.draw(st.floats(allow_nan=False)),
-                     high=data.draw(st.floats(allow_nan=False)),
-                     gap=data.draw(st.floats(allow_nan=False)))
-    return model(host=data.draw(st.sampled_from(["p", "q"])),
-                 time=when + timedelta(microseconds=data.draw(st.integers(0, 999_999))),
-                 level=data.draw(st.integers(0, 9)))
-
-
-def _group_damaged(row: Any, how: str) -> Any:
-    cells = list(row.cells)
-    c = cells[0]
-    if how == "tail digit":
-        return Row(row.key[:-1] + b"x", row.cells)
-    if how == "short key":
-        return Row(row.key[-3:], row.cells)
-    if how == "no separator":
-        return Row(row.key.replace(b"#", b"", 1), row.cells)
-    if how == "cell time":
-        cells[-1] = Cell(cells[-1].family, cells[-1].qualifier, cells[-1].timestamp + 1000,
-                         cells[-1].value)
-    elif how == "no cells":
-        cells = []
-    elif how == "older version":
-        cells.insert(1, Cell(c.family, c.qualifier, c.timestamp - 1000, c.value))
-    elif how == "foreign column":
-        cells.append(Cell("M", b"ZZ", c.timestamp, b"?"))
-    elif how == "other family":  # (not every model declares one)
-        cells.append(Cell("N", b"7", c.timestamp, b""))
-    elif how == "bytes":
-        cells[0] = Cell(c.family, c.qualifier, c.timestamp, b"\xff" * 3)
-    elif how == "dropped":
-        del cells[0]
-    return Row(row.key, tuple(cells))
-
-
 def _events_of_batch(model: type, batch: Any) -> list[dict[str, Any]]:
     out = []
     for r in batch.to_pylist():
@@ -190,19 +109,11 @@ def _events_of_batch(model: type, batch: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _stored_rows(conn: Any, model: Any, days: int = 1) -> tuple[Any, list[Row]]:
-    """The plan of ``model``'s range of ``days`` from `_START` on ``conn``, and the rows
-    its requests read from the backend, undecoded."""
-    plan = model.range(_START, _START + timedelta(days=days), allow_scan=True).using(
-        conn).explain()
-    return plan, [r for q in plan.requests for r in conn.backend.read_rows(q)]
-
-
 @pytest.mark.parametrize("how", ["none", "tail digit", "short key", "no separator",
                                  "cell time", "no cells", "older version", "foreign column",
                                  "bytes", "dropped"])
 def test_keys_decoded_whole_read_a_group_as_records(how: str) -> None:
-    models = _whole_key_models()
+    models = whole_key_models()
     conn = ts.connect("memory://")
     conn.create_tables(*models)
 
@@ -211,9 +122,9 @@ def test_keys_decoded_whole_read_a_group_as_records(how: str) -> None:
     @given(data=st.data())
     def run(data: st.DataObject) -> None:
         model = data.draw(st.sampled_from(models))
-        events = [_draw_event(data, model, i) for i in range(data.draw(st.integers(1, 12)))]
+        events = [draw_event(data, model, i) for i in range(data.draw(st.integers(1, 12)))]
         conn.save_all(events)
-        plan, rows = _stored_rows(conn, model)
+        plan, rows = stored_rows(conn, model)
         codec, columns = plan.codec, ArrowColumns(model)
         names = tuple(n for n, _, _ in columns.columns)
         raw, _ = codec.column_decoders(names)
@@ -229,7 +140,7 @@ def test_keys_decoded_whole_read_a_group_as_records(how: str) -> None:
             # Rows of earlier examples stay in the store: a draw bounded by their
             # number would differ when hypothesis replays an example.
             at = data.draw(st.integers(0, 10**6)) % len(rows)
-            rows[at] = _group_damaged(rows[at], how)
+            rows[at] = group_damaged(rows[at], how)
         defaults = {v.name: v.default_value() for v in spec_of(model).values if v.has_default}
         want = _outcome(lambda: [{**defaults, **r} for row in rows for r in codec.records(row)])
         for got in (
@@ -250,12 +161,12 @@ def test_cells_of_other_sizes_summing_to_the_width_are_refused_as_records(
         field: str) -> None:
     # One cell a byte short, the next a byte long: the column's bytes have the
     # length of whole values, but no cell is one; the records refuse the first.
-    metric = _whole_key_models()[0]
+    metric = whole_key_models()[0]
     conn = ts.connect("memory://")
     conn.create_tables(metric)
-    conn.save_all([metric(host="a", time=_START + timedelta(seconds=i), cpu=0.5 + i, blk=i,
+    conn.save_all([metric(host="a", time=START + timedelta(seconds=i), cpu=0.5 + i, blk=i,
                           name="n", up=True) for i in range(3)])
-    plan, rows = _stored_rows(conn, metric)
+    plan, rows = stored_rows(conn, metric)
     qualifier = b"CPU/USR" if field == "cpu" else b"IO/BLK"
     for at, change in ((0, lambda v: v[:-1]), (1, lambda v: v + b"\0")):
         rows[at] = Row(rows[at].key, tuple(
@@ -273,14 +184,14 @@ def test_cells_of_other_sizes_summing_to_the_width_are_refused_as_records(
 def test_batches_read_into_columns_are_left_as_the_reader_handed_them() -> None:
     """`ArrowColumns.cell_batches()` groups batches without changing them (a reader may
     keep them: a replay, a cache)."""
-    models = _whole_key_models()
+    models = whole_key_models()
     model = models[0]
     conn = ts.connect("memory://")
     conn.create_tables(model)
-    events = [model(host="a", time=_START + timedelta(seconds=i), cpu=i / 2, blk=i,
+    events = [model(host="a", time=START + timedelta(seconds=i), cpu=i / 2, blk=i,
                     name=str(i), up=bool(i % 2)) for i in range(10)]
     assert conn.save_all(events).ok
-    plan, rows = _stored_rows(conn, model)
+    plan, rows = stored_rows(conn, model)
     batches = [CellBatch.of(rows[:4]), CellBatch.of(rows[4:])]
     columns = ArrowColumns(model)
     [out] = columns.cell_batches(plan.codec, batches, None, 1000)
@@ -342,7 +253,7 @@ def _bucket_models() -> list[type]:
 
 
 def _draw_bucket_event(data: st.DataObject, model: type, i: int) -> Any:
-    when = _START + timedelta(seconds=i * 600 + data.draw(st.integers(0, 500)))
+    when = START + timedelta(seconds=i * 600 + data.draw(st.integers(0, 500)))
     if model.__name__ == "Hourly":
         return model(host=data.draw(st.sampled_from(["a", "b.example"])), time=when,
                      cpu=data.draw(st.floats(allow_nan=False)),
@@ -409,7 +320,7 @@ def test_bucket_batches_read_as_records(how: str) -> None:
         events = [_draw_bucket_event(data, model, i)
                   for i in range(data.draw(st.integers(1, 20)))]
         conn.save_all(events)
-        plan, rows = _stored_rows(conn, model, days=3)
+        plan, rows = stored_rows(conn, model, days=3)
         codec, columns = plan.codec, ArrowColumns(model)
         assert columns.takes_batches(codec)
         collect = codec.batch_decoder(tuple(n for n, _, _ in columns.columns))

@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tsmodel as ts
-from tsmodel.backends.base import ReadRequest, Row, RowRange, RowSet
+from tsmodel.backends.base import CellBatch, ReadRequest, Row, RowRange, RowSet
 from tsmodel.plan.cursors import CursorCodec, Mark, Position, resume_request
 from tsmodel.plan.merge import ReadMerge
 from tsmodel.plan.reads import ReadPlan
@@ -44,13 +44,23 @@ class Event(NamedTuple):
 
 
 class FakeCodec:
-    """Decodes a row to the events the test put under its key (oldest first)."""
+    """Decodes a row to the events the test put under its key (oldest first); a
+    batch of rows each holding one event to those events (else ``None``: the
+    merge decodes the rows one by one)."""
 
     def __init__(self) -> None:
         self.events: dict[bytes, list[Event]] = {}
 
     def decode(self, model: Any, row: Row, only: Any, history: bool) -> list[Event]:
         return list(self.events[row.key])
+
+    def batch_instances(self) -> Any:
+        def decode(model: Any, batch: CellBatch) -> list[Event] | None:
+            if any(len(self.events[key]) != 1 for key in batch.keys):
+                return None
+            return [self.events[key][0] for key in batch.keys]
+
+        return decode
 
 
 @st.composite
@@ -94,9 +104,12 @@ def oracle(plan: ReadPlan, rows: list[list[Row]], codec: FakeCodec) -> list[Even
 
 
 def drive(merge: ReadMerge[Any], rows: list[list[Row]], sizes: list[int],
-          stop: int | None = None) -> tuple[list[Event], Position | None]:
+          stop: int | None = None, in_batches: bool = False,
+          ) -> tuple[list[Event], Position | None]:
     """Run the merge as an executor does (reading what ``merge.streams`` ask), until
-    ``stop`` instances are handed out; the instances and the position then."""
+    ``stop`` instances are handed out; the instances and the position then.
+    ``in_batches``: the rows given as a `CellBatch`, as an executor that reads
+    batches gives them."""
     guards = len(merge.plan.guards)
     taken: dict[int, list[Row]] = {}
     batch = itertools.cycle(sizes)
@@ -110,7 +123,8 @@ def drive(merge: ReadMerge[Any], rows: list[list[Row]], sizes: list[int],
         n = next(batch)
         got, taken[i] = taken[i][:n], taken[i][n:]
         handed = 0
-        for item in merge.give(i, got or None):
+        given: list[Any] = [CellBatch.of(got)] if in_batches and got else got
+        for item in merge.give(i, given or None):
             out.append(item)
             handed += 1
             if len(out) == stop:
@@ -120,9 +134,10 @@ def drive(merge: ReadMerge[Any], rows: list[list[Row]], sizes: list[int],
 
 @settings(max_examples=300, deadline=None)
 @given(case=plans(), sizes=st.lists(st.integers(1, 4), min_size=1, max_size=3),
-       data=st.data())
+       data=st.data(), in_batches=st.booleans())
 def test_a_merge_started_from_any_position_gives_the_rest(case: Any, sizes: list[int],
-                                                          data: st.DataObject) -> None:
+                                                          data: st.DataObject,
+                                                          in_batches: bool) -> None:
     plan, rows, codec = case
     want = oracle(plan, rows, codec)
     stops = sorted(set(data.draw(st.lists(st.integers(1, max(1, len(want))), max_size=4))))
@@ -130,7 +145,8 @@ def test_a_merge_started_from_any_position_gives_the_rest(case: Any, sizes: list
     start: Position | None = None
     for stop in [*stops, None]:
         merge = ReadMerge(plan, Tick, start)
-        part, start = drive(merge, rows, sizes, None if stop is None else stop - len(got))
+        part, start = drive(merge, rows, sizes, None if stop is None else stop - len(got),
+                            in_batches)
         got += part
         assert start is not None
         assert start.emitted == len(got)

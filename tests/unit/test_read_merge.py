@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tsmodel as ts
-from tsmodel.backends.base import ReadRequest, Row
+from tsmodel.backends.base import CellBatch, ReadRequest, Row
 from tsmodel.plan.merge import READ_AHEAD, ReadMerge
 from tsmodel.plan.reads import ReadPlan
 
@@ -38,13 +38,26 @@ class Event(NamedTuple):
 
 
 class FakeCodec:
-    """Decodes a row to the events the test put under its key."""
+    """Decodes a row to the events the test put under its key; a batch of rows
+    (`TableCodec.batch_instances`) to one event per row, or ``None`` (the merge
+    then decodes its rows one by one) where a row has another number of events
+    or the batch's first key is one the codec declines."""
 
     def __init__(self) -> None:
         self.events: dict[bytes, list[Event]] = {}
+        self.declined: set[bytes] = set()
 
     def decode(self, model: Any, row: Row, only: Any, history: bool) -> list[Event]:
         return self.events[row.key]
+
+    def batch_instances(self) -> Any:
+        def decode(model: Any, batch: CellBatch) -> list[Event] | None:
+            if batch.keys[0] in self.declined or \
+                    any(len(self.events[key]) != 1 for key in batch.keys):
+                return None
+            return [self.events[key][0] for key in batch.keys]
+
+        return decode
 
 
 def make_plan(streams: list[list[list[Event]]], merge: str, *, descending: bool = False,
@@ -89,9 +102,12 @@ def oracle(plan: ReadPlan, rows: list[list[Row]]) -> list[Event]:
     return kept if plan.limit is None else kept[:plan.limit]
 
 
-def run(plan: ReadPlan, rows: list[list[Row]], sizes: list[int]) -> tuple[list[Event], int]:
+def run(plan: ReadPlan, rows: list[list[Row]], sizes: list[int],
+        in_batches: bool = False) -> tuple[list[Event], int]:
     """Drive the merge as an executor does, in batches of ``sizes`` (cycled);
-    also returns the most streams opened."""
+    also returns the most streams opened. ``in_batches``: each batch of a
+    request's rows given as `CellBatch` es (one or two), as an executor reading
+    batches gives them where the merge `takes_batches`."""
     merge = ReadMerge(plan, Tick)
     pos = [0] * len(merge.streams)
     data = [[] for _ in plan.guards] + rows
@@ -99,8 +115,13 @@ def run(plan: ReadPlan, rows: list[list[Row]], sizes: list[int]) -> tuple[list[E
     out: list[Event] = []
     while (i := merge.want()) is not None:
         assert i < merge.opened, "a stream is needed before it may be opened"
-        taken = data[i][pos[i]:pos[i] + next(batch)]
+        taken: list[Any] = data[i][pos[i]:pos[i] + next(batch)]
         pos[i] += len(taken)
+        if in_batches and taken and i >= len(plan.guards):
+            assert merge.takes_batches
+            half = (len(taken) + 1) // 2
+            taken = [CellBatch.of(taken[:half])] + (
+                [CellBatch.of(taken[half:])] if taken[half:] else [])
         out += merge.give(i, taken or None)
     return out, merge.opened
 
@@ -117,7 +138,7 @@ def sorted_streams(draw: Any, count: int, descending: bool) -> list[list[list[Ev
 
 
 @st.composite
-def cases(draw: Any) -> tuple[ReadPlan, list[list[Row]], list[int]]:
+def cases(draw: Any) -> tuple[ReadPlan, list[list[Row]], list[int], bool]:
     merge = draw(st.sampled_from(["time", "concat", "sort"]))
     descending = draw(st.booleans())
     streams = sorted_streams(draw, draw(st.integers(1, 5)), descending and merge == "time")
@@ -125,15 +146,20 @@ def cases(draw: Any) -> tuple[ReadPlan, list[list[Row]], list[int]]:
         streams, merge, descending=descending,
         limit=draw(st.none() | st.integers(0, 10)), reverse_after=draw(st.booleans()),
         even_only=draw(st.booleans()), guards=draw(st.integers(0, 2)))
-    return plan, rows, draw(st.lists(st.integers(1, 4), min_size=1, max_size=4))
+    in_batches = draw(st.booleans())
+    if in_batches:  # some batches left to the rows
+        assert isinstance(plan.codec, FakeCodec)
+        keys = [row.key for stream in rows for row in stream]
+        plan.codec.declined = set(draw(st.lists(st.sampled_from(keys)))) if keys else set()
+    return plan, rows, draw(st.lists(st.integers(1, 4), min_size=1, max_size=4)), in_batches
 
 
 @settings(max_examples=400, deadline=None)
 @given(cases())
 def test_the_merge_gives_the_lazy_folds_answer_whatever_the_batches(
-        case: tuple[ReadPlan, list[list[Row]], list[int]]) -> None:
-    plan, rows, sizes = case
-    assert run(plan, rows, sizes)[0] == oracle(plan, rows)
+        case: tuple[ReadPlan, list[list[Row]], list[int], bool]) -> None:
+    plan, rows, sizes, in_batches = case
+    assert run(plan, rows, sizes, in_batches)[0] == oracle(plan, rows)
 
 
 def test_equal_times_come_in_the_order_of_the_streams() -> None:

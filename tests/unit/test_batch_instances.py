@@ -1,0 +1,132 @@
+"""Instances decoded a whole batch at a time read as the rows read one by one.
+
+`TableCodec.batch_instances()` decodes a `CellBatch` of plain event rows
+straight into instances (`render_batch_instances()`), or declines the batch
+(``None``), which the merge then decodes row by row. On models whose rows are
+plain events with keys ending in the time's digits (ms, s reversed, µs; text,
+bool and number values; values of one width in two families), a batch of the
+stored rows must give exactly the instances of `TableCodec.decode()` over the
+same rows, and must not be declined. With one row damaged (each way of
+tests/whole_key_rows.py, and cells a byte short and a byte long), a batch is
+declined or gives what the rows give: never an instance the rows refuse,
+never another value.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tsmodel as ts
+from tests.oracle.shapes import REVERSED
+from tests.unit.test_rendered_decoders import _outcome
+from tests.whole_key_rows import (
+    DAMAGES,
+    START,
+    draw_event,
+    group_damaged,
+    stored_rows,
+    whole_key_models,
+)
+from tsmodel.backends.base import Cell, CellBatch, Row
+from tsmodel.declare.spec import spec_of
+from tsmodel.layouts._source import rendered
+
+
+def _fields(instances: list[Any]) -> list[tuple[tuple[str, str], ...]]:
+    """Each instance's fields, values by ``repr`` (floats: -0.0 is not 0.0)."""
+    return [tuple((k, repr(v)) for k, v in attrs.asdict(i, recurse=False).items())
+            for i in instances]
+
+
+def _rows_outcome(codec: Any, model: type, rows: list[Row]) -> Any:
+    return _outcome(lambda: _fields([i for row in rows for i in codec.decode(model, row)]))
+
+
+@pytest.mark.parametrize("how", ["none", *DAMAGES, "sizes"])
+def test_a_batch_decodes_as_its_rows_or_is_declined(how: str) -> None:
+    models = whole_key_models()
+    conn = ts.connect("memory://")
+    conn.create_tables(*models)
+
+    @settings(max_examples=15, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(data=st.data())
+    def run(data: st.DataObject) -> None:
+        model = data.draw(st.sampled_from(models))
+        events = [draw_event(data, model, i) for i in range(data.draw(st.integers(1, 12)))]
+        assert conn.save_all(events).ok
+        plan, rows = stored_rows(conn, model)
+        codec = plan.codec
+        decode = codec.batch_instances()
+        assert decode is not None, "no batch decoder for a plain event model"
+        found = decode(model, CellBatch.of(rows))
+        assert found is not None, "a batch of stored rows declined"
+        assert _fields(found) == _rows_outcome(codec, model, rows)[1]
+        if how == "none":
+            return
+        # Rows of earlier examples stay in the store: a draw bounded by their
+        # number would differ when hypothesis replays an example.
+        at = data.draw(st.integers(0, 10**6)) % len(rows)
+        if how == "sizes":  # a value a byte short, the next row's a byte long
+            if len(rows) < 2:
+                return
+            at = min(at, len(rows) - 2)
+            for i, change in ((at, lambda v: v[:-1]), (at + 1, lambda v: v + b"\0")):
+                rows[i] = Row(rows[i].key, tuple(
+                    Cell(c.family, c.qualifier, c.timestamp, change(c.value))
+                    if c.qualifier == rows[i].cells[0].qualifier else c
+                    for c in rows[i].cells))
+        else:
+            rows[at] = group_damaged(rows[at], how)
+        want = _rows_outcome(codec, model, rows)
+        found = decode(model, CellBatch.of(rows))
+        if found is not None:  # taken whole: exactly what the rows read
+            assert ("ok", _fields(found)) == want
+
+    run()
+    conn.close()
+
+
+def test_a_declined_batch_leaves_the_error_to_the_rows_in_a_query() -> None:
+    """Through a query: a damaged row among plain ones is refused, naming its key."""
+    model = whole_key_models()[0]
+    conn = ts.connect("memory://")
+    conn.create_tables(model)
+    events = [model(host="a", time=START + timedelta(seconds=i), cpu=i / 4, blk=i,
+                    name=str(i), up=True) for i in range(300)]
+    assert conn.save_all(events).ok
+    plan, rows = stored_rows(conn, model)
+    qs = model.range(START, START + timedelta(days=1), allow_scan=True).using(conn)
+    assert _fields(list(qs)) == _fields(events)
+    bad = rows[200]
+    conn.backend.mutate_rows(plan.table, [ts.backends.base.RowMutation(bad.key, (
+        ts.backends.base.SetCell("M", b"IO/BLK", bad.cells[0].timestamp, b"\x01" * 3),))])
+    with pytest.raises(ts.CellDecodingError, match=repr(bad.key).replace("\\", "\\\\")):
+        list(qs)
+    conn.close()
+
+
+def test_the_oracle_shape_of_plain_rows_decodes_whole_batches() -> None:
+    model = REVERSED.make_model("BATCHREV")
+    codec = spec_of(model).codec
+    decode = codec.batch_instances()
+    assert decode is not None
+    assert rendered(decode).startswith("def batch_instances(cls, batch):")
+    assert decode in codec.generated()  # `tsmodel codec` prints it
+
+
+def test_models_with_rows_of_no_fixed_shape_have_no_batch_decoder() -> None:
+    @ts.model(table="BI_OPT", family="F")
+    class Optional_:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        x: float = ts.value("X")
+        note: str | None = ts.value("N", default=None)
+
+    assert spec_of(Optional_).codec.batch_instances() is None

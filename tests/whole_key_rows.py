@@ -1,0 +1,115 @@
+"""Models whose rows are plain events with keys ending in the time's digits, events
+drawn for them, and the ways a row of theirs is damaged: what the decoders that
+take such rows a whole column at a time are held to the row by row decoding
+with (tests/unit/test_batch_instances.py, tests/extras/test_columnar_decoders.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from hypothesis import strategies as st
+
+import tsmodel as ts
+from tsmodel.backends.base import Cell, Row
+
+#: The damages `group_damaged()` knows.
+DAMAGES = ("tail digit", "short key", "no separator", "cell time", "no cells",
+           "older version", "foreign column", "other family", "bytes", "dropped")
+
+START = datetime(2015, 3, 16, 19, tzinfo=timezone.utc)
+
+
+def whole_key_models() -> list[type]:
+    suffix = uuid.uuid4().hex[:8].upper()
+
+    @ts.model(table=f"WK_MS_{suffix}", family="M")
+    class Metric:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        cpu: float = ts.value("CPU/USR")
+        blk: int = ts.value("IO/BLK")
+        name: str = ts.value("NAME")
+        up: bool = ts.value("UP")
+
+    @ts.model(table=f"WK_S_{suffix}", family="M")
+    class Reading:
+        site: str = ts.key()
+        meter: int = ts.key(width=3)
+        time: datetime = ts.timestamp(unit="s", reverse=True)
+        kwh: int = ts.value("KWH")
+
+    @ts.model(table=f"WK_US_{suffix}", family="M")
+    class Micro:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="us")
+        level: int = ts.value("N")
+
+    @ts.model(table=f"WK_PAIR_{suffix}", family="M")
+    class Pair:  # values of one width: a column taken for another would read
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        low: float = ts.value("A")
+        high: float = ts.value("B")
+        gap: float = ts.value("C", family="N")
+
+    return [Metric, Reading, Micro, Pair]
+
+
+def draw_event(data: st.DataObject, model: type, i: int) -> Any:
+    when = START + timedelta(seconds=i * 7 + data.draw(st.integers(0, 3)))
+    name = model.__name__
+    if name == "Metric":
+        return model(host=data.draw(st.sampled_from(["a", "b.example", "c"])), time=when,
+                     cpu=data.draw(st.floats(allow_nan=False)), blk=data.draw(
+                         st.integers(-(2**63), 2**63 - 1)),
+                     name=data.draw(st.text(max_size=5)), up=data.draw(st.booleans()))
+    if name == "Reading":
+        return model(site=data.draw(st.sampled_from(["x", "yy"])),
+                     meter=data.draw(st.integers(0, 999)), time=when,
+                     kwh=data.draw(st.integers(0, 10**6)))
+    if name == "Pair":
+        return model(host=data.draw(st.sampled_from(["p", "q"])), time=when,
+                     low=data.draw(st.floats(allow_nan=False)),
+                     high=data.draw(st.floats(allow_nan=False)),
+                     gap=data.draw(st.floats(allow_nan=False)))
+    return model(host=data.draw(st.sampled_from(["p", "q"])),
+                 time=when + timedelta(microseconds=data.draw(st.integers(0, 999_999))),
+                 level=data.draw(st.integers(0, 9)))
+
+
+def group_damaged(row: Any, how: str) -> Any:
+    cells = list(row.cells)
+    c = cells[0]
+    if how == "tail digit":
+        return Row(row.key[:-1] + b"x", row.cells)
+    if how == "short key":
+        return Row(row.key[-3:], row.cells)
+    if how == "no separator":
+        return Row(row.key.replace(b"#", b"", 1), row.cells)
+    if how == "cell time":
+        cells[-1] = Cell(cells[-1].family, cells[-1].qualifier, cells[-1].timestamp + 1000,
+                         cells[-1].value)
+    elif how == "no cells":
+        cells = []
+    elif how == "older version":
+        cells.insert(1, Cell(c.family, c.qualifier, c.timestamp - 1000, c.value))
+    elif how == "foreign column":
+        cells.append(Cell("M", b"ZZ", c.timestamp, b"?"))
+    elif how == "other family":  # (not every model declares one)
+        cells.append(Cell("N", b"7", c.timestamp, b""))
+    elif how == "bytes":
+        cells[0] = Cell(c.family, c.qualifier, c.timestamp, b"\xff" * 3)
+    elif how == "dropped":
+        del cells[0]
+    return Row(row.key, tuple(cells))
+
+
+def stored_rows(conn: Any, model: Any, days: int = 1) -> tuple[Any, list[Row]]:
+    """The plan of ``model``'s range of ``days`` from `START` on ``conn``, and the rows
+    its requests read from the backend, undecoded."""
+    plan = model.range(START, START + timedelta(days=days), allow_scan=True).using(
+        conn).explain()
+    return plan, [r for q in plan.requests for r in conn.backend.read_rows(q)]
