@@ -16,7 +16,7 @@ import tsmodel as ts
 from tsmodel.backends.base import Cell, Row
 
 #: The damages `group_damaged()` knows.
-DAMAGES = ("tail digit", "short key", "no separator", "cell time", "no cells",
+DAMAGES = ("tail digit", "salt", "short key", "no separator", "cell time", "no cells",
            "older version", "foreign column", "other family", "bytes", "dropped")
 
 START = datetime(2015, 3, 16, 19, tzinfo=timezone.utc)
@@ -58,9 +58,37 @@ def whole_key_models() -> list[type]:
     return [Metric, Reading, Micro, Pair]
 
 
+def salted_models() -> list[type]:
+    """Plain event rows under a salt: of each time (as `ts.salt(n, on="time")` spreads a
+    series), and of the key's host."""
+    suffix = uuid.uuid4().hex[:8].upper()
+
+    @ts.model(table=f"WK_SALT_T_{suffix}", family="M")
+    class SaltTime:
+        salt = ts.salt(4, on="time")
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        cpu: float = ts.value("CPU")
+
+    @ts.model(table=f"WK_SALT_H_{suffix}", family="M")
+    class SaltHost:
+        salt = ts.salt(4, on="host")
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        blk: int = ts.value("BLK")
+
+    return [SaltTime, SaltHost]
+
+
 def draw_event(data: st.DataObject, model: type, i: int) -> Any:
     when = START + timedelta(seconds=i * 7 + data.draw(st.integers(0, 3)))
     name = model.__name__
+    if name == "SaltTime":
+        return model(host=data.draw(st.sampled_from(["a", "b"])), time=when,
+                     cpu=data.draw(st.floats(allow_nan=False)))
+    if name == "SaltHost":
+        return model(host=data.draw(st.sampled_from(["a", "b", "c"])), time=when,
+                     blk=data.draw(st.integers(-(2**63), 2**63 - 1)))
     if name == "Metric":
         return model(host=data.draw(st.sampled_from(["a", "b.example", "c"])), time=when,
                      cpu=data.draw(st.floats(allow_nan=False)), blk=data.draw(
@@ -85,6 +113,10 @@ def group_damaged(row: Any, how: str) -> Any:
     c = cells[0]
     if how == "tail digit":
         return Row(row.key[:-1] + b"x", row.cells)
+    if how == "salt":  # a salted key under the next salt value (another key's digit else)
+        first = row.key[:1]
+        other = b"%d" % ((int(first) + 1) % 4) if first.isdigit() else b"0"
+        return Row(other + row.key[1:], row.cells)
     if how == "short key":
         return Row(row.key[-3:], row.cells)
     if how == "no separator":

@@ -4,7 +4,8 @@
 straight into instances (`render_batch_instances()`), or declines the batch
 (``None``), which the merge then decodes row by row. On models whose rows are
 plain events with keys ending in the time's digits (ms, s reversed, µs; text,
-bool and number values; values of one width in two families), a batch of the
+bool and number values; values of one width in two families; salted by time
+and by a key field), a batch of the
 stored rows must give exactly the instances of `TableCodec.decode()` over the
 same rows, and must not be declined. With one row damaged (each way of
 tests/whole_key_rows.py, and cells a byte short and a byte long), a batch is
@@ -30,6 +31,7 @@ from tests.whole_key_rows import (
     START,
     draw_event,
     group_damaged,
+    salted_models,
     stored_rows,
     whole_key_models,
 )
@@ -48,17 +50,20 @@ def _rows_outcome(codec: Any, model: type, rows: list[Row]) -> Any:
     return _outcome(lambda: _fields([i for row in rows for i in codec.decode(model, row)]))
 
 
+_MODELS = [m.__name__ for m in whole_key_models() + salted_models()]
+
+
+@pytest.mark.parametrize("name", _MODELS)
 @pytest.mark.parametrize("how", ["none", *DAMAGES, "sizes"])
-def test_a_batch_decodes_as_its_rows_or_is_declined(how: str) -> None:
-    models = whole_key_models()
+def test_a_batch_decodes_as_its_rows_or_is_declined(how: str, name: str) -> None:
+    [model] = [m for m in whole_key_models() + salted_models() if m.__name__ == name]
     conn = ts.connect("memory://")
-    conn.create_tables(*models)
+    conn.create_tables(model)
 
     @settings(max_examples=15, deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(data=st.data())
     def run(data: st.DataObject) -> None:
-        model = data.draw(st.sampled_from(models))
         events = [draw_event(data, model, i) for i in range(data.draw(st.integers(1, 12)))]
         assert conn.save_all(events).ok
         plan, rows = stored_rows(conn, model)

@@ -289,14 +289,15 @@ def _guarded(src: _Source, body: Callable[[], None]) -> None:
     src("        row_key=key) from None")
 
 
-def _plain(codec: TableCodec) -> bool:
+def _plain(codec: TableCodec, salted: bool = False) -> bool:
     """Whether ``codec``'s rows are plain events: a row per event, a column per value
     field, cells at the key's time, nothing else to check (no salt, no key
-    column, no strict columns, no version field, some value required)."""
+    column, no strict columns, no version field, some value required).
+    ``salted``: a salted key too (its salt then checked by the caller)."""
     layout, shape = codec.layout, codec.shape
     return bool(layout.plain_event_rows and shape.serialization is None
                 and shape.event_time_cells and not codec._key_columns and codec._owns is None
-                and codec._joins_plainly and codec._version_field is None
+                and (codec._joins_plainly or salted) and codec._version_field is None
                 and codec.time_field in codec.key.fields
                 and any(v.stored for v in codec.values.values))
 
@@ -596,17 +597,19 @@ def _stored_sorted(read: list[Any]) -> list[Any] | None:
     return sorted(read, key=lambda v: (v.family, v.qualifier))
 
 
-def _fixed_cells(codec: TableCodec, names: tuple[str, ...]) -> list[Any] | None:
+def _fixed_cells(codec: TableCodec, names: tuple[str, ...],
+                 salted: bool = False) -> list[Any] | None:
     """The value fields whose cells make every plain event row of the fields ``names``:
     exactly one cell each, all required, in the order the backends return them
-    (family, then qualifier); ``None`` where rows have no such fixed shape."""
-    if not _plain(codec):
+    (family, then qualifier); ``None`` where rows have no such fixed shape.
+    ``salted``: salted keys too (`_plain()`)."""
+    if not _plain(codec, salted):
         return None
     return _stored_sorted([v for v in codec.values.values if v.name in names or v.stored])
 
 
-def render_batch_columns(codec: TableCodec,
-                         names: tuple[str, ...]) -> Callable[..., Any] | None:
+def render_batch_columns(codec: TableCodec, names: tuple[str, ...],
+                         salted: bool = False) -> Callable[..., Any] | None:
     """A collector of a `tsmodel.ground.base.CellBatch` 's undecoded columns, or
     ``None`` where the declaration's rows have no fixed shape of cells.
 
@@ -619,9 +622,10 @@ def render_batch_columns(codec: TableCodec,
     field, in the declaration's columns sorted, all at one timestamp: the
     caller then reads the batch's rows (`CellBatch.rows()`) as before, which
     read them or raise their error, so the outcome never depends on which
-    of the two read them.
+    of the two read them. ``salted``: for a salted key too, whose salt the
+    caller checks (the keys are not looked at here).
     """
-    cols = _fixed_cells(codec, names)
+    cols = _fixed_cells(codec, names, salted)
     if cols is None:
         return None
     k, kept, src = _collector(codec, cols, names, "batch_columns")
@@ -674,13 +678,13 @@ def render_batch_instances(codec: TableCodec) -> Callable[..., list[Any] | None]
     (`CellBatch.rows()`), which read them or raise their error, so the
     outcome never depends on which of the two read them.
     """
-    if not _plain(codec):
+    if not _plain(codec, salted=True):
         return None
     arithmetic = time_key_arithmetic(codec)
     if arithmetic is None:
         return None
     values = codec.values.values
-    collect = render_batch_columns(codec, tuple(v.name for v in values))
+    collect = render_batch_columns(codec, tuple(v.name for v in values), salted=True)
     if collect is None:
         return None
     digits, base, unit, low, high = arithmetic
@@ -712,13 +716,33 @@ def render_batch_instances(codec: TableCodec) -> Callable[..., list[Any] | None]
     else:  # whole milliseconds: the cells' timestamps are the key's times
         src("if times != us:")
     src("    return None  # cells of another time than the key's")
-    if key_fields:
+    salt = codec.key.salt()
+    if key_fields or salt is not None:
         src(f"heads = [key[:{-digits}] for key in keys]")
         src("seen = dict(zip(heads, keys))  # a key of each distinct head")
         src("try:  # the fields before the time: once per distinct head")
         src("    fields = [decode_key(key) for key in seen.values()]")
         src("except SegmentValueError:")
         src("    return None")
+    if salt is not None:  # each key under the salt its fields give (`_check_salt`)
+        ns["encode_key"] = codec.key.encode
+        src("try:")
+        src.indent()
+        if time_name in salt.on:  # a salt of each time: each key encoded again
+            src("known = dict(zip(seen, fields))")
+            src("for key, head, t in zip(keys, heads, us):")
+            src("    canonical = known[head].copy()")
+            src(f"    canonical[{time_name!r}] = t")
+            src("    if encode_key(canonical) != key:")
+            src("        return None  # another salt: the rows say whose")
+        else:  # a salt of the fields before the time: once per distinct head
+            src("for key, decoded in zip(seen.values(), fields):")
+            src("    if encode_key(decoded) != key:")
+            src("        return None")
+        src.dedent()
+        src("except SegmentValueError:")
+        src("    return None")
+    if key_fields:
         for i, f in enumerate(key_fields):
             src(f"k{i} = dict(zip(seen, [decoded[{f!r}] for decoded in fields]))")
             src(f"k{i} = list(map(k{i}.__getitem__, heads))")

@@ -310,8 +310,8 @@ class ReadMerge(Generic[M]):
         decode, model = self._batch_decode, self.model
         out: list[_Item] = []
         for batch in batches:
-            found = None if decode is None or self._skip_row or self._time_floor else \
-                decode(model, batch)
+            resumed = j in self._skip_row or j in self._time_floor
+            found = None if decode is None or resumed else decode(model, batch)
             if found is None:
                 out += self._decode(j, list(batch.rows()))
             else:
