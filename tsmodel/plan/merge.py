@@ -50,9 +50,10 @@ _SINKS = ("instances", "records", "keys", "rows", "batches")
 
 
 #: The row an instance came from: its stream, its key, and every instance of it (in
-#: the stream's order), from which a `Mark` is made. A tuple: one is built
-#: per row read, and a class's instance costs several times as much.
-_RowRef = tuple[int, bytes, list[Any]]
+#: the stream's order; ``None``: the row's one instance), from which a `Mark` is
+#: made. A tuple: one is built per row read, and a class's instance costs
+#: several times as much.
+_RowRef = tuple[int, bytes, "list[Any] | None"]
 #: An instance on its way through the merge, with the row it came from.
 _Item = tuple[Any, _RowRef]
 
@@ -315,7 +316,7 @@ class ReadMerge(Generic[M]):
             if found is None:
                 out += self._decode(j, list(batch.rows()))
             else:
-                out += [(e, (j, key, [e])) for e, key in zip(found, batch.keys, strict=True)]
+                out += [(e, (j, key, None)) for e, key in zip(found, batch.keys, strict=True)]
         return out
 
     def _batches(self, j: int, batches: Sequence[Any]) -> list[_Item]:
@@ -416,15 +417,17 @@ class ReadMerge(Generic[M]):
 
 def _mark(item: _Item, time_of: Callable[[Any], Any]) -> Mark:
     """The mark just after ``item`` in its row."""
-    inst, ref = item
+    inst, (_, key, events) = item
     t = time_of(inst)
+    if events is None:  # the row's one instance
+        return Mark(key, t, 1)
     seen = 0
-    for e in ref[2]:
+    for e in events:
         if time_of(e) == t:
             seen += 1
         if e is inst:
             break
-    return Mark(ref[1], t, seen)
+    return Mark(key, t, seen)
 
 
 def _after_mark(events: list[Any], mark: Mark, time_of: Callable[[Any], Any],
