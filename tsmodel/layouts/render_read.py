@@ -717,9 +717,22 @@ def render_batch_instances(codec: TableCodec) -> Callable[..., list[Any] | None]
         src("if times != us:")
     src("    return None  # cells of another time than the key's")
     salt = codec.key.salt()
+    # One entity's rows (a range read of its key): every key its head, then its
+    # time, found by comparing the keys with that head joined to their digits.
+    one_head = bool(key_fields) and (salt is None or time_name not in salt.on)
     if key_fields or salt is not None:
+        if one_head:
+            src(f"head = keys[0][:{-digits}]")
+            src("if set(map(len, keys)) == {len(keys[0])} and "
+                "b''.join(keys) == head.join([b'', *tails]):")
+            src("    heads = None  # one head: the first key's")
+            src("    seen = {head: keys[0]}")
+            src("else:")
+            src.indent()
         src(f"heads = [key[:{-digits}] for key in keys]")
         src("seen = dict(zip(heads, keys))  # a key of each distinct head")
+        if one_head:
+            src.dedent()
         src("try:  # the fields before the time: once per distinct head")
         src("    fields = [decode_key(key) for key in seen.values()]")
         src("except SegmentValueError:")
@@ -744,8 +757,11 @@ def render_batch_instances(codec: TableCodec) -> Callable[..., list[Any] | None]
         src("    return None")
     if key_fields:
         for i, f in enumerate(key_fields):
-            src(f"k{i} = dict(zip(seen, [decoded[{f!r}] for decoded in fields]))")
-            src(f"k{i} = list(map(k{i}.__getitem__, heads))")
+            src("if heads is None:")
+            src(f"    k{i} = [fields[0][{f!r}]] * n")
+            src("else:")
+            src(f"    k{i} = dict(zip(seen, [decoded[{f!r}] for decoded in fields]))")
+            src(f"    k{i} = list(map(k{i}.__getitem__, heads))")
     src("try:")
     src.indent()
     args, columns = [], []
