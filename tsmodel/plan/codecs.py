@@ -35,9 +35,11 @@ def table_codecs(spec: ModelSpec) -> list[TableCodec]:
 def generated_functions(model: type) -> list[tuple[str, Callable[..., Any]]]:
     """``(table, function)`` for each function generated for ``model``'s codecs.
 
-    The event encoder of a save, its check column-wise (`save_frame()`'s) and
-    each table's encoder are rendered here if they were not yet; the read
-    side's functions are listed as far as they were made.
+    The event encoder of a save, its check column-wise (`save_frame()`'s),
+    each table's encoder and its decoder of a batch of rows into instances
+    (a range read's, where the table has one) are rendered here if they
+    were not yet; the read side's other functions are listed as far as they
+    were made.
 
     Raises:
         DeclarationError: ``model`` is not a tsmodel model.
@@ -48,6 +50,7 @@ def generated_functions(model: type) -> list[tuple[str, Callable[..., Any]]]:
     out: list[tuple[str, Callable[..., Any]]] = []
     seen: set[int] = set()
     for codec in table_codecs(spec):
+        codec.batch_instances()  # rendered at a range read's first use
         for function in codec.generated():
             if id(function) not in seen:
                 seen.add(id(function))
