@@ -11,8 +11,7 @@ readers hand them in columns (`CellBatch`, no `Row` objects).
 
 from __future__ import annotations
 
-import uuid
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -33,6 +32,9 @@ from tests.unit.test_rendered_decoders import (  # noqa: E402
 )
 from tests.whole_key_rows import (  # noqa: E402
     START,
+    bucket_damaged,
+    bucket_models,
+    draw_bucket_event,
     draw_event,
     group_damaged,
     stored_rows,
@@ -208,107 +210,11 @@ def test_batches_read_into_columns_are_left_as_the_reader_handed_them() -> None:
 # batch with one row damaged reads (or is refused) as the records read it.
 
 
-def _bucket_models() -> list[type]:
-    suffix = uuid.uuid4().hex[:8].upper()
-
-    @ts.model(table=f"BK_H_{suffix}", family="M", layout=ts.cells(), max_rate=1 / 5)
-    class Hourly:
-        host: str = ts.key()
-        time: datetime = ts.timestamp(bucket="hour")
-        cpu: float = ts.value("CPU/USR")
-        blk: int = ts.value("IO/BLK")
-        name: str = ts.value("NAME")
-        up: bool = ts.value("UP", family="N")
-
-    @ts.model(table=f"BK_D_{suffix}", family="M", layout=ts.cells(), max_rate=1 / 5)
-    class Daily:
-        site: str = ts.key()
-        meter: int = ts.key(width=3)
-        time: datetime = ts.timestamp(bucket="day", unit="s")
-        kwh: int = ts.value("KWH")
-
-    @ts.model(table=f"BK_C_{suffix}", family="M", layout=ts.columns(), max_rate=1 / 5)
-    class Columned:
-        host: str = ts.key()
-        metric: str = ts.key()
-        time: datetime = ts.timestamp(bucket="hour")
-        reading: int = ts.value()
-
-    @ts.model(table=f"BK_T_{suffix}", family="M", layout=ts.columns(), max_rate=1 / 5)
-    class Pressure:
-        balloon: int = ts.key(width=4)
-        time: datetime = ts.timestamp(bucket="week")
-        pascal: int = ts.value(codec=ts.Text(int))
-
-    @ts.model(table=f"BK_O_{suffix}", family="M", layout=ts.cells(), max_rate=1 / 5)
-    class Sparse:  # optional values beside a required one, in two families
-        host: str = ts.key()
-        time: datetime = ts.timestamp(bucket="hour")
-        load: float | None = ts.value("LOAD")
-        cpu: float = ts.value("CPU/USR")
-        note: str | None = ts.value("NOTE", family="N")
-        code: int | None = ts.value("A", family="N")
-
-    return [Hourly, Daily, Columned, Pressure, Sparse]
-
-
-def _draw_bucket_event(data: st.DataObject, model: type, i: int) -> Any:
-    when = START + timedelta(seconds=i * 600 + data.draw(st.integers(0, 500)))
-    if model.__name__ == "Hourly":
-        return model(host=data.draw(st.sampled_from(["a", "b.example"])), time=when,
-                     cpu=data.draw(st.floats(allow_nan=False)),
-                     blk=data.draw(st.integers(-(2**63), 2**63 - 1)),
-                     name=data.draw(st.text(max_size=5)), up=data.draw(st.booleans()))
-    if model.__name__ == "Columned":
-        return model(host=data.draw(st.sampled_from(["a", "b.example"])),
-                     metric=data.draw(st.sampled_from(["cpu", "mem"])), time=when,
-                     reading=data.draw(st.integers(-(2**63), 2**63 - 1)))
-    if model.__name__ == "Sparse":
-        return model(host=data.draw(st.sampled_from(["a", "b.example"])), time=when,
-                     load=data.draw(st.none() | st.floats(allow_nan=False)),
-                     cpu=data.draw(st.floats(allow_nan=False)),
-                     note=data.draw(st.none() | st.text(max_size=5)),
-                     code=data.draw(st.none() | st.integers(-(2**63), 2**63 - 1)))
-    if model.__name__ == "Pressure":
-        return model(balloon=data.draw(st.integers(0, 9999)), time=when,
-                     pascal=data.draw(st.integers(-5, 10**6)))
-    return model(site=data.draw(st.sampled_from(["x", "yy"])),
-                 meter=data.draw(st.integers(0, 999)), time=when,
-                 kwh=data.draw(st.integers(0, 10**6)))
-
-
-def _bucket_damaged(row: Any, how: str, data: st.DataObject) -> Any:
-    cells = list(row.cells)
-    at = data.draw(st.integers(0, 10**6)) % len(cells)  # draws alike on every replay
-    c = cells[at]
-    if how == "key":
-        return Row(row.key + b"\xff#x", row.cells)
-    if how == "no cells":
-        cells = []
-    elif how == "older version":  # an event with a cell in one column only
-        cells.insert(at + 1, Cell(c.family, c.qualifier, c.timestamp - 1000, c.value))
-    elif how == "same time":  # two versions of a column at one time
-        cells.insert(at + 1, Cell(c.family, c.qualifier, c.timestamp, c.value))
-    elif how == "cell time":  # a column's version at another time than the others'
-        cells[at] = Cell(c.family, c.qualifier, c.timestamp + 1000, c.value)
-    elif how == "foreign column":
-        cells.append(Cell("M", b"ZZ", c.timestamp, b"?"))
-    elif how == "other family":  # (not every model declares one)
-        cells.append(Cell("N", b"7", c.timestamp, b""))
-    elif how == "bytes":
-        cells[at] = Cell(c.family, c.qualifier, c.timestamp, b"\xff" * 3)
-    elif how == "dropped":
-        del cells[at]
-    elif how == "swapped":  # two cells of a row in another order
-        cells[0], cells[-1] = cells[-1], cells[0]
-    return Row(row.key, tuple(cells))
-
-
 @pytest.mark.parametrize("how", ["none", "key", "no cells", "older version", "same time",
                                  "cell time", "foreign column", "other family", "bytes",
                                  "dropped", "swapped"])
 def test_bucket_batches_read_as_records(how: str) -> None:
-    models = _bucket_models()
+    models = bucket_models()
     conn = ts.connect("memory://")
     conn.create_tables(*models)
 
@@ -317,7 +223,7 @@ def test_bucket_batches_read_as_records(how: str) -> None:
     @given(data=st.data())
     def run(data: st.DataObject) -> None:
         model = data.draw(st.sampled_from(models))
-        events = [_draw_bucket_event(data, model, i)
+        events = [draw_bucket_event(data, model, i)
                   for i in range(data.draw(st.integers(1, 20)))]
         conn.save_all(events)
         plan, rows = stored_rows(conn, model, days=3)
@@ -328,7 +234,7 @@ def test_bucket_batches_read_as_records(how: str) -> None:
             "the batch is not taken a whole list at a time"
         if how != "none":
             at = data.draw(st.integers(0, 10**6)) % len(rows)
-            rows[at] = _bucket_damaged(rows[at], how, data)
+            rows[at] = bucket_damaged(rows[at], how, data)
         want = _outcome(lambda: [r for row in rows for r in codec.records(row)])
         got = _outcome(lambda: _events_of_batch(model, columns.cells_batch(
             codec, CellBatch.of(rows), None)))

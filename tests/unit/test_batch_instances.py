@@ -27,8 +27,12 @@ import tsmodel as ts
 from tests.oracle.shapes import REVERSED
 from tests.unit.test_rendered_decoders import _outcome
 from tests.whole_key_rows import (
+    BUCKET_DAMAGES,
     DAMAGES,
     START,
+    bucket_damaged,
+    bucket_models,
+    draw_bucket_event,
     draw_event,
     group_damaged,
     salted_models,
@@ -47,7 +51,25 @@ def _fields(instances: list[Any]) -> list[tuple[tuple[str, str], ...]]:
 
 
 def _rows_outcome(codec: Any, model: type, rows: list[Row]) -> Any:
-    return _outcome(lambda: _fields([i for row in rows for i in codec.decode(model, row)]))
+    """The rows decoded one by one: each row's instances' fields, or the error."""
+    return _outcome(lambda: [_fields(codec.decode(model, row)) for row in rows])
+
+
+def _batch_outcome(decode: Any, model: type, rows: list[Row]) -> Any:
+    """A batch of ``rows`` decoded whole as `_rows_outcome()` gives the rows, or ``None``
+    where the decoder declines it."""
+    found = decode(model, CellBatch.of(rows))
+    if found is None:
+        return None
+    instances, counts = found
+    if counts is None:
+        counts = [1] * len(rows)
+    assert len(counts) == len(rows) and sum(counts) == len(instances)
+    out, start = [], 0
+    for count in counts:
+        out.append(_fields(instances[start:start + count]))
+        start += count
+    return ("ok", out)
 
 
 _MODELS = [m.__name__ for m in whole_key_models() + salted_models()]
@@ -70,9 +92,9 @@ def test_a_batch_decodes_as_its_rows_or_is_declined(how: str, name: str) -> None
         codec = plan.codec
         decode = codec.batch_instances()
         assert decode is not None, "no batch decoder for a plain event model"
-        found = decode(model, CellBatch.of(rows))
-        assert found is not None, "a batch of stored rows declined"
-        assert _fields(found) == _rows_outcome(codec, model, rows)[1]
+        whole = _batch_outcome(decode, model, rows)
+        assert whole is not None, "a batch of stored rows declined"
+        assert whole == _rows_outcome(codec, model, rows)
         if how == "none":
             return
         # Rows of earlier examples stay in the store: a draw bounded by their
@@ -89,10 +111,46 @@ def test_a_batch_decodes_as_its_rows_or_is_declined(how: str, name: str) -> None
                     for c in rows[i].cells))
         else:
             rows[at] = group_damaged(rows[at], how)
-        want = _rows_outcome(codec, model, rows)
-        found = decode(model, CellBatch.of(rows))
+        found = _batch_outcome(decode, model, rows)
         if found is not None:  # taken whole: exactly what the rows read
-            assert ("ok", _fields(found)) == want
+            assert found == _rows_outcome(codec, model, rows)
+
+    run()
+    conn.close()
+
+
+_BUCKET_MODELS = [m.__name__ for m in bucket_models()]
+
+
+@pytest.mark.parametrize("name", _BUCKET_MODELS)
+@pytest.mark.parametrize("how", ["none", *BUCKET_DAMAGES])
+def test_a_batch_of_bucket_rows_decodes_as_its_rows_or_is_declined(how: str,
+                                                                   name: str) -> None:
+    [model] = [m for m in bucket_models() if m.__name__ == name]
+    conn = ts.connect("memory://")
+    conn.create_tables(model)
+
+    @settings(max_examples=15, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(data=st.data())
+    def run(data: st.DataObject) -> None:
+        events = [draw_bucket_event(data, model, i)
+                  for i in range(data.draw(st.integers(1, 20)))]
+        assert conn.save_all(events).ok
+        plan, rows = stored_rows(conn, model, days=3)
+        codec = plan.codec
+        decode = codec.batch_instances()
+        assert decode is not None, "no batch decoder for a bucket model of a fixed shape"
+        whole = _batch_outcome(decode, model, rows)
+        assert whole is not None, "a batch of stored rows declined"
+        assert whole == _rows_outcome(codec, model, rows)
+        if how == "none":
+            return
+        at = data.draw(st.integers(0, 10**6)) % len(rows)
+        rows[at] = bucket_damaged(rows[at], how, data)
+        found = _batch_outcome(decode, model, rows)
+        if found is not None:
+            assert found == _rows_outcome(codec, model, rows)
 
     run()
     conn.close()
@@ -126,6 +184,22 @@ def test_the_oracle_shape_of_plain_rows_decodes_whole_batches() -> None:
     assert decode in codec.generated()  # `tsmodel codec` prints it
 
 
+def test_a_newest_first_read_of_buckets_gives_each_row_backwards() -> None:
+    """Bucket rows read backwards (`newest_first()`): each batch's rows newest first,
+    each row's events too, as the rows read one by one give them."""
+    model = bucket_models()[0]  # Hourly
+    conn = ts.connect("memory://")
+    conn.create_tables(model)
+    events = [model(host="a", time=START + timedelta(minutes=7 * i), cpu=i / 4, blk=i,
+                    name=str(i), up=bool(i % 2)) for i in range(60)]
+    assert conn.save_all(events).ok
+    qs = model.range(START, START + timedelta(days=1), allow_scan=True).using(conn)
+    assert _fields(list(qs)) == _fields(events)
+    assert _fields(list(qs.newest_first())) == _fields(events[::-1])
+    assert _fields(list(qs.newest_first().limit(7))) == _fields(events[::-1][:7])
+    conn.close()
+
+
 def test_models_with_rows_of_no_fixed_shape_have_no_batch_decoder() -> None:
     @ts.model(table="BI_OPT", family="F")
     class Optional_:
@@ -135,3 +209,4 @@ def test_models_with_rows_of_no_fixed_shape_have_no_batch_decoder() -> None:
         note: str | None = ts.value("N", default=None)
 
     assert spec_of(Optional_).codec.batch_instances() is None
+

@@ -45,8 +45,8 @@ class Event(NamedTuple):
 
 class FakeCodec:
     """Decodes a row to the events the test put under its key (oldest first); a
-    batch of rows each holding one event to those events (else ``None``: the
-    merge decodes the rows one by one)."""
+    batch of rows to their events and each row's number of them (``None``
+    where each holds one)."""
 
     def __init__(self) -> None:
         self.events: dict[bytes, list[Event]] = {}
@@ -55,10 +55,10 @@ class FakeCodec:
         return list(self.events[row.key])
 
     def batch_instances(self) -> Any:
-        def decode(model: Any, batch: CellBatch) -> list[Event] | None:
-            if any(len(self.events[key]) != 1 for key in batch.keys):
-                return None
-            return [self.events[key][0] for key in batch.keys]
+        def decode(model: Any, batch: CellBatch) -> tuple[list[Event], list[int] | None]:
+            counts = [len(self.events[key]) for key in batch.keys]
+            flat = [e for key in batch.keys for e in self.events[key]]
+            return flat, None if set(counts) == {1} else counts
 
         return decode
 

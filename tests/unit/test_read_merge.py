@@ -39,9 +39,10 @@ class Event(NamedTuple):
 
 class FakeCodec:
     """Decodes a row to the events the test put under its key; a batch of rows
-    (`TableCodec.batch_instances`) to one event per row, or ``None`` (the merge
-    then decodes its rows one by one) where a row has another number of events
-    or the batch's first key is one the codec declines."""
+    (`TableCodec.batch_instances`) to its events and each row's number of them
+    (``None`` where each row holds one), or ``None`` (the merge then decodes
+    its rows one by one) where the batch's first key is one the codec
+    declines."""
 
     def __init__(self) -> None:
         self.events: dict[bytes, list[Event]] = {}
@@ -51,11 +52,12 @@ class FakeCodec:
         return self.events[row.key]
 
     def batch_instances(self) -> Any:
-        def decode(model: Any, batch: CellBatch) -> list[Event] | None:
-            if batch.keys[0] in self.declined or \
-                    any(len(self.events[key]) != 1 for key in batch.keys):
+        def decode(model: Any, batch: CellBatch) -> tuple[list[Event], list[int] | None] | None:
+            if batch.keys[0] in self.declined:
                 return None
-            return [self.events[key][0] for key in batch.keys]
+            counts = [len(self.events[key]) for key in batch.keys]
+            flat = [e for key in batch.keys for e in self.events[key]]
+            return flat, None if set(counts) == {1} else counts
 
         return decode
 

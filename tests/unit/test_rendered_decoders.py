@@ -25,7 +25,7 @@ from tests import strategies as tst
 from tests.oracle.ops import aware
 from tests.oracle.reference import Ev, Reference
 from tests.oracle.shapes import SHAPES, Shape, us_of
-from tsmodel.backends.base import Cell, Row
+from tsmodel.backends.base import Cell, CellBatch, Row
 from tsmodel.declare.spec import spec_of
 from tsmodel.layouts._source import rendered
 from tsmodel.layouts.render_read import render_columns
@@ -93,6 +93,15 @@ def test_every_rendering_reads_what_was_saved(shape: Shape) -> None:
         defaults = {v.name: v.default_value() for v in spec_of(model).values if v.has_default}
         assert columns == [{n: r.get(n, defaults.get(n)) for n in _names(model)}
                            for r in records]
+        # Instances of the rows in one batch (where the declaration has that
+        # rendering): the rows' instances, row by row, unless it declines.
+        batched = codec.batch_instances()
+        found = None if batched is None else batched(model, CellBatch.of(rows))
+        if found is not None:
+            got, counts = found
+            assert counts is None or (len(counts) == len(rows) and sum(counts) == len(got))
+            assert [_ev(shape, {n: getattr(i, n) for n in _names(model)}).strict()
+                    for i in got] == [_ev(shape, r).strict() for r in records]
         conn.close()
 
     run()
@@ -154,6 +163,12 @@ def test_every_rendering_refuses_a_damaged_row_alike(shape: Shape, how: str) -> 
                 assert len(got["records"][1]) == len(got["columns"][1])
                 got["columns"] = got["records"]
             assert got["records"] == got["instances"] == got["columns"], got
+            batched = codec.batch_instances()
+            found = None if batched is None else batched(model, CellBatch.of([bad]))
+            if found is not None:  # taken whole: what the row reads, never a refused row
+                assert got["instances"] == ("ok", [
+                    _ev(shape, {n: getattr(i, n) for n in names}).strict()
+                    for i in found[0]]), (found, got)
             kind, message = got["records"]
             if kind != "ok":
                 refused += 1

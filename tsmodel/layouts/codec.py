@@ -448,12 +448,15 @@ class TableCodec:
             self._rendered_batches[names] = render(self, names)
         return self._rendered_batches[names]
 
-    def batch_instances(self) -> Callable[[Callable[..., M], CellBatch], list[M] | None] | None:
-        """The decoder of a `tsmodel.ground.base.CellBatch` of plain event rows into
-        instances, ``decoder(cls, batch)`` (`render_batch_instances()`: the
-        instances `decode()` builds from ``batch.rows()``, or ``None`` for a
-        batch it leaves to them), or ``None`` where the declaration has no such
-        rendering. Rendered at its first use."""
+    def batch_instances(self) -> Callable[[Callable[..., M], CellBatch],
+                                          tuple[list[M], list[int] | None] | None] | None:
+        """The decoder of a `tsmodel.ground.base.CellBatch` into instances,
+        ``decoder(cls, batch)`` (`render_batch_instances()`: the instances
+        `decode()` builds from ``batch.rows()``, and each row's number of them,
+        ``None`` where each row is one, or ``None`` for a batch it leaves to
+        the rows), or ``None`` where the declaration has no such rendering:
+        plain event rows, and bucket rows of a fixed shape. Rendered at its
+        first use."""
         found = self._batch_instances
         if found is False:
             found = self._batch_instances = render_batch_instances(self)

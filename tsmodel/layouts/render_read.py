@@ -26,6 +26,7 @@ reference of the oracle harness on every layout shape, values and errors.
 
 from __future__ import annotations
 
+import itertools
 import operator
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -678,6 +679,8 @@ def render_batch_instances(codec: TableCodec) -> Callable[..., list[Any] | None]
     (`CellBatch.rows()`), which read them or raise their error, so the
     outcome never depends on which of the two read them.
     """
+    if codec.layout.bucketed:
+        return _render_bucket_instances(codec)
     if not _plain(codec, salted=True):
         return None
     arithmetic = time_key_arithmetic(codec)
@@ -702,7 +705,7 @@ def render_batch_instances(codec: TableCodec) -> Callable[..., list[Any] | None]
     src("keys, times, values = found")
     src("n = len(keys)")
     src("if not n:")
-    src("    return []")
+    src("    return [], None")
     src(f"tails = [key[{-digits}:] for key in keys]")
     src("run = b''.join(tails)")
     src(f"if len(run) != {digits} * n or not run.isdigit():")
@@ -762,36 +765,90 @@ def render_batch_instances(codec: TableCodec) -> Callable[..., list[Any] | None]
             src("else:")
             src(f"    k{i} = dict(zip(seen, [decoded[{f!r}] for decoded in fields]))")
             src(f"    k{i} = list(map(k{i}.__getitem__, heads))")
+    _render_instances(src, codec, ns, key_fields, "us", "None")
+    return compile_function(src.text(), "batch_instances", ns,
+                            f"<tsmodel codec {codec.model}.{codec.table} batch instances>")
+
+
+def _render_instances(src: _Source, codec: TableCodec, ns: dict[str, Any],
+                      key_fields: list[str], times: str, counts: str) -> None:
+    """The close of a batch instances decoder: each value column decoded whole (a
+    fixed-width number column by one ``struct`` call, a column holding ``None``
+    where an optional value has no cell by its codec value by value), the
+    times (µs, the list ``times``) as ``datetime`` s, and ``return`` of the
+    instances, built from the key fields' lists ``k0``, ``k1``... and those,
+    with ``counts`` (each row's number of instances, or ``None``: one each).
+    A value that does not decode returns ``None``: the rows say why."""
+    n = "len(whens)"
     src("try:")
     src.indent()
+    src(f"whens = [EPOCH + timedelta(0, 0, t) for t in {times}]")
     args, columns = [], []
-    for i, v in enumerate(values):
+    for i, v in enumerate(codec.values.values):
         if v.name in codec.key.fields:
             continue  # promoted: the key's value wins
         col = f"values[{v.name!r}]"
         kind = type(v.codec)
-        if kind is Float64 or kind is Int64:
+        if v.optional:  # None where an event has no cell
+            ns[f"d{i}"] = v.codec.decode
+            src(f"v{i} = [None if b is None else d{i}(b) for b in {col}]")
+        elif kind is Float64 or kind is Int64:
             fmt = "d" if kind is Float64 else "q"
             src(f"v{i} = {col}")
             src(f"if set(map(len, v{i})) != {{8}}:")
             src("    return None")
-            src(f"v{i} = unpack(f'>{{n}}{fmt}', b''.join(v{i}))")
+            src(f"v{i} = unpack(f'>{{{n}}}{fmt}', b''.join(v{i}))")
         else:
             ns[f"d{i}"] = v.codec.decode
             src(f"v{i} = list(map(d{i}, {col}))")
-        args.append(f"{v.name}=v{i}")
+        args.append(f"{v.name}=a_v{i}")
         columns.append(f"v{i}")
-    src("whens = [EPOCH + timedelta(0, 0, t) for t in us]")
     src.dedent()
     src("except Exception:  # the row by row decoding says why, where")
     src("    return None")
     cols = [f"k{i}" for i in range(len(key_fields))] + ["whens"] + columns
-    items = [f"a{i}" for i in range(len(cols))]
-    keyword = [f"{f}={a}" for f, a in zip([*key_fields, time_name], items, strict=False)]
-    keyword += [arg.replace("=v", "=a_v") for arg in args]
-    items = items[:len(key_fields) + 1] + [f"a_{c}" for c in columns]
+    items = [f"a{i}" for i in range(len(key_fields) + 1)] + [f"a_{c}" for c in columns]
+    keyword = [f"{f}={a}" for f, a in zip([*key_fields, codec.time_field], items,
+                                          strict=False)] + args
     src(f"return [cls({', '.join(keyword)})")
-    src(f"        for {', '.join(items)} in zip({', '.join(cols)})]")
+    src(f"        for {', '.join(items)} in zip({', '.join(cols)})], {counts}")
+
+
+def _render_bucket_instances(codec: TableCodec) -> Callable[..., Any] | None:
+    """`render_batch_instances()` for bucket rows: the events of a batch of them, as
+    the bucket collector (`render_bucket_batch_columns()`) takes them for the
+    columnar results, each row's key decoded once by the declared key decoding
+    and its fields repeated for the row's events, the values and the event
+    times (the cells' timestamps) decoded a whole column at a time."""
+    values = codec.values.values
+    collect = render_bucket_batch_columns(codec, tuple(v.name for v in values))
+    if collect is None:
+        return None
+    key_fields = [f for f in codec.key.fields if f != codec.time_field]
+    ns: dict[str, Any] = {"collect": collect, "decode_key": codec.key.decode,
+                          "SegmentValueError": SegmentValueError, "EPOCH": EPOCH,
+                          "timedelta": timedelta, "unpack": struct.unpack,
+                          "repeat": itertools.repeat, "chain": itertools.chain}
+    src = _Source()
+    src("def batch_instances(cls, batch):")
+    src.indent()
+    src("found = collect(batch)")
+    src("if found is None:")
+    src("    return None  # rows of another shape")
+    src("keys, counts, times, values = found")
+    src("fields = []")
+    src("try:  # each row's key once")
+    src("    for key, count in zip(keys, counts):")
+    src("        if count:")
+    src("            fields.append(decode_key(key))")
+    src("except SegmentValueError:")
+    src("    return None")
+    if key_fields:
+        src("taken = [count for count in counts if count]")
+    for i, f in enumerate(key_fields):
+        src(f"k{i} = list(chain.from_iterable(map(repeat, "
+            f"[decoded[{f!r}] for decoded in fields], taken)))")
+    _render_instances(src, codec, ns, key_fields, "times", "counts")
     return compile_function(src.text(), "batch_instances", ns,
                             f"<tsmodel codec {codec.model}.{codec.table} batch instances>")
 

@@ -305,18 +305,34 @@ class ReadMerge(Generic[M]):
 
     def _instance_batches(self, j: int, batches: Sequence[CellBatch]) -> list[_Item]:
         """The items of rows given in `CellBatch` es: each batch decoded whole
-        (`_batch_decode`), one instance per row; a batch it leaves (rows of
-        another shape, a value that does not decode) and a resumed stream's
-        first batch, row by row, as rows given one by one are."""
+        (`_batch_decode`: one instance per row, or each bucket row's events,
+        reversed where the row is read backwards, as `_decode()` reverses
+        them); a batch it leaves (rows of another shape, a value that does
+        not decode) and a resumed stream's first batch, row by row, as rows
+        given one by one are."""
         decode, model = self._batch_decode, self.model
+        reverse = self.plan.requests[j].reverse
         out: list[_Item] = []
         for batch in batches:
             resumed = j in self._skip_row or j in self._time_floor
             found = None if decode is None or resumed else decode(model, batch)
             if found is None:
                 out += self._decode(j, list(batch.rows()))
-            else:
-                out += [(e, (j, key, None)) for e, key in zip(found, batch.keys, strict=True)]
+                continue
+            instances, counts = found
+            if counts is None:  # a row per instance
+                out += [(e, (j, key, None)) for e, key in zip(instances, batch.keys,
+                                                              strict=True)]
+                continue
+            start = 0
+            for key, count in zip(batch.keys, counts, strict=True):
+                if count:
+                    events = instances[start:start + count]
+                    start += count
+                    if reverse:
+                        events.reverse()
+                    ref = (j, key, events)
+                    out += [(e, ref) for e in events]
         return out
 
     def _batches(self, j: int, batches: Sequence[Any]) -> list[_Item]:
