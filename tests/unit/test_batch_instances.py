@@ -210,3 +210,56 @@ def test_models_with_rows_of_no_fixed_shape_have_no_batch_decoder() -> None:
 
     assert spec_of(Optional_).codec.batch_instances() is None
 
+
+def test_a_wrapper_of_read_rows_is_read_through_it() -> None:
+    """A backend that overrides ``read_rows`` (a subclass) or wraps another and hands
+    the rest on by ``__getattr__`` is read through its ``read_rows``, never around
+    it by the wrapped backend's own batches; one that declares ``read_batches``
+    too is read in batches."""
+    from tsmodel.backends.embedded import EmbeddedBackend
+    from tsmodel.ground.base import own_batch_reader
+
+    model = whole_key_models()[0]
+    events = [model(host="a", time=START + timedelta(seconds=i), cpu=i / 4, blk=i,
+                    name=str(i), up=True) for i in range(40)]
+
+    class Counted(EmbeddedBackend):
+        rows = 0
+
+        def read_rows(self, request: Any) -> Any:
+            for row in super().read_rows(request):
+                self.rows += 1
+                yield row
+
+    class Wrapper:
+        def __init__(self, inner: Any) -> None:
+            self.inner, self.rows = inner, 0
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+        def read_rows(self, request: Any) -> Any:
+            for row in self.inner.read_rows(request):
+                self.rows += 1
+                yield row
+
+    class Batched(Counted):
+        batches = 0
+
+        def read_batches(self, request: Any) -> Any:
+            for batch in super().read_batches(request):
+                self.batches += 1
+                yield batch
+
+    counted = Counted()
+    for backend in (counted, Wrapper(EmbeddedBackend()), Batched()):
+        conn = ts.Connection(backend)
+        conn.create_tables(model)
+        assert conn.save_all(events).ok
+        qs = model.range(START, START + timedelta(days=1), allow_scan=True).using(conn)
+        assert _fields(list(qs)) == _fields(events)
+        if isinstance(backend, Batched):
+            assert own_batch_reader(backend) is not None and backend.batches > 0
+        else:
+            assert own_batch_reader(backend) is None and backend.rows == len(events)
+    assert own_batch_reader(EmbeddedBackend()) is not None

@@ -16,6 +16,7 @@ Semantics follow Cloud Bigtable:
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from datetime import timedelta
 from typing import Any, NamedTuple, Protocol, cast, overload, runtime_checkable
@@ -33,6 +34,7 @@ __all__ = [
     "CellBatch",
     "batch_reader",
     "batches_of",
+    "own_batch_reader",
     "KeySample",
     "SetCell",
     "AddToCell",
@@ -306,11 +308,32 @@ class CellBatch:
         return batch
 
 
+def own_batch_reader(backend: Any) -> Callable[[ReadRequest], Iterator[CellBatch]] | None:
+    """``backend``'s ``read_batches`` where its class declares one, at least as far down
+    its classes as its ``read_rows`` (else ``None``). A wrapper that overrides
+    ``read_rows`` alone (to count, log or break reads), or hands other
+    attributes on to a backend it wraps (``__getattr__``), is read through its
+    ``read_rows``, never around it by the wrapped backend's ``read_batches``."""
+    cls: Any = type(backend)  # classes are hashable (typeshed's type[Any] is not, to mypy)
+    if _declares_batches(cls):
+        read: Callable[[ReadRequest], Iterator[CellBatch]] = backend.read_batches
+        return read
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _declares_batches(cls: Any) -> bool:
+    def where(name: str) -> int | None:
+        return next((i for i, k in enumerate(cls.__mro__) if name in vars(k)), None)
+
+    batches, rows = where("read_batches"), where("read_rows")
+    return batches is not None and (rows is None or batches <= rows)
+
+
 def batch_reader(backend: Any) -> Callable[[ReadRequest], Iterator[CellBatch]]:
-    """``backend``'s ``read_batches``, or, for a backend without one, its
-    ``read_rows`` put in batches (`batches_of()`)."""
-    read: Callable[[ReadRequest], Iterator[CellBatch]] | None = getattr(
-        backend, "read_batches", None)
+    """``backend``'s own ``read_batches`` (`own_batch_reader()`), or its ``read_rows``
+    put in batches (`batches_of()`)."""
+    read = own_batch_reader(backend)
     if read is not None:
         return read
     read_rows: Callable[[ReadRequest], Iterable[Row]] = backend.read_rows

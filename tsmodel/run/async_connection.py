@@ -40,6 +40,7 @@ from tsmodel.ground.base import (
     Row,
     TableSpec,
     batch_reader,
+    own_batch_reader,
     thread_backed,
 )
 from tsmodel.io import pandas as _pandas
@@ -353,6 +354,11 @@ class _BlockingReads:
 
     def read(self, request: ReadRequest) -> Iterator[Row]:
         return self._observer.read(request, self._backend.read_rows)
+
+    @property
+    def reads_batches(self) -> bool:
+        """Whether the backend reads rows in `CellBatch` es of its own."""
+        return own_batch_reader(self._backend) is not None
 
     def read_batches(self, request: ReadRequest) -> Iterator[CellBatch]:
         """`read()` in `CellBatch` es: the backend's ``read_batches``, or its rows

@@ -39,6 +39,7 @@ from tsmodel.ground.base import (
     RowSet,
     TableSpec,
     batches_of,
+    own_batch_reader,
 )
 
 __all__ = ["CachingBackend", "CacheStats", "MISSING", "single_row_key"]
@@ -264,11 +265,11 @@ class CachingBackend:
     def read_batches(self, request: ReadRequest) -> Iterator[CellBatch]:
         """`read_rows()` in `CellBatch` es: the wrapped backend's own batches for a
         read the cache does not serve, else the rows put in batches."""
-        read = getattr(self.backend, "read_batches", None)
+        read = own_batch_reader(self.backend)
         if read is None or (single_row_key(request.rows) is not None
                             and self.caches(request.table)):
             return batches_of(self.read_rows(request))
-        return read(request)  # type: ignore[no-any-return]
+        return read(request)
 
     def _cached_read(self, table: str, key: bytes, row_filter: ReadFilter,
                      request: ReadRequest) -> Iterator[Row]:

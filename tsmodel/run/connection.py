@@ -31,6 +31,7 @@ from tsmodel.ground.base import (
     Row,
     TableSpec,
     batch_reader,
+    own_batch_reader,
 )
 from tsmodel.io import pandas as _pandas
 from tsmodel.io import polars as _polars
@@ -411,6 +412,12 @@ class Connection(ConnectionState[Backend]):
         """
         return self._observer.read(request, self.backend.read_rows)
 
+    @property
+    def reads_batches(self) -> bool:
+        """Whether the backend reads rows in `CellBatch` es of its own
+        (`tsmodel.ground.base.own_batch_reader`)."""
+        return own_batch_reader(self.backend) is not None
+
     def read_batches(self, request: ReadRequest) -> Iterator[CellBatch]:
         """`read()` in columns: the rows as the backend's ``read_batches`` hands them
         (`CellBatch` es), or its rows put in batches when it has none, observed as a
@@ -789,7 +796,7 @@ class QuerySet(Query[M]):
         where the plan's answer is whole rows, else records into columns."""
         conn = self._conn()
         read = self._column_read(conn.features, conn.cursor_secret, columns,
-                                 hasattr(conn.backend, "read_batches"))
+                                 own_batch_reader(conn.backend) is not None)
         if read.sink == "batches":  # the rows in columns, no Row
             return columns.cell_batches(read.plan.codec, self._open(read, conn),
                                         read.plan.only, rows)

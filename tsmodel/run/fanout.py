@@ -53,7 +53,7 @@ from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
 from tsmodel import errors
-from tsmodel.ground.base import Features, ReadRequest, Row
+from tsmodel.ground.base import CellBatch, Features, ReadRequest, Row
 from tsmodel.plan.cursors import CursorCodec, Position
 from tsmodel.plan.merge import ReadMerge
 from tsmodel.plan.reads import ReadPlan
@@ -67,9 +67,16 @@ C = TypeVar("C")
 
 
 class Reader(Protocol):
-    """What `stream()` reads from: a `tsmodel.Connection`."""
+    """What `stream()` reads from: a `tsmodel.Connection`. Where ``reads_batches``
+    (its backend has its own ``read_batches``), a merge that takes batches of
+    instances reads its rows as `CellBatch` es."""
 
     def read(self, request: ReadRequest) -> Iterator[Row]: ...
+
+    def read_batches(self, request: ReadRequest) -> Iterator[CellBatch]: ...
+
+    @property
+    def reads_batches(self) -> bool: ...
 
 
 class AsyncReader(Protocol):
@@ -312,13 +319,15 @@ def _next_in(context: contextvars.Context,
 
 def _pulled(reader: Reader, merge: ReadMerge[Any], request: ReadRequest | None) -> _Pulled:
     """Start the blocking read of one of the merge's streams (``None``: nothing left);
-    in `CellBatch` es (``reader.read_batches``) where the merge takes them (the
-    ``"batches"`` sink, instances decoded a batch at a time), taken one at a
-    time (each holds many rows)."""
+    in `CellBatch` es (``reader.read_batches``) for the ``"batches"`` sink, and for
+    instances decoded a batch at a time where the reader's backend reads
+    batches of its own (put in batches here, the rows of a stream that breaks
+    every few rows would never reach the merge), taken one at a time (each
+    holds many rows)."""
     if request is None:
         return _Pulled(())
-    if merge.takes_batches:
-        return _Pulled(reader.read_batches(request), 1)  # type: ignore[attr-defined]
+    if merge.sink == "batches" or (merge.takes_batches and reader.reads_batches):
+        return _Pulled(reader.read_batches(request), 1)
     return _Pulled(reader.read(request))
 
 
