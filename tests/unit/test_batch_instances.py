@@ -72,13 +72,11 @@ def _batch_outcome(decode: Any, model: type, rows: list[Row]) -> Any:
     return ("ok", out)
 
 
-_MODELS = [m.__name__ for m in whole_key_models() + salted_models()]
-
-
-@pytest.mark.parametrize("name", _MODELS)
-@pytest.mark.parametrize("how", ["none", *DAMAGES, "sizes"])
-def test_a_batch_decodes_as_its_rows_or_is_declined(how: str, name: str) -> None:
-    [model] = [m for m in whole_key_models() + salted_models() if m.__name__ == name]
+def _held_to_rows(model: type, draw: Any, damage: Any, days: int = 1) -> None:
+    """Events drawn by ``draw(data, model, i)`` saved; a batch of the stored rows must
+    decode as the rows do; then with one row changed by ``damage(data, rows,
+    at)`` (``None``: the rows as stored), it must be declined or decode as the
+    rows do."""
     conn = ts.connect("memory://")
     conn.create_tables(model)
 
@@ -86,37 +84,54 @@ def test_a_batch_decodes_as_its_rows_or_is_declined(how: str, name: str) -> None
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(data=st.data())
     def run(data: st.DataObject) -> None:
-        events = [draw_event(data, model, i) for i in range(data.draw(st.integers(1, 12)))]
+        events = [draw(data, model, i) for i in range(data.draw(st.integers(1, 16)))]
         assert conn.save_all(events).ok
-        plan, rows = stored_rows(conn, model)
+        plan, rows = stored_rows(conn, model, days=days)
         codec = plan.codec
         decode = codec.batch_instances()
-        assert decode is not None, "no batch decoder for a plain event model"
+        assert decode is not None, "no batch decoder for rows of a fixed shape"
         whole = _batch_outcome(decode, model, rows)
         assert whole is not None, "a batch of stored rows declined"
         assert whole == _rows_outcome(codec, model, rows)
-        if how == "none":
+        if damage is None:
             return
         # Rows of earlier examples stay in the store: a draw bounded by their
         # number would differ when hypothesis replays an example.
-        at = data.draw(st.integers(0, 10**6)) % len(rows)
-        if how == "sizes":  # a value a byte short, the next row's a byte long
-            if len(rows) < 2:
-                return
-            at = min(at, len(rows) - 2)
-            for i, change in ((at, lambda v: v[:-1]), (at + 1, lambda v: v + b"\0")):
-                rows[i] = Row(rows[i].key, tuple(
-                    Cell(c.family, c.qualifier, c.timestamp, change(c.value))
-                    if c.qualifier == rows[i].cells[0].qualifier else c
-                    for c in rows[i].cells))
-        else:
-            rows[at] = group_damaged(rows[at], how)
+        damage(data, rows, data.draw(st.integers(0, 10**6)) % len(rows))
         found = _batch_outcome(decode, model, rows)
         if found is not None:  # taken whole: exactly what the rows read
             assert found == _rows_outcome(codec, model, rows)
 
     run()
     conn.close()
+
+
+def _sizes(data: st.DataObject, rows: list[Row], at: int) -> None:
+    """A value a byte short, the next row's a byte long."""
+    if len(rows) < 2:
+        return
+    at = min(at, len(rows) - 2)
+    for i, change in ((at, lambda v: v[:-1]), (at + 1, lambda v: v + b"\0")):
+        rows[i] = Row(rows[i].key, tuple(
+            Cell(c.family, c.qualifier, c.timestamp, change(c.value))
+            if c.qualifier == rows[i].cells[0].qualifier else c for c in rows[i].cells))
+
+
+_MODELS = [m.__name__ for m in whole_key_models() + salted_models()]
+
+
+@pytest.mark.parametrize("name", _MODELS)
+@pytest.mark.parametrize("how", ["none", *DAMAGES, "sizes"])
+def test_a_batch_decodes_as_its_rows_or_is_declined(how: str, name: str) -> None:
+    [model] = [m for m in whole_key_models() + salted_models() if m.__name__ == name]
+
+    def damage(data: st.DataObject, rows: list[Row], at: int) -> None:
+        if how == "sizes":
+            _sizes(data, rows, at)
+        else:
+            rows[at] = group_damaged(rows[at], how)
+
+    _held_to_rows(model, draw_event, None if how == "none" else damage)
 
 
 _BUCKET_MODELS = [m.__name__ for m in bucket_models()]
@@ -127,33 +142,11 @@ _BUCKET_MODELS = [m.__name__ for m in bucket_models()]
 def test_a_batch_of_bucket_rows_decodes_as_its_rows_or_is_declined(how: str,
                                                                    name: str) -> None:
     [model] = [m for m in bucket_models() if m.__name__ == name]
-    conn = ts.connect("memory://")
-    conn.create_tables(model)
 
-    @settings(max_examples=15, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    @given(data=st.data())
-    def run(data: st.DataObject) -> None:
-        events = [draw_bucket_event(data, model, i)
-                  for i in range(data.draw(st.integers(1, 20)))]
-        assert conn.save_all(events).ok
-        plan, rows = stored_rows(conn, model, days=3)
-        codec = plan.codec
-        decode = codec.batch_instances()
-        assert decode is not None, "no batch decoder for a bucket model of a fixed shape"
-        whole = _batch_outcome(decode, model, rows)
-        assert whole is not None, "a batch of stored rows declined"
-        assert whole == _rows_outcome(codec, model, rows)
-        if how == "none":
-            return
-        at = data.draw(st.integers(0, 10**6)) % len(rows)
+    def damage(data: st.DataObject, rows: list[Row], at: int) -> None:
         rows[at] = bucket_damaged(rows[at], how, data)
-        found = _batch_outcome(decode, model, rows)
-        if found is not None:
-            assert found == _rows_outcome(codec, model, rows)
 
-    run()
-    conn.close()
+    _held_to_rows(model, draw_bucket_event, None if how == "none" else damage, days=3)
 
 
 def test_a_declined_batch_leaves_the_error_to_the_rows_in_a_query() -> None:
