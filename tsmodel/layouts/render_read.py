@@ -18,6 +18,10 @@ lines and `rendered()` prints them):
 * `render_columns()`: rows straight into columns (a list per field), the
   columnar results' decoding (`tsmodel.io.arrow`), rendered from the same
   declaration as the records.
+* `render_batch_columns()`, `render_bucket_batch_columns()`: the collectors
+  of a `CellBatch` 's undecoded columns, where rows have a fixed shape of
+  cells; `render_batch_instances()`: a batch straight into instances from
+  them (a range read's), a whole column at a time.
 
 There is no other decoding of rows: the property tests of
 ``tests/unit/test_rendered_decoders.py`` hold every rendering to the
@@ -661,23 +665,27 @@ def time_key_arithmetic(codec: TableCodec) -> tuple[int, int | None, int, int, i
     return last.encoding.arithmetic()
 
 
-def render_batch_instances(codec: TableCodec) -> Callable[..., list[Any] | None] | None:
+def render_batch_instances(codec: TableCodec) -> Callable[..., Any] | None:
     """The decoder of a `tsmodel.ground.base.CellBatch` of plain event rows straight
     into instances, or ``None`` where the declaration has no such rendering.
 
     For a row per event, a column per value field, all required, and a key
     ending with the time's epoch digits (the common shape): the function
-    takes ``(cls, batch)`` and returns the instances of the batch's rows in
-    order, as `render_rows()`'s ``decode`` builds them row by row, a whole
-    column at a time: the values sliced out by `render_batch_columns()`, the
-    keys' time digits checked and converted as one run (their arithmetic is
-    the declared decoder's, `time_key_arithmetic()`), the segments before
-    them decoded once per distinct head by the declared key decoding, each
-    fixed-width number column unpacked by one ``struct`` call. It returns
+    takes ``(cls, batch)`` and returns ``(instances, None)``, the instances of
+    the batch's rows in order (one a row), as `render_rows()`'s ``decode``
+    builds them row by row, a whole column at a time: the values sliced out
+    by `render_batch_columns()`, the keys' time digits checked and converted
+    as one run (their arithmetic is the declared decoder's,
+    `time_key_arithmetic()`), the segments before them decoded once per
+    distinct head by the declared key decoding (a salted key encoded again
+    and compared), each fixed-width number column unpacked by one
+    ``struct`` call. It returns
     ``None`` as soon as anything in the batch is not such a row, or a value
     does not decode: the caller then decodes the batch's rows one by one
     (`CellBatch.rows()`), which read them or raise their error, so the
-    outcome never depends on which of the two read them.
+    outcome never depends on which of the two read them. For bucket rows of
+    a fixed shape: `_render_bucket_instances()`, whose second item is each
+    row's number of instances.
     """
     if codec.layout.bucketed:
         return _render_bucket_instances(codec)

@@ -136,7 +136,8 @@ class ReadMerge(Generic[M]):
             else (lambda e: to_micros(time_of(e))))
         self._accept = plan.accept_record if records else plan.accept
         #: The decoder of a whole `CellBatch` into instances, where the plan's rows
-        #: are plain events read whole (`TableCodec.batch_instances`).
+        #: have a fixed shape (plain events, buckets) and are read whole, without
+        #: ``only`` or ``history`` (`TableCodec.batch_instances`).
         self._batch_decode = plan.codec.batch_instances() if (
             sink == "instances" and plan.codec is not None and plan.only is None
             and not plan.history) else None
