@@ -1,0 +1,121 @@
+"""Range reads that build instances a batch at a time, on every backend.
+
+Rows of a fixed shape (a row per event; `ts.cells()` and `ts.columns()`
+buckets) reach the query as the backend's column batches and are decoded a
+batch at a time (`TableCodec.batch_instances`). Held to a plain-Python list of
+the saved events: a range read of one entity and a scan of several, oldest
+and newest first, with a limit, on the sync and the async API; then a row
+damaged behind tsmodel's back is refused by the query, naming its key, as the
+row by row decoding refuses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import attrs
+import pytest
+
+import tsmodel as ts
+from tests.backends.conftest import asynchronous
+from tsmodel.backends.base import Backend, RowMutation, SetCell
+from tsmodel.ground.base import own_batch_reader
+
+T0 = datetime(2024, 5, 1, tzinfo=timezone.utc)
+
+
+def _models() -> list[Any]:
+    suffix = uuid.uuid4().hex[:8].upper()
+
+    @ts.model(table=f"BR_ROWS_{suffix}", family="M")
+    class Metric:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        cpu: float = ts.value("CPU")
+        blk: int = ts.value("BLK")
+
+    @ts.model(table=f"BR_CELLS_{suffix}", family="M", layout=ts.cells(), max_rate=1 / 60)
+    class Hourly:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(bucket="hour")
+        cpu: float = ts.value("CPU")
+        blk: int = ts.value("BLK")
+
+    @ts.model(table=f"BR_COLS_{suffix}", family="M", layout=ts.columns(), max_rate=1 / 60)
+    class Columned:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(bucket="hour")
+        blk: int = ts.value(codec=ts.Text(int))
+
+    return [Metric, Hourly, Columned]
+
+
+def _events(model: Any) -> list[Any]:
+    out = []
+    for h, host in enumerate(["a", "b.example", "c"]):
+        for i in range(0, 300, 1 + h):  # 5.5 hours of minutes, hosts apart in time
+            values = {"blk": i * 7 - h} if model.__name__ == "Columned" else \
+                {"cpu": i / 8 + h, "blk": i * 7 - h}
+            out.append(model(host=host, time=T0 + timedelta(minutes=i, seconds=h), **values))
+    return out
+
+
+def _plain(instances: list[Any]) -> list[tuple[Any, ...]]:
+    return [attrs.astuple(e, recurse=False) for e in instances]
+
+
+@pytest.mark.parametrize("which", ["rows", "cells", "columns"])
+def test_range_reads_in_batches_give_the_saved_events(backend: Backend, which: str) -> None:
+    model = dict(zip(["rows", "cells", "columns"], _models(), strict=True))[which]
+    assert model.__tsmodel__.codec.batch_instances() is not None
+    assert own_batch_reader(backend) is not None  # the query reads batches
+    conn = ts.Connection(backend)
+    conn.create_tables(model)
+    try:
+        events = _events(model)
+        assert conn.save_all(events).ok
+        by_time = sorted(events, key=lambda e: (e.time, e.host))
+        one = [e for e in by_time if e.host == "b.example"]
+        end = T0 + timedelta(days=1)
+        qs = model.range(T0, end, host="b.example").using(conn)
+        assert _plain(list(qs)) == _plain(one)
+        assert _plain(list(qs.newest_first())) == _plain(one[::-1])
+        assert _plain(list(qs.newest_first().limit(45))) == _plain(one[::-1][:45])
+        inner = model.range(T0 + timedelta(minutes=61), T0 + timedelta(minutes=200),
+                            host="b.example").using(conn)
+        assert _plain(list(inner)) == _plain(
+            [e for e in one if T0 + timedelta(minutes=61) <= e.time < T0 + timedelta(minutes=200)])
+        scan = model.range(T0, end, allow_scan=True).using(conn)
+        assert sorted(_plain(list(scan))) == sorted(_plain(by_time))
+
+        async def read_async() -> list[Any]:
+            async with asynchronous(backend) as ab:
+                aconn = ts.AsyncConnection(ab)
+                return [e async for e in model.range(T0, end, host="b.example").using(aconn)]
+
+        assert _plain(asyncio.run(read_async())) == _plain(one)
+    finally:
+        conn.drop_tables(model)
+
+
+def test_a_damaged_row_among_batches_is_refused_naming_its_key(backend: Backend) -> None:
+    model = _models()[0]
+    conn = ts.Connection(backend)
+    conn.create_tables(model)
+    try:
+        events = _events(model)
+        assert conn.save_all(events).ok
+        qs = model.range(T0, T0 + timedelta(days=1), host="a").using(conn)
+        rows = list(backend.read_rows(qs.explain().requests[0]))
+        bad = rows[len(rows) // 2]
+        cell = bad.cells[0]
+        assert backend.mutate_rows(model.__tsmodel__.table, [RowMutation(bad.key, (
+            SetCell(cell.family, cell.qualifier, cell.timestamp, b"\x01" * 3),))])[0].ok
+        with pytest.raises(ts.CellDecodingError) as info:
+            list(qs)
+        assert repr(bad.key) in str(info.value) and model.__tsmodel__.table in str(info.value)
+    finally:
+        conn.drop_tables(model)
