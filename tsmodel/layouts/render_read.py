@@ -692,14 +692,14 @@ def render_batch_instances(codec: TableCodec) -> Callable[..., Any] | None:
     if not _plain(codec, salted=True):
         return None
     arithmetic = time_key_arithmetic(codec)
-    if arithmetic is None:
-        return None
+    time_name = codec.time_field
+    last_name, width, decode_last = codec.key._last
+    if arithmetic is None and (last_name != time_name or width is None):
+        return None  # the time is not the key's last segment, of one width
     values = codec.values.values
     collect = render_batch_columns(codec, tuple(v.name for v in values), salted=True)
     if collect is None:
         return None
-    digits, base, unit, low, high = arithmetic
-    time_name = codec.time_field
     key_fields = [f for f in codec.key.fields if f != time_name]
     ns: dict[str, Any] = {"collect": collect, "decode_key": codec.key.decode,
                           "SegmentValueError": SegmentValueError, "EPOCH": EPOCH,
@@ -714,18 +714,31 @@ def render_batch_instances(codec: TableCodec) -> Callable[..., Any] | None:
     src("n = len(keys)")
     src("if not n:")
     src("    return [], None")
-    src(f"tails = [key[{-digits}:] for key in keys]")
-    src("run = b''.join(tails)")
-    src(f"if len(run) != {digits} * n or not run.isdigit():")
-    src("    return None  # a key without the time's digits at its end")
-    number = "int(tail)" if base is None else f"{base} - int(tail)"
-    src(f"us = [({number}) * {unit} for tail in tails]")
-    src(f"if min(us) < {low} or max(us) > {high}:")
-    src("    return None")
-    if unit % 1000:
-        src("if times != [t // 1000 * 1000 for t in us]:")
-    else:  # whole milliseconds: the cells' timestamps are the key's times
+    if arithmetic is not None:  # epoch digits: checked and converted as one run
+        digits, base, unit, low, high = arithmetic
+        src(f"tails = [key[{-digits}:] for key in keys]")
+        src("run = b''.join(tails)")
+        src(f"if len(run) != {digits} * n or not run.isdigit():")
+        src("    return None  # a key without the time's digits at its end")
+        number = "int(tail)" if base is None else f"{base} - int(tail)"
+        src(f"us = [({number}) * {unit} for tail in tails]")
+        src(f"if min(us) < {low} or max(us) > {high}:")
+        src("    return None")
+        whole_ms = not unit % 1000
+    else:  # another encoding of one width: its declared decoder, key by key
+        digits, whole_ms = width, False
+        ns["decode_last"] = decode_last
+        src(f"tails = [key[{-digits}:] for key in keys]")
+        src(f"if len(b''.join(tails)) != {digits} * n:")
+        src("    return None  # a key shorter than its time segment")
+        src("try:")
+        src("    us = list(map(decode_last, tails))")
+        src("except Exception:  # the rows say why")
+        src("    return None")
+    if whole_ms:  # the cells' timestamps are the key's times
         src("if times != us:")
+    else:
+        src("if times != [t // 1000 * 1000 for t in us]:")
     src("    return None  # cells of another time than the key's")
     salt = codec.key.salt()
     # One entity's rows (a range read of its key): every key its head, then its
