@@ -20,7 +20,7 @@ from tsmodel.backends.base import Cell, Row
 BUCKET_DAMAGES = ("key", "no cells", "older version", "same time", "cell time",
                   "foreign column", "other family", "bytes", "dropped", "swapped")
 #: The damages `group_damaged()` knows.
-DAMAGES = ("tail digit", "salt", "short key", "no separator", "cell time", "no cells",
+DAMAGES = ("tail digit", "salt", "row time", "short key", "no separator", "cell time", "no cells",
            "older version", "foreign column", "other family", "bytes", "dropped")
 
 START = datetime(2015, 3, 16, 19, tzinfo=timezone.utc)
@@ -84,9 +84,43 @@ def salted_models() -> list[type]:
     return [SaltTime, SaltHost]
 
 
+def format_models() -> list[type]:
+    """Plain event rows whose key ends with a time in a format of one width (the
+    reference's balloons and salted batteries): decoded key by key."""
+    suffix = uuid.uuid4().hex[:8].upper()
+
+    @ts.model(table=f"WK_FMT_{suffix}", family="M")
+    class Balloon:
+        location: str = ts.key()
+        balloon: int = ts.key(width=4)
+        time: datetime = ts.timestamp(format="%Y-%m-%d-%H%M")
+        pressure: int = ts.value()
+        temperature: float = ts.value("temp")
+
+    @ts.model(table=f"WK_FMS_{suffix}", family="M")
+    class Battery:
+        kind = ts.constant("BATTERY")
+        salt = ts.salt(3, on="time", first=1)
+        time: datetime = ts.timestamp(format="%Y%m%d%H%M%S", millis=True)
+        user: str = ts.value("USER")
+        percentage: int = ts.value("PERCENTAGE", codec=ts.Text(int))
+
+    return [Balloon, Battery]
+
+
 def draw_event(data: st.DataObject, model: type, i: int) -> Any:
     when = START + timedelta(seconds=i * 7 + data.draw(st.integers(0, 3)))
     name = model.__name__
+    if name == "Balloon":
+        return model(location=data.draw(st.sampled_from(["here", "there"])),
+                     balloon=data.draw(st.integers(0, 9999)),
+                     time=START + timedelta(minutes=i * 3 + data.draw(st.integers(0, 2))),
+                     pressure=data.draw(st.integers(-(2**63), 2**63 - 1)),
+                     temperature=data.draw(st.floats(allow_nan=False)))
+    if name == "Battery":
+        return model(time=when + timedelta(milliseconds=data.draw(st.integers(0, 999))),
+                     user=data.draw(st.text(max_size=4)),
+                     percentage=data.draw(st.integers(0, 100)))
     if name == "SaltTime":
         return model(host=data.draw(st.sampled_from(["a", "b"])), time=when,
                      cpu=data.draw(st.floats(allow_nan=False)))
@@ -125,6 +159,9 @@ def group_damaged(row: Any, how: str) -> Any:
         return Row(row.key[-3:], row.cells)
     if how == "no separator":
         return Row(row.key.replace(b"#", b"", 1), row.cells)
+    if how == "row time":  # every cell a millisecond after the key's time
+        return Row(row.key, tuple(Cell(x.family, x.qualifier, x.timestamp + 1000, x.value)
+                                  for x in cells))
     if how == "cell time":
         cells[-1] = Cell(cells[-1].family, cells[-1].qualifier, cells[-1].timestamp + 1000,
                          cells[-1].value)

@@ -5,7 +5,7 @@ straight into instances (`render_batch_instances()`), or declines the batch
 (``None``), which the merge then decodes row by row. On models whose rows are
 plain events with keys ending in the time's digits (ms, s reversed, µs; text,
 bool and number values; values of one width in two families; salted by time
-and by a key field), a batch of the
+and by a key field; times in a format of one width), a batch of the
 stored rows must give exactly the instances of `TableCodec.decode()` over the
 same rows, and must not be declined. With one row damaged (each way of
 tests/whole_key_rows.py, and cells a byte short and a byte long), a batch is
@@ -34,6 +34,7 @@ from tests.whole_key_rows import (
     bucket_models,
     draw_bucket_event,
     draw_event,
+    format_models,
     group_damaged,
     salted_models,
     stored_rows,
@@ -117,13 +118,17 @@ def _sizes(data: st.DataObject, rows: list[Row], at: int) -> None:
             if c.qualifier == rows[i].cells[0].qualifier else c for c in rows[i].cells))
 
 
-_MODELS = [m.__name__ for m in whole_key_models() + salted_models()]
+def _plain_models() -> list[type]:
+    return whole_key_models() + salted_models() + format_models()
+
+
+_MODELS = [m.__name__ for m in _plain_models()]
 
 
 @pytest.mark.parametrize("name", _MODELS)
 @pytest.mark.parametrize("how", ["none", *DAMAGES, "sizes"])
 def test_a_batch_decodes_as_its_rows_or_is_declined(how: str, name: str) -> None:
-    [model] = [m for m in whole_key_models() + salted_models() if m.__name__ == name]
+    [model] = [m for m in _plain_models() if m.__name__ == name]
 
     def damage(data: st.DataObject, rows: list[Row], at: int) -> None:
         if how == "sizes":
