@@ -270,7 +270,9 @@ class ReadMerge(Generic[M]):
 
     # -- the fold ---------------------------------------------------------------------
 
-    def _check_guard(self, rows: Sequence[Row] | None) -> None:
+    def _check_guard(self, rows: Sequence[Any] | None) -> None:
+        if rows and type(rows[0]) is CellBatch:  # read as the requests are: in batches
+            rows = [row for batch in rows for row in batch.rows()]
         check_guard(self.plan, rows or ())
         self._checked += 1
 
