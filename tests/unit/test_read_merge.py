@@ -205,6 +205,15 @@ def test_a_guard_that_finds_a_row_refuses_the_answer_before_any_event() -> None:
         merge.give(0, [Row(b"BATTERY#7#1", ())])
 
 
+def test_a_guard_read_in_batches_that_finds_a_row_refuses_the_answer_alike() -> None:
+    # An executor reading a merge's streams in batches reads its guards so too.
+    plan, rows = make_plan([[[Event(1, 0, 0)]]], "concat", guards=1)
+    merge = ReadMerge(plan, Tick)
+    assert merge.takes_batches and merge.want() == 0
+    with pytest.raises(ts.KeyDecodingError, match=r"TICK.*b'BATTERY#7#1'.*salt value"):
+        merge.give(0, [CellBatch.of([Row(b"BATTERY#7#1", ())])])
+
+
 def test_the_limit_ends_the_merge_and_says_so() -> None:
     streams = [[[Event(t, s, t)] for t in range(10)] for s in range(2)]
     plan, rows = make_plan(streams, "time", limit=3)
