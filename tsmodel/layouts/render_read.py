@@ -670,7 +670,8 @@ def render_batch_instances(codec: TableCodec) -> Callable[..., Any] | None:
     into instances, or ``None`` where the declaration has no such rendering.
 
     For a row per event, a column per value field, all required, and a key
-    ending with the time's epoch digits (the common shape): the function
+    ending with the time (epoch digits, the common shape, or a formatted time
+    of one width, decoded key by key by its declared decoder): the function
     takes ``(cls, batch)`` and returns ``(instances, None)``, the instances of
     the batch's rows in order (one a row), as `render_rows()`'s ``decode``
     builds them row by row, a whole column at a time: the values sliced out
