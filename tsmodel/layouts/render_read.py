@@ -701,16 +701,7 @@ def render_batch_instances(codec: TableCodec) -> Callable[..., Any] | None:
     collect = render_batch_columns(codec, tuple(v.name for v in values), salted=True)
     if collect is None:
         return None
-    key_fields = [f for f in codec.key.fields if f != time_name]
-    ns: dict[str, Any] = {"collect": collect, "decode_key": codec.key.decode,
-                          "SegmentValueError": SegmentValueError, "EPOCH": EPOCH,
-                          "timedelta": timedelta, "unpack": struct.unpack}
-    src = _Source()
-    src("def batch_instances(cls, batch):")
-    src.indent()
-    src("found = collect(batch)")
-    src("if found is None:")
-    src("    return None  # rows of another shape")
+    src, ns, key_fields = _open_instances(codec, collect)
     src("keys, times, values = found")
     src("n = len(keys)")
     src("if not n:")
@@ -792,6 +783,23 @@ def render_batch_instances(codec: TableCodec) -> Callable[..., Any] | None:
                             f"<tsmodel codec {codec.model}.{codec.table} batch instances>")
 
 
+def _open_instances(codec: TableCodec, collect: Callable[..., Any],
+                    ) -> tuple[_Source, dict[str, Any], list[str]]:
+    """A batch instances decoder's source, opened: ``collect`` (a batch collector)
+    called, ``None`` returned where it declines the batch (its result is
+    ``found``); its namespace, and the key fields other than the time."""
+    ns: dict[str, Any] = {"collect": collect, "decode_key": codec.key.decode,
+                          "SegmentValueError": SegmentValueError, "EPOCH": EPOCH,
+                          "timedelta": timedelta, "unpack": struct.unpack}
+    src = _Source()
+    src("def batch_instances(cls, batch):")
+    src.indent()
+    src("found = collect(batch)")
+    src("if found is None:")
+    src("    return None  # rows of another shape")
+    return src, ns, [f for f in codec.key.fields if f != codec.time_field]
+
+
 def _render_instances(src: _Source, codec: TableCodec, ns: dict[str, Any],
                       key_fields: list[str], times: str, counts: str) -> None:
     """The close of a batch instances decoder: each value column decoded whole (a
@@ -846,17 +854,8 @@ def _render_bucket_instances(codec: TableCodec) -> Callable[..., Any] | None:
     collect = render_bucket_batch_columns(codec, tuple(v.name for v in values))
     if collect is None:
         return None
-    key_fields = [f for f in codec.key.fields if f != codec.time_field]
-    ns: dict[str, Any] = {"collect": collect, "decode_key": codec.key.decode,
-                          "SegmentValueError": SegmentValueError, "EPOCH": EPOCH,
-                          "timedelta": timedelta, "unpack": struct.unpack,
-                          "repeat": itertools.repeat, "chain": itertools.chain}
-    src = _Source()
-    src("def batch_instances(cls, batch):")
-    src.indent()
-    src("found = collect(batch)")
-    src("if found is None:")
-    src("    return None  # rows of another shape")
+    src, ns, key_fields = _open_instances(codec, collect)
+    ns.update(repeat=itertools.repeat, chain=itertools.chain)
     src("keys, counts, times, values = found")
     src("fields = []")
     src("try:  # each row's key once")
