@@ -12,7 +12,6 @@ row by row decoding refuses it.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -21,6 +20,7 @@ import pytest
 
 import tsmodel as ts
 from tests.backends.conftest import asynchronous
+from tests.whole_key_rows import bucket_models, whole_key_models
 from tsmodel.backends.base import Backend, RowMutation, SetCell
 from tsmodel.ground.base import own_batch_reader
 
@@ -28,39 +28,28 @@ T0 = datetime(2024, 5, 1, tzinfo=timezone.utc)
 
 
 def _models() -> list[Any]:
-    suffix = uuid.uuid4().hex[:8].upper()
-
-    @ts.model(table=f"BR_ROWS_{suffix}", family="M")
-    class Metric:
-        host: str = ts.key()
-        time: datetime = ts.timestamp(unit="ms")
-        cpu: float = ts.value("CPU")
-        blk: int = ts.value("BLK")
-
-    @ts.model(table=f"BR_CELLS_{suffix}", family="M", layout=ts.cells(), max_rate=1 / 60)
-    class Hourly:
-        host: str = ts.key()
-        time: datetime = ts.timestamp(bucket="hour")
-        cpu: float = ts.value("CPU")
-        blk: int = ts.value("BLK")
-
-    @ts.model(table=f"BR_COLS_{suffix}", family="M", layout=ts.columns(), max_rate=1 / 60)
-    class Columned:
-        host: str = ts.key()
-        time: datetime = ts.timestamp(bucket="hour")
-        blk: int = ts.value(codec=ts.Text(int))
-
-    return [Metric, Hourly, Columned]
+    """A row per event, ``ts.cells()`` and ``ts.columns()`` buckets (tests/whole_key_rows.py)."""
+    metric = whole_key_models()[0]
+    hourly, _, columned, pressure, _ = bucket_models()
+    return [metric, hourly, pressure]
 
 
 def _events(model: Any) -> list[Any]:
     out = []
     for h, host in enumerate(["a", "b.example", "c"]):
         for i in range(0, 300, 1 + h):  # 5.5 hours of minutes, hosts apart in time
-            values = {"blk": i * 7 - h} if model.__name__ == "Columned" else \
-                {"cpu": i / 8 + h, "blk": i * 7 - h}
-            out.append(model(host=host, time=T0 + timedelta(minutes=i, seconds=h), **values))
+            when = T0 + timedelta(minutes=i, seconds=h)
+            if model.__name__ == "Pressure":  # its key: a balloon number
+                out.append(model(balloon=h, time=when, pascal=i * 7 - h))
+            else:
+                out.append(model(host=host, time=when, cpu=i / 8 + h, blk=i * 7 - h,
+                                 name=str(i), up=bool(i % 2)))
     return out
+
+
+def _one(model: Any) -> dict[str, Any]:
+    """The key of the entity read alone (the second one saved)."""
+    return {"balloon": 1} if model.__name__ == "Pressure" else {"host": "b.example"}
 
 
 def _plain(instances: list[Any]) -> list[tuple[Any, ...]]:
@@ -77,15 +66,16 @@ def test_range_reads_in_batches_give_the_saved_events(backend: Backend, which: s
     try:
         events = _events(model)
         assert conn.save_all(events).ok
-        by_time = sorted(events, key=lambda e: (e.time, e.host))
-        one = [e for e in by_time if e.host == "b.example"]
+        key = _one(model)
+        by_time = sorted(events, key=lambda e: (e.time, _plain([e])))
+        one = [e for e in by_time if all(getattr(e, k) == v for k, v in key.items())]
         end = T0 + timedelta(days=1)
-        qs = model.range(T0, end, host="b.example").using(conn)
+        qs = model.range(T0, end, **key).using(conn)
         assert _plain(list(qs)) == _plain(one)
         assert _plain(list(qs.newest_first())) == _plain(one[::-1])
         assert _plain(list(qs.newest_first().limit(45))) == _plain(one[::-1][:45])
         inner = model.range(T0 + timedelta(minutes=61), T0 + timedelta(minutes=200),
-                            host="b.example").using(conn)
+                            **key).using(conn)
         assert _plain(list(inner)) == _plain(
             [e for e in one if T0 + timedelta(minutes=61) <= e.time < T0 + timedelta(minutes=200)])
         scan = model.range(T0, end, allow_scan=True).using(conn)
@@ -94,7 +84,7 @@ def test_range_reads_in_batches_give_the_saved_events(backend: Backend, which: s
         async def read_async() -> list[Any]:
             async with asynchronous(backend) as ab:
                 aconn = ts.AsyncConnection(ab)
-                return [e async for e in model.range(T0, end, host="b.example").using(aconn)]
+                return [e async for e in model.range(T0, end, **key).using(aconn)]
 
         assert _plain(asyncio.run(read_async())) == _plain(one)
     finally:

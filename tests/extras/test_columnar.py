@@ -31,6 +31,7 @@ from tests.backends.conftest import asynchronous  # noqa: E402
 from tests.oracle.ops import RangeQuery, Refine, aware  # noqa: E402
 from tests.oracle.reference import Answer, Ev, Reference, Refused  # noqa: E402
 from tests.oracle.shapes import CELLS, ROWS, ROWS_US, SHAPES, Shape, us_of  # noqa: E402
+from tests.whole_key_rows import bucket_models  # noqa: E402
 from tsmodel.backends.base import Backend  # noqa: E402
 
 UTC = timezone.utc
@@ -324,22 +325,8 @@ def test_a_snapshot_reads_into_columns(rows_model: Any, backend: Backend) -> Non
 # then time, values as saved.
 
 
-def _bucket_model(suffix: str) -> Any:
-    @ts.model(table=f"BUCKET_COLS_{suffix}", family="M", layout=ts.cells(),
-              max_rate=1 / 5)
-    class Hourly:
-        host: str = ts.key()
-        time: datetime = ts.timestamp(bucket="hour")
-        cpu: float = ts.value("CPU/USR")
-        blk: int = ts.value("IO/BLK")
-        name: str = ts.value("NAME")
-        up: bool = ts.value("UP", family="N")
-
-    return Hourly
-
-
 def test_bucket_rows_to_arrow_answer_as_the_oracle(backend: Backend) -> None:
-    model = _bucket_model(uuid.uuid4().hex[:10].upper())
+    model = bucket_models()[0]  # hourly ts.cells() buckets, every value required
     conn = ts.Connection(backend)
     conn.create_tables(model)
     try:
