@@ -16,11 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import grpc
 import pytest
 from google.cloud.bigtable_v2.types import ReadRowsResponse
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.strategies import read_rows_streams
+from tsmodel.backends._bigtable_rpc import _views
 from tsmodel.backends._bigtable_wire import ReadRowsView
 from tsmodel.backends._chunks import InvalidChunk, ReadProgress, merge_batches, merge_rows
 from tsmodel.backends.base import Cell, Row
@@ -118,12 +121,13 @@ def reference(stream: list[bytes], reverse: bool) -> list[Any]:
     return out
 
 
-def merged(stream: list[bytes], reverse: bool) -> list[Any]:
-    """The stream merged as the Bigtable backend merges it, in the reference's form."""
+def merged(stream: list[bytes], reverse: bool, group: int = 256) -> list[Any]:
+    """The stream merged as the Bigtable backend merges it (parsed ``group``
+    responses at a time), in the reference's form."""
     out: list[Any] = []
     progress = ReadProgress(reverse=reverse)
     try:
-        for row in merge_rows(map(ReadRowsView.FromString, stream), progress, labels=True):
+        for row in merge_rows(_views(stream, group_responses=group), progress, labels=True):
             out.append((row, progress.labels))
             assert progress.last_key == row.key and progress.rows == len(out)
     except InvalidChunk:
@@ -132,20 +136,21 @@ def merged(stream: list[bytes], reverse: bool) -> list[Any]:
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(stream=read_rows_streams())
-def test_the_merge_of_the_view_is_that_of_the_official_messages(stream: list[bytes]) -> None:
+@given(stream=read_rows_streams(), group=st.integers(1, 4))
+def test_the_merge_of_the_view_is_that_of_the_official_messages(stream: list[bytes],
+                                                                 group: int) -> None:
     for reverse in (False, True):
-        assert merged(stream, reverse) == reference(stream, reverse)
-        assert batched(stream, reverse) == [
+        assert merged(stream, reverse, group) == reference(stream, reverse)
+        assert batched(stream, reverse, group) == [
             x if x == "error" else x[0] for x in reference(stream, reverse)]
 
 
-def batched(stream: list[bytes], reverse: bool) -> list[Any]:
+def batched(stream: list[bytes], reverse: bool, group: int = 256) -> list[Any]:
     """The stream merged into batches (`merge_batches()`), as their rows."""
     out: list[Any] = []
     progress = ReadProgress(reverse=reverse)
     try:
-        for batch in merge_batches(map(ReadRowsView.FromString, stream), progress):
+        for batch in merge_batches(_views(stream, group_responses=group), progress):
             out.extend(batch.rows())
             # at the batch's last row, or past it: a row key the server reported scanned
             last = progress.last_key
@@ -184,3 +189,57 @@ def test_a_malformed_wrapper_or_label_is_an_invalid_chunk(chunk: bytes) -> None:
         Official.FromString(data)
     with pytest.raises(InvalidChunk):
         list(merge_rows([ReadRowsView.FromString(data)], ReadProgress(), labels=True))
+
+
+# -- responses parsed a group at a time (`_views()`) ---------------------------------------
+
+
+def as_sent(views: Any) -> list[bytes]:
+    return [view.SerializeToString(deterministic=True) for view in views]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stream=read_rows_streams(), responses=st.integers(1, 5), size=st.integers(1, 400))
+def test_responses_parsed_in_groups_are_those_parsed_one_by_one(
+        stream: list[bytes], responses: int, size: int) -> None:
+    """However the groups fall (by count, by bytes, a response larger than a
+    group), each response parses as it does on its own, unknown fields too."""
+    one_by_one = as_sent(map(ReadRowsView.FromString, stream))
+    grouped = as_sent(_views(stream, group_bytes=size, group_responses=responses))
+    assert grouped == one_by_one
+
+
+class StreamBroke(grpc.RpcError):
+    """What a gRPC response iterator raises when the stream breaks."""
+
+
+def breaking(stream: list[bytes], after: int) -> Any:
+    yield from stream[:after]
+    raise StreamBroke()
+
+
+@pytest.mark.parametrize("after", [0, 1, 3, 5])
+def test_a_broken_stream_gives_the_responses_before_the_break(after: int) -> None:
+    stream = [Official(last_scanned_row_key=b"k%d" % i).SerializeToString() for i in range(6)]
+    got: list[bytes] = []
+    with pytest.raises(StreamBroke):
+        for view in _views(breaking(stream, after)):
+            got.append(view.last_scanned_row_key)
+    assert got == [b"k%d" % i for i in range(after)]
+
+
+@pytest.mark.parametrize("bad", [0, 2, 4])
+def test_a_response_that_does_not_parse_ends_the_stream_as_grpc_does(bad: int) -> None:
+    """The responses before it, then INTERNAL "Exception deserializing response!"
+    (what a blocking channel raises when its deserializer fails)."""
+    stream = [Official(last_scanned_row_key=b"k%d" % i).SerializeToString() for i in range(5)]
+    stream[bad] = b"\x0a\x05ab"  # a chunk that runs past the end
+    with pytest.raises(Exception):  # noqa: B017 - the oracle's own parse error
+        Official.FromString(stream[bad])
+    got: list[bytes] = []
+    with pytest.raises(grpc.RpcError) as raised:
+        for view in _views(iter(stream)):
+            got.append(view.last_scanned_row_key)
+    assert got == [b"k%d" % i for i in range(bad)]
+    assert raised.value.code() is grpc.StatusCode.INTERNAL
+    assert raised.value.details() == "Exception deserializing response!"

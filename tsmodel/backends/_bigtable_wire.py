@@ -41,7 +41,7 @@ from tsmodel.layouts._source import compile_function
 
 __all__ = [
     "MutateRequest", "entry_bytes", "MutateRowsResponse", "ReadRowsRequest", "ReadRowsResponse",
-    "ReadRowsView",
+    "ReadRowsView", "ReadRowsViews", "views_header",
     "SampleRowKeysRequest", "SampleRowKeysResponse", "sample_request",
     "FEATURES_METADATA", "routing_metadata", "entry_requests", "does_something",
     "family_check_request", "read_request", "table_check_request", "row_filter",
@@ -69,16 +69,22 @@ _RowSet: Any = data_types.RowSet.pb()
 _to_grpc_metadata: Any = routing_header.to_grpc_metadata
 
 
-def _read_rows_view() -> Any:
-    """The message class ReadRows responses are parsed into for the chunk merger.
+def _read_rows_views() -> tuple[Any, Any]:
+    """The message classes ReadRows responses are parsed into for the chunk merger.
 
-    Rendered from the official ``ReadRowsResponse`` descriptor, with the same
-    field numbers: a ``CellChunk``'s ``family_name`` and ``qualifier``
-    wrapper messages and its ``labels`` are read as their bytes, which the
-    merger looks up (`tsmodel.backends._chunks`); the response's
-    ``request_stats``, which the merger never reads, is left out (skipped as
-    an unknown field). The file is proto2, so that the two wrappers keep
-    their presence as bytes fields; nothing else parses differently.
+    ``ReadRowsView`` is rendered from the official ``ReadRowsResponse``
+    descriptor, with the same field numbers: a ``CellChunk``'s
+    ``family_name`` and ``qualifier`` wrapper messages and its ``labels``
+    are read as their bytes, which the merger looks up
+    (`tsmodel.backends._chunks`); the response's ``request_stats``, which the
+    merger never reads, is left out (skipped as an unknown field). The file
+    is proto2, so that the two wrappers keep their presence as bytes fields;
+    nothing else parses differently.
+
+    ``ReadRowsViews`` holds many of them (``responses``, field 1): the bytes
+    of a stream's responses, each behind its field's header
+    (`views_header()`), parse as one message (`ReadRowsViews.FromString`),
+    each response exactly as on its own.
     """
     response = descriptor_pb2.DescriptorProto()
     ReadRowsResponse.DESCRIPTOR.CopyToProto(response)
@@ -94,14 +100,21 @@ def _read_rows_view() -> Any:
     view = descriptor_pb2.FileDescriptorProto(
         name="tsmodel/read_rows_view.proto", package="tsmodel.view", syntax="proto2")
     view.message_type.add().CopyFrom(response)
+    view.message_type.add(name="ReadRowsResponses").field.add(
+        name="responses", number=1, label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
+        type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
+        type_name=".tsmodel.view.ReadRowsResponse")
     pool = descriptor_pool.DescriptorPool()
     pool.Add(view)
-    return message_factory.GetMessageClass(
-        pool.FindMessageTypeByName("tsmodel.view.ReadRowsResponse"))
+    return (message_factory.GetMessageClass(pool.FindMessageTypeByName(
+                "tsmodel.view.ReadRowsResponse")),
+            message_factory.GetMessageClass(pool.FindMessageTypeByName(
+                "tsmodel.view.ReadRowsResponses")))
 
 
-#: ReadRows responses as the chunk merger reads them (`_read_rows_view()`).
-ReadRowsView: Any = _read_rows_view()
+#: ReadRows responses as the chunk merger reads them, one (``ReadRowsView``) or
+#: many parsed at once (``ReadRowsViews``): see `_read_rows_views()`.
+ReadRowsView, ReadRowsViews = _read_rows_views()
 
 #: The ``bigtable-features`` header: the client merges reversed scans and
 #: last-scanned-row responses. Websafe base64 of a ``FeatureFlags`` message,
@@ -371,6 +384,18 @@ def _varint(n: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+#: The field headers of `views_header()` for the common sizes, made once.
+_VIEW_HEADERS = [b"\x0a" + _varint(size) for size in range(1 << 14)]
+
+
+def views_header(size: int) -> bytes:
+    """The header of a ``ReadRowsViews.responses`` field of ``size`` bytes: its tag
+    and length, which go before a response's bytes."""
+    if size < len(_VIEW_HEADERS):
+        return _VIEW_HEADERS[size]
+    return b"\x0a" + _varint(size)
 
 
 def _int64(n: Any) -> bytes:
