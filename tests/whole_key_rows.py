@@ -108,9 +108,45 @@ def format_models() -> list[type]:
     return [Balloon, Battery]
 
 
+def optional_models() -> list[type]:
+    """Plain event rows of models with optional and defaulted values: a row has the
+    cell of such a value only where the event had one (a batch in which every
+    row has every cell is of a fixed shape; any other is not)."""
+    suffix = uuid.uuid4().hex[:8].upper()
+
+    @ts.model(table=f"WK_OPT_{suffix}", family="M")
+    class Sparse:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        cpu: float = ts.value("CPU")
+        blk: int | None = ts.value("BLK", default=None)
+        note: str | None = ts.value("A/NOTE", default=None)
+        level: int = ts.value("LEVEL", default=7)
+
+    return [Sparse]
+
+
+def full(model: type, rows: list[Row]) -> bool:
+    """Whether each of ``rows`` has a cell of every value field of ``model`` (rows of
+    the models of `optional_models()` may lack some)."""
+    values = model.__tsmodel__.values  # type: ignore[attr-defined]
+    if not any(v.optional or v.has_default for v in values):
+        return True  # every row has every value: a required one's cell
+    return all(len(row.cells) == len(values) for row in rows)
+
+
 def draw_event(data: st.DataObject, model: type, i: int) -> Any:
     when = START + timedelta(seconds=i * 7 + data.draw(st.integers(0, 3)))
     name = model.__name__
+    if name == "Sparse":  # every value there, mostly
+        def maybe(values: Any) -> Any:
+            return st.one_of(values, st.none()) if data.draw(st.integers(0, 3)) == 0 \
+                else values
+        return model(host=data.draw(st.sampled_from(["a", "b"])), time=when,
+                     cpu=data.draw(st.floats(allow_nan=False)),
+                     blk=data.draw(maybe(st.integers(-(2**63), 2**63 - 1))),
+                     note=data.draw(maybe(st.text(max_size=4))),
+                     level=data.draw(st.integers(-5, 5)))
     if name == "Balloon":
         return model(location=data.draw(st.sampled_from(["here", "there"])),
                      balloon=data.draw(st.integers(0, 9999)),

@@ -20,7 +20,7 @@ import pytest
 
 import tsmodel as ts
 from tests.backends.conftest import asynchronous
-from tests.whole_key_rows import bucket_models, whole_key_models
+from tests.whole_key_rows import bucket_models, optional_models, whole_key_models
 from tsmodel.backends.base import Backend, RowMutation, SetCell
 from tsmodel.ground.base import own_batch_reader
 
@@ -28,10 +28,11 @@ T0 = datetime(2024, 5, 1, tzinfo=timezone.utc)
 
 
 def _models() -> list[Any]:
-    """A row per event, ``ts.cells()`` and ``ts.columns()`` buckets (tests/whole_key_rows.py)."""
+    """A row per event, ``ts.cells()`` and ``ts.columns()`` buckets, and a row per event
+    with optional and defaulted values (tests/whole_key_rows.py)."""
     metric = whole_key_models()[0]
     hourly, _, columned, pressure, _ = bucket_models()
-    return [metric, hourly, pressure]
+    return [metric, hourly, pressure, optional_models()[0]]
 
 
 def _events(model: Any) -> list[Any]:
@@ -41,6 +42,10 @@ def _events(model: Any) -> list[Any]:
             when = T0 + timedelta(minutes=i, seconds=h)
             if model.__name__ == "Pressure":  # its key: a balloon number
                 out.append(model(balloon=h, time=when, pascal=i * 7 - h))
+            elif model.__name__ == "Sparse":  # every value, but one of host c's events
+                out.append(model(host=host, time=when, cpu=i / 8 + h,
+                                 blk=None if (h, i) == (2, 249) else i * 7 - h,
+                                 note=str(i), level=i % 4))
             else:
                 out.append(model(host=host, time=when, cpu=i / 8 + h, blk=i * 7 - h,
                                  name=str(i), up=bool(i % 2)))
@@ -56,9 +61,9 @@ def _plain(instances: list[Any]) -> list[tuple[Any, ...]]:
     return [attrs.astuple(e, recurse=False) for e in instances]
 
 
-@pytest.mark.parametrize("which", ["rows", "cells", "columns"])
+@pytest.mark.parametrize("which", ["rows", "cells", "columns", "optional"])
 def test_range_reads_in_batches_give_the_saved_events(backend: Backend, which: str) -> None:
-    model = dict(zip(["rows", "cells", "columns"], _models(), strict=True))[which]
+    model = dict(zip(["rows", "cells", "columns", "optional"], _models(), strict=True))[which]
     assert model.__tsmodel__.codec.batch_instances() is not None
     assert own_batch_reader(backend) is not None  # the query reads batches
     conn = ts.Connection(backend)

@@ -603,18 +603,27 @@ def _stored_sorted(read: list[Any]) -> list[Any] | None:
 
 
 def _fixed_cells(codec: TableCodec, names: tuple[str, ...],
-                 salted: bool = False) -> list[Any] | None:
+                 salted: bool = False, every: bool = False) -> list[Any] | None:
     """The value fields whose cells make every plain event row of the fields ``names``:
     exactly one cell each, all required, in the order the backends return them
     (family, then qualifier); ``None`` where rows have no such fixed shape.
-    ``salted``: salted keys too (`_plain()`)."""
+    ``salted``: salted keys too (`_plain()`). ``every``: rows with a cell of
+    every value field, optional and defaulted ones too (each in a column of
+    its own), which is the shape of such a model's rows where every value is
+    there; the rows without one are another shape."""
     if not _plain(codec, salted):
         return None
+    if every:
+        values = list(codec.values.values)
+        if len({(v.family, v.qualifier) for v in values}) != len(values):
+            return None
+        return sorted(values, key=lambda v: (v.family, v.qualifier))
     return _stored_sorted([v for v in codec.values.values if v.name in names or v.stored])
 
 
 def render_batch_columns(codec: TableCodec, names: tuple[str, ...],
-                         salted: bool = False) -> Callable[..., Any] | None:
+                         salted: bool = False, every: bool = False
+                         ) -> Callable[..., Any] | None:
     """A collector of a `tsmodel.ground.base.CellBatch` 's undecoded columns, or
     ``None`` where the declaration's rows have no fixed shape of cells.
 
@@ -628,9 +637,10 @@ def render_batch_columns(codec: TableCodec, names: tuple[str, ...],
     caller then reads the batch's rows (`CellBatch.rows()`) as before, which
     read them or raise their error, so the outcome never depends on which
     of the two read them. ``salted``: for a salted key too, whose salt the
-    caller checks (the keys are not looked at here).
+    caller checks (the keys are not looked at here). ``every``: rows with a
+    cell of every value field, optional ones too (`_fixed_cells()`).
     """
-    cols = _fixed_cells(codec, names, salted)
+    cols = _fixed_cells(codec, names, salted, every)
     if cols is None:
         return None
     k, kept, src = _collector(codec, cols, names, "batch_columns")
@@ -669,9 +679,11 @@ def render_batch_instances(codec: TableCodec) -> Callable[..., Any] | None:
     """The decoder of a `tsmodel.ground.base.CellBatch` of plain event rows straight
     into instances, or ``None`` where the declaration has no such rendering.
 
-    For a row per event, a column per value field, all required, and a key
-    ending with the time (epoch digits, the common shape, or a formatted time
-    of one width, decoded key by key by its declared decoder): the function
+    For a row per event, a column per value field, each with its cell (a
+    model's optional and defaulted values too: a batch with a row without one
+    is declined), and a key ending with the time (epoch digits, the common
+    shape, or a formatted time of one width, decoded key by key by its
+    declared decoder): the function
     takes ``(cls, batch)`` and returns ``(instances, None)``, the instances of
     the batch's rows in order (one a row), as `render_rows()`'s ``decode``
     builds them row by row, a whole column at a time: the values sliced out
@@ -698,7 +710,8 @@ def render_batch_instances(codec: TableCodec) -> Callable[..., Any] | None:
     if arithmetic is None and (last_name != time_name or width is None):
         return None  # the time is not the key's last segment, of one width
     values = codec.values.values
-    collect = render_batch_columns(codec, tuple(v.name for v in values), salted=True)
+    collect = render_batch_columns(codec, tuple(v.name for v in values), salted=True,
+                                   every=True)
     if collect is None:
         return None
     src, ns, key_fields = _open_instances(codec, collect)
