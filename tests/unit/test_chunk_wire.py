@@ -194,19 +194,37 @@ def test_a_malformed_wrapper_or_label_is_an_invalid_chunk(chunk: bytes) -> None:
 # -- responses parsed a group at a time (`_views()`) ---------------------------------------
 
 
-def as_sent(views: Any) -> list[bytes]:
-    return [view.SerializeToString(deterministic=True) for view in views]
+def as_merged(views: Any) -> list[tuple[str, bytes]]:
+    """What the merger reads of ``views``, in order: each one's scanned row key (where
+    it has one; a joined group has none, or it is not joined), then its chunks."""
+    out: list[tuple[str, bytes]] = []
+    for view in views:
+        scanned = view.last_scanned_row_key
+        for key in [scanned] if isinstance(scanned, bytes) else scanned:
+            if key:
+                out.append(("scanned", key))
+        out += [("chunk", chunk.SerializeToString(deterministic=True))
+                for chunk in view.chunks]
+    return out
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=read_rows_streams(), responses=st.integers(1, 5), size=st.integers(1, 400))
 def test_responses_parsed_in_groups_are_those_parsed_one_by_one(
         stream: list[bytes], responses: int, size: int) -> None:
-    """However the groups fall (by count, by bytes, a response larger than a
-    group), each response parses as it does on its own, unknown fields too."""
-    one_by_one = as_sent(map(ReadRowsView.FromString, stream))
-    grouped = as_sent(_views(stream, group_bytes=size, group_responses=responses))
+    """However the groups fall (by count, by bytes, a response larger than a group,
+    scanned row keys among them), the merger reads the same chunks and keys,
+    in the same order, as from each response parsed on its own."""
+    one_by_one = as_merged(map(ReadRowsView.FromString, stream))
+    grouped = as_merged(_views(stream, group_bytes=size, group_responses=responses))
     assert grouped == one_by_one
+
+
+def test_a_group_without_scanned_keys_is_one_list_of_chunks() -> None:
+    stream = [Official(chunks=[Chunk(row_key=b"r%d" % i, value=b"v", commit_row=True)])
+              .SerializeToString() for i in range(5)]
+    [joined] = _views(stream)
+    assert [c.row_key for c in joined.chunks] == [b"r%d" % i for i in range(5)]
 
 
 class StreamBroke(grpc.RpcError):
@@ -229,17 +247,26 @@ def test_a_broken_stream_gives_the_responses_before_the_break(after: int) -> Non
 
 
 @pytest.mark.parametrize("bad", [0, 2, 4])
-def test_a_response_that_does_not_parse_ends_the_stream_as_grpc_does(bad: int) -> None:
+@pytest.mark.parametrize("data", [
+    b"\x0a\x05ab",  # a chunk that runs past the end
+    # A chunk whose length runs into the next response (two unknown varint fields),
+    # which parses joined to it: a value of the next response's first field.
+    b"\x0a\x04\x32\x02",
+])
+def test_a_response_that_does_not_parse_ends_the_stream_as_grpc_does(bad: int,
+                                                                     data: bytes) -> None:
     """The responses before it, then INTERNAL "Exception deserializing response!"
     (what a blocking channel raises when its deserializer fails)."""
-    stream = [Official(last_scanned_row_key=b"k%d" % i).SerializeToString() for i in range(5)]
-    stream[bad] = b"\x0a\x05ab"  # a chunk that runs past the end
+    stream = [Official(chunks=[Chunk(row_key=b"k%d" % i, value=b"v", commit_row=True)])
+              .SerializeToString() if i % 2 == 0 else b"\x48\x01\x48\x01" for i in range(5)]
+    stream[bad] = data
     with pytest.raises(Exception):  # noqa: B017 - the oracle's own parse error
         Official.FromString(stream[bad])
-    got: list[bytes] = []
-    with pytest.raises(grpc.RpcError) as raised:
-        for view in _views(iter(stream)):
-            got.append(view.last_scanned_row_key)
-    assert got == [b"k%d" % i for i in range(bad)]
-    assert raised.value.code() is grpc.StatusCode.INTERNAL
-    assert raised.value.details() == "Exception deserializing response!"
+    for group in (256, 1):  # all in one group, or each response alone
+        got: list[Any] = []
+        with pytest.raises(grpc.RpcError) as raised:
+            for view in _views(iter(stream), group_responses=group):
+                got += as_merged([view])
+        assert got == as_merged(map(ReadRowsView.FromString, stream[:bad]))
+        assert raised.value.code() is grpc.StatusCode.INTERNAL
+        assert raised.value.details() == "Exception deserializing response!"

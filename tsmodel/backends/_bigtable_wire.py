@@ -41,7 +41,7 @@ from tsmodel.layouts._source import compile_function
 
 __all__ = [
     "MutateRequest", "entry_bytes", "MutateRowsResponse", "ReadRowsRequest", "ReadRowsResponse",
-    "ReadRowsView", "ReadRowsViews", "views_header",
+    "ReadRowsView", "ReadRowsViews", "ReadRowsFramed", "ReadRowsJoined", "views_header",
     "SampleRowKeysRequest", "SampleRowKeysResponse", "sample_request",
     "FEATURES_METADATA", "routing_metadata", "entry_requests", "does_something",
     "family_check_request", "read_request", "table_check_request", "row_filter",
@@ -69,7 +69,7 @@ _RowSet: Any = data_types.RowSet.pb()
 _to_grpc_metadata: Any = routing_header.to_grpc_metadata
 
 
-def _read_rows_views() -> tuple[Any, Any]:
+def _read_rows_views() -> tuple[Any, ...]:
     """The message classes ReadRows responses are parsed into for the chunk merger.
 
     ``ReadRowsView`` is rendered from the official ``ReadRowsResponse``
@@ -84,7 +84,17 @@ def _read_rows_views() -> tuple[Any, Any]:
     ``ReadRowsViews`` holds many of them (``responses``, field 1): the bytes
     of a stream's responses, each behind its field's header
     (`views_header()`), parse as one message (`ReadRowsViews.FromString`),
-    each response exactly as on its own.
+    each response exactly as on its own. ``ReadRowsFramed`` is that message
+    with each response's fields left unparsed (an empty message type): its
+    parse checks only that each response's fields end within it.
+
+    ``ReadRowsJoined`` is a stream's responses joined, as protobuf merges
+    messages sent one after the other: their chunks in order, in one
+    ``chunks`` field, and their ``last_scanned_row_key`` s in one repeated
+    field (where they fell among the chunks is lost: where there is one,
+    the responses are read one by one). Responses whose fields each end
+    within them (``ReadRowsFramed``) parse joined as their chunks would one
+    by one.
     """
     response = descriptor_pb2.DescriptorProto()
     ReadRowsResponse.DESCRIPTOR.CopyToProto(response)
@@ -100,21 +110,31 @@ def _read_rows_views() -> tuple[Any, Any]:
     view = descriptor_pb2.FileDescriptorProto(
         name="tsmodel/read_rows_view.proto", package="tsmodel.view", syntax="proto2")
     view.message_type.add().CopyFrom(response)
+    repeated = descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED
+    message, raw = (descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
+                    descriptor_pb2.FieldDescriptorProto.TYPE_BYTES)
     view.message_type.add(name="ReadRowsResponses").field.add(
-        name="responses", number=1, label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
-        type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
+        name="responses", number=1, label=repeated, type=message,
         type_name=".tsmodel.view.ReadRowsResponse")
+    view.message_type.add(name="Unparsed")
+    view.message_type.add(name="ReadRowsFramed").field.add(
+        name="responses", number=1, label=repeated, type=message,
+        type_name=".tsmodel.view.Unparsed")
+    joined = view.message_type.add(name="ReadRowsJoined")
+    joined.field.add(name="chunks", number=1, label=repeated, type=message,
+                     type_name=".tsmodel.view.ReadRowsResponse.CellChunk")
+    joined.field.add(name="last_scanned_row_key", number=2, label=repeated, type=raw)
     pool = descriptor_pool.DescriptorPool()
     pool.Add(view)
-    return (message_factory.GetMessageClass(pool.FindMessageTypeByName(
-                "tsmodel.view.ReadRowsResponse")),
-            message_factory.GetMessageClass(pool.FindMessageTypeByName(
-                "tsmodel.view.ReadRowsResponses")))
+    return tuple(message_factory.GetMessageClass(pool.FindMessageTypeByName(
+        f"tsmodel.view.{name}")) for name in (
+            "ReadRowsResponse", "ReadRowsResponses", "ReadRowsFramed", "ReadRowsJoined"))
 
 
 #: ReadRows responses as the chunk merger reads them, one (``ReadRowsView``) or
-#: many parsed at once (``ReadRowsViews``): see `_read_rows_views()`.
-ReadRowsView, ReadRowsViews = _read_rows_views()
+#: many parsed at once (``ReadRowsViews``), checked (``ReadRowsFramed``) and
+#: joined (``ReadRowsJoined``): see `_read_rows_views()`.
+ReadRowsView, ReadRowsViews, ReadRowsFramed, ReadRowsJoined = _read_rows_views()
 
 #: The ``bigtable-features`` header: the client merges reversed scans and
 #: last-scanned-row responses. Websafe base64 of a ``FeatureFlags`` message,
