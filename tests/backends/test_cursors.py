@@ -544,8 +544,10 @@ def test_columnar_reads_in_batches_resume_after_broken_streams(backend: Backend,
     conn.create_tables(Gauge)
     try:
         t0 = datetime(2024, 5, 1, tzinfo=timezone.utc)
+        # Enough rows for each read to come in two batches or more: a batch is 256
+        # rows or more (on Cloud Bigtable, the responses of a group of up to 256).
         events = [Gauge(host="h", time=t0 + timedelta(seconds=i), level=i / 4)
-                  for i in range(900)]
+                  for i in range(2000)]
         assert conn.save_all(events).ok
         qs = Gauge.range(t0, t0 + timedelta(days=1), host="h")
         breaking = BreakingBatches(backend, [1, 2, None])

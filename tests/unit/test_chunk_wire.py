@@ -223,8 +223,10 @@ def test_responses_parsed_in_groups_are_those_parsed_one_by_one(
 def test_a_group_without_scanned_keys_is_one_list_of_chunks() -> None:
     stream = [Official(chunks=[Chunk(row_key=b"r%d" % i, value=b"v", commit_row=True)])
               .SerializeToString() for i in range(5)]
-    [joined] = _views(stream)
-    assert [c.row_key for c in joined.chunks] == [b"r%d" % i for i in range(5)]
+    views = list(_views(stream))  # groups of 1, 2, then what is left
+    assert [v.DESCRIPTOR.name for v in views] == [
+        "ReadRowsResponse", "ReadRowsJoined", "ReadRowsJoined"]
+    assert [c.row_key for v in views for c in v.chunks] == [b"r%d" % i for i in range(5)]
 
 
 class StreamBroke(grpc.RpcError):
@@ -270,3 +272,25 @@ def test_a_response_that_does_not_parse_ends_the_stream_as_grpc_does(bad: int,
         assert got == as_merged(map(ReadRowsView.FromString, stream[:bad]))
         assert raised.value.code() is grpc.StatusCode.INTERNAL
         assert raised.value.details() == "Exception deserializing response!"
+
+
+def test_the_first_response_comes_alone_then_groups_grow() -> None:
+    """A read's first rows come as soon as they are sent: the first group is one
+    response, each next one twice the last, up to the group size."""
+    def rows(n: int) -> Any:
+        for i in range(n):
+            yield Official(chunks=[Chunk(row_key=b"r%03d" % i, value=b"v", commit_row=True)]
+                           ).SerializeToString()
+
+    sizes = [len(view.chunks) for view in _views(rows(40), group_responses=8)]
+    assert sizes == [1, 2, 4, 8, 8, 8, 8, 1]
+    taken = 0
+
+    def counted() -> Any:
+        nonlocal taken
+        for message in rows(40):
+            taken += 1
+            yield message
+
+    first = next(iter(_views(counted())))
+    assert taken == 1 and first.chunks[0].row_key == b"r000"
