@@ -407,7 +407,7 @@ def _varint(n: int) -> bytes:
 
 
 #: The field headers of `views_header()` for the common sizes, made once.
-_VIEW_HEADERS = [b"\x0a" + _varint(size) for size in range(1 << 14)]
+_VIEW_HEADERS = [b"\x0a" + _varint(size) for size in range(1 << 11)]
 
 
 def views_header(size: int) -> bytes:
