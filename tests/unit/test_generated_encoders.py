@@ -14,6 +14,7 @@ Each table codec's encoder is rendered from its declaration
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -132,6 +133,38 @@ def test_generated_encoders_refuse_as_the_declaration_does(shape: Shape, data: A
     fields[name] = data.draw(junk() | st.sampled_from([float("nan"), 2**64, -1, "", "a#b",
                                                        "\ud800", b"x", True, 1.5]))
     entity = model(**fields)
+    assert _outcome(_event_rows, spec, entity) == _outcome(walk_encoder.encode_event, spec,
+                                                           entity)
+    if _has_parts(spec):
+        assert _outcome(_parts_rows, spec, entity) == _outcome(walk_encoder.encode_event,
+                                                               spec, entity)
+    for codec in _codecs(spec):
+        assert _outcome(codec.encode, entity) == _outcome(walk_encoder.encode, codec, entity)
+
+
+#: Event times at and past the ends of what the oracle shapes' keys hold (the epoch;
+#: 13, 16 and 19 digits of ms, us and s run out in 2286, 2286 and beyond year 9999),
+#: a microsecond either side of each, and whole units and odd microseconds between.
+_EDGE_TIMES = [datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=us)
+               for edge in (0, 9_999_999_999_999_000, 9_999_999_999_999_999, 2**53)
+               for us in (edge - 1_000_000, edge - 1_000, edge - 1, edge, edge + 1, edge + 1_000)
+               if -62_135_596_800_000_000 <= us <= 253_402_300_799_999_999]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_generated_encoders_take_and_refuse_times_as_the_declaration_does(
+        shape: Shape, data: Any) -> None:
+    """Times outside a key's range, or not a whole number of its unit, are refused
+    with the declaration's error (the time segment's digits are written inline)."""
+    model = _model(shape)
+    spec = ts.spec_of(model)
+    e = data.draw(oracle_events(shape))
+    when = data.draw(st.sampled_from(_EDGE_TIMES) | st.datetimes(
+        min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30),
+        timezones=st.just(timezone.utc)))
+    entity = model(**{**e.fields(), "time": when})
     assert _outcome(_event_rows, spec, entity) == _outcome(walk_encoder.encode_event, spec,
                                                            entity)
     if _has_parts(spec):
