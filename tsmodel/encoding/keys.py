@@ -169,9 +169,17 @@ class StrSegment(Segment):
         return self.width if self.width is not None else self.max_length
 
     def encoder(self) -> Callable[[Any], bytes]:
-        # A key's strings repeat from event to event (a host, a sensor): what
-        # `encode()` returned for a str is kept (never a refusal: it raises
-        # before anything is kept), a bounded number of them.
+        return self.keeping_encoder()[0]
+
+    def keeping_encoder(self) -> tuple[Callable[[Any], bytes], dict[str, bytes]]:
+        """`encoder()`, and the strings it keeps the bytes of.
+
+        A key's strings repeat from event to event (a host, a sensor): what
+        `encode()` returned for a str is kept (never a refusal: it raises
+        before anything is kept), a bounded number of them. A generated
+        encoder may look a str up in the dict first, and call the encoder
+        (which keeps what it returns) only when it is not there.
+        """
         encode = self.encode
         known: dict[str, bytes] = {}
 
@@ -185,7 +193,7 @@ class StrSegment(Segment):
                     known[value] = data
             return data
 
-        return encode_known
+        return encode_known, known
 
     def encode(self, value: str) -> bytes:
         if not isinstance(value, str):

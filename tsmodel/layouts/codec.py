@@ -17,8 +17,14 @@ from types import SimpleNamespace
 from typing import Any, NamedTuple, TypeVar
 
 from tsmodel import errors
-from tsmodel.encoding.keys import ConstantSegment, KeyLayout, SegmentValueError
-from tsmodel.encoding.timestamps import EPOCH, to_micros
+from tsmodel.encoding.keys import (
+    ConstantSegment,
+    KeyLayout,
+    SegmentValueError,
+    StrSegment,
+    TimestampSegment,
+)
+from tsmodel.encoding.timestamps import EPOCH, EpochEncoding, to_micros
 from tsmodel.encoding.values import MAX_VALUE_BYTES, ValueEncoder, ValueSpec
 from tsmodel.ground.base import (
     Cell,
@@ -109,7 +115,8 @@ class TableCodec:
     """
 
     __slots__ = ("shape", "table", "key", "layout", "time_field", "values",
-                 "_encoders", "_constants", "_joins_plainly", "_join", "_read",
+                 "_encoders", "_known_keys", "_time_digits", "_constants", "_joins_plainly",
+                 "_join", "_read",
                  "_time_check", "_like", "_required", "_defaulted", "witness", "_key_columns",
                  "_version_field", "_history", "_owns", "_rendered_records",
                  "_rendered_decode", "_rendered_columns", "_rendered_batches", "_encode",
@@ -127,8 +134,25 @@ class TableCodec:
         self.layout = layout
         self.time_field = time_field
         self.values = values
-        self._encoders = tuple((seg.field, seg.encoder(), seg.field == time_field)
-                               for seg in key.segments if seg.field is not None)
+        encoders = []
+        #: Per str key field, the strings its encoder keeps the bytes of
+        #: (`StrSegment.keeping_encoder()`): a generated encoder looks there first.
+        self._known_keys: dict[str, dict[str, bytes]] = {}
+        #: The event time's segment as epoch digits (`EpochEncoding.arithmetic()`),
+        #: which a generated encoder writes inline; ``None`` for any other encoding.
+        self._time_digits: tuple[int, int | None, int, int, int] | None = None
+        for seg in key.segments:
+            if seg.field is None:
+                continue
+            if isinstance(seg, StrSegment):
+                encode, self._known_keys[seg.field] = seg.keeping_encoder()
+            else:
+                encode = seg.encoder()
+            if seg.field == time_field and isinstance(seg, TimestampSegment) and \
+                    isinstance(seg.encoding, EpochEncoding):
+                self._time_digits = seg.encoding.arithmetic()
+            encoders.append((seg.field, encode, seg.field == time_field))
+        self._encoders = tuple(encoders)
         # A constant segment's bytes stand in the parts under a name no field has,
         # the same in every table of the model, so a key is one C-level join.
         self._constants = {_constant_name(seg.encode(None)): seg.encode(None)

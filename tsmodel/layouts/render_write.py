@@ -99,10 +99,32 @@ def _render_keys(src: Fragment, codec: TableCodec, out: _Locals,
         local = out.keys.get(name) or src.local(f"k_{name}")
         out.keys[name] = local
         encoder = src.bind(encode, f"key_{name}")
-        src.emit("try:")
-        src.emit(f"{local} = {encoder}({'us' if is_time else of(name)})", 1)
-        src.emit(f"except {refused} as exc:")
-        src.emit(f"raise {failed}({codec.model!r}, {name!r}, entity, exc) from None", 1)
+        value = "us" if is_time else of(name)
+        d = 0
+        known = codec._known_keys.get(name)
+        if is_time and codec._time_digits is not None:
+            # Epoch digits inline, as `EpochEncoding.encoder()` writes them; a time
+            # out of range or not of the unit goes to the encoder, which refuses it.
+            digits, base, unit, low, high = codec._time_digits
+            number = f"us // {unit}" if base is None else f"{base} - us // {unit}"
+            src.emit(f"if {low} <= us <= {high} and not us % {unit}:")
+            src.emit(f"{local} = {b'%%0%dd' % digits!r} % ({number})", 1)
+            src.emit("else:")
+            d = 1
+        elif known is not None:
+            # A str kept by the segment's encoder is looked up here (no call); any
+            # other value goes to the encoder, which checks it and keeps it.
+            item = src.local(f"key_item_{name}")
+            src.emit(f"{item} = {value}")
+            value = item
+            src.emit(f"{local} = {src.bind(known, f'known_{name}')}.get({item}) "
+                     f"if type({item}) is {src.bind(str, 'str')} else None")
+            src.emit(f"if {local} is None:")
+            d = 1
+        src.emit("try:", d)
+        src.emit(f"{local} = {encoder}({value})", d + 1)
+        src.emit(f"except {refused} as exc:", d)
+        src.emit(f"raise {failed}({codec.model!r}, {name!r}, entity, exc) from None", d + 1)
 
 
 def _render_values(src: Fragment, codec: TableCodec, out: _Locals,
