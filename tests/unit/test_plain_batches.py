@@ -114,3 +114,36 @@ def test_a_repeated_event_or_mixed_models_are_laid_out() -> None:
         plan.lay_out(range(2))
         assert plan.plain(range(2)) is None
         assert not any(isinstance(w.rows, DeclaredRows) for w in plan.main_writes(range(2)))
+
+
+@ts.model(table="PB_MIXED", family="m", current="PB_MIXED_NOW")
+class Mixed:
+    """Values of a fixed width (float, int, bool) beside ones that vary (str, bytes)."""
+
+    host: str = ts.key()
+    time: datetime = ts.timestamp(unit="ms")
+    cpu: float = ts.value()
+    note: str = ts.value()
+    up: bool = ts.value()
+    blob: bytes = ts.value()
+    reads: int = ts.value()
+
+
+@settings(max_examples=100, deadline=None)
+@given(drawn=st.lists(st.tuples(st.text(alphabet="abcé", min_size=1, max_size=9),
+                                st.integers(0, 9), st.text(max_size=20), st.booleans(),
+                                st.binary(max_size=20), st.integers(-2**63, 2**63 - 1)),
+                      min_size=1, max_size=12))
+def test_a_batch_of_checked_tuples_counts_the_bytes_its_events_count(
+        drawn: list[tuple[Any, ...]]) -> None:
+    """What a save holds in flight is counted alike from checked tuples (fixed widths
+    counted without looking) and from the same events laid out whole."""
+    from tsmodel.plan.schedule import _plain_size, _size
+
+    entities = [Mixed(host=host, time=START + timedelta(seconds=step), cpu=step / 3,
+                      note=note, up=up, blob=blob, reads=reads)
+                for host, step, note, up, blob, reads in drawn]
+    checked = check_all(entities)
+    (plain,) = checked.plain.values()
+    assert _plain_size(plain, checked.events) == sum(map(_size, encode_all(entities)))
+    assert plain.declared.widths == (8, None, 1, None, 8)

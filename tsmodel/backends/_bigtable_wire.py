@@ -629,7 +629,11 @@ def _render_writer(declared: DeclaredCells, shapes: dict[tuple[int, ...], tuple[
     src.emit(f"stamp = {stamps}.get(ts)", d)
     src.emit("if stamp is None:", d)
     src.emit(f"stamp = {src.bind(_stamp_of, 'stamp_of')}(ts)", d + 1)
-    sized = ", ".join(f"len({v})" for v in values)
+    # A checked tuple's values are its codecs' bytes: those of a fixed width are
+    # not measured. Cells handed in are (a test may build any).
+    widths = declared.widths if rows else (None,) * count
+    sized = ", ".join(f"len({v})" if width is None else str(width)
+                      for v, width in zip(values, widths, strict=True))
     src.emit(f"lengths = (len(stamp), len(key), {sized})", d)
     known = src.bind(shapes, "SHAPES")
     src.emit(f"shape = {known}.get(lengths)", d)

@@ -23,7 +23,8 @@ from tsmodel.encoding.ordering import (
     plain_ranges,
 )
 
-__all__ = ["Codec", "Int64", "Float64", "Utf8", "Bool", "Raw", "Text", "codec_for", "plain_value"]
+__all__ = ["Codec", "Int64", "Float64", "Utf8", "Bool", "Raw", "Text", "codec_for", "fixed_width",
+           "plain_value"]
 
 _N = TypeVar("_N", int, float)
 _INT64 = struct.Struct(">q")
@@ -57,6 +58,13 @@ def _utf8(codec: str, data: bytes) -> str:
     except UnicodeDecodeError as exc:
         raise _refuse(codec, data, f"is not valid UTF-8 ({exc.reason} at position "
                                    f"{exc.start})") from None
+
+
+def fixed_width(codec: Any) -> int | None:
+    """The length of every value ``codec`` encodes, where it is always the same: 8
+    bytes for `Int64` and `Float64`, 1 for `Bool` (these classes exactly, not a
+    subclass, which may encode otherwise); ``None`` for any other codec."""
+    return _FIXED_WIDTHS.get(type(codec))
 
 
 #: The Python types a numpy scalar may stand for (`plain_value()`).
@@ -447,3 +455,7 @@ def codec_for(annotation: Any) -> Codec | None:
 def is_nan(value: Any) -> bool:
     """Whether ``value`` is a float NaN."""
     return isinstance(value, float) and math.isnan(value)
+
+
+#: `fixed_width()` of each codec class whose values are all of one length.
+_FIXED_WIDTHS: dict[type, int] = {Int64: 8, Float64: 8, Bool: 1}

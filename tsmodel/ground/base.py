@@ -445,15 +445,20 @@ class DeclaredCells:
         exact_times: the cells' timestamp is the event time in µs times 1000
             (current-value rows of ``unit="us"`` models), else the event time
             floored to the millisecond (`stamp()`).
+        widths: per column, the length of every value of it where its codec
+            has one (`tsmodel.encoding.codecs.fixed_width()`), else ``None``.
     """
 
-    __slots__ = ("label", "columns", "exact_times", "renderings")
+    __slots__ = ("label", "columns", "exact_times", "widths", "renderings")
 
     def __init__(self, label: str, columns: tuple[tuple[str, bytes], ...],
-                 exact_times: bool = False) -> None:
+                 exact_times: bool = False, widths: tuple[int | None, ...] | None = None
+                 ) -> None:
         self.label = label
         self.columns = columns
         self.exact_times = exact_times
+        self.widths = (None,) * len(columns) if widths is None else widths
+        assert len(self.widths) == len(columns), (label, columns, widths)
         #: Renderings by the backend that made them (``"bigtable"``: its wire writer).
         self.renderings: dict[str, Any] = {}
 

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 from typing import Any, NamedTuple, TypeVar
 
 from tsmodel import errors
+from tsmodel.encoding.codecs import fixed_width
 from tsmodel.encoding.keys import (
     ConstantSegment,
     KeyLayout,
@@ -179,7 +180,8 @@ class TableCodec:
         #: backend may render its own writer of them (`DeclaredCells`).
         self.declared_cells = DeclaredCells(f"{shape.name}.{table}", tuple(
             (v.family, v.qualifier) for v in shape.values),
-            getattr(layout, "exact_times", False)) if (
+            getattr(layout, "exact_times", False),
+            tuple(fixed_width(v.codec) for v in shape.values)) if (
             layout.cells_per_value and shape.serialization is None and shape.values
             and not any(v.optional for v in shape.values) and not key_columns
             and version_field is None) else None

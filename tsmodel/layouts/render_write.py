@@ -24,7 +24,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from tsmodel import errors
-from tsmodel.encoding.codecs import Bool, Float64, Int64
+from tsmodel.encoding.codecs import fixed_width
 from tsmodel.encoding.keys import ConstantSegment, SaltSegment, SegmentValueError
 from tsmodel.encoding.timestamps import EPOCH
 from tsmodel.encoding.values import MAX_VALUE_BYTES, too_big
@@ -51,7 +51,6 @@ def _attribute(name: str) -> str:
 #: Types whose values always equal themselves (no NaN): no ``item == item`` test.
 _NEVER_NAN = frozenset({int, str, bytes, bool})
 #: Codecs whose every encoding has a fixed size well under the value limit.
-_FIXED_SIZE = (Int64, Float64, Bool)
 _US = timedelta(microseconds=1)
 
 
@@ -181,7 +180,7 @@ def _render_values(src: Fragment, codec: TableCodec, out: _Locals,
 
 def _render_size_check(src: Fragment, codec: TableCodec, v: Any, local: str) -> None:
     """The refusal of a value over the size limit, for codecs of no fixed size."""
-    if not isinstance(v.codec, _FIXED_SIZE):
+    if fixed_width(v.codec) is None:
         size = src.bind(too_big, "too_big")
         guard = f"{local} is not None and " if v.optional else ""
         src.emit(f"if {guard}len({local}) > {MAX_VALUE_BYTES}:")

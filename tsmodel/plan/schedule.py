@@ -485,11 +485,14 @@ def _size(ev: EncodedEvent) -> int:
 
 def _plain_size(plain: PlainRows, checked: Sequence[Any]) -> int:
     """`_size()` of a batch of checked tuples (`PlainRows`), from the tuples: the row
-    key (item 0) and the values (items 2 on) summed column by column."""
-    columns = plain.declared.columns
+    key (item 0) and the values (items 2 on) summed column by column, those of a
+    fixed width (`DeclaredCells.widths`) counted without looking."""
+    declared = plain.declared
+    columns = declared.columns
     count = len(columns)
-    size = (16 * count + sum(len(q) for _, q in columns)) * len(checked)
-    for at in (0, *range(2, 2 + count)):
+    fixed = sum(w for w in declared.widths if w is not None)
+    size = (16 * count + sum(len(q) for _, q in columns) + fixed) * len(checked)
+    for at in (0, *(2 + i for i, w in enumerate(declared.widths) if w is None)):
         size += sum(map(len, map(itemgetter(at), checked)))
     return size * (2 if plain.current_table is not None else 1)
 
