@@ -467,11 +467,16 @@ class TableCodec:
         """The collector of a `tsmodel.ground.base.CellBatch` 's undecoded columns of
         fields ``names`` (`render_batch_columns()`, for a bucket layout
         `render_bucket_batch_columns()`; ``None`` where the layout has none),
-        rendered once per set of names."""
+        rendered once per set of names. Rows of a model with optional or
+        defaulted values are collected where every row of a batch has a cell of
+        every value field (``every``); a batch with a row without one is not."""
         if names not in self._rendered_batches:
-            render = render_bucket_batch_columns if self.layout.bucketed else \
-                render_batch_columns
-            self._rendered_batches[names] = render(self, names)
+            if self.layout.bucketed:
+                found = render_bucket_batch_columns(self, names)
+            else:  # optional values too, in a batch whose rows have every value's cell
+                found = render_batch_columns(self, names) or \
+                    render_batch_columns(self, names, every=True)
+            self._rendered_batches[names] = found
         return self._rendered_batches[names]
 
     def batch_instances(self) -> Callable[[Callable[..., M], CellBatch],
