@@ -450,6 +450,73 @@ def test_bucket_rows_with_optional_values_to_arrow_answer_as_the_oracle(
         conn.drop_tables(Sparse)
 
 
+def test_rows_with_optional_values_to_arrow_answer_as_the_oracle(
+        backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A row per event with optional and defaulted values: batches whose rows all have
+    # every value's cell are decoded a column at a time, the others row by row, and
+    # both answer as the events saved (the oracle), sync and async.
+    @ts.model(table=f"ROW_SPARSE_{uuid.uuid4().hex[:10].upper()}", family="M")
+    class Sparse:
+        host: str = ts.key()
+        time: datetime = ts.timestamp(unit="ms")
+        cpu: float = ts.value("CPU/USR")
+        load: float | None = ts.value("LOAD", default=None)
+        note: str | None = ts.value("NOTE", family="N", default=None)
+        level: int = ts.value("LEVEL", default=3)
+
+    conn = ts.Connection(backend)
+    conn.create_tables(Sparse)
+    try:
+        t0 = datetime(2015, 3, 16, 19, 53, tzinfo=UTC)
+        # Host a has every value of every event; host b lacks one, late in its range.
+        events = [Sparse(host=host, time=t0 + timedelta(seconds=41 * i), cpu=i / 8,
+                         load=None if (host, i) == ("b", 1700) else i / 2, note=f"n{i}",
+                         level=i % 5)
+                  for host in ("b", "a") for i in range(2000)]
+        assert conn.save_all(events).ok
+        qs = Sparse.range(t0 - timedelta(hours=1), t0 + timedelta(days=2),
+                          allow_scan=True).using(conn)
+        codec = qs.explain().codec
+        assert codec.batch_decoder(("host", "time", "cpu", "load", "note", "level"))
+        want = [(e.host, us_of(e.time), e.cpu, e.load, e.note, e.level)
+                for e in sorted(events, key=lambda e: (e.host, e.time))]
+
+        def seen(table: Any) -> list[tuple[Any, ...]]:
+            return [(r["host"], us_of(r["time"]), r["cpu"], r["load"], r["note"], r["level"])
+                    for r in table.to_pylist()]
+
+        from tsmodel.io.arrow import ArrowColumns
+
+        whole = ArrowColumns._whole
+        taken: list[int] = []
+
+        def counted(self: Any, *args: Any) -> Any:
+            found = whole(self, *args)
+            taken.append(found is not None and found.num_rows)
+            return found
+
+        monkeypatch.setattr(ArrowColumns, "_whole", counted)
+        table = qs.to_arrow()
+        assert seen(table) == want
+        # Every batch of rows the reader handed over is decoded a column at a time
+        # but the one with host b's row without a load, read row by row (a reader's
+        # batch holds at most 511 rows).
+        assert 4000 - 511 <= sum(taken) < 4000, taken
+        of_a = Sparse.range(t0, t0 + timedelta(days=2), host="a").using(conn)
+        taken.clear()
+        assert seen(of_a.to_arrow()) == [w for w in want if w[0] == "a"]
+        assert sum(taken) == 2000, taken
+        taken.clear()
+        assert [w for b in qs.to_arrow_batches(rows=333) for w in seen(b)] == want
+        assert 4000 - 511 <= sum(taken) < 4000, taken
+        async_table, async_batches = _async_arrow(backend, qs)
+        assert seen(async_table) == want
+        assert [w for b in async_batches for w in seen(b)] == want
+        assert table.schema.field("load").nullable and table.column("load").null_count == 1
+    finally:
+        conn.drop_tables(Sparse)
+
+
 def pd_isna(x: Any) -> bool:
     import pandas as pd
 

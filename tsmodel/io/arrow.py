@@ -542,13 +542,22 @@ def _fixed_width(pa: Any, np: Any, codec: type, raw: list[bytes | None], arrow_t
 class _CellGroups:
     """`CellBatch` es gathered until they hold ``size`` events (and a batch's more),
     each group decoded by `ArrowColumns.cells_batch()` into record batches of
-    ``size`` rows: the sync and the async `ArrowColumns.cell_batches()`."""
+    ``size`` rows: the sync and the async `ArrowColumns.cell_batches()`.
+
+    A group whose rows are not all of the shape the generated collector takes
+    (a row without an optional value's cell, among rows with every cell) is
+    decoded a reader's batch at a time instead: the batches without such a
+    row are still taken a whole list at a time, the others read row by row.
+    """
 
     def __init__(self, columns: ArrowColumns, codec: Any, only: tuple[str, ...] | None,
                  size: int) -> None:
         self._columns, self._codec, self._only, self._size = columns, codec, only, size
         self._sized = _Sized(columns._pa, size)
         self._group: Any = None
+        self._parts: list[Any] = []
+        names = tuple(name for name, _, _ in columns.columns)
+        self._collect = codec.batch_decoder(names) if columns.takes_batches(codec) else None
 
     def add(self, batch: Any) -> list[Any]:
         """The record batches complete with ``batch``."""
@@ -556,19 +565,25 @@ class _CellGroups:
         if group is None:
             group = self._group = type(batch)()  # the reader's batches stay as handed
         group.extend(batch)
+        self._parts.append(batch)
         if len(group.values) < self._size:
             return []
-        self._group = None
-        return self._sized.add(self._columns.cells_batch(self._codec, group, self._only))
+        return self._flush()
 
     def end(self) -> list[Any]:
         """The record batches of what is left."""
-        out = []
-        if self._group is not None:
-            out = self._sized.add(self._columns.cells_batch(self._codec, self._group,
-                                                            self._only))
-            self._group = None
+        out = self._flush() if self._group is not None else []
         return out + self._sized.rest()
+
+    def _flush(self) -> list[Any]:
+        group, parts, self._group, self._parts = self._group, self._parts, None, []
+        columns, codec, only = self._columns, self._codec, self._only
+        if len(parts) > 1 and self._collect is not None and self._collect(group) is None:
+            out = []
+            for part in parts:
+                out += self._sized.add(columns.cells_batch(codec, part, only))
+            return out
+        return self._sized.add(columns.cells_batch(codec, group, only))
 
 
 class _Sized:
