@@ -561,9 +561,10 @@ def mutate_steps(backend: Any, target: _Target, table: str,
     sendable: Sequence[int] = range(len(entries))
     if backend.emulator_host is not None:
         refused = yield from _emulator_refusals(backend, target, table, entries)
-        for index, error in refused.items():
-            refuse(index, error)
-        sendable = [i for i in sendable if i not in refused]
+        if refused:
+            for index, error in refused.items():
+                refuse(index, error)
+            sendable = [i for i in sendable if i not in refused]
     # A batch of declared rows holds no conditional entry: no row object is made.
     declared = isinstance(entries, DeclaredRows)
     plain = list(sendable) if declared else [i for i in sendable
