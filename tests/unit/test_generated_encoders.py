@@ -121,6 +121,18 @@ def test_generated_encoders_write_what_the_declaration_says(shape: Shape, data: 
         assert codec.encode(entity) == walk_encoder.encode(codec, entity)
 
 
+def _as_declared(spec: Any, entity: Any) -> None:
+    """Every generated encoder of ``spec`` writes or refuses ``entity`` as the walk of
+    the declaration does: the whole event, its two parts, each table's row."""
+    assert _outcome(_event_rows, spec, entity) == _outcome(walk_encoder.encode_event, spec,
+                                                           entity)
+    if _has_parts(spec):
+        assert _outcome(_parts_rows, spec, entity) == _outcome(walk_encoder.encode_event,
+                                                               spec, entity)
+    for codec in _codecs(spec):
+        assert _outcome(codec.encode, entity) == _outcome(walk_encoder.encode, codec, entity)
+
+
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: s.name)
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
@@ -133,13 +145,7 @@ def test_generated_encoders_refuse_as_the_declaration_does(shape: Shape, data: A
     fields[name] = data.draw(junk() | st.sampled_from([float("nan"), 2**64, -1, "", "a#b",
                                                        "\ud800", b"x", True, 1.5]))
     entity = model(**fields)
-    assert _outcome(_event_rows, spec, entity) == _outcome(walk_encoder.encode_event, spec,
-                                                           entity)
-    if _has_parts(spec):
-        assert _outcome(_parts_rows, spec, entity) == _outcome(walk_encoder.encode_event,
-                                                               spec, entity)
-    for codec in _codecs(spec):
-        assert _outcome(codec.encode, entity) == _outcome(walk_encoder.encode, codec, entity)
+    _as_declared(spec, entity)
 
 
 #: Event times at and past the ends of what the oracle shapes' keys hold (the epoch;
@@ -165,13 +171,7 @@ def test_generated_encoders_take_and_refuse_times_as_the_declaration_does(
         min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30),
         timezones=st.just(timezone.utc)))
     entity = model(**{**e.fields(), "time": when})
-    assert _outcome(_event_rows, spec, entity) == _outcome(walk_encoder.encode_event, spec,
-                                                           entity)
-    if _has_parts(spec):
-        assert _outcome(_parts_rows, spec, entity) == _outcome(walk_encoder.encode_event,
-                                                               spec, entity)
-    for codec in _codecs(spec):
-        assert _outcome(codec.encode, entity) == _outcome(walk_encoder.encode, codec, entity)
+    _as_declared(spec, entity)
 
 
 def test_each_generated_function_shows_its_source() -> None:
