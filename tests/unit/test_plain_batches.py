@@ -147,3 +147,24 @@ def test_a_batch_of_checked_tuples_counts_the_bytes_its_events_count(
     (plain,) = checked.plain.values()
     assert _plain_size(plain, checked.events) == sum(map(_size, encode_all(entities)))
     assert plain.declared.widths == (8, None, 1, None, 8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(pairs=st.lists(st.tuples(st.sampled_from(["c", "a", "b", "d"]), st.integers(0, 9)),
+                      min_size=1, max_size=20, unique=True))
+def test_a_plain_batch_current_rows_are_those_its_events_laid_out_make(
+        pairs: list[tuple[str, int]]) -> None:
+    """One batch of one model's events, hosts interleaved in any order and each
+    host's times in any order: the current-value rows (the newest event per host),
+    their order (hosts as they first come) and the entities each stands for are
+    those of the same events laid out whole."""
+    entities = [Metric(host=host, time=START + timedelta(seconds=step), cpu=step / 4,
+                       reads=step) for host, step in pairs]
+    carried, laid_out = WritePlan(check_all(entities)), WritePlan(encode_all(entities))
+    batch = range(len(entities))
+    carried.lay_out(batch)
+    assert carried.plain(batch) is not None
+    carried.main_writes(batch)
+    laid_out.main_writes(batch)
+    assert [_seen(w) for w in carried.companion_writes(batch)] == \
+        [_seen(w) for w in laid_out.companion_writes(batch)]

@@ -15,6 +15,7 @@ into one `EntityResult` per entity (`tsmodel.plan.results`);
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import groupby
 from operator import itemgetter
 from typing import Any, cast
 
@@ -465,29 +466,34 @@ class WritePlan:
 
     def _plain_current_writes(self, plain: PlainRows, live: Sequence[int]) -> list[TableWrite]:
         """`_current_writes()` of a batch of checked tuples: the newest event per
-        current-value key (the tuple's last item) stands for the others."""
-        newest: dict[bytes, int] = {}
-        members: dict[bytes, list[int]] = {}
+        current-value key (the tuple's last item) stands for the others.
+
+        The same rows and members as a loop over the events would give (keys in
+        the order they first come, each key's entities in order, the newest
+        the last of those at the latest time), in whole-list steps: the
+        entities grouped by key by a stable sort, each group's newest found by
+        ``max`` and ``index``."""
         events: list[Any] = self.events
-        for i in live:
-            ev = events[i]
-            key = ev[-1]
-            group = members.get(key)
-            if group is None:
-                members[key] = [i]
-                newest[key] = i
-                continue
-            group.append(i)
-            if ev[1] >= events[newest[key]][1]:
-                newest[key] = i
-        if not newest:
+        entities = list(live)
+        if not entities:
             return []
-        checked = [events[i] for i in newest.values()]
+        rows = list(map(events.__getitem__, entities))
+        keys = list(map(_LAST, rows))
+        if keys.count(keys[0]) == len(keys):  # one key (one entity's events)
+            groups = [entities]
+        else:
+            order = sorted(range(len(keys)), key=keys.__getitem__)
+            groups = sorted((list(map(entities.__getitem__, run))
+                             for _, run in groupby(order, keys.__getitem__)), key=_FIRST)
+        checked = []
+        for group in groups:
+            times = list(map(_TIME, map(events.__getitem__, group)))
+            latest = max(times)
+            checked.append(events[group[len(times) - 1 - times[::-1].index(latest)]])
         assert plain.current_table is not None
         return [TableWrite(plain.current_table,
                            DeclaredRows(plain.declared, checked, len(checked[0]) - 1),
-                           tuple([tuple(m) for m in members.values()]), grouped=True,
-                           role=TableRole.CURRENT)]
+                           tuple(map(tuple, groups)), grouped=True, role=TableRole.CURRENT)]
 
     def _alternate_writes(self, live: list[int]) -> list[TableWrite]:
         by_table: dict[str, list[tuple[int, RowMutation]]] = {}
@@ -649,6 +655,9 @@ def _limit_unreached(spec: ModelSpec) -> bool:
 
 #: More than any version limit.
 _FOREVER = 2**63
+#: A checked tuple's current-value key (its last item) and event time (item 1); a
+#: list's first item.
+_LAST, _TIME, _FIRST = itemgetter(-1), itemgetter(1), itemgetter(0)
 #: An encoded event's table, row key and event time; its table and row key.
 _ROW_AND_TIME = itemgetter(1, 2, 3)
 _ROW = itemgetter(1, 2)
