@@ -170,3 +170,68 @@ def test_recorded_outcomes_are_those_of_each_row_in_turn(
     assert [list(t) for t in log.tables] == tables
     assert all(a.outcome is b.outcome for got, wanted in zip(log.tables, tables, strict=True)
                for a, b in zip(got, wanted, strict=True))
+
+
+class _OneByOne(Outcomes):
+    """`Outcomes` recording every write entity by entity (no whole-list step)."""
+
+    __slots__ = ()
+
+    def _record_alike(self, write: TableWrite, outcomes: Any) -> bool:
+        return False
+
+
+_APPLIED = MutationOutcome(MutationStatus.APPLIED)
+_ERROR = RuntimeError("lost")
+#: Outcomes a row may get: the backends' shared APPLIED, an equal one, other ones.
+_ROW_OUTCOMES = st.sampled_from([_APPLIED, MutationOutcome(MutationStatus.APPLIED),
+                             MutationOutcome(MutationStatus.UNKNOWN, _ERROR),
+                             MutationOutcome(MutationStatus.FAILED, _ERROR)])
+
+
+@st.composite
+def _writes(draw: Any, n: int) -> tuple[TableWrite, list[MutationOutcome]]:
+    """A write to a table of a run of entities (or of any of them), a row per entity or
+    rows standing for groups, with one outcome for all rows or one each."""
+    lo = draw(st.integers(0, n - 1))
+    run = list(range(lo, draw(st.integers(lo + 1, n))))
+    entities = run if draw(st.booleans()) else draw(st.lists(
+        st.integers(0, n - 1), min_size=1, max_size=n))
+    if draw(st.booleans()):
+        entities = draw(st.permutations(entities))
+    grouped = draw(st.booleans())
+    if grouped:
+        cuts = sorted(draw(st.sets(st.integers(1, max(len(entities) - 1, 1)), max_size=3)))
+        members: Any = tuple(tuple(entities[a:b]) for a, b in
+                             zip([0, *cuts], [*cuts, len(entities)], strict=True)
+                             if entities[a:b])
+    else:
+        members = tuple(entities)
+    one = draw(_ROW_OUTCOMES)
+    outcomes = [one] * len(members) if draw(st.booleans()) else [
+        draw(_ROW_OUTCOMES) for _ in members]
+    role = draw(st.sampled_from([TableRole.MAIN, *COMPANIONS]))
+    rows = tuple(RowMutation(b"k%d" % i, ()) for i in range(len(members)))
+    return TableWrite(draw(st.sampled_from(["T", "U"])), rows, members, grouped=grouped,
+                      role=role), outcomes
+
+
+@given(data=st.data(), n=st.integers(1, 12))
+def test_writes_recorded_in_whole_list_steps_are_recorded_as_one_by_one(
+        data: Any, n: int) -> None:
+    """`Outcomes.record()`'s step for a batch of entities with one outcome gives each
+    entity the table outcomes and main outcome that recording them one by one gives."""
+    fast, slow = Outcomes(n), _OneByOne(n)
+    for _ in range(data.draw(st.integers(1, 6))):
+        write, outcomes = data.draw(_writes(n))
+        fast.record(write, outcomes)
+        slow.record(write, outcomes)
+        # Equal outcomes (same status, same error object) may be recorded as one.
+        assert fast.tables == slow.tables
+        assert fast.main == slow.main
+        batch = range(data.draw(st.integers(0, n - 1)), n)
+        assert list(fast.not_failed(batch)) == list(slow.not_failed(batch)) == [
+            i for i in batch if not slow.failed(i)]
+    names = [f"e{i}" for i in range(n)]
+    assert [(r.status, r.tables) for r in fast.results(names)] == \
+        [(r.status, r.tables) for r in slow.results(names)]

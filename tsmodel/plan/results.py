@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from itertools import chain
 from typing import Any, NamedTuple, cast, overload
 
 import attrs
@@ -408,6 +409,8 @@ class Outcomes:
 
     def record(self, write: TableWrite, outcomes: Sequence[MutationOutcome]) -> None:
         """The backend's outcome of each row of ``write``, for the entities it stands for."""
+        if self._record_alike(write, outcomes):
+            return
         tables, main = self.tables, self.main
         is_main = write.role is TableRole.MAIN
         pair: TableOutcome | None = None
@@ -432,6 +435,48 @@ class Outcomes:
             if is_main and main[i] is None:
                 main[i] = outcome
 
+    def _record_alike(self, write: TableWrite, outcomes: Sequence[MutationOutcome]) -> bool:
+        """`record()` of the common case in whole-list steps: one outcome for every row
+        (a backend gives every row it applied one shared object; equal outcomes,
+        of the same status and error, are taken for one), entities that make one
+        run of indexes in order (a batch: its main write, or its current-value
+        rows' members together), each with equal table outcomes so far.
+        ``False``, nothing recorded, for any other write."""
+        n = len(outcomes)
+        if not n:
+            return False
+        outcome = outcomes[0]
+        if outcomes.count(outcome) != n:
+            return False
+        members = write.members
+        if write.grouped:
+            flat: Sequence[int] = sorted(chain.from_iterable(
+                cast("tuple[tuple[int, ...], ...]", members)))
+            if not flat:
+                return False
+            lo = flat[0]
+            run: Sequence[int] = list(range(lo, lo + len(flat)))
+        else:
+            flat = cast("tuple[int, ...]", members)
+            lo = flat[0]
+            run = tuple(range(lo, lo + len(flat)))
+        if flat != run:
+            return False  # not one run in order, or an entity twice
+        hi = lo + len(flat)
+        tables, main = self.tables, self.main
+        before = tables[lo]
+        if tables[lo:hi].count(before) != len(flat):
+            return False
+        tables[lo:hi] = [(*before, TableOutcome(write.table, outcome))] * len(flat)
+        if write.role is TableRole.MAIN:
+            if main[lo:hi].count(None) == len(flat):
+                main[lo:hi] = [outcome] * len(flat)
+            else:
+                for i in range(lo, hi):
+                    if main[i] is None:
+                        main[i] = outcome
+        return True
+
     def recorded(self, i: int) -> bool:
         """Whether entity ``i`` has a main outcome (written, or refused)."""
         return self.main[i] is not None
@@ -444,6 +489,10 @@ class Outcomes:
     def not_failed(self, batch: range) -> Sequence[int]:
         """The entities of ``batch`` whose main write did not fail (`failed()`), in order."""
         main = self.main[batch.start:batch.stop]
+        if main and main.count(main[0]) == len(main):  # one outcome for all (or none)
+            first = main[0]
+            failed = first is not None and first.status is MutationStatus.FAILED
+            return [] if failed else batch
         # Outcomes are mostly one shared object: look at each distinct one once.
         distinct = dict(zip(map(id, main), main, strict=True)).values()
         if not any(m is not None and m.status is MutationStatus.FAILED for m in distinct):
