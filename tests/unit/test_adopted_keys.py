@@ -78,6 +78,12 @@ def test_java_long_reversal_round_trips_newest_first(pair):
     ({"reverse_from": True, "digits": 19}, "reverse_from must be an int"),
     ({"reverse_from": "java", "digits": 19}, "reverse_from must be an int"),
     ({"reverse_from": 0, "digits": 19}, "at least 1"),
+    # Widths no row key holds, and a base of more digits than Python prints: refused
+    # at once (10**digits was computed first, for as long as it took).
+    ({"digits": 10**9}, "digits=1000000000: a row key holds at most 4096 bytes"),
+    ({"digits": 4097}, "digits=4097: a row key holds at most 4096 bytes"),
+    ({"reverse_from": 10**5000, "digits": 19}, "has more than 19 digits"),
+    ({"reverse_from": 10**5000, "digits": 4096}, "has more than 4096 digits"),
 ])
 def test_foreign_reversal_must_declare_a_width_that_holds_it(kwargs, message):
     with pytest.raises(ts.DeclarationError, match=message) as info:
