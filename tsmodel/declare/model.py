@@ -431,6 +431,11 @@ def _timestamp_encoding(name: str, attr: str, info: TimestampInfo) -> TimestampE
             f"{name}.{attr}: unit={info.unit!r}; use 'ms' (13 digits), 'us' (16) or 's' (10)"
         )
     digits = info.digits if info.digits is not None else default_digits(info.unit)
+    if digits > MAX_ROW_KEY_BYTES:  # before anything computes 10**digits
+        raise errors.DeclarationError(
+            f"{name}.{attr}: digits={digits}: a row key holds at most {MAX_ROW_KEY_BYTES} "
+            f"bytes; epoch {info.unit} take {default_digits(info.unit)} digits"
+        )
     if digits < default_digits(info.unit):
         raise errors.DeclarationError(
             f"{name}.{attr}: {digits} digits of epoch {info.unit} run out before today and "
@@ -451,7 +456,11 @@ def _check_reverse_from(where: str, info: TimestampInfo) -> None:
             f"{where}: reverse_from={base} is another program's reversal: declare its width "
             f"as well, digits=N (keys of {base} - t are zero-padded to N digits; Java's "
             "Long.MAX_VALUE - t takes digits=19)")
-    if len(str(base)) > info.digits:
+    if base >= 10**min(info.digits, MAX_ROW_KEY_BYTES):
+        if base >= 10**MAX_ROW_KEY_BYTES:  # more digits than str() prints
+            raise errors.DeclarationError(
+                f"{where}: reverse_from has more than {info.digits} digits (more than "
+                f"{MAX_ROW_KEY_BYTES}, what a row key holds): the oldest times would not fit")
         raise errors.DeclarationError(
             f"{where}: reverse_from={base} has {len(str(base))} digits, more than digits="
             f"{info.digits}: the oldest times would not fit; declare digits={len(str(base))}")
