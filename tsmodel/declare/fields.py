@@ -136,7 +136,8 @@ def timestamp(
     Args:
         unit: ``"ms"`` (13 digits, the default), ``"us"`` (16) or ``"s"`` (10):
             epoch units as zero-padded digits.
-        digits: override the number of digits of an epoch unit.
+        digits: override the number of digits of an epoch unit (at least
+            the unit's own, at most 4,096: a row key's size).
         format: an order-preserving UTC format instead of epoch digits, e.g.
             ``"%Y-%m-%d-%H%M"``; only ``%Y %m %d %j %H %M %S %f``, most
             significant first.
