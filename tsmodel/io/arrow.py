@@ -194,23 +194,29 @@ class ArrowColumns:
         no `Row` in between; where that does not read the batch (rows of another
         shape, keys or values the whole-column decoding refuses), its rows, read
         by `rows_batch()` (same values, same errors)."""
-        names = tuple(name for name, _, _ in self.columns)
-        collect = codec.batch_decoder(names)
-        if collect is not None and self._np is not None and codec.layout.bucketed:
-            found = collect(batch)
-            if found is not None:
+        return self._decoded(codec, batch, only, self._collected(codec, batch))
+
+    def _collected(self, codec: Any, batch: Any) -> Any:
+        """What the generated collector takes of ``batch`` (its lists sliced into
+        columns), or ``None``: rows of another shape, or no collector where
+        `takes_batches()` is false."""
+        if not self.takes_batches(codec):
+            return None
+        return codec.batch_decoder(tuple(name for name, _, _ in self.columns))(batch)
+
+    def _decoded(self, codec: Any, batch: Any, only: tuple[str, ...] | None,
+                 found: Any) -> Any:
+        """`cells_batch()` of ``batch``, whose collected columns are ``found``."""
+        if found is not None:
+            if codec.layout.bucketed:
                 done = self._buckets(codec, *found)
-                if done is not None:
-                    return done
-        elif collect is not None and self._np is not None and _whole_keys(codec) is not None:
-            found = collect(batch)
-            if found is not None:
+            else:
                 keys, times, values = found
-                columns: dict[str, Any] = {n: [] for n in names}
+                columns: dict[str, Any] = {name: [] for name, _, _ in self.columns}
                 columns.update(values)
                 done = self._whole(codec, keys, times, columns)
-                if done is not None:
-                    return done
+            if done is not None:
+                return done
         return self.rows_batch(codec, list(batch.rows()), only)
 
     def _buckets(self, codec: Any, keys: list[bytes], counts: list[int], times: list[int],
@@ -556,8 +562,6 @@ class _CellGroups:
         self._sized = _Sized(columns._pa, size)
         self._group: Any = None
         self._parts: list[Any] = []
-        names = tuple(name for name, _, _ in columns.columns)
-        self._collect = codec.batch_decoder(names) if columns.takes_batches(codec) else None
 
     def add(self, batch: Any) -> list[Any]:
         """The record batches complete with ``batch``."""
@@ -578,12 +582,13 @@ class _CellGroups:
     def _flush(self) -> list[Any]:
         group, parts, self._group, self._parts = self._group, self._parts, None, []
         columns, codec, only = self._columns, self._codec, self._only
-        if len(parts) > 1 and self._collect is not None and self._collect(group) is None:
+        found = columns._collected(codec, group)
+        if found is None and len(parts) > 1 and columns.takes_batches(codec):
             out = []
             for part in parts:
                 out += self._sized.add(columns.cells_batch(codec, part, only))
             return out
-        return self._sized.add(columns.cells_batch(codec, group, only))
+        return self._sized.add(columns._decoded(codec, group, only, found))
 
 
 class _Sized:
