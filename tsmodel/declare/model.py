@@ -456,7 +456,7 @@ def _check_reverse_from(where: str, info: TimestampInfo) -> None:
             f"{where}: reverse_from={base} is another program's reversal: declare its width "
             f"as well, digits=N (keys of {base} - t are zero-padded to N digits; Java's "
             "Long.MAX_VALUE - t takes digits=19)")
-    if base >= 10**min(info.digits, MAX_ROW_KEY_BYTES):
+    if base >= 10**info.digits:  # digits: at most MAX_ROW_KEY_BYTES (checked before)
         if base >= 10**MAX_ROW_KEY_BYTES:  # more digits than str() prints
             raise errors.DeclarationError(
                 f"{where}: reverse_from has more than {info.digits} digits (more than "

@@ -50,7 +50,7 @@ def _attribute(name: str) -> str:
 
 #: Types whose values always equal themselves (no NaN): no ``item == item`` test.
 _NEVER_NAN = frozenset({int, str, bytes, bool})
-#: Codecs whose every encoding has a fixed size well under the value limit.
+#: One microsecond: an event time's unit.
 _US = timedelta(microseconds=1)
 
 
