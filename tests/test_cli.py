@@ -563,7 +563,9 @@ def test_codec_prints_the_source_generated_for_each_table() -> None:
     # A function's file name is numbered (`` #2``) when this process compiled
     # another source under the same name first (an earlier test's ServerMetric).
     for table, function in (("METRIC", "encode_event"), ("METRIC", "encode"),
-                            ("CURRENT_METRIC", "encode")):
+                            ("CURRENT_METRIC", "encode"), ("METRIC", "check_event"),
+                            ("METRIC", "lay_out_event"), ("METRIC", "wire rows"),
+                            ("CURRENT_METRIC", "wire rows"), ("CURRENT_METRIC", "wire")):
         assert re.search(rf"^# table {table}: <tsmodel codec ServerMetric\.{table} "
                          rf"{function}( #\d+)?>$", out, re.MULTILINE), out[:2000]
     blocks = out.split("# table ")[1:]

@@ -199,6 +199,34 @@ def test_codec_source_lists_every_generated_function_of_a_model() -> None:
         assert rendered(function) in text
 
 
+def test_codec_source_lists_a_save_s_check_and_each_backend_s_rendering() -> None:
+    """A save's checks and layouts in two parts, and a backend's writer of a table's
+    declared cells (the Bigtable wire bytes), are listed too: they run for every
+    event of a save. Before, neither was, though nothing else of a save's runs."""
+    from tsmodel.backends.bigtable import render_wire_writers
+
+    models = [_model(s) for s in SHAPES if s.current]
+    model = next(m for m in models if _has_parts(ts.spec_of(m))
+                 and ts.spec_of(m).codec.declared_cells is not None
+                 and ts.spec_of(m).current_codec.declared_cells is not None)
+    spec = ts.spec_of(model)
+    check, lay_out = spec.codec.event_parts(spec.current_codec, EncodedEvent)
+    text = ts.codec_source(model)
+    for function in (check, lay_out):
+        assert f"# table {spec.table}: {function.__code__.co_filename}\n" in text
+        assert rendered(function) in text
+    writers = {codec.table: render_wire_writers(codec.declared_cells)
+               for codec in (spec.codec, spec.current_codec)}
+    text = ts.codec_source(model)
+    for table, functions in writers.items():
+        assert functions, table
+        for function in functions:
+            name = function.__code__.co_filename
+            assert name.startswith(f"<tsmodel codec {spec.name}.{table} wire"), name
+            assert f"# table {table}: {function.__code__.co_filename}\n" in text
+            assert rendered(function) in text
+
+
 def test_the_two_parts_cover_the_plain_layouts_and_only_them() -> None:
     """Rows, cells and columns layouts without a blob, key or version cells are
     checked apart from laying their cells out; the others are not."""
