@@ -45,7 +45,7 @@ __all__ = [
     "SampleRowKeysRequest", "SampleRowKeysResponse", "sample_request",
     "FEATURES_METADATA", "routing_metadata", "entry_requests", "does_something",
     "family_check_request", "read_request", "table_check_request", "row_filter",
-    "timestamp_runs",
+    "timestamp_runs", "render_wire_writers",
     "resume_request", "CheckAndMutateRowRequest", "CheckAndMutateRowResponse",
     "conditional_request", "MutateResponse", "applied_response", "mutate_response",
 ]
@@ -550,6 +550,19 @@ def render_rows_writer(declared: DeclaredCells) -> Callable[
     writer: Callable[[list[tuple[Any, ...]], int, Sequence[int]],
                      tuple[list[bytes | None], list[int]]] = _rendered(declared)[1]
     return writer
+
+
+def render_wire_writers(declared: DeclaredCells) -> tuple[Callable[..., Any], ...]:
+    """Every writer of ``declared``'s ``MutateRows`` entries, rendered now if not yet
+    (they are at a save's first write): of one row's cells, of a batch's checked
+    tuples, and, where numpy and pyarrow are installed, of a frame's columns
+    (`tsmodel.backends._bigtable_columns`). ``tsmodel codec`` prints them."""
+    entry, rows = _rendered(declared)
+    try:
+        columns = columns_writer(declared, _set_cell_head, MAX_ROW_KEY)
+    except ImportError:  # the frame extras are not installed
+        return entry, rows
+    return entry, rows, columns
 
 
 def _rendered(declared: DeclaredCells) -> tuple[Any, Any]:

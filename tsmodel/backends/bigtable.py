@@ -67,9 +67,12 @@ from tsmodel.ground.base import (
 )
 from tsmodel.settings import DEFAULT_SETTINGS, Settings
 
-__all__ = ["BigtableBackend", "gc_rule_from_proto", "gc_rule_to_proto"]
+__all__ = ["BigtableBackend", "gc_rule_from_proto", "gc_rule_to_proto", "render_wire_writers"]
 
 _T = TypeVar("_T")
+
+#: The writers of a table's declared cells as ``MutateRows`` wire bytes (``tsmodel codec``).
+render_wire_writers = wire.render_wire_writers
 
 #: Bigtable's limit of mutations in one MutateRows request.
 MAX_MUTATIONS_PER_REQUEST = 100_000

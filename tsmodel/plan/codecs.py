@@ -14,7 +14,7 @@ from typing import Any
 from tsmodel.declare.spec import ModelSpec, spec_of
 from tsmodel.layouts import TableCodec
 from tsmodel.layouts._source import rendered
-from tsmodel.plan.events import column_checker, event_encoder
+from tsmodel.plan.events import EncodedEvent, column_checker, event_encoder
 
 __all__ = ["codec_source", "generated_functions", "table_codecs"]
 
@@ -46,16 +46,31 @@ def generated_functions(model: type) -> list[tuple[str, Callable[..., Any]]]:
     """
     spec = spec_of(model)
     event_encoder(spec)  # rendered at a model's first save: render it now
+    spec.codec.event_parts(spec.current_codec, EncodedEvent)  # a save's check, apart
     column_checker(spec)  # and the check save_frame() makes column-wise
     out: list[tuple[str, Callable[..., Any]]] = []
     seen: set[int] = set()
     for codec in table_codecs(spec):
         codec.batch_instances()  # rendered at a range read's first use
-        for function in codec.generated():
+        for function in [*codec.generated(), *_backend_renderings(codec)]:
             if id(function) not in seen:
                 seen.add(id(function))
                 out.append((codec.table, function))
     return out
+
+
+def _backend_renderings(codec: TableCodec) -> list[Callable[..., Any]]:
+    """The functions backends have rendered so far from the codec's `DeclaredCells`
+    (the Bigtable backend: its ``MutateRows`` entry writers)."""
+    declared = codec.declared_cells
+    if declared is None:
+        return []
+    found: list[Callable[..., Any]] = []
+    for rendering in declared.renderings.values():
+        for item in rendering if isinstance(rendering, tuple) else (rendering,):
+            if callable(item) and hasattr(item, "__tsmodel_source__"):
+                found.append(item)
+    return found
 
 
 def codec_source(model: type) -> str:
