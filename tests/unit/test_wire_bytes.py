@@ -12,6 +12,7 @@ alike, and refuse the same entries.
 from __future__ import annotations
 
 import inspect
+import random
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -320,6 +321,42 @@ def test_declared_cells_at_every_timestamp_width_give_the_message_built_bytes(
                    RowMutation(b"k" * 200, cells, None, declared)]
         _both(entries)
         _both(entries)
+
+
+def test_timestamps_kept_over_generations_give_the_message_built_bytes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Timestamps repeating at every distance, across many turns of the two kept
+    generations (made small here): each entry's bytes are the message-built ones.
+    And a timestamp written less than a generation ago is still kept, whichever
+    generation it is in, as the events of one time from many keys need."""
+    monkeypatch.setattr(wire, "_STAMPS_KEPT", 64)
+    monkeypatch.setattr(wire, "_TIMESTAMP_VARINTS", wire._TIMESTAMP_VARINTS)
+    wire._TIMESTAMP_VARINTS.clear()
+    wire._OLDER_VARINTS.clear()
+    shape = next(s for s in SHAPES if _declares(s))
+    declared = ts.spec_of(_model(shape)).codec.declared_cells
+    assert declared is not None
+    rng = random.Random(7)
+    distinct = [rng.choice((0, 1, 127, 2**28, 2**40, 1_426_532_400_000_000, 2**63 - 1))
+                + i * 1000 for i in range(200)]
+    times = [t for _ in range(4) for t in rng.sample(distinct, len(distinct))]
+    times += [rng.choice(distinct) for _ in range(400)]
+    entries = [RowMutation(b"k%d" % i, tuple(SetCell(f, q, min(t, 2**63 - 1), b"v")
+                                            for f, q in declared.columns), None, declared)
+               for i, t in enumerate(times)]
+    _both(entries)
+    _both(entries[::-1])
+    recent = list(dict.fromkeys(times))[:64]  # the last 64 distinct written (reversed)
+    kept = wire._TIMESTAMP_VARINTS.keys() | wire._OLDER_VARINTS.keys()
+    assert {min(t, 2**63 - 1) for t in recent} <= kept
+    # One found among the older is made new again: it outlives the next turn.
+    monkeypatch.setattr(wire, "_STAMPS_KEPT", 4)
+    for t in range(1, 6):  # 1-4 older, 5 new
+        assert wire._stamp_of(t) == b"\x18" + bytes((t,))
+    assert wire._stamp_of(1) == b"\x18\x01"
+    for t in range(6, 9):  # 5, 1, 6, 7 older, 8 new
+        wire._stamp_of(t)
+    assert set(wire._OLDER_VARINTS) == {5, 1, 6, 7}
 
 
 def test_the_rendered_writer_is_there_to_read() -> None:

@@ -391,7 +391,13 @@ _SMALL = [bytes((i,)) for i in range(128)]
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 #: The bytes around a set_cell's timestamp, by column and sizes (`_set_cell_head()`).
 _COLUMN_HEADS: dict[tuple[Any, Any, int, int], tuple[bytes, bytes]] = {}
+#: A set_cell's timestamp field by timestamp, for the newest timestamps written
+#: (`_keep_stamp()`): up to ``_STAMPS_KEPT``, then they become the older ones,
+#: looked up on a miss (`_stamp_of()`). Events of one time come from every key
+#: that shares it (hosts that report at the same instants), in any order.
 _TIMESTAMP_VARINTS: dict[int, bytes] = {}
+_OLDER_VARINTS: dict[int, bytes] = {}
+_STAMPS_KEPT = 4096
 
 
 def _varint(n: int) -> bytes:
@@ -683,7 +689,11 @@ def _stamp_of(ts: int) -> bytes:
     The varint's first four bytes are the low 28 bits of a timestamp of 2**28
     or more (each with the continuation bit), looked up 14 bits at a time; its
     high bits (the same for about four and a half minutes of microseconds) are
-    looked up too."""
+    looked up too. One of the older timestamps kept is not worked out again."""
+    stamp = _OLDER_VARINTS.get(ts)
+    if stamp is not None:
+        _keep_stamp(ts, stamp)
+        return stamp
     high = ts >> 28
     if high:
         top = _HIGH_VARINTS.get(high)
@@ -696,10 +706,19 @@ def _stamp_of(ts: int) -> bytes:
         stamp = tagged[ts & 0x3FFF] + pairs[ts >> 14 & 0x3FFF] + top
     else:
         stamp = b"\x18" + _varint(ts) if ts else b""
-    if len(_TIMESTAMP_VARINTS) >= 4096:
+    _keep_stamp(ts, stamp)
+    return stamp
+
+
+def _keep_stamp(ts: int, stamp: bytes) -> None:
+    """Keep ``stamp``, the timestamp field of ``ts``, among the newest; when they are
+    ``_STAMPS_KEPT``, they replace the older ones first. (Each entry is right for
+    its key whichever thread wrote it: threads can only lose entries.)"""
+    if len(_TIMESTAMP_VARINTS) >= _STAMPS_KEPT:
+        _OLDER_VARINTS.clear()
+        _OLDER_VARINTS.update(_TIMESTAMP_VARINTS)
         _TIMESTAMP_VARINTS.clear()
     _TIMESTAMP_VARINTS[ts] = stamp
-    return stamp
 
 
 def _fourteen() -> list[list[bytes]]:
@@ -734,9 +753,7 @@ def _mutations_bytes(mutations: tuple[Mutation, ...]) -> tuple[bytes, int, bool]
             stamp = stamps.get(timestamp)
             if stamp is None or type(timestamp) is not int:
                 stamp = b"\x18" + _int64(timestamp) if timestamp else _int64(timestamp)[:0]
-                if len(stamps) >= 4096:
-                    stamps.clear()
-                stamps[timestamp] = stamp
+                _keep_stamp(timestamp, stamp)
             if type(value) is not bytes:
                 _bytes(value)
             # Everything before the value, by column and the sizes of stamp and value.
