@@ -58,6 +58,61 @@ def _refused(index: int, error: Exception) -> None:
     raise AssertionError(f"entry {index} refused: {error!r}")
 
 
+def limit_requests(events: list[Any]) -> list[tuple[str, bytes]]:
+    """The write limit's requests (a0, a1): the main rows of ``events`` and, per batch of
+    ``LIMIT_BATCH`` events, the current-value row of each host's newest event, spelled
+    out by hand (`_data.plain_rows()`) and serialized with protobuf, a batch a request."""
+    from google.cloud.bigtable_v2.types import bigtable as bigtable_types
+
+    request_type: Any = bigtable_types.MutateRowsRequest.pb()
+    prefix = "projects/bench/instances/bench/tables/"
+    out = []
+    for start in range(0, len(events), LIMIT_BATCH):
+        batch = events[start:start + LIMIT_BATCH]
+        for table, rows in ((LIMIT_MAIN, _data.plain_rows(batch)),
+                            (LIMIT_CURRENT, _data.plain_current_rows(batch))):
+            request = request_type(table_name=prefix + table)
+            for key, cells in rows:
+                entry = request.entries.add()
+                entry.row_key = key
+                for family, qualifier, stamp, value in cells:
+                    cell = entry.mutations.add().set_cell
+                    cell.family_name, cell.column_qualifier = family, qualifier
+                    cell.timestamp_micros, cell.value = stamp, value
+            out.append((prefix + table, request.SerializeToString()))
+    return out
+
+
+def limit_write(backend: Any, host_port: str, families: tuple[tuple[str, GcRule], ...],
+                requests: list[tuple[str, bytes]]) -> float:
+    """Seconds to send ``requests`` into fresh limit tables on a raw gRPC channel,
+    ``LIMIT_IN_FLIGHT`` at once, each response stream drained."""
+    import concurrent.futures
+
+    import grpc
+
+    for name in (LIMIT_MAIN, LIMIT_CURRENT):
+        backend.delete_table(name)
+        backend.create_table(TableSpec(name, families))
+    channel = grpc.insecure_channel(host_port)
+    mutate = channel.unary_stream("/google.bigtable.v2.Bigtable/MutateRows",
+                                  request_serializer=lambda data: data,
+                                  response_deserializer=lambda data: data)
+
+    def send(item: tuple[str, bytes]) -> int:
+        table, data = item
+        metadata = (("x-goog-request-params", f"table_name={table}&app_profile_id="),)
+        return sum(len(r) for r in mutate(data, metadata=metadata))
+
+    try:
+        send(requests[0])  # the channel connected before the clock starts
+        with concurrent.futures.ThreadPoolExecutor(LIMIT_IN_FLIGHT) as pool:
+            seconds, _ = timed(lambda: list(pool.map(send, requests)))
+    finally:
+        channel.close()
+    return seconds
+
+
 class BigtableSuite:
     """Everything measured against one emulator, on one set of events."""
 
@@ -254,51 +309,10 @@ class BigtableSuite:
                 f"{median(rates):,.0f} events/s, {median(rates) / limit:.2f} of the limit")
 
     def _limit_requests(self) -> list[tuple[str, bytes]]:
-        from google.cloud.bigtable_v2.types import bigtable as bigtable_types
-
-        request_type: Any = bigtable_types.MutateRowsRequest.pb()
-        prefix = "projects/bench/instances/bench/tables/"
-        out = []
-        for start in range(0, len(self.events), LIMIT_BATCH):
-            batch = self.events[start:start + LIMIT_BATCH]
-            for table, rows in ((LIMIT_MAIN, _data.plain_rows(batch)),
-                                (LIMIT_CURRENT, _data.plain_current_rows(batch))):
-                request = request_type(table_name=prefix + table)
-                for key, cells in rows:
-                    entry = request.entries.add()
-                    entry.row_key = key
-                    for family, qualifier, stamp, value in cells:
-                        cell = entry.mutations.add().set_cell
-                        cell.family_name, cell.column_qualifier = family, qualifier
-                        cell.timestamp_micros, cell.value = stamp, value
-                out.append((prefix + table, request.SerializeToString()))
-        return out
+        return limit_requests(self.events)
 
     def _limit_write(self, requests: list[tuple[str, bytes]]) -> float:
-        import concurrent.futures
-
-        import grpc
-
-        for name in (LIMIT_MAIN, LIMIT_CURRENT):
-            self.conn.backend.delete_table(name)
-            self.conn.backend.create_table(TableSpec(name, self.families))
-        channel = grpc.insecure_channel(self.host_port)
-        mutate = channel.unary_stream("/google.bigtable.v2.Bigtable/MutateRows",
-                                      request_serializer=lambda data: data,
-                                      response_deserializer=lambda data: data)
-
-        def send(item: tuple[str, bytes]) -> int:
-            table, data = item
-            metadata = (("x-goog-request-params", f"table_name={table}&app_profile_id="),)
-            return sum(len(r) for r in mutate(data, metadata=metadata))
-
-        try:
-            send(requests[0])  # the channel connected before the clock starts
-            with concurrent.futures.ThreadPoolExecutor(LIMIT_IN_FLIGHT) as pool:
-                seconds, _ = timed(lambda: list(pool.map(send, requests)))
-        finally:
-            channel.close()
-        return seconds
+        return limit_write(self.conn.backend, self.host_port, self.families, requests)
 
     # -- (b) range reads ----------------------------------------------------------------
 
