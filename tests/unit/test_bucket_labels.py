@@ -62,6 +62,30 @@ def test_labels_sort_like_bucket_starts(size: str | timedelta, a: int, b: int) -
     assert bucket.parse(la) == sa
 
 
+@given(st.sampled_from(["minute", "hour", "day", "week", "month", timedelta(minutes=15),
+                        timedelta(hours=6), timedelta(seconds=90)]),
+       st.lists(st.integers(0, us(9000, 1, 1)), min_size=1, max_size=6),
+       st.lists(st.tuples(st.integers(0, 5), st.integers(-3 * 86400 * 10**6, 3 * 86400 * 10**6)),
+                min_size=1, max_size=40))
+@settings(max_examples=200, deadline=None)
+def test_a_bucket_segment_labels_every_time_as_its_bucket_does(
+        size: str | timedelta, bases: list[int], offsets: list[tuple[int, int]]) -> None:
+    """The key segment keeps the labels of the buckets it met (by their start, a few
+    at a time here): times in the same buckets, at and around their edges, in any
+    order and again, are labelled as a bucket made afresh labels them."""
+    from tsmodel.encoding import keys
+
+    times = [max(0, bases[i % len(bases)] + d) for i, d in offsets]
+    times += [t for s in times for t in (make_bucket(size).start(s), make_bucket(size).start(s)
+                                          - 1) if t >= 0]
+    fresh = make_bucket(size)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(keys, "_KNOWN_LABELS", 3)
+        segment = keys.BucketSegment("time", make_bucket(size))
+        for when in times + times[::-1]:
+            assert segment.encode(when) == fresh.label(fresh.start(when)), when
+
+
 @pytest.mark.parametrize(("size", "label", "why"), [
     ("week", "week%V", "week10 sorts before week9"),
     ("week", "%Y-W%V", "ISO year"),

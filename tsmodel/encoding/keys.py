@@ -139,6 +139,8 @@ class ConstantSegment(Segment):
 
 #: The most strings a key segment's encoder keeps the bytes of (`StrSegment.encoder()`).
 _KNOWN_STRINGS = 4096
+#: Bucket labels a `BucketSegment` keeps: events come in a few buckets at a time.
+_KNOWN_LABELS = 1024
 
 
 @attrs.frozen
@@ -387,6 +389,8 @@ class BucketSegment(Segment):
 
     field: str
     bucket: Bucket
+    #: The labels of the buckets met, by their start (`encode()`), a bounded number.
+    _labels: dict[int, bytes] = attrs.field(factory=dict, init=False, repr=False, eq=False)
 
     @property
     def width(self) -> int | None:
@@ -403,7 +407,14 @@ class BucketSegment(Segment):
             raise SegmentValueError(
                 f"{from_micros(value).isoformat()} is before the first bucket of "
                 f"{self.bucket.describe()}")
-        return self.bucket.label(self.bucket.start(value))
+        start = self.bucket.start(value)
+        label = self._labels.get(start)
+        if label is None:  # a label is worked out once per bucket met (a strftime a week)
+            label = self.bucket.label(start)
+            if len(self._labels) >= _KNOWN_LABELS:
+                self._labels.clear()
+            self._labels[start] = label
+        return label
 
     def decode(self, data: bytes) -> int:
         try:
