@@ -141,6 +141,14 @@ def encoder(spec: ModelSpec) -> Callable[[Any], EncodedEvent]:
     # are: ``main._replace()`` took an eighth of a read-first model's check.
     make: Callable[..., EncodedEvent] = EncodedEvent
     before, after = _ALTERNATES, _ALTERNATES + 2
+    if not alternates:  # joined as a tuple, no call of the named tuple's __new__
+        new, middle = tuple.__new__, ((), marked)
+
+        def encode_marked(entity: Any) -> EncodedEvent:
+            main = event(entity)
+            return new(EncodedEvent, main[:before] + middle + main[after:])
+
+        return encode_marked
 
     def encode(entity: Any) -> EncodedEvent:
         main = event(entity)
