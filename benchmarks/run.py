@@ -41,7 +41,7 @@ from _common import Result, environment, median, table  # noqa: E402
 
 #: Every figure: a writes, b range reads, c latest lookups, d embedded store,
 #: e memory, f save() of one event, g asyncio API, h salted range reads, i columnar,
-#: p each storage pattern's saves.
+#: p each storage pattern's saves and range reads.
 ALL = "abcdefghip"
 #: The figures measured on the emulator, and those of them --rtt runs through the proxy.
 ON_EMULATOR, PROXIED = "abcfghip", "abfgh"
@@ -217,7 +217,7 @@ def _measure(args: argparse.Namespace, host_port: str, only: set[str],
         if "p" in only and rtt is None:
             from _patterns import PatternSuite
 
-            log("(p) each storage pattern's saves, embedded store and emulator")
+            log("(p) each storage pattern's saves and range reads, embedded store and emulator")
             results += PatternSuite("embedded", None, args.runs, log).run()
             results += PatternSuite("emulator", f"bigtable-emulator://{host_port}/bench/bench",
                                     args.runs, log).run()
