@@ -11,9 +11,8 @@ shuffled, on fresh tables; the ratio is each pattern's rate over the row per
 event layout's in the same order and run. After each save, the readings are
 read back with ``Model.range()`` (a range per balloon, into instances; checked
 against the saved events once per pattern): the ``p1r``-``p3r`` rows give each
-pattern's read rate over the row per event layout's (no target: the issue
-asks for the figure). Runs on the embedded store and, when one is given, on
-the emulator.
+pattern's read rate over the row per event layout's (a figure, no target).
+Runs on the embedded store and, when one is given, on the emulator.
 
 Each row's note gives the store's own ratio for the same cells: the
 pattern's cells and the row per event layout's, encoded before the clock
@@ -125,6 +124,8 @@ class PatternSuite:
                  minutes: int = 60 * 24 * 2) -> None:
         self.where, self.url, self.runs, self.log = where, url, runs, log
         self.data = readings(minutes, random.Random(2021))
+        self.locations = sorted({d["location"] for d in self.data})
+        self.end = max(d["time"] for d in self.data) + timedelta(minutes=1)
 
     def run(self) -> list[Result]:
         conn = ts.connect(self.url) if self.url is not None else ts.connect()
@@ -191,11 +192,11 @@ class PatternSuite:
 
     def _read(self, conn: Any, model: Any) -> list[Any]:
         """Every reading, read back a balloon's range at a time, into instances."""
-        end = max(d["time"] for d in self.data) + timedelta(minutes=1)
         fields = {"metric": "pressure"} if "metric" in ts.spec_of(model).key_fields else {}
         got: list[Any] = []
-        for location in sorted({d["location"] for d in self.data}):
-            got += model.range(T0, end, location=location, balloon=3698, **fields).using(conn)
+        for location in self.locations:
+            got += model.range(T0, self.end, location=location, balloon=3698,
+                               **fields).using(conn)
         return got
 
     @staticmethod
