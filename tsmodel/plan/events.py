@@ -138,25 +138,17 @@ def encoder(spec: ModelSpec) -> Callable[[Any], EncodedEvent]:
     marked = spec if spec.corrections_read_first or spec.rollups else None
 
     # Built whole, the fields before ``alternates`` and after ``spec`` taken as they
-    # are: ``main._replace()`` took an eighth of a read-first model's check.
-    make: Callable[..., EncodedEvent] = EncodedEvent
+    # are, joined as tuples: ``main._replace()`` took an eighth of a read-first
+    # model's check, and the named tuple's own ``__new__`` is a Python call too.
+    new = tuple.__new__
     before, after = _ALTERNATES, _ALTERNATES + 2
-    if not alternates:  # joined as a tuple, no call of the named tuple's __new__
-        new, middle = tuple.__new__, ((), marked)
-
-        def encode_marked(entity: Any) -> EncodedEvent:
-            main = event(entity)
-            return new(EncodedEvent, main[:before] + middle + main[after:])
-
-        return encode_marked
 
     def encode(entity: Any) -> EncodedEvent:
         main = event(entity)
-        return make(*main[:before], tuple(alt(entity) for alt in alternates), marked,
-                    *main[after:])
+        return new(EncodedEvent, main[:before] + (tuple([alt(entity) for alt in alternates]),
+                                                  marked) + main[after:])
 
     return encode
-
 
 
 def encode_all(entities: Iterable[Any]) -> list[EncodedEvent]:
