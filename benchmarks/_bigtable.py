@@ -58,6 +58,22 @@ def _refused(index: int, error: Exception) -> None:
     raise AssertionError(f"entry {index} refused: {error!r}")
 
 
+def same_cells(backend: Any, model: Any, main: tuple[str, int | None],
+               current: tuple[str, int | None]) -> None:
+    """Check that the model's main and current-value tables hold the cells of the
+    tables ``main`` and ``current`` name (each with the rows to compare: the first
+    so many, or ``None``, all), each column's newest (the current table may hold
+    older versions)."""
+    spec = model.__tsmodel__
+    newest = ReadFilter(cells_per_column=1)
+    for ours, (theirs, rows) in ((spec.table, main), (spec.current_table, current)):
+        a = [(r.key, r.cells) for r in backend.read_rows(ReadRequest(ours, filter=newest,
+                                                                     limit=rows))]
+        b = [(r.key, r.cells) for r in backend.read_rows(ReadRequest(theirs, filter=newest,
+                                                                     limit=rows))]
+        assert a and a == b, f"{ours} and {theirs} differ"
+
+
 def limit_requests(events: list[Any]) -> list[tuple[str, bytes]]:
     """The write limit's requests (a0, a1): the main rows of ``events`` and, per batch of
     ``LIMIT_BATCH`` events, the current-value row of each host's newest event, spelled
@@ -253,13 +269,7 @@ class BigtableSuite:
 
     def _same_cells(self) -> str:
         """Check that tsmodel and the baseline wrote exactly the same cells."""
-        backend = self.conn.backend
-        spec = self.model.__tsmodel__
-        newest = ReadFilter(cells_per_column=1)  # the current table may hold older versions
-        for ours, theirs in ((spec.table, BASE_MAIN), (spec.current_table, BASE_CURRENT)):
-            a = [(r.key, r.cells) for r in backend.read_rows(ReadRequest(ours, filter=newest))]
-            b = [(r.key, r.cells) for r in backend.read_rows(ReadRequest(theirs, filter=newest))]
-            assert a == b, f"{ours} and {theirs} differ"
+        same_cells(self.conn.backend, self.model, (BASE_MAIN, None), (BASE_CURRENT, None))
         return ("tsmodel and the baseline wrote the same cells (checked cell by cell; tsmodel "
                 "also writes the current table once per batch of 1,000 events)")
 
